@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The device interface: control path only.
+//
+// A backend (hw/mlx5 for a real ConnectX through rdma-core, hw/sim for the software HCA)
+// creates objects and hands the driver views of the memory the hardware reads: the shape of
+// mlx5dv_qp and mlx5dv_cq. The fast path (post, ring, poll) never calls through this
+// interface; it writes and reads those views directly. Every method here is thread-safe.
+#pragma once
+
+#include <infiniband/mlx5dv.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rnicdv/status.h"
+
+namespace rnicdv::hw {
+
+// IB QP states (IBA 10.3.1).
+enum class QpState : uint8_t { reset, init, rtr, rts, sqd, sqe, err };
+const char* qp_state_name(QpState s) noexcept;  // "RESET", "INIT", "RTR", ...
+
+// IB path MTU codes (IBA 9.6.1, ibv_mtu values).
+enum class Mtu : uint8_t { mtu256 = 1, mtu512 = 2, mtu1024 = 3, mtu2048 = 4, mtu4096 = 5 };
+constexpr uint32_t mtu_bytes(Mtu m) noexcept { return 128u << static_cast<uint8_t>(m); }
+
+// Memory access rights; values are ibv_access_flags.
+namespace access {
+inline constexpr uint32_t local_write = 1u << 0;
+inline constexpr uint32_t remote_write = 1u << 1;
+inline constexpr uint32_t remote_read = 1u << 2;
+inline constexpr uint32_t remote_atomic = 1u << 3;
+}  // namespace access
+
+// What the hardware guarantees about send queue fetching. It decides how the driver withholds
+// work posted in RTR (design.md, "Two ways to withhold").
+struct DeviceProfile {
+  // The device may execute valid-looking WQEs beyond the SQ doorbell record (a scanning
+  // device). Withholding in place is unsafe: the driver uses a shadow queue.
+  bool fetches_beyond_dbr = false;
+  // A doorbell rung while the QP is in RTR is remembered and executed after RTS (observed
+  // mlx5 behaviour). The driver must withhold both the doorbell record and the UAR write.
+  bool keeps_rtr_doorbell = true;
+};
+
+struct DeviceCaps {
+  uint32_t max_qp = 0;
+  uint32_t max_qp_wr = 0;        // WQEs per send or receive queue
+  uint32_t max_send_sge = 0;
+  uint32_t max_recv_sge = 0;
+  uint32_t max_inline_data = 0;
+  uint32_t max_cq = 0;
+  uint32_t max_cqe = 0;
+  uint32_t max_mr = 0;
+  uint64_t max_mr_size = 0;
+  uint32_t max_pd = 0;
+  uint32_t max_msg_size = 0;
+  uint8_t max_qp_rd_atom = 0;      // outstanding READ/atomic as responder
+  uint8_t max_qp_init_rd_atom = 0; // ... as initiator
+  Mtu max_mtu = Mtu::mtu4096;
+  Mtu active_mtu = Mtu::mtu1024;
+};
+
+// A 16-byte GID; on RoCEv2 with IPv4, the IPv4-mapped form ::ffff:a.b.c.d.
+struct Gid {
+  uint8_t raw[16] = {};
+  static Gid from_ipv4(uint32_t ipv4_host_order) noexcept;
+  bool is_ipv4_mapped() const noexcept;
+  uint32_t ipv4() const noexcept;  // host order; valid when is_ipv4_mapped()
+  std::string to_string() const;   // "::ffff:127.0.0.2" or full hex form
+};
+
+struct DeviceInfo {
+  std::string name;        // "sim0", "mlx5_0"
+  std::string kind;        // "sim" or "mlx5"
+  std::string transport;   // e.g. "sim udp 127.0.0.2:4791", "mlx5 RoCE v2"
+  uint64_t node_guid = 0;
+  Gid gid;                 // port 1, the GID the device sends from
+  uint8_t gid_index = 0;
+  DeviceProfile profile;
+  DeviceCaps caps;
+};
+
+// Mirrors the subset of ibv_qp_attr a RoCEv2 RC QP needs. Which fields apply is given by a
+// mask of qp_attr::* bits, as in ibv_modify_qp.
+struct QpAttr {
+  QpState state = QpState::reset;
+  Mtu path_mtu = Mtu::mtu1024;        // RTR
+  uint32_t dest_qpn = 0;              // RTR
+  uint32_t rq_psn = 0;                // RTR: first expected inbound PSN
+  uint32_t sq_psn = 0;                // RTS: first outbound PSN
+  uint32_t access_flags = 0;          // INIT: remote access to this QP (access::remote_*)
+  uint8_t max_rd_atomic = 1;          // RTS: outstanding READ/atomic as initiator
+  uint8_t max_dest_rd_atomic = 1;     // RTR: as responder
+  uint8_t min_rnr_timer = 12;         // RTR: 5-bit IB RNR timer code sent in RNR NAKs
+  uint8_t timeout = 14;               // RTS: local ACK timeout 4.096 us * 2^timeout; 0 = none
+  uint8_t retry_cnt = 7;              // RTS: transport retries (0..7)
+  uint8_t rnr_retry = 7;              // RTS: RNR retries, 7 = infinite
+  Gid remote_gid;                     // RTR: the peer's address
+  uint16_t pkey_index = 0;            // INIT
+  uint8_t port_num = 1;               // INIT
+};
+
+namespace qp_attr {
+inline constexpr uint32_t state = 1u << 0;
+inline constexpr uint32_t access_flags = 1u << 1;
+inline constexpr uint32_t port = 1u << 2;        // pkey_index, port_num
+inline constexpr uint32_t path_mtu = 1u << 3;
+inline constexpr uint32_t dest_qpn = 1u << 4;
+inline constexpr uint32_t rq_psn = 1u << 5;
+inline constexpr uint32_t sq_psn = 1u << 6;
+inline constexpr uint32_t max_rd_atomic = 1u << 7;
+inline constexpr uint32_t max_dest_rd_atomic = 1u << 8;
+inline constexpr uint32_t min_rnr_timer = 1u << 9;
+inline constexpr uint32_t timeout = 1u << 10;
+inline constexpr uint32_t retry_cnt = 1u << 11;
+inline constexpr uint32_t rnr_retry = 1u << 12;
+inline constexpr uint32_t av = 1u << 13;         // remote_gid
+}  // namespace qp_attr
+
+// Requested queue sizes; the backend may round up (reported back in QpView).
+struct QpCaps {
+  uint32_t max_send_wr = 128;
+  uint32_t max_recv_wr = 128;
+  uint32_t max_send_sge = 1;
+  uint32_t max_recv_sge = 1;
+  uint32_t max_inline_data = 0;
+};
+
+// What the driver needs to post to a QP: the mlx5dv_qp view and what was granted.
+struct QpView {
+  mlx5dv_qp dv{};            // dbrec, sq{buf,wqe_cnt,stride}, rq{...}, bf{reg,size}
+  uint32_t qpn = 0;
+  bool bf_shared = false;    // the doorbell register is shared with other QPs
+  QpCaps granted;            // after rounding
+};
+
+struct CqView {
+  mlx5dv_cq dv{};            // buf, dbrec, cqe_cnt, cqe_size, cq_uar, cqn
+};
+
+enum class AsyncEventType : uint8_t {
+  comm_est,          // first inbound request on a QP in RTR (IBV_EVENT_COMM_EST)
+  sq_drained,        // SQD reached with the SQ empty
+  last_wqe_reached,
+  qp_fatal,          // local work queue catastrophic error (IBV_EVENT_QP_FATAL)
+  qp_req_err,        // invalid request local work queue error
+  qp_access_err,     // local access violation work queue error
+  cq_err,            // CQ overrun (IBV_EVENT_CQ_ERR)
+  device_fatal,      // IBV_EVENT_DEVICE_FATAL
+  port_active,
+  port_err,
+};
+const char* async_event_name(AsyncEventType t) noexcept;
+
+struct AsyncEvent {
+  AsyncEventType type;
+  uint32_t qpn = 0;  // QP events
+  uint32_t cqn = 0;  // CQ events
+};
+
+// Called by the driver's poll and by blocking helpers; lets a backend without hardware make
+// progress on the caller's thread (deterministic tests). Null for real hardware.
+struct ProgressHook {
+  void (*fn)(void* ctx) = nullptr;
+  void* ctx = nullptr;
+  void operator()() const {
+    if (fn) fn(ctx);
+  }
+};
+
+class Pd {
+ public:
+  virtual ~Pd() = default;
+  virtual uint32_t pdn() const = 0;
+};
+
+class Mr {
+ public:
+  virtual ~Mr() = default;
+  virtual uint32_t lkey() const = 0;
+  virtual uint32_t rkey() const = 0;
+  virtual void* addr() const = 0;
+  virtual size_t length() const = 0;
+};
+
+class Cq {
+ public:
+  virtual ~Cq() = default;
+  virtual const CqView& view() const = 0;
+};
+
+class Qp {
+ public:
+  virtual ~Qp() = default;
+  virtual const QpView& view() const = 0;
+  // Performs one IB state transition with the attributes in `mask`. The error names the QP,
+  // the transition and the reason: "qp 0x1c: modify RTR->RTS: sq_psn not set".
+  virtual Status modify(const QpAttr& attr, uint32_t mask) = 0;
+  virtual QpState state() const = 0;  // the device's view
+};
+
+class ConnectionManager;  // rnicdv/hw/cm.h
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+
+  virtual Result<std::unique_ptr<Pd>> alloc_pd() = 0;
+  // Registers [addr, addr+length) with `access` (access::*). Local read is always allowed.
+  virtual Result<std::unique_ptr<Mr>> reg_mr(Pd& pd, void* addr, size_t length,
+                                             uint32_t access) = 0;
+  // A CQ of at least `min_cqe` entries (rounded up to a power of two).
+  virtual Result<std::unique_ptr<Cq>> create_cq(uint32_t min_cqe) = 0;
+  // An RC QP in RESET.
+  virtual Result<std::unique_ptr<Qp>> create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                const QpCaps& caps) = 0;
+
+  // Asynchronous events. `async_fd()` is readable (poll/epoll) while events are pending.
+  virtual int async_fd() const = 0;
+  virtual bool next_async_event(AsyncEvent* out) = 0;
+
+  virtual ProgressHook progress_hook() { return {}; }
+
+  // The connection manager for this device's fabric (IB CM on the simulated fabric,
+  // librdmacm on real devices). Owned by the device.
+  virtual ConnectionManager* connection_manager() = 0;
+};
+
+}  // namespace rnicdv::hw

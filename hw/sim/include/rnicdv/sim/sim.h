@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The software HCA: public configuration and introspection.
+//
+// A Fabric is a set of simulated HCAs that share a wire and a clock. Each sim::Device is a
+// model of an mlx5 HCA (not a stub): it owns UAR pages, doorbell records and rings in the real
+// mlx5 layouts, executes the WQEs the driver wrote, and runs RC over RoCEv2 framing on the
+// wire. It implements hw::Device, so the driver uses it exactly like a real ConnectX.
+//
+// Execution modes:
+//  * deterministic: nothing happens until step()/run_until() (or the driver's progress hook)
+//    is called; time is virtual and every random choice comes from the fabric's seed;
+//  * threaded: a device thread polls the registers and the wire with adaptive back-off, and
+//    the driver's progress hook also drives the engine from the polling thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rnicdv/hw/device.h"
+#include "rnicdv/status.h"
+
+namespace rnicdv::sim {
+
+enum class ExecMode : uint8_t { deterministic, threaded };
+enum class WireKind : uint8_t { inproc, udp, dpdk };
+
+const char* exec_mode_name(ExecMode m) noexcept;  // "deterministic", "threaded"
+const char* wire_kind_name(WireKind w) noexcept;  // "inproc", "udp", "dpdk"
+
+// Seeded fault injection, applied per frame by the wire. Probabilities in [0, 1].
+struct FaultConfig {
+  double drop = 0;
+  double duplicate = 0;
+  double reorder = 0;        // hold the frame back so that later frames overtake it
+  double corrupt = 0;        // flip a byte; the receiver's ICRC check drops it
+  double delay = 0;
+  uint64_t max_delay_ns = 200'000;
+  bool any() const noexcept { return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0 || delay > 0; }
+};
+
+struct FabricConfig {
+  ExecMode mode = ExecMode::threaded;
+  WireKind wire = WireKind::inproc;
+  uint64_t seed = 1;
+  FaultConfig faults;
+  // pcap of every frame carried (Ethernet/IPv4/UDP/RoCEv2 with ICRC). Empty: $RNICDV_PCAP.
+  std::string pcap_path;
+  uint16_t udp_port = 4791;
+  std::string dpdk_args;  // EAL and port arguments for WireKind::dpdk
+};
+
+struct DeviceConfig {
+  std::string name;            // empty: "sim<N>"
+  hw::DeviceProfile profile;   // default: mlx5 (keeps_rtr_doorbell, no fetch beyond DBR)
+  uint32_t ipv4 = 0;           // host order; 0 = pick one (udp: first free 127.0.0.x, x >= 2)
+  hw::DeviceCaps caps;         // zero fields take the model's defaults
+  uint32_t dedicated_bf_regs = 4;  // QPs beyond this many share a BlueFlame register
+};
+
+struct DeviceCounters {
+  uint64_t uar_doorbells = 0;     // UAR/BlueFlame register writes seen
+  uint64_t bf_writes = 0;         // of which BlueFlame copies (more than 8 bytes)
+  uint64_t sq_dbr_advances = 0;   // times an SQ doorbell record was seen to move
+  uint64_t rq_dbr_advances = 0;
+  uint64_t wqes_fetched = 0;
+  uint64_t wqes_beyond_dbr = 0;   // fetched past the DBR (fetches_beyond_dbr profile)
+  uint64_t rtr_doorbells_kept = 0;
+  uint64_t rtr_doorbells_dropped = 0;
+  uint64_t packets_tx = 0, packets_rx = 0;
+  uint64_t bytes_tx = 0, bytes_rx = 0;
+  uint64_t retransmits = 0;
+  uint64_t timeouts = 0;
+  uint64_t naks_tx = 0, naks_rx = 0;
+  uint64_t rnr_naks_tx = 0, rnr_naks_rx = 0;
+  uint64_t acks_tx = 0, acks_rx = 0;
+  uint64_t duplicates_rx = 0;
+  uint64_t rx_dropped = 0;        // bad ICRC, unknown QPN, wrong state, malformed
+  uint64_t cqes_written = 0;
+  uint64_t cq_overflows = 0;
+  uint64_t comm_est_raised = 0;
+  uint64_t error_cqes = 0;
+};
+
+// Per-QP view of the same counters plus the transport's state, for tests and dumps.
+struct QpSnapshot {
+  uint32_t qpn = 0;
+  hw::QpState state = hw::QpState::reset;
+  uint32_t sq_dbr = 0;          // value of dbrec[MLX5_SND_DBR] (BB counter)
+  uint32_t rq_dbr = 0;
+  uint32_t sq_consumed = 0;     // BB counter up to which the device has fetched WQEs
+  uint32_t rq_consumed = 0;
+  uint32_t next_psn = 0;        // requester
+  uint32_t expected_psn = 0;    // responder
+  uint64_t wqes_executed = 0;
+  uint64_t uar_doorbells = 0;
+  uint64_t sq_dbr_advances = 0;
+  uint64_t retransmits = 0;
+  uint64_t rnr_naks_rx = 0;
+  bool comm_est_raised = false;
+};
+
+class Fabric;
+
+// A simulated HCA. Created by Fabric::add_device.
+class Device : public hw::Device {
+ public:
+  struct Impl;
+
+  ~Device() override;
+  const hw::DeviceInfo& info() const override;
+  Result<std::unique_ptr<hw::Pd>> alloc_pd() override;
+  Result<std::unique_ptr<hw::Mr>> reg_mr(hw::Pd& pd, void* addr, size_t length,
+                                         uint32_t access) override;
+  Result<std::unique_ptr<hw::Cq>> create_cq(uint32_t min_cqe) override;
+  Result<std::unique_ptr<hw::Qp>> create_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
+                                            const hw::QpCaps& caps) override;
+  int async_fd() const override;
+  bool next_async_event(hw::AsyncEvent* out) override;
+  hw::ProgressHook progress_hook() override;
+  hw::ConnectionManager* connection_manager() override;
+
+  const DeviceConfig& config() const;
+  uint32_t ipv4() const;  // host order
+  DeviceCounters counters() const;
+  Result<QpSnapshot> qp_snapshot(uint32_t qpn) const;
+  std::string dump() const;  // readable state of every object
+
+  // Stops the engine from executing anything on this device (benchmarks measure only the
+  // driver's cost). Doorbells are still recorded and run after resume().
+  void pause();
+  void resume();
+
+  Impl& impl() { return *impl_; }
+
+ private:
+  friend class Fabric;
+  explicit Device(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class Fabric : public std::enable_shared_from_this<Fabric> {
+ public:
+  struct Impl;
+
+  static Result<std::shared_ptr<Fabric>> create(const FabricConfig& config);
+  ~Fabric();
+
+  Result<std::shared_ptr<Device>> add_device(const DeviceConfig& config = {});
+  std::vector<std::shared_ptr<Device>> devices() const;
+  const FabricConfig& config() const;
+
+  // Deterministic mode. step() runs every device's engine and the wire once at the current
+  // virtual time; when nothing was ready it advances virtual time to the next timer.
+  // Returns true if anything happened.
+  bool step();
+  void advance_time(uint64_t ns);
+  uint64_t now_ns() const;
+  // Steps until `done()` or until `max_virtual_ns` of virtual time passed (deterministic), or
+  // `max_virtual_ns` of real time (threaded). Returns done().
+  bool run_until(const std::function<bool()>& done, uint64_t max_virtual_ns = 10'000'000'000ull);
+
+  Impl& impl() { return *impl_; }
+
+ private:
+  explicit Fabric(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The process-wide fabric behind device names "sim0", "sim1", ... opened without an explicit
+// fabric. Threaded; wire from $RNICDV_SIM_WIRE ("udp" default, "inproc"); device address
+// from $RNICDV_SIM_ADDR; profile from $RNICDV_SIM_PROFILE ("mlx5" default, "scanning",
+// "forgetful"); pcap from $RNICDV_PCAP.
+Result<std::shared_ptr<Fabric>> default_fabric();
+
+// Parses a profile name: "mlx5" {keeps_rtr_doorbell}, "scanning" {fetches_beyond_dbr,
+// keeps_rtr_doorbell}, "forgetful" {neither}, "scanning-forgetful" {fetches_beyond_dbr}.
+Result<hw::DeviceProfile> parse_profile(const std::string& name);
+std::string profile_name(const hw::DeviceProfile& p);
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The simulated fabric's wire: moves RoCEv2 datagrams between simulated HCAs.
+//
+// The device hands the wire a RoCEv2 UDP payload *without* its ICRC: BTH, extension headers,
+// payload and pad. The wire is the link layer: it appends the ICRC (computed over the
+// pseudo IPv4/UDP header the frame would carry, rxe/RoCEv2 rules: softrnic.md §1.4, §4.3),
+// applies seeded faults, writes the pcap, and on receive verifies the ICRC and lengths,
+// strips the ICRC and delivers the datagram to the sink attached at the destination
+// address. Frames with a bad ICRC, a runt length or no sink are dropped and counted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rnicdv/sim/sim.h"
+#include "rnicdv/status.h"
+
+namespace rnicdv::sim {
+
+struct Endpoint {
+  uint32_t ipv4 = 0;    // host order
+  uint16_t port = 0;    // UDP port (4791 for RoCEv2 destinations)
+  bool operator==(const Endpoint&) const = default;
+};
+
+// Source of time for the wire and the engine: virtual (deterministic) or CLOCK_MONOTONIC.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual uint64_t now_ns() const = 0;
+};
+
+class WireSink {
+ public:
+  virtual ~WireSink() = default;
+  // `data` is BTH..pad, ICRC already verified and removed. Valid only during the call.
+  virtual void on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
+                           size_t len) = 0;
+};
+
+struct WireCounters {
+  uint64_t frames_tx = 0, frames_rx = 0;
+  uint64_t bytes_tx = 0, bytes_rx = 0;
+  uint64_t dropped_icrc = 0;      // failed ICRC check
+  uint64_t dropped_malformed = 0; // runt / length mismatch
+  uint64_t dropped_no_sink = 0;   // no device at the destination address
+  uint64_t faults_dropped = 0, faults_duplicated = 0, faults_reordered = 0;
+  uint64_t faults_corrupted = 0, faults_delayed = 0;
+};
+
+struct WireConfig {
+  FaultConfig faults;
+  uint64_t seed = 1;
+  std::string pcap_path;      // empty: no capture
+  uint16_t udp_port = 4791;
+  const Clock* clock = nullptr;
+};
+
+class Wire {
+ public:
+  virtual ~Wire() = default;
+  virtual WireKind kind() const = 0;
+
+  // Makes `local` reachable and delivers its datagrams to `sink`. The UDP wire binds a socket
+  // to local.ipv4:local.port (only that address). When local.ipv4 is 0 the wire picks an
+  // address (UDP: the first 127.0.0.x, x >= 2, whose port is free) and returns it.
+  virtual Result<Endpoint> attach(Endpoint local, WireSink* sink) = 0;
+  virtual void detach(Endpoint local) = 0;
+
+  // Sends one datagram (BTH..pad, no ICRC; at most 4096 + 64 bytes). Never blocks; a frame
+  // the wire cannot queue is dropped and counted, as a link would.
+  virtual void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
+                        size_t len) = 0;
+
+  // Delivers up to `budget` received datagrams whose delivery time has come. Returns the
+  // number delivered. Called from the engine; sinks run inside this call.
+  virtual size_t poll(size_t budget) = 0;
+
+  // Earliest time a held-back (delayed/reordered) frame becomes deliverable, or UINT64_MAX.
+  virtual uint64_t next_delivery_ns() const = 0;
+
+  // A file descriptor that becomes readable when datagrams arrive (UDP: an epoll fd over the
+  // sockets), or -1 when the wire has none (in-process).
+  virtual int wait_fd() const { return -1; }
+
+  virtual WireCounters counters() const = 0;
+};
+
+Result<std::unique_ptr<Wire>> make_inproc_wire(const WireConfig& config);
+Result<std::unique_ptr<Wire>> make_udp_wire(const WireConfig& config);
+
+// RoCEv2 ICRC of a datagram (BTH..pad) that travels src -> dst over IPv4/UDP with
+// IPv4 ID 0 and DF set (the header an unconnected DF socket produces). Returned as the value
+// to append in little-endian byte order.
+uint32_t roce_icrc(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len);
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Send-WQE encoding into an mlx5 send queue ring. Pure functions over ring memory.
+//
+// Layouts come from rdma-core's mlx5dv.h (struct mlx5_wqe_ctrl_seg, _raddr_seg, _atomic_seg,
+// _data_seg, _inl_data_seg). Ring rules (rdma-core-mlx5.md §2):
+//  * the ring is `bb_count` 64-byte basic blocks (BBs), a power of two;
+//  * `pi` is the free-running producer counter in BBs; slot = pi & (bb_count - 1);
+//  * a WQE starts on a BB boundary and may wrap: segments continue at the ring's start, and
+//    inline data is split at the ring's end;
+//  * ctrl.opmod_idx_opcode carries (pi & 0xffff) << 8 | opcode; ctrl.qpn_ds carries
+//    qpn << 8 | DS, DS = WQE size in 16-byte units including the ctrl segment.
+// Hot-path bodies are in send_wqe_inl.h.
+#pragma once
+
+#include <cstdint>
+
+#include "rnicdv/status.h"
+#include "rnicdv/wqe/work_request.h"
+
+namespace rnicdv::wqe {
+
+inline constexpr uint32_t kBbBytes = MLX5_SEND_WQE_BB;      // 64
+inline constexpr uint32_t kDsBytes = 16;                    // one WQE size unit
+inline constexpr uint32_t kMaxWqeDs = 63;                   // 6-bit DS field
+inline constexpr uint32_t kMaxWqeBbs = 16;                  // MLX5_SEND_WQE_MAX_WQEBBS (kernel)
+inline constexpr uint32_t kAtomicOperandBytes = 8;          // MLX5_ATOMIC_SIZE
+
+// A send queue ring as the device sees it (the sq half of mlx5dv_qp).
+struct SqRing {
+  uint8_t* buf = nullptr;   // mlx5dv_qp::sq.buf
+  uint32_t bb_count = 0;    // mlx5dv_qp::sq.wqe_cnt, power of two
+
+  uint8_t* bb(uint32_t index) const { return buf + ((index & (bb_count - 1)) * kBbBytes); }
+  uint8_t* end() const { return buf + bb_count * kBbBytes; }
+};
+
+// Per-QP limits fixed at QP creation.
+struct SqLimits {
+  uint32_t max_sge = 1;     // data segments per WQE
+  uint32_t max_inline = 0;  // inline payload bytes per WQE
+};
+
+// What a successful encode produced.
+struct EncodedWqe {
+  mlx5_wqe_ctrl_seg* ctrl = nullptr;  // the WQE's ctrl segment (for the doorbell)
+  uint8_t ds = 0;                      // size in 16-byte units
+  uint8_t bbs = 0;                     // size in basic blocks = ceil(ds / 4)
+};
+
+// Validates `wr` against `limits` and computes its size. Writes nothing.
+// Errors: invalid_argument (unknown opcode, misaligned atomic address, atomic without exactly
+// one 8-byte SGE, inline on an opcode that carries no local payload), too_many_sge,
+// inline_too_large.
+Errc send_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_out) noexcept;
+
+// Builds `wr` at producer index `pi`. `free_bbs` is the room the caller has in the ring; when
+// the WQE needs more, returns queue_full. On any error nothing is written to the ring.
+// `force_fm_ce_se` is OR-ed into ctrl.fm_ce_se (e.g. CQ_UPDATE for sq_sig_all QPs).
+Errc encode_send_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, const SendWr& wr,
+                     const SqLimits& limits, uint8_t force_fm_ce_se, EncodedWqe* out) noexcept;
+
+// Builds a NOP WQE of `ds` units (1..kMaxWqeDs) at `pi`; used to pad or to request a CQE.
+Errc encode_nop_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, uint8_t ds,
+                    uint8_t fm_ce_se, EncodedWqe* out) noexcept;
+
+// fm_ce_se byte for SendWr::flags (CQ_UPDATE, SOLICITED, FENCE).
+constexpr uint8_t fm_ce_se_for(uint32_t flags) noexcept {
+  return static_cast<uint8_t>(((flags & send_flags::signaled) ? MLX5_WQE_CTRL_CQ_UPDATE : 0) |
+                              ((flags & send_flags::solicited) ? MLX5_WQE_CTRL_SOLICITED : 0) |
+                              ((flags & send_flags::fence) ? MLX5_WQE_CTRL_FENCE : 0));
+}
+
+// Copies `bytes` (a multiple of 16) starting at BB `pi` out of the ring into `dst`, following
+// the wrap. Used by the shadow queue and by BlueFlame staging.
+void copy_from_ring(SqRing ring, uint32_t pi, uint32_t bytes, uint8_t* dst) noexcept;
+
+// Copies `bytes` starting at BB `pi` of `src` into the same offsets of `dst` (two rings of
+// equal size), following the wrap. The shadow-queue flush.
+void copy_between_rings(SqRing src, SqRing dst, uint32_t pi, uint32_t bytes) noexcept;
+
+}  // namespace rnicdv::wqe
+
+#include "rnicdv/wqe/send_wqe_inl.h"

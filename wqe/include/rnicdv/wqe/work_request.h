@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Work requests and completions: the vocabulary of the fast path.
+//
+// Opcode values are rdma-core's MLX5_OPCODE_* (mlx5dv.h is the single source of truth), so
+// encoding needs no translation table. Completion status and opcode values are libibverbs'
+// ibv_wc_status / ibv_wc_opcode, so consumers of verbs read them without a mapping.
+#pragma once
+
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+namespace rnicdv {
+
+enum class WrOpcode : uint8_t {
+  nop = MLX5_OPCODE_NOP,
+  rdma_write = MLX5_OPCODE_RDMA_WRITE,
+  rdma_write_imm = MLX5_OPCODE_RDMA_WRITE_IMM,
+  send = MLX5_OPCODE_SEND,
+  send_imm = MLX5_OPCODE_SEND_IMM,
+  rdma_read = MLX5_OPCODE_RDMA_READ,
+  atomic_cmp_swap = MLX5_OPCODE_ATOMIC_CS,
+  atomic_fetch_add = MLX5_OPCODE_ATOMIC_FA,
+};
+
+// SendWr::flags bits.
+namespace send_flags {
+inline constexpr uint32_t signaled = 1u << 0;   // request a CQE (MLX5_WQE_CTRL_CQ_UPDATE)
+inline constexpr uint32_t solicited = 1u << 1;  // solicited event at the responder
+inline constexpr uint32_t fence = 1u << 2;      // wait for prior READ/atomic responses
+inline constexpr uint32_t inline_data = 1u << 3;  // copy the SGEs' bytes into the WQE
+}  // namespace send_flags
+
+// One scatter/gather element. `lkey` names the memory region that covers [addr, addr+length).
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+// A send-queue request. Fields that an opcode does not use are ignored.
+struct SendWr {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::send;
+  uint32_t flags = 0;             // send_flags::*
+  const Sge* sg_list = nullptr;
+  uint32_t num_sge = 0;
+  uint32_t imm_data = 0;          // host order; SEND_IMM and RDMA_WRITE_IMM
+  uint64_t remote_addr = 0;       // RDMA and atomics (atomics: 8-byte aligned)
+  uint32_t rkey = 0;              // RDMA and atomics
+  uint64_t compare_add = 0;       // ATOMIC_CS: compare value; ATOMIC_FA: value to add
+  uint64_t swap = 0;              // ATOMIC_CS: swap value
+};
+
+// A receive-queue request.
+struct RecvWr {
+  uint64_t wr_id = 0;
+  const Sge* sg_list = nullptr;
+  uint32_t num_sge = 0;
+};
+
+// Completion::flags bits.
+namespace wc_flags {
+inline constexpr uint8_t with_imm = 1u << 0;   // imm_data is valid
+inline constexpr uint8_t solicited = 1u << 1;  // the sender set SE
+}  // namespace wc_flags
+
+// A decoded completion. 32 bytes; an array of them is what Cq::poll fills.
+struct Completion {
+  uint64_t wr_id;
+  uint32_t byte_len;     // receive: bytes placed; RDMA READ: bytes read; else 0
+  uint32_t imm_data;     // host order, valid with wc_flags::with_imm
+  uint32_t qp_num;       // local QP
+  uint32_t src_qp;       // receive: the sender's QPN
+  uint16_t wqe_counter;  // the device's WQE index (SQ: BB counter, RQ: WQE counter)
+  uint8_t status;        // enum ibv_wc_status
+  uint8_t opcode;        // enum ibv_wc_opcode
+  uint8_t vendor_err;    // mlx5 vendor syndrome, errors only
+  uint8_t flags;         // wc_flags::*
+  uint8_t reserved[2];
+};
+static_assert(sizeof(Completion) == 32);
+
+}  // namespace rnicdv
