@@ -58,6 +58,9 @@ struct WireConfig {
   const Clock* clock = nullptr;
 };
 
+// Thread safety: transmit() may be called from any thread concurrently; poll(local) for a
+// given endpoint is called by one thread at a time (its device's engine); attach/detach are
+// serialized with everything else by the wire.
 class Wire {
  public:
   virtual ~Wire() = default;
@@ -74,16 +77,19 @@ class Wire {
   virtual void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
                         size_t len) = 0;
 
-  // Delivers up to `budget` received datagrams whose delivery time has come. Returns the
-  // number delivered. Called from the engine; sinks run inside this call.
-  virtual size_t poll(size_t budget) = 0;
+  // Delivers to `local`'s sink up to `budget` datagrams addressed to `local` whose delivery
+  // time has come, and sends any of `local`'s held-back (delayed) frames that are due.
+  // Returns the number delivered. Each device's engine polls its own endpoint, so a sink
+  // only ever runs on the thread that polls its endpoint.
+  virtual size_t poll(const Endpoint& local, size_t budget) = 0;
 
-  // Earliest time a held-back (delayed/reordered) frame becomes deliverable, or UINT64_MAX.
-  virtual uint64_t next_delivery_ns() const = 0;
+  // Earliest time a held-back (delayed/reordered) frame to or from `local` becomes due, or
+  // UINT64_MAX.
+  virtual uint64_t next_delivery_ns(const Endpoint& local) const = 0;
 
-  // A file descriptor that becomes readable when datagrams arrive (UDP: an epoll fd over the
-  // sockets), or -1 when the wire has none (in-process).
-  virtual int wait_fd() const { return -1; }
+  // A file descriptor that becomes readable when datagrams for `local` arrive (UDP: its
+  // socket), or -1 when the wire has none (in-process).
+  virtual int wait_fd(const Endpoint& local) const { (void)local; return -1; }
 
   virtual WireCounters counters() const = 0;
 };
