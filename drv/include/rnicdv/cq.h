@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rnicdv::CompletionQueue: busy-polled completions decoded straight from the CQE ring.
+//
+// poll() is the fast path: no syscall, lock, allocation or virtual call per CQE. It decodes
+// hardware CQEs (rnicdv/wqe/cqe.h), maps each to its work request's wr_id through the QP's
+// tables, and updates the CQ doorbell record once per call. Completions the driver makes
+// itself (WR_FLUSH_ERR for work withheld in RTR when the connection fails) are delivered
+// through the same poll(), in posting order, after everything the hardware completed for
+// that QP.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "rnicdv/status.h"
+#include "rnicdv/wqe/work_request.h"
+
+namespace rnicdv {
+
+namespace detail {
+struct DeviceCore;
+struct CqCore;
+}  // namespace detail
+
+class CompletionQueue {
+ public:
+  CompletionQueue(CompletionQueue&&) noexcept;
+  CompletionQueue& operator=(CompletionQueue&&) noexcept;
+  ~CompletionQueue();
+
+  // Fills up to `max` completions into `out`; returns how many (0 when none is ready).
+  int poll(Completion* out, int max) noexcept;
+  int poll(std::span<Completion> out) noexcept {
+    return poll(out.data(), static_cast<int>(out.size()));
+  }
+
+  uint32_t cqn() const;
+  uint32_t entries() const;  // ring size
+
+  // Completions dropped because their QP had been destroyed (reported, not leaked).
+  uint64_t orphaned_completions() const;
+
+  detail::CqCore* core() { return core_.get(); }
+
+ private:
+  friend class Device;
+  explicit CompletionQueue(std::unique_ptr<detail::CqCore> core);
+  std::unique_ptr<detail::CqCore> core_;
+};
+
+}  // namespace rnicdv

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rnicdv::Device: an open RDMA device — a real ConnectX (`mlx5_0`, ...) through rdma-core, or
+// a simulated HCA (`sim0`, `sim1`, ...). The same driver code runs on both.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rnicdv/hw/device.h"
+#include "rnicdv/status.h"
+
+namespace rnicdv {
+
+namespace sim {
+class Fabric;
+struct DeviceConfig;
+}  // namespace sim
+
+class ProtectionDomain;
+class CompletionQueue;
+class QueuePair;
+struct QpConfig;
+
+namespace detail {
+struct DeviceCore;
+}
+
+struct DeviceOptions {
+  // Simulated devices only: the fabric to open the device on. Null: the process-wide default
+  // fabric (threaded, UDP wire; see rnicdv/sim/sim.h, default_fabric()).
+  std::shared_ptr<sim::Fabric> fabric;
+  // Simulated devices only: configuration used when the named device does not exist yet on
+  // the fabric (it is then created). Null: defaults.
+  const sim::DeviceConfig* sim_config = nullptr;
+};
+
+class Device {
+ public:
+  // Names of the devices that can be opened: real mlx5 devices first, then the simulated
+  // ones that exist on the default fabric ("sim0" is always listed: it is created on open).
+  static std::vector<std::string> list();
+
+  // Opens `name`. "simN" opens (creating if needed) simulated HCA N on options.fabric or the
+  // default fabric; anything else is looked up among real devices. Errors list what exists:
+  // "open mlx5_3: no such device; found: sim0".
+  static Result<Device> open(const std::string& name, const DeviceOptions& options = {});
+
+  // The first real device if one exists, else "sim0".
+  static std::string default_name();
+
+  // Wraps a backend device created elsewhere (e.g. sim::Fabric::add_device in tests).
+  static Result<Device> wrap(std::shared_ptr<hw::Device> hw_device);
+
+  Device(Device&&) noexcept;
+  Device& operator=(Device&&) noexcept;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device();
+
+  const hw::DeviceInfo& info() const;
+  const std::string& name() const { return info().name; }
+
+  Result<ProtectionDomain> alloc_pd();
+  // A completion queue of at least `min_entries` entries.
+  Result<CompletionQueue> create_cq(uint32_t min_entries);
+  // An RC queue pair in RESET. `send_cq` and `recv_cq` may be the same CQ.
+  Result<QueuePair> create_qp(ProtectionDomain& pd, CompletionQueue& send_cq,
+                              CompletionQueue& recv_cq, const QpConfig& config);
+
+  // Asynchronous events. The fd is readable while events are pending; process_events()
+  // handles them: COMM_EST is forwarded to the QP's connection (which may move it to RTS and
+  // flush), fatal QP events move the driver's view of the QP to ERR. Returns the number of
+  // events handled. Call it from the thread that owns CM events for single-threaded QPs.
+  int async_fd() const;
+  int process_events();
+
+  // Lets a backend without hardware make progress on the calling thread (the simulator in
+  // deterministic mode); a no-op on real hardware. CompletionQueue::poll calls it itself.
+  void progress();
+
+  hw::Device& hw();
+  std::shared_ptr<detail::DeviceCore> core() const { return core_; }
+
+ private:
+  explicit Device(std::shared_ptr<detail::DeviceCore> core);
+  std::shared_ptr<detail::DeviceCore> core_;
+};
+
+}  // namespace rnicdv

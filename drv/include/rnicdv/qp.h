@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rnicdv::QueuePair: an RC queue pair whose WQEs the driver writes straight into the send
+// queue the HCA reads, with early posting in RTR (design.md, "The central mechanism").
+//
+// | QP state  | post_recv          | post_send                                          |
+// |-----------|--------------------|----------------------------------------------------|
+// | RESET     | Errc::bad_state    | Errc::bad_state                                    |
+// | INIT      | accepted           | Errc::bad_state                                    |
+// | RTR       | accepted           | accepted and withheld (EarlyPost::strict: bad_state)|
+// | RTS       | accepted           | accepted, doorbell rung                            |
+// | SQD       | accepted           | accepted, runs after the QP returns to RTS         |
+// | SQE / ERR | accepted, flushed  | accepted, completed with IBV_WC_WR_FLUSH_ERR       |
+//
+// Withheld work is released by the move to RTS, whatever causes it (modify(), the CM's
+// ESTABLISHED, a COMM_EST forwarded by the connection layer): one doorbell-record store and
+// one doorbell for the whole batch. A move to ERR before that completes every withheld WR
+// with WR_FLUSH_ERR (unsignaled ones too); a move to RESET discards them.
+//
+// Accepting sends in RTR is an explicit extension of IB verbs (IBA C10-29 requires an
+// immediate error); EarlyPost::strict keeps the spec's behaviour.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "rnicdv/doorbell/send_doorbell.h"
+#include "rnicdv/hw/device.h"
+#include "rnicdv/status.h"
+#include "rnicdv/wqe/work_request.h"
+
+namespace rnicdv {
+
+namespace detail {
+struct DeviceCore;
+struct QpCore;
+}  // namespace detail
+
+// How work posted in RTR is withheld (design.md, "Two ways to withhold").
+enum class EarlyPost : uint8_t {
+  strict,     // IB semantics: post_send below RTS fails with Errc::bad_state
+  automatic,  // from the device profile: shadow if it fetches beyond the DBR, else in place
+  in_place,   // WQEs written into the SQ; DBR and UAR untouched until RTS
+  shadow,     // WQEs built in a driver-owned ring of the same layout, copied at the flush
+};
+const char* early_post_name(EarlyPost e) noexcept;  // "strict", "auto", "in_place", "shadow"
+
+// Which threads may use the QP (chosen once, at creation).
+enum class Threading : uint8_t {
+  // One thread posts, polls and delivers CM/async events: no lock anywhere.
+  single,
+  // One posting thread; CM/async events (and so the RTS flush) on another thread. Posting in
+  // RTS takes no lock (the state is read with acquire); below RTS it takes the QP lock and
+  // re-reads the state; the flush holds the lock and publishes RTS last.
+  single_poster,
+  // Any number of posting threads: each post call holds the QP's post lock (as libmlx5's
+  // sq.lock does), and the early-post gate is checked under it.
+  thread_safe,
+};
+const char* threading_name(Threading t) noexcept;
+
+struct QpConfig {
+  hw::QpCaps caps;                  // queue sizes; the device may round up
+  bool sq_sig_all = false;          // every send WQE requests a CQE
+  EarlyPost early_post = EarlyPost::automatic;
+  doorbell::DoorbellMode doorbell = doorbell::DoorbellMode::automatic;
+  Threading threading = Threading::thread_safe;
+};
+
+// The local end's addressing that a peer needs to reach this QP (exchanged out of band or by
+// the connection manager).
+struct QpEndpoint {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;   // first PSN this side will send
+  hw::Gid gid;
+};
+
+class QueuePair {
+ public:
+  QueuePair(QueuePair&&) noexcept;
+  QueuePair& operator=(QueuePair&&) noexcept;
+  // Destroying a QP with work outstanding is allowed: the device QP is destroyed, withheld
+  // work is discarded, and completions still in a CQ for it are dropped and counted there.
+  ~QueuePair();
+
+  // ---- Fast path ------------------------------------------------------------------------
+  // Builds every WR of `wrs` and rings one doorbell for the batch. Stops at the first bad WR:
+  // the WRs before it are posted (and rung), that one and the rest are not; `*bad_index`
+  // (if non-null) receives its index. Returns Errc::ok or that WR's error.
+  Errc post_send(std::span<const SendWr> wrs, size_t* bad_index = nullptr) noexcept;
+  Errc post_send(const SendWr& wr) noexcept { return post_send(std::span(&wr, 1)); }
+
+  // Two-step posting: stage_send() builds one WQE without a doorbell; ring_send() rings once
+  // for everything staged since the last ring. (In RTR both withhold; ring_send is a no-op.)
+  Errc stage_send(const SendWr& wr) noexcept;
+  void ring_send() noexcept;
+
+  // Receive side: builds receive WQEs and updates the RQ doorbell record.
+  Errc post_recv(std::span<const RecvWr> wrs, size_t* bad_index = nullptr) noexcept;
+  Errc post_recv(const RecvWr& wr) noexcept { return post_recv(std::span(&wr, 1)); }
+
+  // ---- Control path ---------------------------------------------------------------------
+  // One IB state transition. Moving to RTS releases withheld work; moving to ERR completes it
+  // with flush errors; RESET discards it. Errors name the QP, the transition and the reason.
+  Status modify(const hw::QpAttr& attr, uint32_t mask);
+
+  // Conveniences for the usual RC bring-up (out-of-band exchange of QpEndpoint, as perftest).
+  Status to_init(uint32_t remote_access = hw::access::remote_write | hw::access::remote_read |
+                                          hw::access::remote_atomic);
+  Status to_rtr(const QpEndpoint& remote, hw::Mtu mtu, uint8_t max_dest_rd_atomic = 16,
+                uint8_t min_rnr_timer = 12);
+  Status to_rts(uint32_t sq_psn, uint8_t timeout = 14, uint8_t retry_cnt = 7,
+                uint8_t rnr_retry = 7, uint8_t max_rd_atomic = 16);
+  Status to_error();
+  Status reset();
+
+  hw::QpState state() const noexcept;      // the driver's view
+  uint32_t qpn() const noexcept;
+  QpEndpoint local_endpoint(uint32_t psn) const;
+  EarlyPost early_post() const noexcept;   // resolved (never `automatic`)
+  doorbell::DoorbellMode doorbell_mode() const noexcept;  // resolved
+  Threading threading() const noexcept;
+  const hw::QpCaps& caps() const noexcept;  // granted
+  uint32_t withheld() const noexcept;       // WRs posted in RTR and not yet released
+
+  // Called (on the thread that processes async events) when the device raises COMM_EST for
+  // this QP. The connection layer installs this; without one, the driver only records it.
+  void set_comm_est_handler(void (*fn)(void* ctx), void* ctx);
+
+  detail::QpCore* core() { return core_.get(); }
+
+ private:
+  friend class Device;
+  explicit QueuePair(std::unique_ptr<detail::QpCore> core);
+  std::unique_ptr<detail::QpCore> core_;
+};
+
+}  // namespace rnicdv
