@@ -40,14 +40,22 @@ class WireSink {
                            size_t len) = 0;
 };
 
+// frames_tx/bytes_tx count the datagrams transmit() accepted (BTH..pad, without ICRC);
+// frames_rx/bytes_rx those delivered to a sink. In process, every accepted datagram is
+// delivered, dropped by a fault (faults_dropped), counted under exactly one dropped_* counter
+// (a duplicate counts as two frames from then on), or still held back. Over UDP the receive
+// side counts in the receiving process, and a datagram sent to an address nobody has bound
+// is lost uncounted, as the kernel drops it.
 struct WireCounters {
   uint64_t frames_tx = 0, frames_rx = 0;
   uint64_t bytes_tx = 0, bytes_rx = 0;
-  uint64_t dropped_icrc = 0;      // failed ICRC check
-  uint64_t dropped_malformed = 0; // runt / length mismatch
-  uint64_t dropped_no_sink = 0;   // no device at the destination address
+  uint64_t dropped_icrc = 0;       // failed ICRC check
+  uint64_t dropped_malformed = 0;  // runt / oversize / length mismatch (sent or received)
+  uint64_t dropped_no_sink = 0;    // no device at the destination address (or it detached)
   uint64_t faults_dropped = 0, faults_duplicated = 0, faults_reordered = 0;
   uint64_t faults_corrupted = 0, faults_delayed = 0;
+  uint64_t dropped_queue_full = 0;  // receive ring or holding area full (a link's buffer)
+  uint64_t dropped_send_error = 0;  // the UDP socket refused the datagram (EAGAIN, ENOBUFS...)
 };
 
 struct WireConfig {
@@ -70,6 +78,8 @@ class Wire {
   // to local.ipv4:local.port (only that address). When local.ipv4 is 0 the wire picks an
   // address (UDP: the first 127.0.0.x, x >= 2, whose port is free) and returns it.
   virtual Result<Endpoint> attach(Endpoint local, WireSink* sink) = 0;
+  // Waits until no other thread is using `local`, so it must not be called from `local`'s own
+  // sink. Frames still queued or held for or from `local` are dropped and counted.
   virtual void detach(Endpoint local) = 0;
 
   // Sends one datagram (BTH..pad, no ICRC; at most 4096 + 64 bytes). Never blocks; a frame

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Ethernet / IPv4 / UDP / RoCEv2 frames: what a RoCEv2 datagram looks like on a real link.
+// Used for the pcap capture and by wires that carry whole frames.
+//
+// Built frames use locally administered MACs derived from the IPv4 address
+// (02:00:a:b:c:d for a.b.c.d), ethertype 0x0800, an IPv4 header with IHL 5, TOS 0, ID 0,
+// DF set, TTL 64 and a correct header checksum (the header an unconnected IP_PMTUDISC_DO
+// socket sends, which is what the ICRC is computed over), and a UDP header whose checksum is
+// 0 ("no checksum", RFC 768) unless asked to compute it. Zero is what Linux rxe sends; the
+// ICRC masks the field either way and protects the whole datagram.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "wire/icrc.h"
+#include "wire/wire.h"
+
+namespace rnicdv::sim {
+
+inline constexpr size_t kEthHeaderLen = 14;
+inline constexpr size_t kRoceEncapLen = kEthHeaderLen + kIpv4HeaderLen + kUdpHeaderLen;  // 42
+inline constexpr size_t kMaxRoceFrameLen = kRoceEncapLen + kMaxWireDatagramLen;
+inline constexpr uint16_t kEthertypeIpv4 = 0x0800;
+inline constexpr uint16_t kRoceV2UdpPort = 4791;  // IANA, IBA Annex A17.2
+inline constexpr uint8_t kFrameIpv4Ttl = 64;
+
+using MacAddress = std::array<uint8_t, 6>;
+
+// 02:00:a:b:c:d for a.b.c.d (host order in, as Endpoint carries it).
+MacAddress mac_for_ipv4(uint32_t ipv4) noexcept;
+
+enum class UdpChecksum : uint8_t { zero, compute };
+
+// Writes the 42 bytes of Ethernet, IPv4 and UDP headers in front of a UDP payload of
+// `udp_payload_len` bytes (datagram + ICRC). With UdpChecksum::compute, `udp_payload` must
+// point at that payload; with UdpChecksum::zero it is not read. `udp_payload_len` must be at
+// most kMaxWireDatagramLen.
+void write_roce_encap(uint8_t* out, const Endpoint& src, const Endpoint& dst,
+                      size_t udp_payload_len, UdpChecksum checksum = UdpChecksum::zero,
+                      const uint8_t* udp_payload = nullptr) noexcept;
+
+// Builds a whole frame: headers, `datagram` (BTH..pad, `len` bytes) and its ICRC. Returns
+// the frame length, or 0 when len is outside [kBthLen, kMaxDatagramLen] or the frame does not
+// fit in `out_capacity`.
+size_t build_roce_frame(const Endpoint& src, const Endpoint& dst, const uint8_t* datagram,
+                        size_t len, uint8_t* out, size_t out_capacity,
+                        UdpChecksum checksum = UdpChecksum::zero) noexcept;
+
+// RFC 1071 Internet checksum of an IPv4 header (20 bytes); 0 when the header verifies.
+uint16_t ipv4_header_checksum(const uint8_t* header) noexcept;
+// UDP checksum (RFC 768) over the pseudo header, the UDP header (checksum field included as
+// found) and payload. Computing it with the field zeroed gives the value to store; computing
+// it over a received segment gives 0 when it verifies.
+uint16_t udp_checksum(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* udp_segment,
+                      size_t udp_len) noexcept;
+
+enum class FrameError : uint8_t {
+  ok,
+  truncated,   // shorter than the headers or than the lengths they declare
+  not_ipv4,    // ethertype is not 0x0800, or IP version is not 4
+  ip_options,  // IHL other than 5: RoCEv2 frames carry no IPv4 options
+  bad_ip_checksum,
+  fragmented,  // MF set or a fragment offset: the ICRC cannot be checked per fragment
+  not_udp,
+  bad_ip_length,     // total length below the headers it must contain
+  bad_udp_length,    // UDP length disagrees with the IPv4 total length
+  bad_udp_checksum,  // a non-zero UDP checksum that does not verify
+  runt,              // UDP payload shorter than BTH + ICRC
+  oversize,          // UDP payload longer than kMaxWireDatagramLen
+};
+const char* frame_error_name(FrameError e) noexcept;
+
+struct ParsedRoceFrame {
+  MacAddress dst_mac{}, src_mac{};
+  Endpoint src, dst;
+  const uint8_t* ipv4_header = nullptr;  // 20 bytes, followed by the 8-byte UDP header
+  const uint8_t* datagram = nullptr;     // BTH..pad
+  size_t datagram_len = 0;               // without the ICRC
+  uint32_t icrc = 0;                     // as carried (little-endian on the wire)
+};
+
+// Parses a frame (Ethernet padding after the IPv4 datagram is allowed). Every length is
+// checked against `len` before it is used. Does not check the ICRC: see roce_frame_icrc_ok.
+FrameError parse_roce_frame(const uint8_t* frame, size_t len, ParsedRoceFrame* out) noexcept;
+
+// True when the frame's ICRC matches its actual IPv4/UDP headers and datagram.
+bool roce_frame_icrc_ok(const ParsedRoceFrame& f) noexcept;
+
+}  // namespace rnicdv::sim

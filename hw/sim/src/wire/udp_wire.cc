@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The UDP wire: one kernel UDP socket per attached endpoint, bound to exactly that address
+// (one 127.0.0.x per simulated HCA, all on port 4791), so simulated HCAs in different
+// processes talk over loopback and tshark decodes the traffic as RoCEv2.
+//
+// Sockets are unconnected and set IP_MTU_DISCOVER = IP_PMTUDISC_DO: Linux then sends every
+// datagram with DF set and IPv4 ID 0, so the pseudo header the ICRC covers (roce_icrc) is the
+// header actually sent (softrnic.md §4.3). A receiver cannot see the IPv4 header; it rebuilds
+// the same pseudo header from the sender's address (recvmmsg) and the bound address.
+//
+// Faults are applied by the sender. Held-back frames wait in the sending endpoint's outbox
+// (an MPSC ring, as transmit may run on any thread) and holding area, and leave when
+// poll(sender) finds them due. Capture happens on send: a frame is written once it has been
+// handed to the kernel; frames dropped before (fault drop, full outbox or holding area,
+// socket error, endpoint detached during the hold) are not written.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "wire/endpoint_table.h"
+#include "wire/mpsc_ring.h"
+#include "wire/wire_base.h"
+
+namespace rnicdv::sim {
+namespace {
+
+constexpr unsigned kOutboxLog2 = 8;  // held frames on their way to the holding area
+constexpr size_t kHeldLimit = 1024;  // frames held back per endpoint
+constexpr unsigned kRecvBatch = 32;  // datagrams per recvmmsg
+constexpr int kSocketBufferBytes = 8 << 20;
+constexpr uint32_t kLoopbackNet = 0x7F000000u;  // 127.0.0.0
+constexpr uint32_t kFirstAutoHost = 2, kLastAutoHost = 254;
+
+sockaddr_in to_sockaddr(const Endpoint& ep) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(ep.ipv4);
+  sa.sin_port = htons(ep.port);
+  return sa;
+}
+
+// A non-blocking UDP socket bound to `ep`, or -errno.
+int open_bound_socket(const Endpoint& ep, int* failed_step) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *failed_step = 0;
+    return -errno;
+  }
+  const int pmtu = IP_PMTUDISC_DO;  // DF set and IPv4 ID 0 on an unconnected socket
+  if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    *failed_step = 1;
+    return -err;
+  }
+  // Deep buffers absorb bursts between polls. The *FORCE variants pass net.core.*mem_max
+  // when privileged; otherwise the kernel clamps the plain request, which is fine.
+  const int bytes = kSocketBufferBytes;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
+    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
+    (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+  const sockaddr_in sa = to_sockaddr(ep);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    *failed_step = 2;
+    return -err;
+  }
+  return fd;
+}
+
+Errc errc_for_bind(int err) {
+  switch (err) {
+    case EADDRINUSE:
+      return Errc::address_in_use;
+    case EADDRNOTAVAIL:
+      return Errc::not_found;
+    case EACCES:
+    case EPERM:
+      return Errc::access_denied;
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+      return Errc::no_resources;
+    default:
+      return Errc::io_error;
+  }
+}
+
+struct RecvBatch {
+  mmsghdr msgs[kRecvBatch];
+  iovec iov[kRecvBatch];
+  sockaddr_in from[kRecvBatch];
+  uint8_t buffers[kRecvBatch][kMaxWireDatagramLen];
+};
+
+struct UdpPort {
+  UdpPort(const Endpoint& l, WireSink* s, int socket_fd, bool faults)
+      : local(l), sink(s), fd(socket_fd), recv(std::make_unique_for_overwrite<RecvBatch>()) {
+    if (faults) outbox = std::make_unique<MpscRing<WireFrame>>(kOutboxLog2);
+  }
+  ~UdpPort() { ::close(fd); }
+  UdpPort(const UdpPort&) = delete;
+  UdpPort& operator=(const UdpPort&) = delete;
+
+  const Endpoint local;
+  WireSink* const sink;
+  const int fd;
+  std::unique_ptr<MpscRing<WireFrame>> outbox;      // only when faults are configured
+  HeldFrames held{kHeldLimit};                      // poller only
+  std::atomic<uint64_t> earliest_held{UINT64_MAX};  // published by the poller
+  EndpointRxCounters rx;
+  std::unique_ptr<RecvBatch> recv;  // poller only
+};
+
+class UdpWire final : public WireBase {
+ public:
+  UdpWire(const WireConfig& config, std::unique_ptr<PcapWriter> pcap)
+      : WireBase(config, std::move(pcap)) {}
+  ~UdpWire() override;
+
+  WireKind kind() const override { return WireKind::udp; }
+  Result<Endpoint> attach(Endpoint local, WireSink* sink) override;
+  void detach(Endpoint local) override;
+  void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) override;
+  size_t poll(const Endpoint& local, size_t budget) override;
+  uint64_t next_delivery_ns(const Endpoint& local) const override;
+  int wait_fd(const Endpoint& local) const override;
+
+ private:
+  void add_endpoint_counters(WireCounters* c) const override {
+    ports_.for_each([c](const UdpPort& p) { p.rx.add_to(c); });
+  }
+  Result<int> bind_auto(Endpoint* local);
+  void release_held(UdpPort& p);
+  size_t receive(UdpPort& p, size_t budget);
+
+  EndpointTable<UdpPort> ports_;
+};
+
+UdpWire::~UdpWire() {
+  ports_.for_each([](UdpPort& p) { delete &p; });
+}
+
+Result<int> UdpWire::bind_auto(Endpoint* local) {
+  // The first 127.0.0.x whose port is free. bind() decides atomically, so two processes
+  // racing for the same address each end up with a different one.
+  for (uint32_t host = kFirstAutoHost; host <= kLastAutoHost; ++host) {
+    const Endpoint candidate{kLoopbackNet | host, local->port};
+    if (ports_.contains(candidate)) continue;
+    int step = 0;
+    const int fd = open_bound_socket(candidate, &step);
+    if (fd >= 0) {
+      *local = candidate;
+      return fd;
+    }
+    if (fd == -EADDRINUSE) continue;
+    return Status::error(errc_for_bind(-fd), "udp wire: attach %s: %s: %s",
+                         endpoint_string(candidate).c_str(),
+                         step == 2   ? "bind"
+                         : step == 1 ? "set IP_MTU_DISCOVER"
+                                     : "socket",
+                         std::strerror(-fd));
+  }
+  return Status::error(Errc::address_in_use,
+                       "udp wire: attach: port %u is in use on every address from 127.0.0.%u "
+                       "to 127.0.0.%u",
+                       unsigned{local->port}, kFirstAutoHost, kLastAutoHost);
+}
+
+Result<Endpoint> UdpWire::attach(Endpoint local, WireSink* sink) {
+  if (sink == nullptr)
+    return Status::error(Errc::invalid_argument, "udp wire: attach %s: no sink",
+                         endpoint_string(resolve(local)).c_str());
+  std::lock_guard lock(control_mutex_);
+  local = resolve(local);
+  if (ports_.size() >= ports_.kMaxEntries)
+    return Status::error(Errc::no_resources, "udp wire: attach %s: %zu endpoints attached",
+                         endpoint_string(local).c_str(), ports_.size());
+  int fd;
+  if (local.ipv4 == 0) {
+    Result<int> bound = bind_auto(&local);
+    if (!bound) return bound.status();
+    fd = *bound;
+  } else {
+    if (ports_.contains(local))
+      return Status::error(Errc::address_in_use,
+                           "udp wire: attach %s: address in use (already attached)",
+                           endpoint_string(local).c_str());
+    int step = 0;
+    fd = open_bound_socket(local, &step);
+    if (fd < 0) {
+      if (fd == -EADDRINUSE)
+        return Status::error(Errc::address_in_use, "udp wire: attach %s: address in use",
+                             endpoint_string(local).c_str());
+      return Status::error(errc_for_bind(-fd), "udp wire: attach %s: %s: %s",
+                           endpoint_string(local).c_str(),
+                           step == 2   ? "bind"
+                           : step == 1 ? "set IP_MTU_DISCOVER"
+                                       : "socket",
+                           std::strerror(-fd));
+    }
+  }
+  std::unique_ptr<UdpPort> port;
+  try {
+    port = std::make_unique<UdpPort>(local, sink, fd, config().faults.any());
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    return Status::error(Errc::no_resources, "udp wire: attach %s: out of memory",
+                         endpoint_string(local).c_str());
+  }
+  if (!ports_.insert(local, port.get()))
+    return Status::error(Errc::internal, "udp wire: attach %s: endpoint table refused it",
+                         endpoint_string(local).c_str());
+  port.release();
+  return local;
+}
+
+void UdpWire::detach(Endpoint local) {
+  std::lock_guard lock(control_mutex_);
+  std::unique_ptr<UdpPort> port(ports_.remove(resolve(local)));
+  if (!port) return;
+  // Frames still held back never left; they go with the socket.
+  uint64_t lost = port->held.clear();
+  if (port->outbox) {
+    while (port->outbox->front() != nullptr) {
+      port->outbox->pop();
+      ++lost;
+    }
+  }
+  port->rx.add_to(&retired_);
+  retired_.dropped_send_error += lost;
+}
+
+void UdpWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
+  TxFrame tx;
+  if (!begin_transmit(src, dst, data, len, &tx)) return;
+  EndpointTable<UdpPort>::Ref port;
+  ports_.find(tx.src, &port);
+  if (!port) [[unlikely]] {  // nothing to send from
+    bump(tx_counters().dropped_send_error, tx.plan.copies);
+    return;
+  }
+  if (tx.held()) {
+    for (uint8_t copy = 0; copy < tx.plan.copies; ++copy) {
+      const auto claim = port->outbox->claim();
+      if (!claim) [[unlikely]] {
+        bump(tx_counters().dropped_queue_full);
+        continue;
+      }
+      tx.fill(claim.slot, copy, WireFrame::kCaptureOnRelease);
+      port->outbox->publish(claim);
+    }
+    return;
+  }
+  sockaddr_in to = to_sockaddr(tx.dst);
+  iovec parts[4];
+  msghdr msg{};
+  msg.msg_name = &to;
+  msg.msg_namelen = sizeof(to);
+  msg.msg_iov = parts;
+  msg.msg_iovlen = static_cast<size_t>(tx.gather(parts));
+  for (uint8_t copy = 0; copy < tx.plan.copies; ++copy) {
+    // Never blocks: the socket is non-blocking, and a full buffer is a dropped frame.
+    if (::sendmsg(port->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) [[unlikely]] {
+      bump(tx_counters().dropped_send_error);
+      continue;
+    }
+    if (capturing()) capture(tx, now_ns());
+  }
+}
+
+void UdpWire::release_held(UdpPort& p) {
+  if (!p.outbox) return;
+  for (size_t n = p.outbox->capacity(); n > 0; --n) {
+    WireFrame* f = p.outbox->front();
+    if (f == nullptr) break;
+    if (!p.held.hold(*f)) [[unlikely]]
+      p.rx.dropped_queue_full.add();
+    p.outbox->pop();
+  }
+  if (!p.held.empty()) {
+    const uint64_t now = now_ns();
+    while (WireFrame* f = p.held.take_due(now)) {
+      const sockaddr_in to = to_sockaddr(f->dst());
+      if (::sendto(p.fd, f->bytes, f->len, MSG_DONTWAIT | MSG_NOSIGNAL,
+                   reinterpret_cast<const sockaddr*>(&to), sizeof(to)) < 0) [[unlikely]] {
+        bump(tx_counters().dropped_send_error);
+      } else {
+        capture(*f, now);
+      }
+      p.held.recycle(f);
+    }
+  }
+  p.earliest_held.store(p.held.earliest_due(), std::memory_order_relaxed);
+}
+
+size_t UdpWire::receive(UdpPort& p, size_t budget) {
+  RecvBatch& b = *p.recv;
+  size_t delivered = 0, received = 0;
+  // Bounded work per call, even against a flood of datagrams that all fail the checks.
+  const size_t receive_limit = budget + kRecvBatch;
+  while (delivered < budget && received < receive_limit) {
+    const unsigned want = static_cast<unsigned>(std::min<size_t>(kRecvBatch, budget - delivered));
+    for (unsigned i = 0; i < want; ++i) {
+      b.iov[i] = {b.buffers[i], sizeof(b.buffers[i])};
+      b.msgs[i].msg_hdr = msghdr{};
+      b.msgs[i].msg_hdr.msg_name = &b.from[i];
+      b.msgs[i].msg_hdr.msg_namelen = sizeof(b.from[i]);
+      b.msgs[i].msg_hdr.msg_iov = &b.iov[i];
+      b.msgs[i].msg_hdr.msg_iovlen = 1;
+      b.msgs[i].msg_len = 0;
+    }
+    const int n = ::recvmmsg(p.fd, b.msgs, want, MSG_DONTWAIT, nullptr);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      break;  // drained (EAGAIN), or an error the next poll will see again
+    }
+    for (int i = 0; i < n; ++i) {
+      ++received;
+      const msghdr& h = b.msgs[i].msg_hdr;
+      if ((h.msg_flags & MSG_TRUNC) || h.msg_namelen != sizeof(sockaddr_in) ||
+          b.from[i].sin_family != AF_INET) [[unlikely]] {
+        p.rx.dropped_malformed.add();  // oversize (truncated) or not from an IPv4 peer
+        continue;
+      }
+      const Endpoint src{ntohl(b.from[i].sin_addr.s_addr), ntohs(b.from[i].sin_port)};
+      if (deliver(p.sink, src, p.local, b.buffers[i], b.msgs[i].msg_len, &p.rx)) ++delivered;
+    }
+    if (static_cast<unsigned>(n) < want) break;  // the socket is drained
+  }
+  return delivered;
+}
+
+size_t UdpWire::poll(const Endpoint& local, size_t budget) {
+  EndpointTable<UdpPort>::Ref ref;
+  ports_.find(resolve(local), &ref);
+  UdpPort* const port = ref.get();
+  if (port == nullptr) return 0;
+  release_held(*port);
+  if (budget == 0) return 0;
+  return receive(*port, budget);
+}
+
+uint64_t UdpWire::next_delivery_ns(const Endpoint& local) const {
+  EndpointTable<UdpPort>::Ref ref;
+  ports_.find(resolve(local), &ref);
+  if (!ref) return UINT64_MAX;
+  uint64_t due = ref->earliest_held.load(std::memory_order_relaxed);
+  if (ref->outbox && !ref->outbox->probably_empty()) due = std::min(due, now_ns());
+  return due;
+}
+
+int UdpWire::wait_fd(const Endpoint& local) const {
+  EndpointTable<UdpPort>::Ref ref;
+  ports_.find(resolve(local), &ref);
+  return ref ? ref->fd : -1;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Wire>> make_udp_wire(const WireConfig& config) {
+  Status st = WireBase::validate(config, "udp");
+  if (!st) return st;
+  std::unique_ptr<PcapWriter> pcap;
+  if (!config.pcap_path.empty()) {
+    auto opened = PcapWriter::open(config.pcap_path);
+    if (!opened) return opened.status().prepend("udp wire");
+    pcap = std::move(*opened);
+  }
+  return std::unique_ptr<Wire>(new UdpWire(config, std::move(pcap)));
+}
+
+}  // namespace rnicdv::sim

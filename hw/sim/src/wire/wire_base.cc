@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "wire/wire_base.h"
+
+#include <time.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "wire/frame.h"
+
+namespace rnicdv::sim {
+namespace {
+
+class MonotonicClock final : public Clock {
+ public:
+  uint64_t now_ns() const override {
+    timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+  }
+};
+
+}  // namespace
+
+const Clock& monotonic_clock() noexcept {
+  static const MonotonicClock clock;
+  return clock;
+}
+
+std::string endpoint_string(const Endpoint& ep) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%u.%u.%u.%u:%u", ep.ipv4 >> 24, (ep.ipv4 >> 16) & 0xFF,
+                (ep.ipv4 >> 8) & 0xFF, ep.ipv4 & 0xFF, unsigned{ep.port});
+  return text;
+}
+
+void EndpointRxCounters::add_to(WireCounters* c) const noexcept {
+  c->frames_rx += frames.get();
+  c->bytes_rx += bytes.get();
+  c->dropped_icrc += dropped_icrc.get();
+  c->dropped_malformed += dropped_malformed.get();
+  c->dropped_queue_full += dropped_queue_full.get();
+}
+
+int TxFrame::gather(iovec* parts) const noexcept {
+  auto* bytes = const_cast<uint8_t*>(data);  // iovec is not const-correct; nothing writes
+  int n = 0;
+  if (plan.corrupt && plan.corrupt_offset < len) {
+    const size_t off = plan.corrupt_offset;
+    if (off > 0) parts[n++] = {bytes, off};
+    parts[n++] = {const_cast<uint8_t*>(&corrupted_byte_), 1};
+    if (off + 1 < len) parts[n++] = {bytes + off + 1, len - off - 1};
+  } else {
+    parts[n++] = {bytes, len};
+  }
+  parts[n++] = {const_cast<uint8_t*>(icrc), kIcrcLen};
+  return n;
+}
+
+void TxFrame::copy_to(uint8_t* out) const noexcept {
+  std::memcpy(out, data, len);
+  std::memcpy(out + len, icrc, kIcrcLen);
+  if (plan.corrupt && plan.corrupt_offset < len) out[plan.corrupt_offset] = corrupted_byte_;
+}
+
+void TxFrame::fill(WireFrame* frame, uint8_t copy, uint8_t flags) const noexcept {
+  frame->due_ns = due_ns;
+  frame->sequence = sequence + copy;
+  frame->set_route(src, dst);
+  frame->len = static_cast<uint32_t>(wire_len());
+  frame->flags = flags;
+  copy_to(frame->bytes);
+}
+
+Status WireBase::validate(const WireConfig& config, const char* wire_name) {
+  Status st = FaultInjector::validate(config.faults);
+  if (!st) return st.prepend(std::string(wire_name) + " wire");
+  if (config.udp_port == 0)
+    return Status::error(Errc::invalid_argument, "%s wire: UDP port 0 is not a RoCEv2 port",
+                         wire_name);
+  return Status::ok();
+}
+
+WireBase::WireBase(const WireConfig& config, std::unique_ptr<PcapWriter> pcap)
+    : config_(config),
+      clock_(config.clock ? config.clock : &monotonic_clock()),
+      faults_(config.faults, config.seed),
+      pcap_(std::move(pcap)) {}
+
+bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
+                              size_t len, TxFrame* tx) noexcept {
+  if (data == nullptr || len < kBthLen || len > kMaxDatagramLen) [[unlikely]] {
+    bump(tx_.dropped_malformed);
+    return false;
+  }
+  bump(tx_.frames);
+  bump(tx_.bytes, len);
+  tx->src = resolve(src);
+  tx->dst = resolve(dst);
+  tx->data = data;
+  tx->len = len;
+  store_icrc(tx->icrc, roce_icrc(tx->src, tx->dst, data, len));
+  if (!faults_.active()) return true;
+
+  const uint64_t index = next_frame_index_.fetch_add(1, std::memory_order_relaxed);
+  tx->plan = faults_.plan(index, tx->wire_len());
+  if (tx->plan.drop) {
+    bump(tx_.faults_dropped);
+    return false;
+  }
+  if (tx->plan.corrupt) {
+    bump(tx_.faults_corrupted);
+    if (tx->plan.corrupt_offset < len)
+      tx->corrupted_byte_ = data[tx->plan.corrupt_offset] ^ tx->plan.corrupt_mask;
+    else
+      tx->icrc[tx->plan.corrupt_offset - len] ^= tx->plan.corrupt_mask;
+  }
+  if (tx->plan.copies > 1) bump(tx_.faults_duplicated);
+  if (tx->plan.reordered) bump(tx_.faults_reordered);
+  if (tx->plan.delayed) bump(tx_.faults_delayed);
+  tx->sequence = index * 2;
+  tx->due_ns = now_ns() + tx->plan.hold_ns;
+  return true;
+}
+
+void WireBase::capture(const TxFrame& tx, uint64_t timestamp_ns) noexcept {
+  if (!pcap_) return;
+  uint8_t encap[kRoceEncapLen];
+  write_roce_encap(encap, tx.src, tx.dst, tx.wire_len());
+  iovec parts[1 + 4];
+  parts[0] = {encap, sizeof(encap)};
+  const int n = 1 + tx.gather(parts + 1);
+  pcap_->write(timestamp_ns, parts, n);
+}
+
+void WireBase::capture(const WireFrame& frame, uint64_t timestamp_ns) noexcept {
+  if (!pcap_) return;
+  uint8_t encap[kRoceEncapLen];
+  write_roce_encap(encap, frame.src(), frame.dst(), frame.len);
+  iovec parts[2] = {{encap, sizeof(encap)}, {const_cast<uint8_t*>(frame.bytes), frame.len}};
+  pcap_->write(timestamp_ns, parts, 2);
+}
+
+bool WireBase::deliver(WireSink* sink, const Endpoint& src, const Endpoint& local,
+                       const uint8_t* bytes, size_t len, EndpointRxCounters* rx) {
+  if (len < kMinWireDatagramLen || len > kMaxWireDatagramLen) [[unlikely]] {
+    rx->dropped_malformed.add();
+    return false;
+  }
+  if (!icrc_matches(src, local, bytes, len)) [[unlikely]] {
+    rx->dropped_icrc.add();
+    return false;
+  }
+  const size_t datagram_len = len - kIcrcLen;
+  rx->frames.add();
+  rx->bytes.add(datagram_len);
+  sink->on_datagram(src, local, bytes, datagram_len);
+  return true;
+}
+
+WireCounters WireBase::counters() const {
+  WireCounters c;
+  {
+    std::lock_guard lock(control_mutex_);
+    c = retired_;
+    add_endpoint_counters(&c);
+  }
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  c.frames_tx += get(tx_.frames);
+  c.bytes_tx += get(tx_.bytes);
+  c.dropped_malformed += get(tx_.dropped_malformed);
+  c.dropped_no_sink += get(tx_.dropped_no_sink);
+  c.dropped_queue_full += get(tx_.dropped_queue_full);
+  c.dropped_send_error += get(tx_.dropped_send_error);
+  c.faults_dropped += get(tx_.faults_dropped);
+  c.faults_duplicated += get(tx_.faults_duplicated);
+  c.faults_reordered += get(tx_.faults_reordered);
+  c.faults_corrupted += get(tx_.faults_corrupted);
+  c.faults_delayed += get(tx_.faults_delayed);
+  return c;
+}
+
+}  // namespace rnicdv::sim
