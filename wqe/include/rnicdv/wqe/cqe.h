@@ -15,9 +15,9 @@
 namespace rnicdv::wqe {
 
 struct CqRing {
-  uint8_t* buf = nullptr;    // mlx5dv_cq::buf
-  uint32_t cqe_cnt = 0;      // power of two
-  uint32_t cqe_size = 64;    // 64 or 128
+  uint8_t* buf = nullptr;  // mlx5dv_cq::buf
+  uint32_t cqe_cnt = 0;    // power of two
+  uint32_t cqe_size = 64;  // 64 or 128
 
   // The 64-byte CQE struct for index `i` (second half of a 128-byte entry).
   mlx5_cqe64* cqe(uint32_t i) const {
@@ -40,9 +40,9 @@ struct CqeFields {
   uint8_t vendor_syndrome;  // errors
   uint16_t wqe_counter;
   uint32_t qpn;
-  uint32_t src_qpn;         // RESP: flags_rqpn & 0xffffff
+  uint32_t src_qpn;  // RESP: flags_rqpn & 0xffffff
   uint32_t byte_cnt;
-  uint32_t imm;             // host order
+  uint32_t imm;  // host order
   bool solicited;
 };
 
@@ -57,23 +57,29 @@ void cqe_to_completion(const mlx5_cqe64* cqe, Completion* out) noexcept;
 // unknown -> IBV_WC_GENERAL_ERR.
 ibv_wc_status syndrome_to_wc_status(uint8_t syndrome) noexcept;
 
-// MLX5_OPCODE_* of a completed send WQE -> ibv_wc_opcode.
+// MLX5_OPCODE_* of a completed send WQE -> ibv_wc_opcode (rdma-core cq.c handle_good_req).
+// NOP and opcodes verbs has no completion opcode for -> IBV_WC_DRIVER1.
 ibv_wc_opcode send_opcode_to_wc_opcode(uint8_t mlx5_opcode) noexcept;
+
+// Names for logs and dumps: "REQ", "RESP_SEND_IMM", ...; "LOCAL_PROT_ERR", ...; "unknown"
+// for values mlx5dv.h does not define.
+const char* cqe_opcode_name(uint8_t cqe_opcode) noexcept;
+const char* cqe_syndrome_name(uint8_t syndrome) noexcept;
 
 // ---- Device side -------------------------------------------------------------------------
 
 // What the device writes for one completion.
 struct CqeInit {
   uint8_t cqe_opcode = MLX5_CQE_REQ;
-  uint8_t send_opcode = 0;       // REQ / REQ_ERR
-  uint8_t syndrome = 0;          // REQ_ERR / RESP_ERR
+  uint8_t send_opcode = 0;  // REQ / REQ_ERR
+  uint8_t syndrome = 0;     // REQ_ERR / RESP_ERR
   uint8_t vendor_syndrome = 0;
   uint16_t wqe_counter = 0;
   uint32_t qpn = 0;
-  uint32_t src_qpn = 0;          // RESP
+  uint32_t src_qpn = 0;  // RESP
   uint32_t byte_cnt = 0;
-  uint32_t imm = 0;              // host order; RESP_SEND_IMM / RESP_WR_IMM
-  uint32_t srqn_uidx = 0;        // user index of the QP (libmlx5 with cqe_version 1)
+  uint32_t imm = 0;        // host order; RESP_SEND_IMM / RESP_WR_IMM
+  uint32_t srqn_uidx = 0;  // user index of the QP (libmlx5 with cqe_version 1)
   bool solicited = false;
 };
 

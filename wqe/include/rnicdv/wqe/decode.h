@@ -18,7 +18,9 @@ enum class WqeDefect : uint8_t {
   bad_ds,             // DS of 0, larger than kMaxWqeDs/the ring, or too small for the opcode
                       //   -> LOCAL_QP_OP_ERR
   bad_qpn,            // ctrl.qpn does not match the QP that owns the ring -> LOCAL_QP_OP_ERR
-  bad_inline,         // inline length runs past the WQE -> LOCAL_LENGTH_ERR
+  bad_inline,         // inline length runs past the WQE or the caller's inline buffer, or
+                      //   inline data where the opcode takes none (READ, receive)
+                      //   -> LOCAL_LENGTH_ERR
   too_many_segments,  // more data segments than kMaxDecodedSegments -> LOCAL_LENGTH_ERR
   bad_atomic,         // atomic without exactly one 8-byte local segment -> LOCAL_LENGTH_ERR
 };
@@ -27,24 +29,24 @@ inline constexpr uint32_t kMaxDecodedSegments = 64;
 
 // One gather element of a decoded send WQE, or one run of inline bytes.
 struct GatherEntry {
-  uint64_t addr;     // data segment: local address; inline: offset into the inline buffer
+  uint64_t addr;  // data segment: local address; inline: offset into the inline buffer
   uint32_t length;
   uint32_t lkey;
   bool is_inline;
 };
 
 struct DecodedSendWqe {
-  uint8_t opcode;       // MLX5_OPCODE_*
+  uint8_t opcode;  // MLX5_OPCODE_*
   uint8_t opmod;
-  uint16_t wqe_index;   // ctrl index field (pi & 0xffff of the poster)
+  uint16_t wqe_index;  // ctrl index field (pi & 0xffff of the poster)
   uint32_t qpn;
   uint8_t ds;
-  uint8_t bbs;          // ceil(ds / 4)
+  uint8_t bbs;  // ceil(ds / 4)
   uint8_t fm_ce_se;
-  uint32_t imm;         // host order
-  uint64_t remote_addr; // raddr segment (RDMA, atomics)
+  uint32_t imm;          // host order
+  uint64_t remote_addr;  // raddr segment (RDMA, atomics)
   uint32_t rkey;
-  uint64_t swap_add;    // atomic segment
+  uint64_t swap_add;  // atomic segment
   uint64_t compare;
   uint32_t num_entries;
   GatherEntry entries[kMaxDecodedSegments];
@@ -57,8 +59,12 @@ struct DecodedSendWqe {
 };
 
 // Decodes the WQE starting at BB `pi` of `ring`. Inline payload is gathered (across the ring
-// wrap) into `inline_buf` of `inline_cap` bytes; inline entries refer to offsets in it.
-// `expected_qpn` is checked against ctrl.qpn. Never reads outside the ring.
+// wrap) into `inline_buf` of `inline_cap` bytes; inline entries refer to offsets in it
+// (kMaxWqeDs * kDsBytes bytes hold any WQE's inline data). `expected_qpn` is checked against
+// ctrl.qpn. Never reads outside the ring. Checks, in order: DS range, opcode, QPN, DS minimum
+// for the opcode, segments. The fields parsed before a defect are filled in; on a defect
+// `entries` may hold a partial list. Data segments are reported as written: a byte_count of 0
+// is a zero-length entry.
 WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, DecodedSendWqe* out,
                           uint8_t* inline_buf, uint32_t inline_cap) noexcept;
 

@@ -19,16 +19,16 @@
 
 namespace rnicdv::wqe {
 
-inline constexpr uint32_t kBbBytes = MLX5_SEND_WQE_BB;      // 64
-inline constexpr uint32_t kDsBytes = 16;                    // one WQE size unit
-inline constexpr uint32_t kMaxWqeDs = 63;                   // 6-bit DS field
-inline constexpr uint32_t kMaxWqeBbs = 16;                  // MLX5_SEND_WQE_MAX_WQEBBS (kernel)
-inline constexpr uint32_t kAtomicOperandBytes = 8;          // MLX5_ATOMIC_SIZE
+inline constexpr uint32_t kBbBytes = MLX5_SEND_WQE_BB;  // 64
+inline constexpr uint32_t kDsBytes = 16;                // one WQE size unit
+inline constexpr uint32_t kMaxWqeDs = 63;               // 6-bit DS field
+inline constexpr uint32_t kMaxWqeBbs = 16;              // MLX5_SEND_WQE_MAX_WQEBBS (kernel)
+inline constexpr uint32_t kAtomicOperandBytes = 8;      // MLX5_ATOMIC_SIZE
 
 // A send queue ring as the device sees it (the sq half of mlx5dv_qp).
 struct SqRing {
-  uint8_t* buf = nullptr;   // mlx5dv_qp::sq.buf
-  uint32_t bb_count = 0;    // mlx5dv_qp::sq.wqe_cnt, power of two
+  uint8_t* buf = nullptr;  // mlx5dv_qp::sq.buf
+  uint32_t bb_count = 0;   // mlx5dv_qp::sq.wqe_cnt, power of two
 
   uint8_t* bb(uint32_t index) const { return buf + ((index & (bb_count - 1)) * kBbBytes); }
   uint8_t* end() const { return buf + bb_count * kBbBytes; }
@@ -43,8 +43,8 @@ struct SqLimits {
 // What a successful encode produced.
 struct EncodedWqe {
   mlx5_wqe_ctrl_seg* ctrl = nullptr;  // the WQE's ctrl segment (for the doorbell)
-  uint8_t ds = 0;                      // size in 16-byte units
-  uint8_t bbs = 0;                     // size in basic blocks = ceil(ds / 4)
+  uint8_t ds = 0;                     // size in 16-byte units
+  uint8_t bbs = 0;                    // size in basic blocks = ceil(ds / 4)
 };
 
 // Validates `wr` against `limits` and computes its size. Writes nothing.
@@ -62,6 +62,9 @@ Errc encode_send_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, 
 // Builds a NOP WQE of `ds` units (1..kMaxWqeDs) at `pi`; used to pad or to request a CQE.
 Errc encode_nop_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, uint8_t ds,
                     uint8_t fm_ce_se, EncodedWqe* out) noexcept;
+
+// "SEND", "RDMA_WRITE_IMM", ... for an MLX5_OPCODE_* value; "unknown" otherwise.
+const char* send_opcode_name(uint8_t mlx5_opcode) noexcept;
 
 // fm_ce_se byte for SendWr::flags (CQ_UPDATE, SOLICITED, FENCE).
 constexpr uint8_t fm_ce_se_for(uint32_t flags) noexcept {

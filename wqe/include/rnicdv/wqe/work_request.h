@@ -26,9 +26,9 @@ enum class WrOpcode : uint8_t {
 
 // SendWr::flags bits.
 namespace send_flags {
-inline constexpr uint32_t signaled = 1u << 0;   // request a CQE (MLX5_WQE_CTRL_CQ_UPDATE)
-inline constexpr uint32_t solicited = 1u << 1;  // solicited event at the responder
-inline constexpr uint32_t fence = 1u << 2;      // wait for prior READ/atomic responses
+inline constexpr uint32_t signaled = 1u << 0;     // request a CQE (MLX5_WQE_CTRL_CQ_UPDATE)
+inline constexpr uint32_t solicited = 1u << 1;    // solicited event at the responder
+inline constexpr uint32_t fence = 1u << 2;        // wait for prior READ/atomic responses
 inline constexpr uint32_t inline_data = 1u << 3;  // copy the SGEs' bytes into the WQE
 }  // namespace send_flags
 
@@ -43,14 +43,14 @@ struct Sge {
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::send;
-  uint32_t flags = 0;             // send_flags::*
+  uint32_t flags = 0;  // send_flags::*
   const Sge* sg_list = nullptr;
   uint32_t num_sge = 0;
-  uint32_t imm_data = 0;          // host order; SEND_IMM and RDMA_WRITE_IMM
-  uint64_t remote_addr = 0;       // RDMA and atomics (atomics: 8-byte aligned)
-  uint32_t rkey = 0;              // RDMA and atomics
-  uint64_t compare_add = 0;       // ATOMIC_CS: compare value; ATOMIC_FA: value to add
-  uint64_t swap = 0;              // ATOMIC_CS: swap value
+  uint32_t imm_data = 0;     // host order; SEND_IMM and RDMA_WRITE_IMM
+  uint64_t remote_addr = 0;  // RDMA and atomics (atomics: 8-byte aligned)
+  uint32_t rkey = 0;         // RDMA and atomics
+  uint64_t compare_add = 0;  // ATOMIC_CS: compare value; ATOMIC_FA: value to add
+  uint64_t swap = 0;         // ATOMIC_CS: swap value
 };
 
 // A receive-queue request.
@@ -64,12 +64,13 @@ struct RecvWr {
 namespace wc_flags {
 inline constexpr uint8_t with_imm = 1u << 0;   // imm_data is valid
 inline constexpr uint8_t solicited = 1u << 1;  // the sender set SE
+inline constexpr uint8_t with_inv = 1u << 2;   // imm_data holds the invalidated rkey (SEND_INV)
 }  // namespace wc_flags
 
 // A decoded completion. 32 bytes; an array of them is what Cq::poll fills.
 struct Completion {
   uint64_t wr_id;
-  uint32_t byte_len;     // receive: bytes placed; RDMA READ: bytes read; else 0
+  uint32_t byte_len;     // receive: bytes placed; RDMA READ: bytes read; atomics: 8; else 0
   uint32_t imm_data;     // host order, valid with wc_flags::with_imm
   uint32_t qp_num;       // local QP
   uint32_t src_qp;       // receive: the sender's QPN

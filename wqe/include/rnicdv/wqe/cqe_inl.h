@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Hot-path bodies of cqe.h: the ownership test and the decoding of a good completion, as
+// rdma-core's providers/mlx5/cq.c does them (get_sw_cqe, handle_good_req, handle_responder).
+#pragma once
+
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rnicdv/wqe/cqe.h"
+#include "rnicdv/wqe/work_request.h"
+
+namespace rnicdv::wqe {
+
+// The layouts read and written here (rdma-core-mlx5.md §3, checked against rdma-core 44).
+static_assert(sizeof(mlx5_cqe64) == 64);
+static_assert(offsetof(mlx5_cqe64, flags_rqpn) == 24);
+static_assert(offsetof(mlx5_cqe64, srqn_uidx) == 32);
+static_assert(offsetof(mlx5_cqe64, imm_inval_pkey) == 36);
+static_assert(offsetof(mlx5_cqe64, byte_cnt) == 44);
+static_assert(offsetof(mlx5_cqe64, sop_drop_qpn) == 56);
+static_assert(offsetof(mlx5_cqe64, wqe_counter) == 60);
+static_assert(offsetof(mlx5_cqe64, op_own) == 63);
+static_assert(sizeof(mlx5_err_cqe) == 64);
+static_assert(offsetof(mlx5_err_cqe, srqn) == 32);
+static_assert(offsetof(mlx5_err_cqe, vendor_err_synd) == 54);
+static_assert(offsetof(mlx5_err_cqe, syndrome) == 55);
+// An error CQE keeps the opcode/QPN word and the WQE counter where a good one has them.
+static_assert(offsetof(mlx5_err_cqe, s_wqe_opcode_qpn) == offsetof(mlx5_cqe64, sop_drop_qpn));
+static_assert(offsetof(mlx5_err_cqe, wqe_counter) == offsetof(mlx5_cqe64, wqe_counter));
+static_assert(offsetof(mlx5_err_cqe, op_own) == offsetof(mlx5_cqe64, op_own));
+
+inline constexpr uint8_t kCqeOwnerBit = MLX5_CQE_OWNER_MASK;  // op_own bit 0
+inline constexpr uint8_t kCqeSolicitedBit = 1u << 1;          // op_own bit 1 (SE)
+inline constexpr uint32_t kCqeQpnMask = 0xffffff;
+
+namespace detail {
+
+// ibv_wc_opcode of a completed send WQE (handle_good_req). A NOP or an opcode verbs has no
+// name for completes as IBV_WC_DRIVER1, the provider-specific value.
+constexpr uint8_t wc_opcode_for_send(uint8_t mlx5_opcode) noexcept {
+  switch (mlx5_opcode) {
+    case MLX5_OPCODE_SEND:
+    case MLX5_OPCODE_SEND_IMM:
+    case MLX5_OPCODE_SEND_INVAL:
+      return IBV_WC_SEND;
+    case MLX5_OPCODE_RDMA_WRITE:
+    case MLX5_OPCODE_RDMA_WRITE_IMM:
+      return IBV_WC_RDMA_WRITE;
+    case MLX5_OPCODE_RDMA_READ:
+      return IBV_WC_RDMA_READ;
+    case MLX5_OPCODE_ATOMIC_CS:
+      return IBV_WC_COMP_SWAP;
+    case MLX5_OPCODE_ATOMIC_FA:
+      return IBV_WC_FETCH_ADD;
+    case MLX5_OPCODE_TSO:
+      return IBV_WC_TSO;
+    default:
+      return IBV_WC_DRIVER1;
+  }
+}
+
+// Error CQEs (mlx5_err_cqe) and opcodes a QP never completes with; out of line.
+[[gnu::cold]] void unusual_completion(const mlx5_cqe64* cqe, Completion* out) noexcept;
+
+}  // namespace detail
+
+inline const mlx5_cqe64* cqe_for_sw(CqRing ring, uint32_t ci) noexcept {
+  const mlx5_cqe64* cqe = ring.cqe(ci);
+  // Acquire: the device writes op_own last (release), so every other field read after this
+  // load is the one it wrote. This is the from-device ordering of rdma-core's get_sw_cqe +
+  // udma_from_device_barrier(), expressed as a load-acquire.
+  const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+  const uint8_t lap_owner = (ci & ring.cqe_cnt) ? 1 : 0;
+  const bool owned_by_hw =
+      ((op_own >> 4) == MLX5_CQE_INVALID) | ((op_own & kCqeOwnerBit) != lap_owner);
+  return owned_by_hw ? nullptr : cqe;
+}
+
+inline void cqe_to_completion(const mlx5_cqe64* cqe, Completion* out) noexcept {
+  const uint8_t op_own = cqe->op_own;
+  const uint32_t sop_drop_qpn = be32toh(cqe->sop_drop_qpn);
+  out->qp_num = sop_drop_qpn & kCqeQpnMask;
+  out->wqe_counter = be16toh(cqe->wqe_counter);
+  out->vendor_err = 0;
+  out->reserved[0] = 0;
+  out->reserved[1] = 0;
+  out->src_qp = 0;
+  out->imm_data = 0;
+  out->byte_len = 0;
+  out->flags = 0;
+  out->status = IBV_WC_SUCCESS;
+
+  uint8_t responder_flags = 0;
+  switch (op_own >> 4) {
+    case MLX5_CQE_REQ: {
+      const uint8_t send_opcode = static_cast<uint8_t>(sop_drop_qpn >> 24);
+      out->opcode = detail::wc_opcode_for_send(send_opcode);
+      if (send_opcode == MLX5_OPCODE_RDMA_READ)
+        out->byte_len = be32toh(cqe->byte_cnt);
+      else if (send_opcode == MLX5_OPCODE_ATOMIC_CS || send_opcode == MLX5_OPCODE_ATOMIC_FA)
+        out->byte_len = 8;  // MLX5_ATOMIC_SIZE, as libmlx5 reports it
+      return;
+    }
+    case MLX5_CQE_RESP_SEND:
+      out->opcode = IBV_WC_RECV;
+      break;
+    case MLX5_CQE_RESP_SEND_IMM:
+      out->opcode = IBV_WC_RECV;
+      responder_flags = wc_flags::with_imm;
+      break;
+    case MLX5_CQE_RESP_WR_IMM:
+      out->opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+      responder_flags = wc_flags::with_imm;
+      break;
+    case MLX5_CQE_RESP_SEND_INV:
+      out->opcode = IBV_WC_RECV;
+      responder_flags = wc_flags::with_inv;
+      break;
+    default:
+      detail::unusual_completion(cqe, out);
+      return;
+  }
+  out->byte_len = be32toh(cqe->byte_cnt);
+  out->src_qp = be32toh(cqe->flags_rqpn) & kCqeQpnMask;
+  if (responder_flags) out->imm_data = be32toh(cqe->imm_inval_pkey);
+  out->flags = static_cast<uint8_t>(responder_flags |
+                                    ((op_own & kCqeSolicitedBit) ? wc_flags::solicited : 0));
+}
+
+}  // namespace rnicdv::wqe

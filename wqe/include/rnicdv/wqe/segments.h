@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Builders for the 16-byte WQE segments of rdma-core's mlx5dv.h, and the byte-order accessors
+// the rest of wqe/ reads ring memory with.
+//
+// Each builder returns the segment by value; callers copy it into the ring with memcpy. That
+// keeps ring accesses free of aliasing assumptions, lets the compiler emit one or two wide
+// stores, and makes every big-endian conversion an explicit htobe32/htobe64.
+#pragma once
+
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace rnicdv::wqe {
+
+// The layouts this library depends on (rdma-core-mlx5.md §2, checked against rdma-core 44).
+static_assert(sizeof(mlx5_wqe_ctrl_seg) == 16);
+static_assert(offsetof(mlx5_wqe_ctrl_seg, opmod_idx_opcode) == 0);
+static_assert(offsetof(mlx5_wqe_ctrl_seg, qpn_ds) == 4);
+static_assert(offsetof(mlx5_wqe_ctrl_seg, signature) == 8);
+static_assert(offsetof(mlx5_wqe_ctrl_seg, dci_stream_channel_id) == 9);
+static_assert(offsetof(mlx5_wqe_ctrl_seg, fm_ce_se) == 11);
+static_assert(offsetof(mlx5_wqe_ctrl_seg, imm) == 12);
+static_assert(sizeof(mlx5_wqe_raddr_seg) == 16);
+static_assert(offsetof(mlx5_wqe_raddr_seg, rkey) == 8);
+static_assert(sizeof(mlx5_wqe_atomic_seg) == 16);
+static_assert(offsetof(mlx5_wqe_atomic_seg, compare) == 8);
+static_assert(sizeof(mlx5_wqe_data_seg) == 16);
+static_assert(offsetof(mlx5_wqe_data_seg, lkey) == 4);
+static_assert(offsetof(mlx5_wqe_data_seg, addr) == 8);
+static_assert(sizeof(mlx5_wqe_inl_data_seg) == 4);
+static_assert(MLX5_SEND_WQE_BB == 64 && (1u << MLX5_SEND_WQE_SHIFT) == MLX5_SEND_WQE_BB);
+
+// ---- Explicit byte-order accessors over raw memory ----------------------------------------
+
+inline uint16_t load_be16(const void* p) noexcept {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return be16toh(v);
+}
+inline uint32_t load_be32(const void* p) noexcept {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return be32toh(v);
+}
+inline uint64_t load_be64(const void* p) noexcept {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return be64toh(v);
+}
+inline void store_be32(void* p, uint32_t host) noexcept {
+  const uint32_t be = htobe32(host);
+  std::memcpy(p, &be, sizeof be);
+}
+
+// ---- Segment builders -----------------------------------------------------------------------
+
+// Control segment, as mlx5dv_set_ctrl_seg() with opmod 0 and no signature, plus the bytes that
+// helper leaves alone (dci_stream_channel_id) zeroed as libmlx5's post_send does. `imm_be` is
+// already big-endian (the IB immediate is carried as is).
+inline mlx5_wqe_ctrl_seg ctrl_segment(uint32_t pi, uint8_t opcode, uint32_t qpn, uint8_t ds,
+                                      uint8_t fm_ce_se, __be32 imm_be) noexcept {
+  mlx5_wqe_ctrl_seg seg;
+  seg.opmod_idx_opcode = htobe32(((pi & 0xffffu) << 8) | opcode);
+  seg.qpn_ds = htobe32((qpn << 8) | ds);
+  seg.signature = 0;
+  seg.dci_stream_channel_id = 0;
+  seg.fm_ce_se = fm_ce_se;
+  seg.imm = imm_be;
+  return seg;
+}
+
+// Gather/scatter pointer: byte_count, lkey, addr (mlx5dv_set_data_seg).
+inline mlx5_wqe_data_seg data_segment(uint32_t length, uint32_t lkey, uint64_t addr) noexcept {
+  mlx5_wqe_data_seg seg;
+  seg.byte_count = htobe32(length);
+  seg.lkey = htobe32(lkey);
+  seg.addr = htobe64(addr);
+  return seg;
+}
+
+// End of a scatter list shorter than the WQE's capacity (libmlx5 set_data_ptr_seg_end).
+inline mlx5_wqe_data_seg terminator_segment() noexcept {
+  return data_segment(0, MLX5_INVALID_LKEY, 0);
+}
+
+// Remote address segment of RDMA and atomic WQEs; the reserved word is written as zero.
+inline mlx5_wqe_raddr_seg raddr_segment(uint64_t remote_addr, uint32_t rkey) noexcept {
+  mlx5_wqe_raddr_seg seg;
+  seg.raddr = htobe64(remote_addr);
+  seg.rkey = htobe32(rkey);
+  seg.reserved = 0;
+  return seg;
+}
+
+// Atomic operand segment. Compare-and-swap: swap_add = swap, compare = compare. Fetch-and-add:
+// swap_add = the addend; compare is unused and written as zero.
+inline mlx5_wqe_atomic_seg atomic_segment(uint64_t swap_add, uint64_t compare) noexcept {
+  mlx5_wqe_atomic_seg seg;
+  seg.swap_add = htobe64(swap_add);
+  seg.compare = htobe64(compare);
+  return seg;
+}
+
+}  // namespace rnicdv::wqe

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copies of WQE bytes out of and between send rings, following the wrap at the ring's end.
+// The shadow-queue flush copies a withheld batch into the SQ at the same BB offsets.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "rnicdv/wqe/send_wqe.h"
+
+namespace rnicdv::wqe {
+
+namespace {
+
+size_t ring_bytes(SqRing ring) {
+  return static_cast<size_t>(ring.bb_count) * kBbBytes;
+}
+
+size_t bb_offset(SqRing ring, uint32_t pi) {
+  return static_cast<size_t>(pi & (ring.bb_count - 1)) * kBbBytes;
+}
+
+}  // namespace
+
+void copy_from_ring(SqRing ring, uint32_t pi, uint32_t bytes, uint8_t* dst) noexcept {
+  if (ring.bb_count == 0) return;
+  const size_t size = ring_bytes(ring);
+  size_t offset = bb_offset(ring, pi);
+  size_t left = bytes;
+  while (left != 0) {
+    const size_t chunk = std::min(left, size - offset);
+    std::memcpy(dst, ring.buf + offset, chunk);
+    dst += chunk;
+    left -= chunk;
+    offset = 0;
+  }
+}
+
+void copy_between_rings(SqRing src, SqRing dst, uint32_t pi, uint32_t bytes) noexcept {
+  if (src.bb_count == 0 || dst.bb_count == 0) return;
+  // Equal sizes are the contract; each side still wraps at its own end so that a mismatch can
+  // never read or write outside either ring.
+  const size_t src_size = ring_bytes(src);
+  const size_t dst_size = ring_bytes(dst);
+  size_t src_offset = bb_offset(src, pi);
+  size_t dst_offset = bb_offset(dst, pi);
+  size_t left = bytes;
+  while (left != 0) {
+    const size_t chunk = std::min({left, src_size - src_offset, dst_size - dst_offset});
+    std::memcpy(dst.buf + dst_offset, src.buf + src_offset, chunk);
+    left -= chunk;
+    src_offset += chunk;
+    dst_offset += chunk;
+    if (src_offset == src_size) src_offset = 0;
+    if (dst_offset == dst_size) dst_offset = 0;
+  }
+}
+
+}  // namespace rnicdv::wqe

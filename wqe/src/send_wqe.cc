@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Send-WQE paths that are not per-post: atomics sizing, NOP WQEs, names.
+#include <cstring>
+
+#include "rnicdv/wqe/send_wqe.h"
+
+namespace rnicdv::wqe {
+
+namespace detail {
+
+// ctrl + raddr + atomic + one data segment for the 8-byte result (libmlx5 _mlx5_post_send).
+Errc atomic_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_out) noexcept {
+  // The operands travel in the atomic segment; there is no payload to inline.
+  if (wr.flags & send_flags::inline_data) return Errc::invalid_argument;
+  if (wr.num_sge > limits.max_sge) return Errc::too_many_sge;
+  // The local buffer receives the original 64-bit value: exactly one 8-byte SGE.
+  if (wr.num_sge != 1 || wr.sg_list == nullptr || wr.sg_list[0].length != kAtomicOperandBytes)
+    return Errc::invalid_argument;
+  // IBA 9.4.5: the remote address of an atomic must be naturally aligned (8 bytes).
+  if (wr.remote_addr & (kAtomicOperandBytes - 1)) return Errc::invalid_argument;
+  *ds_out = 4;
+  return Errc::ok;
+}
+
+}  // namespace detail
+
+Errc encode_nop_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, uint8_t ds,
+                    uint8_t fm_ce_se, EncodedWqe* out) noexcept {
+  if (ds == 0 || ds > kMaxWqeDs) return Errc::invalid_argument;
+  const uint32_t bbs = (ds + 3u) >> 2;
+  if (bbs > free_bbs || bbs > ring.bb_count) return Errc::queue_full;
+
+  uint8_t* const wqe = ring.bb(pi);
+  const mlx5_wqe_ctrl_seg ctrl = ctrl_segment(pi, MLX5_OPCODE_NOP, qpn, ds, fm_ce_se, 0);
+  std::memcpy(wqe, &ctrl, sizeof ctrl);
+  // The padding carries nothing; zero it so no stale segment is left inside the WQE.
+  uint8_t* at = wqe + sizeof ctrl;
+  uint8_t* const end = ring.end();
+  for (uint32_t unit = 1; unit < ds; ++unit) {
+    if (at == end) at = ring.buf;
+    std::memset(at, 0, kDsBytes);
+    at += kDsBytes;
+  }
+  out->ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
+  out->ds = ds;
+  out->bbs = static_cast<uint8_t>(bbs);
+  return Errc::ok;
+}
+
+const char* send_opcode_name(uint8_t mlx5_opcode) noexcept {
+  switch (mlx5_opcode) {
+    case MLX5_OPCODE_NOP:
+      return "NOP";
+    case MLX5_OPCODE_SEND_INVAL:
+      return "SEND_INVAL";
+    case MLX5_OPCODE_RDMA_WRITE:
+      return "RDMA_WRITE";
+    case MLX5_OPCODE_RDMA_WRITE_IMM:
+      return "RDMA_WRITE_IMM";
+    case MLX5_OPCODE_SEND:
+      return "SEND";
+    case MLX5_OPCODE_SEND_IMM:
+      return "SEND_IMM";
+    case MLX5_OPCODE_TSO:
+      return "TSO";
+    case MLX5_OPCODE_RDMA_READ:
+      return "RDMA_READ";
+    case MLX5_OPCODE_ATOMIC_CS:
+      return "ATOMIC_CS";
+    case MLX5_OPCODE_ATOMIC_FA:
+      return "ATOMIC_FA";
+    case MLX5_OPCODE_ATOMIC_MASKED_CS:
+      return "ATOMIC_MASKED_CS";
+    case MLX5_OPCODE_ATOMIC_MASKED_FA:
+      return "ATOMIC_MASKED_FA";
+    case MLX5_OPCODE_FMR:
+      return "FMR";
+    case MLX5_OPCODE_LOCAL_INVAL:
+      return "LOCAL_INVAL";
+    case MLX5_OPCODE_CONFIG_CMD:
+      return "CONFIG_CMD";
+    case MLX5_OPCODE_SET_PSV:
+      return "SET_PSV";
+    case MLX5_OPCODE_UMR:
+      return "UMR";
+    case MLX5_OPCODE_TAG_MATCHING:
+      return "TAG_MATCHING";
+    case MLX5_OPCODE_FLOW_TBL_ACCESS:
+      return "FLOW_TBL_ACCESS";
+    case MLX5_OPCODE_MMO:
+      return "MMO";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace rnicdv::wqe
