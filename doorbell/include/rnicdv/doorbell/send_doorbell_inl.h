@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Hot path of send_doorbell.h.
+#pragma once
+
+#include <infiniband/mlx5dv.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "rnicdv/doorbell/barrier.h"
+#include "rnicdv/doorbell/mmio.h"
+#include "rnicdv/doorbell/send_doorbell.h"
+#include "rnicdv/wqe/send_wqe.h"
+
+namespace rnicdv::doorbell {
+
+inline void SendDoorbell::ring(__be32* dbrec, uint32_t pi, const uint8_t* last_wqe,
+                               uint32_t last_ds, uint32_t nreq, wqe::SqRing ring) noexcept {
+  if (nreq == 0) [[unlikely]]
+    return;
+  // The WQEs are in memory before the device can learn of them from the record.
+  to_device_barrier();
+  // The record holds the next free BB index, not a WQE count (post_send_db).
+  store_dbr(&dbrec[MLX5_SND_DBR], pi & 0xffff);
+
+  uint8_t* const reg = reg_ + offset_;
+  const bool locked = mode_ == DoorbellMode::db_lock;
+  if (locked) lock_->lock();
+  wc_start();
+  const uint32_t wqe_bytes = last_ds * wqe::kDsBytes;
+  if (mode_ == DoorbellMode::bf && nreq == 1 && wqe_bytes <= bf_size_) {
+    bf_copy(reg, last_wqe, (wqe_bytes + wqe::kBbBytes - 1) & ~(wqe::kBbBytes - 1), ring);
+  } else {
+    // opmod_idx_opcode and qpn_ds: the device reads the WQE index and QPN from them.
+    uint64_t ctrl_head;
+    std::memcpy(&ctrl_head, last_wqe, sizeof ctrl_head);
+    mmio_write64(reg, ctrl_head);
+  }
+  wc_flush();
+  if (locked) lock_->unlock();
+  // Consecutive doorbells alternate between the register's two halves so that a BlueFlame
+  // write never lands in a buffer the device may still be draining (libmlx5 bf->offset).
+  offset_ ^= bf_size_;
+}
+
+}  // namespace rnicdv::doorbell
