@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The bandwidth table's figures against hand-computed values.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "stats.h"
+
+using rnicperf::best_ticks_per_message;
+using rnicperf::BwUnit;
+using rnicperf::compute_bandwidth;
+
+TEST_CASE("average bandwidth and message rate use 2^20-byte MiB and 10^9-bit Gb", "[bw]") {
+  // 1000 messages of 64 KiB in one second (1e9 ticks at 1e9 ticks/s).
+  auto mib = compute_bandwidth(65536, 1000, 1'000'000'000ull, 1e9, BwUnit::mib_per_sec, 0);
+  CHECK(mib.bw_avg == Approx(62.5));
+  CHECK(mib.msg_rate == Approx(0.001));
+  CHECK(mib.bw_peak == 0);
+  auto gb = compute_bandwidth(65536, 1000, 1'000'000'000ull, 1e9, BwUnit::gbit_per_sec, 0);
+  CHECK(gb.bw_avg == Approx(0.524288));
+  CHECK(gb.msg_rate == Approx(0.001));
+}
+
+TEST_CASE("peak bandwidth is the best window from a post to a signaled completion", "[bw]") {
+  SECTION("iterations a multiple of the CQ moderation") {
+    std::vector<uint64_t> posted = {0, 10, 20, 30};
+    std::vector<uint64_t> completed = {0, 50, 0, 70};  // cq_mod 2: indices 1 and 3 signaled
+    // Windows: (50-0)/2=25 (70-0)/4=17 (50-10)/1=40 (70-10)/3=20 (70-20)/2=25 (70-30)/1=40.
+    CHECK(best_ticks_per_message(posted, completed, 1, 2) == 17);
+    auto r = compute_bandwidth(1048576, 4, 70, 1e9, BwUnit::mib_per_sec, 17);
+    CHECK(r.bw_peak == Approx(1e9 / 17.0));
+  }
+  SECTION("the last message is signaled even off the moderation grid") {
+    std::vector<uint64_t> posted = {0, 10, 20, 30, 40};
+    std::vector<uint64_t> completed = {0, 50, 0, 80, 85};
+    // Best: (85 - 0) / 5 = 17 over the whole run.
+    CHECK(best_ticks_per_message(posted, completed, 1, 2) == 17);
+  }
+  SECTION("post lists start windows only at list boundaries") {
+    std::vector<uint64_t> posted = {0, 0, 100, 100};
+    std::vector<uint64_t> completed = {0, 40, 0, 110};  // lists of 2, one CQE per list
+    // i=0: j=1 40/2=20, j=3 110/4=27; i=2: j=3 (110-100)/2=5.
+    CHECK(best_ticks_per_message(posted, completed, 2, 2) == 5);
+    // Starting inside a list (i=1 or 3) would be wrong; with lists of 1 they count:
+    CHECK(best_ticks_per_message(posted, completed, 1, 2) == 5);
+  }
+  SECTION("no stamped completion: no peak") {
+    std::vector<uint64_t> posted = {0, 10};
+    std::vector<uint64_t> completed = {0, 0};
+    CHECK(best_ticks_per_message(posted, completed, 1, 1) == 0);
+  }
+}
+
+TEST_CASE("bidirectional results are the sum of both directions", "[bw]") {
+  rnicperf::BandwidthResult a{65536, 1000, 100, 90, 0.5}, b{65536, 1000, 50, 40, 0.25};
+  auto s = rnicperf::sum(a, b);
+  CHECK(s.bw_peak == Approx(150));
+  CHECK(s.bw_avg == Approx(130));
+  CHECK(s.msg_rate == Approx(0.75));
+  CHECK(s.iterations == 1000);
+}

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The JSON writer and report produce documents a strict parser accepts (python3's json),
+// with every size kept.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "json.h"
+#include "json_check.h"
+#include "report_json.h"
+
+using namespace rnicperf;
+using rnicperf_test::json_query_text;
+
+TEST_CASE("strings are escaped and non-finite numbers become null", "[json]") {
+  JsonWriter w;
+  w.begin_object();
+  w.field("quote\"back\\slash", "line\nbreak\ttab\x01");
+  w.field("nan", 0.0 / 0.0);
+  w.field("n", uint64_t{18446744073709551615ull});
+  w.field("neg", -3);
+  w.field("flag", true);
+  w.key("empty").begin_array().end_array();
+  w.key("nested").begin_object().end_object();
+  w.end_object();
+  REQUIRE(w.complete());
+  const std::string& t = w.str();
+  CHECK(json_query_text(t, "d['quote\"back\\\\slash']") == "line\nbreak\ttab\x01");
+  CHECK(json_query_text(t, "d['nan']") == "None");
+  CHECK(json_query_text(t, "d['n']") == "18446744073709551615");
+  CHECK(json_query_text(t, "d['neg'], d['flag'], d['empty'], d['nested']") == "-3 True [] {}");
+}
+
+TEST_CASE("the report keeps every size of a sweep", "[json]") {
+  JsonReport report;
+  HeaderInfo h;
+  h.test = {Verb::write, Kind::bandwidth};
+  h.device = "sim0";
+  h.sim_wire = "udp 127.0.0.2:4791";
+  report.set_header(h, "client", BwUnit::mib_per_sec);
+  AddressInfo a;
+  a.qpn = 0x12;
+  a.vaddr = 0x7f0000001000;
+  report.set_addresses({a}, {a});
+  for (uint64_t size = 2; size <= 1024; size *= 2)
+    report.add(BandwidthResult{size, 1000, 10.0, 9.5, 0.25});
+  std::string t = report.text();
+  CHECK(json_query_text(t, "len(d['results'])") == "10");
+  CHECK(json_query_text(t, "[r['MsgSize'] for r in d['results']][-1]") == "1024");
+  CHECK(json_query_text(t, "d['results'][0]['BW_average']") == "9.5");
+  CHECK(json_query_text(t, "d['test_info']['test']") == "RDMA_Write_BW_Test");
+  CHECK(json_query_text(t, "d['test_info']['Sim_wire']") == "udp 127.0.0.2:4791");
+  CHECK(json_query_text(t, "d['local_address'][0]['vaddr']") == "0x00007f0000001000");
+}
+
+TEST_CASE("latency results carry the histogram and early-post rows", "[json]") {
+  JsonReport report;
+  HeaderInfo h;
+  h.test = {Verb::send, Kind::latency};
+  report.set_header(h, "client", BwUnit::mib_per_sec);
+  LatencyResult r;
+  r.size = 2;
+  r.iterations = 100;
+  r.t_stdev = 0.125;
+  Histogram hist;
+  hist.total = 3;
+  hist.buckets = {{1.0, 1.19, 2}, {1.19, 1.41, 1}};
+  report.add(r, &hist);
+  report.set_early_post({8, true, 8, 5.0, 9.0}, {8, false, 0, 1.0, 8.0}, "send", 2);
+  std::string t = report.text();
+  CHECK(json_query_text(t, "d['results'][0]['t_stdev']") == "0.125");
+  CHECK(json_query_text(t, "sum(b['count'] for b in d['results'][0]['histogram']['buckets'])") ==
+        "3");
+  CHECK(json_query_text(t, "d['early_post']['posted_in_rtr']['withheld_at_rts']") == "8");
+  CHECK(json_query_text(t, "d['early_post']['posted_after_rts']['t_last_usec']") == "8.0");
+}

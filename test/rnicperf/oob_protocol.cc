@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The control channel: perftest's peer record, parameter negotiation (mismatches named on
+// both sides), barriers, results, and its errors (unreachable server, port in use).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <thread>
+
+#include "oob_channel.h"
+#include "oob_protocol.h"
+
+using namespace rnicperf;
+using rnicdv::Errc;
+
+TEST_CASE("the peer record is perftest's 108-byte colon-separated hex format", "[oob]") {
+  PeerRecord r;
+  r.lid = 0;
+  r.out_reads = 16;
+  r.qpn = 0x48;
+  r.psn = 0xf5aed1;
+  r.rkey = 0x1fd4bc;
+  r.vaddr = 0x7f0e0c8aa000;
+  r.gid[10] = 0xff;
+  r.gid[11] = 0xff;
+  r.gid[12] = 127;
+  r.gid[15] = 2;
+  std::string text = encode_record(r);
+  REQUIRE(text.size() == kPeerRecordSize);
+  CHECK(std::string(text.c_str()) ==
+        "0000:0010:000048:f5aed1:001fd4bc:00007f0e0c8aa000:"
+        "00:00:00:00:00:00:00:00:00:00:ff:ff:7f:00:00:02:00000000:");
+  auto back = decode_record(text.data(), text.size());
+  REQUIRE(back.is_ok());
+  CHECK(back->qpn == r.qpn);
+  CHECK(back->psn == r.psn);
+  CHECK(back->rkey == r.rkey);
+  CHECK(back->vaddr == r.vaddr);
+  CHECK(back->out_reads == 16);
+  CHECK(std::memcmp(back->gid, r.gid, 16) == 0);
+}
+
+TEST_CASE("malformed peer records are rejected", "[oob]") {
+  std::string text = encode_record(PeerRecord{});
+  std::string bad = text;
+  bad[3] = 'g';
+  auto r = decode_record(bad.data(), bad.size());
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == Errc::protocol_error);
+  bad = text;
+  bad[4] = '-';
+  CHECK_FALSE(decode_record(bad.data(), bad.size()).is_ok());
+  CHECK_FALSE(decode_record(text.data(), text.size() - 1).is_ok());
+}
+
+TEST_CASE("parameter mismatches name the parameter and both values", "[oob]") {
+  Options o;
+  o.test = {Verb::write, Kind::latency};
+  o.size = 2;
+  o.iterations = 1000;
+  TestParams a = params_from_options(o, 1024);
+  TestParams b = a;
+  CHECK(params_mismatch(a, b).empty());
+  b.verb = static_cast<uint32_t>(Verb::read);
+  CHECK(params_mismatch(a, b) == "test local=write_lat remote=read_lat");
+  b = a;
+  b.size = 64;
+  CHECK(params_mismatch(a, b) == "size local=2 remote=64");
+  b = a;
+  b.iterations = 50;
+  CHECK(params_mismatch(a, b) == "iterations local=1000 remote=50");
+  b = a;
+  b.mtu = 4096;  // negotiated, not a mismatch
+  CHECK(params_mismatch(a, b).empty());
+  uint8_t wire[kTestParamsWireSize];
+  encode_params(a, wire);
+  TestParams c = decode_params(wire);
+  CHECK(params_mismatch(a, c).empty());
+  CHECK(c.mtu == 1024);
+}
+
+namespace {
+struct SessionPair {
+  OobSession client, server;
+};
+SessionPair make_pair() {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  auto [a, b] = std::move(p.value());
+  return {OobSession(std::move(a), true, 5000), OobSession(std::move(b), false, 5000)};
+}
+}  // namespace
+
+TEST_CASE("both ends report a parameter mismatch", "[oob]") {
+  auto [client, server] = make_pair();
+  Options o;
+  o.test = {Verb::write, Kind::latency};
+  o.size = 2;
+  o.iterations = 1000;
+  TestParams cp = params_from_options(o, 4096);
+  o.test.verb = Verb::read;
+  TestParams sp = params_from_options(o, 1024);
+  rnicdv::Status server_status;
+  std::thread t([&, &server = server] {
+    TestParams remote;
+    uint32_t mtu = 0;
+    server_status = server.hello();
+    if (server_status) server_status = server.negotiate(sp, &remote, &mtu);
+  });
+  rnicdv::Status s = client.hello();
+  REQUIRE(s.is_ok());
+  TestParams remote;
+  uint32_t mtu = 0;
+  s = client.negotiate(cp, &remote, &mtu);
+  t.join();
+  CHECK(s.message() == "parameter mismatch: test local=write_lat remote=read_lat");
+  CHECK(server_status.message() == "parameter mismatch: test local=read_lat remote=write_lat");
+}
+
+TEST_CASE("a matching negotiation agrees on the smaller MTU and exchanges records", "[oob]") {
+  auto [client, server] = make_pair();
+  Options o;
+  o.test = {Verb::send, Kind::bandwidth};
+  o.size = 4096;
+  o.iterations = 100;
+  PeerRecord mine, theirs;
+  mine.qpn = 0x11;
+  theirs.qpn = 0x22;
+  std::vector<PeerRecord> server_got;
+  uint32_t server_mtu = 0;
+  BandwidthResult server_bw;
+  std::thread t([&, &server = server] {
+    TestParams remote;
+    REQUIRE(server.hello());
+    REQUIRE(server.negotiate(params_from_options(o, 1024), &remote, &server_mtu));
+    REQUIRE(server.exchange_records({theirs}, &server_got));
+    REQUIRE(server.barrier(1));
+    REQUIRE(server.recv_bw(&server_bw, 0));
+  });
+  REQUIRE(client.hello());
+  TestParams remote;
+  uint32_t mtu = 0;
+  REQUIRE(client.negotiate(params_from_options(o, 4096), &remote, &mtu));
+  std::vector<PeerRecord> got;
+  REQUIRE(client.exchange_records({mine}, &got));
+  REQUIRE(client.barrier(1));
+  REQUIRE(client.send_bw(BandwidthResult{4096, 100, 1.5, 1.25, 0.5}));
+  t.join();
+  CHECK(mtu == 1024);
+  CHECK(server_mtu == 1024);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].qpn == 0x22);
+  REQUIRE(server_got.size() == 1);
+  CHECK(server_got[0].qpn == 0x11);
+  CHECK(server_bw.bw_avg == 1.25);
+  CHECK(server_bw.size == 4096);
+}
+
+TEST_CASE("a peer's failure reaches the waiting side", "[oob]") {
+  auto [client, server] = make_pair();
+  client.send_abort("write_lat: no completion for 20 s");
+  auto s = server.barrier(3);
+  CHECK(s.code() == Errc::disconnected);
+  CHECK(s.message() == "peer failed: write_lat: no completion for 20 s");
+}
+
+TEST_CASE("a closed peer and a silent peer give clear errors", "[oob]") {
+  SECTION("closed") {
+    auto p = OobChannel::pair();
+    REQUIRE(p.is_ok());
+    OobChannel a = std::move(p->first);
+    { OobChannel b = std::move(p->second); }
+    OobSession s(std::move(a), false, 2000);
+    auto st = s.barrier(1);
+    CHECK(st.code() == Errc::disconnected);
+    CHECK(st.message() == "loopback peer closed the connection");
+  }
+  SECTION("silent") {
+    auto p = OobChannel::pair();
+    REQUIRE(p.is_ok());
+    OobSession s(std::move(p->first), false, 200);
+    auto st = s.barrier(1);
+    CHECK(st.code() == Errc::timeout);
+    CHECK(st.message() == "no answer from loopback peer for 200 ms");
+  }
+}
+
+TEST_CASE("an unreachable server times out naming the address tried", "[oob]") {
+  // Port 1 on loopback: nothing listens there, connect is refused at once and retried.
+  auto r = OobChannel::connect("127.0.0.1", 1, 300);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().message() ==
+        "cannot reach server 127.0.0.1:1: Connection refused (gave up after 300 ms)");
+}
+
+TEST_CASE("a port in use is reported, and a listener accepts a client", "[oob]") {
+  auto first = OobListener::listen(0);
+  REQUIRE(first.is_ok());
+  uint16_t port = first->port();
+  auto second = OobListener::listen(port);
+  REQUIRE_FALSE(second.is_ok());
+  CHECK(second.status().code() == Errc::address_in_use);
+  CHECK(second.status().message() ==
+        "cannot listen on TCP port " + std::to_string(port) + ": Address already in use");
+
+  std::thread t([port] {
+    auto c = OobChannel::connect("127.0.0.1", port, 2000);
+    REQUIRE(c.is_ok());
+    OobSession s(std::move(c.value()), true, 2000);
+    REQUIRE(s.hello());
+  });
+  auto ch = first->accept(2000);
+  REQUIRE(ch.is_ok());
+  CHECK(ch->peer().rfind("client 127.0.0.1:", 0) == 0);
+  OobSession s(std::move(ch.value()), false, 2000);
+  CHECK(s.hello().is_ok());
+  t.join();
+
+  auto none = first->accept(100);
+  REQUIRE_FALSE(none.is_ok());
+  CHECK(none.status().code() == Errc::timeout);
+}
+
+TEST_CASE("a peer that does not speak the protocol is named", "[oob]") {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  OobChannel a = std::move(p->first);
+  std::thread t([b = std::move(p->second)]() mutable {
+    char junk[16] = "GET / HTTP/1.1";
+    (void)b.send_all(junk, sizeof junk, 1000);
+    char sink[16];
+    (void)b.recv_all(sink, sizeof sink, 1000);
+  });
+  OobSession s(std::move(a), false, 1000);
+  auto st = s.hello();
+  t.join();
+  CHECK(st.message() ==
+        "loopback peer does not speak rnicperf's protocol (hello 'GET / HTTP/1.1..', expected "
+        "'rnicperf/1')");
+}

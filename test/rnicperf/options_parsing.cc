@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Command-line parsing: perftest's names and defaults, and one-line errors for bad input.
+#include <catch2/catch.hpp>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "options.h"
+
+using rnicperf::Kind;
+using rnicperf::Options;
+using rnicperf::Verb;
+
+namespace {
+rnicdv::Result<Options> parse(std::initializer_list<const char*> args) {
+  std::vector<const char*> argv = {"rnicperf"};
+  argv.insert(argv.end(), args);
+  return rnicperf::parse_options(static_cast<int>(argv.size()), argv.data());
+}
+std::string error_of(std::initializer_list<const char*> args) {
+  auto r = parse(args);
+  REQUIRE_FALSE(r.is_ok());
+  return r.status().message();
+}
+}  // namespace
+
+TEST_CASE("defaults follow perftest per test", "[options]") {
+  auto lat = parse({"write_lat"});
+  REQUIRE(lat.is_ok());
+  CHECK(lat->test.verb == Verb::write);
+  CHECK(lat->test.kind == Kind::latency);
+  CHECK(lat->size == 2);
+  CHECK(lat->iterations == 1000);
+  CHECK(lat->tx_depth == 1);
+  CHECK(lat->cq_mod == 1);
+  CHECK(lat->port == 18515);
+  CHECK(lat->is_server());
+  CHECK(lat->json_path == "perftest_out.json");
+
+  auto wbw = parse({"write_bw", "10.0.0.1"});
+  REQUIRE(wbw.is_ok());
+  CHECK(wbw->size == 65536);
+  CHECK(wbw->iterations == 5000);
+  CHECK(wbw->tx_depth == 128);
+  CHECK(wbw->cq_mod == 1);  // above 8 KiB: one completion per message unless -Q
+  CHECK(wbw->server == "10.0.0.1");
+  CHECK_FALSE(wbw->is_server());
+
+  auto sbw = parse({"send_bw", "-s", "4096"});
+  REQUIRE(sbw.is_ok());
+  CHECK(sbw->iterations == 1000);
+  CHECK(sbw->cq_mod == 100);
+
+  auto atomic = parse({"atomic_lat"});
+  REQUIRE(atomic.is_ok());
+  CHECK(atomic->size == 8);
+}
+
+TEST_CASE("short, grouped, attached and long forms all parse", "[options]") {
+  auto r = parse({"send_bw", "-s64", "-n", "200", "-bF", "--report_gbits", "--qp=2",
+                  "--out_json_file=/tmp/x.json", "-Q", "10", "host"});
+  REQUIRE(r.is_ok());
+  CHECK(r->size == 64);
+  CHECK(r->iterations == 200);
+  CHECK(r->bidirectional);
+  CHECK(r->cpu_freq_f);
+  CHECK(r->report_gbits);
+  CHECK(r->num_qps == 2);
+  CHECK(r->out_json);
+  CHECK(r->json_path == "/tmp/x.json");
+  CHECK(r->cq_mod == 10);
+  CHECK(r->server == "host");
+}
+
+TEST_CASE("sizes accept K and M suffixes up to 8 MiB", "[options]") {
+  CHECK(parse({"write_bw", "-s", "4K"})->size == 4096);
+  CHECK(parse({"write_bw", "-s", "8M"})->size == 8u << 20);
+  CHECK(error_of({"write_bw", "-s", "9000000"}) ==
+        "-s 9000000: message size above the maximum 8388608");
+  CHECK(error_of({"write_bw", "-s", "12Q"}) == "-s: '12Q': not a size");
+  CHECK(error_of({"write_bw", "-s", "0"}) == "-s 0: message size must be at least 1");
+}
+
+TEST_CASE("unknown options and tests are one-line errors", "[options]") {
+  CHECK(error_of({"write_lat", "--frobnicate"}) ==
+        "unknown option '--frobnicate' (try 'rnicperf -h')");
+  CHECK(error_of({"write_lat", "-Z"}) == "unknown option '-Z' (try 'rnicperf -h')");
+  CHECK(error_of({"write_latency"}).rfind("unknown test 'write_latency'", 0) == 0);
+  CHECK(error_of({}) == "no test given (usage: rnicperf <test> [options] [server])");
+  CHECK(error_of({"write_lat", "-n"}) == "option '-n' needs a value");
+  CHECK(error_of({"write_lat", "--iters"}) == "option '--iters' needs a value");
+  CHECK(error_of({"write_lat", "--loopback=1"}) == "option '--loopback' takes no value");
+  CHECK(error_of({"write_lat", "a", "b"}) == "unexpected argument 'b'");
+}
+
+TEST_CASE("numbers outside perftest's limits are rejected", "[options]") {
+  CHECK(error_of({"write_lat", "-n", "4"}) == "-n 4: must be between 5 and 100000000");
+  CHECK(error_of({"write_lat", "-n", "ten"}) == "-n 'ten': not a number");
+  CHECK(error_of({"write_lat", "-n", "-5"}) == "-n '-5': not a number");
+  CHECK(error_of({"write_lat", "-p", "70000"}) == "-p 70000: must be between 1 and 65535");
+  CHECK(error_of({"write_lat", "-m", "1000"}) ==
+        "-m 1000: MTU must be one of 256, 512, 1024, 2048, 4096");
+  CHECK(error_of({"write_lat", "-I", "2000"}) == "-I 2000: must be between 0 and 1024");
+}
+
+TEST_CASE("cross-option rules", "[options]") {
+  SECTION("tx depth is clamped to the iterations and CQ moderation to the tx depth") {
+    auto r = parse({"write_bw", "-n", "50", "-s", "64"});
+    REQUIRE(r.is_ok());
+    CHECK(r->tx_depth == 50);
+    CHECK(r->cq_mod == 50);
+  }
+  SECTION("a post list sets the CQ moderation and must divide the iterations") {
+    auto r = parse({"write_bw", "-l", "8", "-n", "64"});
+    REQUIRE(r.is_ok());
+    CHECK(r->cq_mod == 8);
+    CHECK(error_of({"write_bw", "-l", "8", "-n", "60"}) ==
+          "-n 60: iterations must be a multiple of the post list size 8");
+  }
+  SECTION("duration mode takes a quarter as margins and drops peak") {
+    auto r = parse({"write_bw", "-D", "8"});
+    REQUIRE(r.is_ok());
+    CHECK(r->margin_s == 2);
+    CHECK(r->no_peak);
+    CHECK(error_of({"write_bw", "-D", "4", "-f", "2"}) ==
+          "-D 4 -f 2: the margins leave no time to measure");
+  }
+  SECTION("peak is dropped above 20000 iterations") {
+    CHECK(parse({"write_bw", "-n", "20001"})->no_peak);
+    CHECK_FALSE(parse({"write_bw", "-n", "20000"})->no_peak);
+  }
+  SECTION("latency-only and bandwidth-only options") {
+    CHECK(error_of({"write_lat", "-b"}) == "write_lat: -b applies to bandwidth tests only");
+    CHECK(error_of({"write_lat", "-q", "2"}) == "write_lat: latency tests use one QP (-q 2)");
+    CHECK(error_of({"atomic_bw", "-s", "64"}) == "atomic_bw: -s 64: atomics are 8 bytes");
+    CHECK(error_of({"atomic_lat", "-a"}) == "atomic_lat: -a is not available: atomics are 8 bytes");
+    CHECK(error_of({"read_lat", "-I", "64"}) ==
+          "read_lat: -I: READ and atomics carry no inline data");
+    CHECK(error_of({"write_lat", "-a", "-s", "64"}) == "-a and -s exclude each other");
+  }
+  SECTION("loopback takes no server address") {
+    CHECK(error_of({"write_lat", "--loopback", "10.0.0.1"}) ==
+          "--loopback runs both ends here: do not give a server address ('10.0.0.1')");
+    auto r = parse({"write_lat", "--loopback"});
+    REQUIRE(r.is_ok());
+    CHECK_FALSE(r->is_server());
+  }
+  SECTION("early post needs that many iterations") {
+    CHECK(parse({"write_lat", "--early-post=16", "-n", "16"}).is_ok());
+    CHECK(error_of({"write_lat", "--early-post=32", "-n", "16"}) ==
+          "--early-post=32: more than the 16 iterations");
+  }
+}
+
+TEST_CASE("help and version need no test", "[options]") {
+  auto h = parse({"-h"});
+  REQUIRE(h.is_ok());
+  CHECK(h->help);
+  CHECK(rnicperf::usage_text().find("--early-post") != std::string::npos);
+  CHECK(rnicperf::usage_text().find("sweep-max") == std::string::npos);
+  CHECK(parse({"--version"})->version);
+}

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Golden-format checks: the header block, address lines and both tables against literal text.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "report.h"
+
+using namespace rnicperf;
+
+TEST_CASE("the latency header block matches perftest's layout", "[format]") {
+  HeaderInfo h;
+  h.test = {Verb::write, Kind::latency};
+  h.device = "sim0";
+  h.tx_depth = 1;
+  h.mtu_bytes = 1024;
+  h.gid_index = 0;
+  h.inline_size = 220;
+  h.sim_wire = "udp 127.0.0.2:4791";
+  h.device_profile = "mlx5";
+  const std::string expected =
+      "---------------------------------------------------------------------------------------\n"
+      "                    RDMA_Write Latency Test\n"
+      " Dual-port       : OFF          Device         : sim0\n"
+      " Number of qps   : 1            Transport type : IB\n"
+      " Connection type : RC           Using SRQ      : OFF\n"
+      " TX depth        : 1\n"
+      " Mtu             : 1024[B]\n"
+      " Link type       : Ethernet\n"
+      " GID index       : 0\n"
+      " Max inline data : 220[B]\n"
+      " rdma_cm QPs     : OFF\n"
+      " Data ex. method : Ethernet\n"
+      " Sim wire        : udp 127.0.0.2:4791\n"
+      " Device profile  : mlx5\n"
+      "---------------------------------------------------------------------------------------\n";
+  CHECK(format_header(h) == expected);
+}
+
+TEST_CASE("the bandwidth header shows CQ moderation, post list and outstanding reads", "[format]") {
+  HeaderInfo h;
+  h.test = {Verb::read, Kind::bandwidth};
+  h.bidirectional = true;
+  h.post_list = 4;
+  h.device = "mlx5_0";
+  h.num_qps = 2;
+  h.tx_depth = 128;
+  h.cq_mod = 4;
+  h.mtu_bytes = 4096;
+  h.gid_index = 3;
+  h.out_reads = 16;
+  h.rdma_cm = true;
+  const std::string expected =
+      "---------------------------------------------------------------------------------------\n"
+      "                    RDMA_Read Bidirectional Post List BW Test\n"
+      " Dual-port       : OFF          Device         : mlx5_0\n"
+      " Number of qps   : 2            Transport type : IB\n"
+      " Connection type : RC           Using SRQ      : OFF\n"
+      " TX depth        : 128\n"
+      " Post List       : 4\n"
+      " CQ Moderation   : 4\n"
+      " Mtu             : 4096[B]\n"
+      " Link type       : Ethernet\n"
+      " GID index       : 3\n"
+      " Outstand reads  : 16\n"
+      " rdma_cm QPs     : ON\n"
+      " Data ex. method : rdma_cm\n"
+      "---------------------------------------------------------------------------------------\n";
+  CHECK(format_header(h) == expected);
+}
+
+TEST_CASE("a SEND server shows its RX depth and no TX depth", "[format]") {
+  HeaderInfo h;
+  h.test = {Verb::send, Kind::bandwidth};
+  h.initiator = false;
+  h.server = true;
+  h.rx_depth = 512;
+  h.device = "sim0";
+  std::string text = format_header(h);
+  CHECK(text.find(" RX depth        : 512\n") != std::string::npos);
+  CHECK(text.find("TX depth") == std::string::npos);
+  CHECK(text.find("                    Send BW Test\n") != std::string::npos);
+}
+
+TEST_CASE("titles name the verb and mode as perftest does", "[format]") {
+  CHECK(test_title({Verb::atomic, Kind::latency}, false, false) ==
+        "Atomic FETCH_AND_ADD Latency Test");
+  CHECK(test_title({Verb::send, Kind::bandwidth}, true, false) == "Send Bidirectional BW Test");
+  CHECK(test_title({Verb::write, Kind::bandwidth}, false, false) == "RDMA_Write BW Test");
+}
+
+TEST_CASE("address lines use perftest's field widths and decimal GID bytes", "[format]") {
+  AddressInfo a;
+  a.qpn = 0x48;
+  a.psn = 0xf5aed1;
+  a.rkey = 0x1fd4bc;
+  a.vaddr = 0x7f0e0c8aa000;
+  a.out_reads = 16;
+  a.gid[10] = 0xff;
+  a.gid[11] = 0xff;
+  a.gid[12] = 127;
+  a.gid[15] = 2;
+  const std::string gid = " GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:02\n";
+  CHECK(format_address("local", Verb::write, a) ==
+        " local address: LID 0000 QPN 0x0048 PSN 0xf5aed1 RKey 0x1fd4bc VAddr 0x007f0e0c8aa000\n" +
+            gid);
+  CHECK(format_address("remote", Verb::read, a) ==
+        " remote address: LID 0000 QPN 0x0048 PSN 0xf5aed1 OUT 0x10 RKey 0x1fd4bc VAddr "
+        "0x007f0e0c8aa000\n" +
+            gid);
+  CHECK(format_address("local", Verb::send, a) ==
+        " local address: LID 0000 QPN 0x0048 PSN 0xf5aed1\n" + gid);
+  a.has_gid = false;
+  CHECK(format_address("local", Verb::atomic, a) ==
+        " local address: LID 0000 QPN 0x0048 PSN 0xf5aed1\n");
+}
+
+TEST_CASE("the latency table has perftest's exact column header", "[format]") {
+  CHECK(latency_table_header() ==
+        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+        "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n");
+  LatencyResult r;
+  r.size = 2;
+  r.iterations = 1000;
+  r.t_min = 1.24;
+  r.t_max = 5.19;
+  r.t_typical = 1.27;
+  r.t_avg = 1.27;
+  r.t_stdev = 0.05;
+  r.p99 = 1.37;
+  r.p999 = 5.19;
+  CHECK(format_latency_row(r) ==
+        " 2      1000           1.24           5.19         1.27               1.27           "
+        "0.05            1.37                   5.19\n");
+  CHECK(latency_duration_header() ==
+        " #bytes        #iterations       t_avg[usec]    tps average\n");
+  CHECK(format_latency_duration_row({2, 123456, 1.5, 333333.333}) ==
+        " 2             123456            1.50           333333.33\n");
+}
+
+TEST_CASE("the bandwidth table has perftest's exact column headers", "[format]") {
+  CHECK(bandwidth_table_header(BwUnit::mib_per_sec) ==
+        " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n");
+  CHECK(bandwidth_table_header(BwUnit::gbit_per_sec) ==
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n");
+  BandwidthResult r{65536, 5000, 11030.781, 11030.5, 0.1764881};
+  CHECK(format_bandwidth_row(r, BwUnit::mib_per_sec) ==
+        " 65536      5000           11030.78            11030.50              0.176488\n");
+  BandwidthResult g{65536, 5000, 98.52, 98.5, 0.187691};
+  CHECK(format_bandwidth_row(g, BwUnit::gbit_per_sec) ==
+        " 65536      5000           98.52              98.50                0.187691\n");
+  // Below 0.1 Gb/sec perftest switches to six decimals.
+  BandwidthResult slow{2, 1000, 0.0521, 0.04512345, 2.82};
+  CHECK(format_bandwidth_row(slow, BwUnit::gbit_per_sec) ==
+        " 2          1000           0.052100           0.045123             2.820000\n");
+}
+
+TEST_CASE("the early-post table lines up under its header", "[format]") {
+  CHECK(early_post_table_header() ==
+        " #posts     posted       withheld     t_first[usec]    t_last[usec]\n");
+  EarlyPostRow rtr{16, true, 16, 10.5, 42.25};
+  EarlyPostRow rts{16, false, 0, 3.0, 40.0};
+  CHECK(format_early_post_row(rtr) ==
+        " 16         in RTR       16           10.50            42.25\n");
+  CHECK(format_early_post_row(rts) ==
+        " 16         after RTS    0            3.00             40.00\n");
+}
+
+TEST_CASE("the histogram prints one row per bucket with a bar", "[format][histogram]") {
+  Histogram h;
+  h.total = 4;
+  h.buckets = {{1.0, 1.189, 3}, {1.189, 1.414, 0}, {1.414, 1.682, 1}};
+  std::string text = format_histogram(h, 2);
+  CHECK(text ==
+        " Latency histogram [usec, half round trip; 4 samples, none dropped]\n"
+        "       from         to        count       %\n"
+        "      1.000      1.189            3   75.00% ########################################\n"
+        "      1.189      1.414            0    0.00% \n"
+        "      1.414      1.682            1   25.00% ##############\n");
+}
+
+TEST_CASE("the server announces that it waits", "[format]") {
+  CHECK(waiting_banner() ==
+        "\n************************************\n"
+        "* Waiting for client to connect... *\n"
+        "************************************\n");
+}

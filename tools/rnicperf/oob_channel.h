@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The out-of-band control channel (perftest's "Data ex. method : Ethernet"): a TCP
+// connection from the client to the server's port (default 18515), or a socketpair when both
+// ends run in one process (--loopback). Every call is bounded by a timeout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "rnicdv/status.h"
+
+namespace rnicperf {
+
+class OobChannel {
+ public:
+  OobChannel() = default;
+  OobChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+  OobChannel(OobChannel&& o) noexcept : fd_(std::exchange(o.fd_, -1)), peer_(std::move(o.peer_)) {}
+  OobChannel& operator=(OobChannel&& o) noexcept;
+  OobChannel(const OobChannel&) = delete;
+  OobChannel& operator=(const OobChannel&) = delete;
+  ~OobChannel();
+
+  // Connects to host:port, retrying while the server is not listening yet, for at most
+  // `timeout_ms`. Error: "cannot reach server 10.0.0.9:18515: connection refused (gave up
+  // after 2000 ms)".
+  static rnicdv::Result<OobChannel> connect(const std::string& host, uint16_t port,
+                                            uint32_t timeout_ms);
+  // Two connected ends (AF_UNIX socketpair).
+  static rnicdv::Result<std::pair<OobChannel, OobChannel>> pair();
+
+  rnicdv::Status send_all(const void* data, size_t len, uint32_t timeout_ms);
+  // Errc::disconnected when the peer closes first, Errc::timeout when nothing arrives.
+  rnicdv::Status recv_all(void* data, size_t len, uint32_t timeout_ms);
+  // True when a read would not block (data or EOF) within `timeout_ms` (0: just look).
+  rnicdv::Result<bool> readable(uint32_t timeout_ms);
+
+  int fd() const { return fd_; }
+  const std::string& peer() const { return peer_; }
+  bool valid() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+  std::string peer_;  // "127.0.0.1:18515", for messages
+};
+
+class OobListener {
+ public:
+  OobListener() = default;
+  OobListener(OobListener&& o) noexcept : fd_(std::exchange(o.fd_, -1)), port_(o.port_) {}
+  OobListener& operator=(OobListener&& o) noexcept;
+  OobListener(const OobListener&) = delete;
+  OobListener& operator=(const OobListener&) = delete;
+  ~OobListener();
+
+  // Listens on every address at `port` (0: an ephemeral port, see port()). Error when the port
+  // is taken: "cannot listen on TCP port 18515: Address already in use".
+  static rnicdv::Result<OobListener> listen(uint16_t port);
+  // Waits at most `timeout_ms` for one client.
+  rnicdv::Result<OobChannel> accept(uint32_t timeout_ms);
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+}  // namespace rnicperf

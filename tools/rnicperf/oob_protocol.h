@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What the two ends say over the control channel, in order (perftest_communication.c):
+//  1. a 16-byte hello with the protocol version ("rnicperf/1");
+//  2. the parameter-negotiation record: both ends send theirs and both compare, so a
+//     mismatch is reported on both sides ("parameter mismatch: test local=write_lat
+//     remote=read_lat"); the MTU is negotiated down to the smaller one;
+//  3. per QP, perftest's fixed-format ASCII record LID:OUT:QPN:PSN:RKEY:VADDR:GID:SRQN (108
+//     bytes with the NUL); the GID carries the peer HCA's address, so a client needs only the
+//     server's TCP address;
+//  4. barriers (a tagged phase number) around each measurement, and results.
+// Every exchange is symmetric: the client writes then reads, the server reads then writes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "oob_channel.h"
+#include "options.h"
+#include "rnicdv/status.h"
+#include "stats.h"
+
+namespace rnicperf {
+
+inline constexpr char kProtocolHello[16] = "rnicperf/1";
+
+// The parameters both ends must agree on (and the MTU, which they negotiate).
+struct TestParams {
+  uint32_t verb = 0;
+  uint32_t kind = 0;
+  uint64_t size = 0;  // ignored when all_sizes
+  uint32_t all_sizes = 0;
+  uint64_t sweep_max = 0;  // with all_sizes
+  uint64_t iterations = 0;
+  uint32_t duration_s = 0;
+  uint32_t margin_s = 0;
+  uint32_t num_qps = 0;
+  uint32_t bidirectional = 0;
+  uint32_t rdma_cm = 0;
+  uint32_t early_post = 0;  // client's; the server follows it
+  uint32_t mtu = 0;         // bytes; negotiated to the smaller
+  uint32_t post_list = 0;   // informational
+};
+inline constexpr size_t kTestParamsWireSize = 14 * 8;
+
+TestParams params_from_options(const Options& o, uint32_t mtu_bytes);
+void encode_params(const TestParams& p, uint8_t out[kTestParamsWireSize]);
+TestParams decode_params(const uint8_t in[kTestParamsWireSize]);
+// "" when they agree, else "test local=write_lat remote=read_lat" (the first mismatch).
+std::string params_mismatch(const TestParams& local, const TestParams& remote);
+
+// perftest's per-QP record (KEY_PRINT_FMT_GID): 107 characters and a NUL.
+struct PeerRecord {
+  uint16_t lid = 0;
+  uint16_t out_reads = 0;
+  uint32_t qpn = 0;  // 24 bits
+  uint32_t psn = 0;  // 24 bits
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;
+  uint8_t gid[16] = {};
+  uint32_t srqn = 0;
+};
+inline constexpr size_t kPeerRecordSize = 108;
+std::string encode_record(const PeerRecord& r);  // exactly kPeerRecordSize bytes, NUL last
+rnicdv::Result<PeerRecord> decode_record(const char* text, size_t len);
+
+// Control-channel session. Every wait is bounded by `timeout_ms`.
+class OobSession {
+ public:
+  OobSession(OobChannel channel, bool client, uint32_t timeout_ms)
+      : ch_(std::move(channel)), client_(client), timeout_ms_(timeout_ms) {}
+
+  rnicdv::Status hello();
+  // Sends ours, receives theirs; Errc::invalid_argument "parameter mismatch: ..." on either
+  // side when they differ. On success `*negotiated_mtu` is the smaller MTU.
+  rnicdv::Status negotiate(const TestParams& local, TestParams* remote, uint32_t* negotiated_mtu);
+  rnicdv::Status exchange_records(const std::vector<PeerRecord>& local,
+                                  std::vector<PeerRecord>* remote);
+  // Both ends reach the same numbered point; a different number is a protocol error.
+  rnicdv::Status barrier(uint32_t phase, uint32_t timeout_ms = 0);
+  // One end tells the other it is done (with a count), or waits for that.
+  rnicdv::Status send_done(uint64_t count);
+  rnicdv::Status recv_done(uint64_t* count, uint32_t timeout_ms);
+  // Bandwidth results (perftest sends its bw_report_data the same way).
+  rnicdv::Status exchange_bw(const BandwidthResult& local, BandwidthResult* remote);
+  rnicdv::Status send_bw(const BandwidthResult& r);
+  rnicdv::Status recv_bw(BandwidthResult* r, uint32_t timeout_ms);
+  // Reports a failure to the peer so that it stops waiting (best effort).
+  void send_abort(const std::string& why);
+
+  OobChannel& channel() { return ch_; }
+  bool is_client() const { return client_; }
+  uint32_t timeout_ms() const { return timeout_ms_; }
+
+ private:
+  rnicdv::Status send_tagged(uint32_t tag, const void* body, size_t len);
+  rnicdv::Status recv_tagged(uint32_t tag, void* body, size_t len, uint32_t timeout_ms);
+  OobChannel ch_;
+  bool client_;
+  uint32_t timeout_ms_;
+};
+
+}  // namespace rnicperf

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+
+namespace rnicperf {
+
+using rnicdv::Errc;
+using rnicdv::Result;
+using rnicdv::Status;
+
+namespace {
+
+enum class Opt : uint8_t {
+  all,
+  bidirectional,
+  device,
+  duration,
+  margin,
+  cpu_freq,
+  help,
+  inline_size,
+  post_list,
+  mtu,
+  iters,
+  no_peak,
+  port,
+  qps,
+  cq_mod,
+  rx_depth,
+  rdma_cm,
+  size,
+  tx_depth,
+  qp_timeout,
+  version,
+  report_gbits,
+  out_json,
+  out_json_file,
+  early_post,
+  histogram,
+  loopback,
+  timeout,
+  sweep_max,
+};
+
+struct OptSpec {
+  char short_name;  // 0: long only
+  const char* long_name;
+  bool takes_value;
+  Opt id;
+};
+
+// perftest's spellings (perftest_parameters.c usage()).
+constexpr OptSpec kOpts[] = {
+    {'a', "all", false, Opt::all},
+    {'b', "bidirectional", false, Opt::bidirectional},
+    {'d', "ib-dev", true, Opt::device},
+    {'D', "duration", true, Opt::duration},
+    {'f', "margin", true, Opt::margin},
+    {'F', "CPU-freq", false, Opt::cpu_freq},
+    {'h', "help", false, Opt::help},
+    {'I', "inline_size", true, Opt::inline_size},
+    {'l', "post_list", true, Opt::post_list},
+    {'m', "mtu", true, Opt::mtu},
+    {'n', "iters", true, Opt::iters},
+    {'N', "noPeak", false, Opt::no_peak},
+    {'p', "port", true, Opt::port},
+    {'q', "qp", true, Opt::qps},
+    {'Q', "cq-mod", true, Opt::cq_mod},
+    {'r', "rx-depth", true, Opt::rx_depth},
+    {'R', "rdma_cm", false, Opt::rdma_cm},
+    {'s', "size", true, Opt::size},
+    {'t', "tx-depth", true, Opt::tx_depth},
+    {'u', "qp-timeout", true, Opt::qp_timeout},
+    {'V', "version", false, Opt::version},
+    {0, "report_gbits", false, Opt::report_gbits},
+    {0, "out_json", false, Opt::out_json},
+    {0, "out_json_file", true, Opt::out_json_file},
+    {0, "early-post", true, Opt::early_post},
+    {0, "histogram", false, Opt::histogram},
+    {0, "loopback", false, Opt::loopback},
+    {0, "timeout", true, Opt::timeout},
+    {0, "sweep-max", true, Opt::sweep_max},  // for tests: caps the -a sweep; not in -h
+};
+
+const OptSpec* find_short(char c) {
+  for (const auto& o : kOpts)
+    if (o.short_name == c) return &o;
+  return nullptr;
+}
+
+const OptSpec* find_long(std::string_view name) {
+  for (const auto& o : kOpts)
+    if (name == o.long_name) return &o;
+  return nullptr;
+}
+
+std::string spelled(const OptSpec& o) {
+  if (o.short_name) return std::string("-") + o.short_name;
+  return std::string("--") + o.long_name;
+}
+
+// A decimal (or 0x hex) unsigned integer in [lo, hi], with the whole text consumed.
+Result<uint64_t> parse_uint(const OptSpec& o, const std::string& text, uint64_t lo, uint64_t hi) {
+  errno = 0;
+  char* end = nullptr;
+  if (text.empty() || text[0] == '-' || text[0] == '+')
+    return Status::error(Errc::invalid_argument, "%s '%s': not a number", spelled(o).c_str(),
+                         text.c_str());
+  unsigned long long v = std::strtoull(text.c_str(), &end, 0);
+  if (errno != 0 || *end != '\0')
+    return Status::error(Errc::invalid_argument, "%s '%s': not a number", spelled(o).c_str(),
+                         text.c_str());
+  if (v < lo || v > hi)
+    return Status::error(Errc::invalid_argument, "%s %llu: must be between %llu and %llu",
+                         spelled(o).c_str(), v, static_cast<unsigned long long>(lo),
+                         static_cast<unsigned long long>(hi));
+  return static_cast<uint64_t>(v);
+}
+
+Status apply(Options& opts, const OptSpec& o, const std::string& value) {
+  auto number = [&](uint64_t lo, uint64_t hi, auto& field) -> Status {
+    auto v = parse_uint(o, value, lo, hi);
+    if (!v) return v.status();
+    field = static_cast<std::remove_reference_t<decltype(field)>>(*v);
+    return Status::ok();
+  };
+  switch (o.id) {
+    case Opt::all:
+      opts.all_sizes = true;
+      return Status::ok();
+    case Opt::bidirectional:
+      opts.bidirectional = true;
+      return Status::ok();
+    case Opt::device:
+      opts.device = value;
+      return Status::ok();
+    case Opt::duration:
+      return number(1, 24 * 3600, opts.duration_s);
+    case Opt::margin:
+      opts.margin_set = true;
+      return number(0, 24 * 3600, opts.margin_s);
+    case Opt::cpu_freq:
+      opts.cpu_freq_f = true;
+      return Status::ok();
+    case Opt::help:
+      opts.help = true;
+      return Status::ok();
+    case Opt::inline_size:
+      return number(0, kMaxInline, opts.inline_size);
+    case Opt::post_list:
+      return number(1, kMaxTxDepth, opts.post_list);
+    case Opt::mtu: {
+      Status s = number(256, 4096, opts.mtu);
+      if (!s) return s;
+      if ((opts.mtu & (opts.mtu - 1)) != 0)
+        return Status::error(Errc::invalid_argument,
+                             "-m %u: MTU must be one of 256, 512, 1024, 2048, 4096", opts.mtu);
+      return Status::ok();
+    }
+    case Opt::iters:
+      opts.iters_set = true;
+      return number(kMinIters, kMaxIters, opts.iterations);
+    case Opt::no_peak:
+      opts.no_peak = true;
+      return Status::ok();
+    case Opt::port:
+      return number(1, 65535, opts.port);
+    case Opt::qps:
+      return number(1, kMaxQps, opts.num_qps);
+    case Opt::cq_mod:
+      opts.cq_mod_set = true;
+      return number(1, kMaxCqMod, opts.cq_mod);
+    case Opt::rx_depth:
+      return number(1, kMaxRxDepth, opts.rx_depth);
+    case Opt::rdma_cm:
+      opts.rdma_cm = true;
+      return Status::ok();
+    case Opt::size: {
+      auto v = parse_size(value);
+      if (!v) return v.status().prepend("-s");
+      if (*v == 0)
+        return Status::error(Errc::invalid_argument, "-s 0: message size must be at least 1");
+      if (*v > kMaxSize)
+        return Status::error(Errc::invalid_argument, "-s %llu: message size above the maximum %llu",
+                             static_cast<unsigned long long>(*v),
+                             static_cast<unsigned long long>(kMaxSize));
+      opts.size = *v;
+      opts.size_set = true;
+      return Status::ok();
+    }
+    case Opt::tx_depth:
+      opts.tx_depth_set = true;
+      return number(1, kMaxTxDepth, opts.tx_depth);
+    case Opt::qp_timeout:
+      return number(0, 31, opts.qp_timeout);
+    case Opt::version:
+      opts.version = true;
+      return Status::ok();
+    case Opt::report_gbits:
+      opts.report_gbits = true;
+      return Status::ok();
+    case Opt::out_json:
+      opts.out_json = true;
+      return Status::ok();
+    case Opt::out_json_file:
+      if (value.empty())
+        return Status::error(Errc::invalid_argument, "--out_json_file: empty file name");
+      opts.out_json = true;
+      opts.json_path = value;
+      return Status::ok();
+    case Opt::early_post:
+      return number(1, 4096, opts.early_post);
+    case Opt::histogram:
+      opts.histogram = true;
+      return Status::ok();
+    case Opt::loopback:
+      opts.loopback = true;
+      return Status::ok();
+    case Opt::timeout:
+      return number(1, 3600, opts.timeout_s);
+    case Opt::sweep_max: {
+      auto v = parse_size(value);
+      if (!v) return v.status().prepend("--sweep-max");
+      if (*v < 2 || *v > kMaxSize)
+        return Status::error(Errc::invalid_argument, "--sweep-max: must be between 2 and %llu",
+                             static_cast<unsigned long long>(kMaxSize));
+      opts.sweep_max = *v;
+      return Status::ok();
+    }
+  }
+  return Status::error(Errc::internal, "unhandled option");
+}
+
+}  // namespace
+
+Result<uint64_t> parse_size(const std::string& text) {
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    return Status::error(Errc::invalid_argument, "'%s': not a size", text.c_str());
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  uint64_t scale = 1;
+  if (*end == 'K' || *end == 'k') {
+    scale = 1024;
+    ++end;
+  } else if (*end == 'M' || *end == 'm') {
+    scale = 1024 * 1024;
+    ++end;
+  }
+  if (errno != 0 || *end != '\0' || v > (UINT64_MAX / scale))
+    return Status::error(Errc::invalid_argument, "'%s': not a size", text.c_str());
+  return static_cast<uint64_t>(v) * scale;
+}
+
+Result<Options> parse_options(int argc, const char* const* argv) {
+  Options opts;
+  bool have_test = false;
+  std::string positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.size() >= 2 && arg[0] == '-' && arg[1] == '-') {
+      std::string_view body = arg.substr(2);
+      std::string value;
+      bool has_inline_value = false;
+      if (auto eq = body.find('='); eq != std::string_view::npos) {
+        value = std::string(body.substr(eq + 1));
+        body = body.substr(0, eq);
+        has_inline_value = true;
+      }
+      const OptSpec* o = find_long(body);
+      if (!o)
+        return Status::error(Errc::invalid_argument, "unknown option '%s' (try 'rnicperf -h')",
+                             std::string(arg).c_str());
+      if (o->takes_value && !has_inline_value) {
+        if (i + 1 >= argc)
+          return Status::error(Errc::invalid_argument, "option '--%s' needs a value", o->long_name);
+        value = argv[++i];
+      } else if (!o->takes_value && has_inline_value) {
+        return Status::error(Errc::invalid_argument, "option '--%s' takes no value", o->long_name);
+      }
+      if (Status s = apply(opts, *o, value); !s) return s;
+    } else if (arg.size() >= 2 && arg[0] == '-') {
+      // Short options, possibly grouped ("-bF") or with an attached value ("-s64").
+      for (size_t k = 1; k < arg.size(); ++k) {
+        const OptSpec* o = find_short(arg[k]);
+        if (!o)
+          return Status::error(Errc::invalid_argument, "unknown option '-%c' (try 'rnicperf -h')",
+                               arg[k]);
+        std::string value;
+        if (o->takes_value) {
+          if (k + 1 < arg.size()) {
+            value = std::string(arg.substr(k + 1));
+          } else if (i + 1 < argc) {
+            value = argv[++i];
+          } else {
+            return Status::error(Errc::invalid_argument, "option '-%c' needs a value", arg[k]);
+          }
+          if (Status s = apply(opts, *o, value); !s) return s;
+          break;
+        }
+        if (Status s = apply(opts, *o, value); !s) return s;
+      }
+    } else if (!have_test && !opts.help && !opts.version) {
+      auto id = parse_test_name(arg);
+      if (!id)
+        return Status::error(Errc::invalid_argument,
+                             "unknown test '%s' (one of write_lat, write_bw, send_lat, send_bw, "
+                             "read_lat, read_bw, atomic_lat, atomic_bw)",
+                             std::string(arg).c_str());
+      opts.test = *id;
+      have_test = true;
+    } else if (positional.empty() && have_test) {
+      positional = std::string(arg);
+    } else {
+      return Status::error(Errc::invalid_argument, "unexpected argument '%s'",
+                           std::string(arg).c_str());
+    }
+  }
+  if (opts.help || opts.version) return opts;
+  if (!have_test)
+    return Status::error(Errc::invalid_argument,
+                         "no test given (usage: rnicperf <test> [options] [server])");
+  opts.server = positional;
+  if (opts.loopback && !opts.server.empty())
+    return Status::error(Errc::invalid_argument,
+                         "--loopback runs both ends here: do not give a server address ('%s')",
+                         opts.server.c_str());
+  if (Status s = resolve_defaults(opts); !s) return s;
+  return opts;
+}
+
+Status resolve_defaults(Options& o) {
+  const bool bw = o.test.kind == Kind::bandwidth;
+  const char* name = test_name(o.test);
+
+  if (o.test.verb == Verb::atomic) {
+    if (o.all_sizes)
+      return Status::error(Errc::invalid_argument, "%s: -a is not available: atomics are 8 bytes",
+                           name);
+    if (o.size_set && o.size != 8)
+      return Status::error(Errc::invalid_argument, "%s: -s %llu: atomics are 8 bytes", name,
+                           static_cast<unsigned long long>(o.size));
+    o.size = 8;
+  } else if (!o.size_set) {
+    o.size = bw ? 65536 : 2;
+  }
+  if (o.all_sizes && o.size_set)
+    return Status::error(Errc::invalid_argument, "-a and -s exclude each other");
+
+  if (!o.iters_set) o.iterations = (o.test == TestId{Verb::write, Kind::bandwidth}) ? 5000 : 1000;
+
+  if (!bw) {
+    if (o.bidirectional)
+      return Status::error(Errc::invalid_argument, "%s: -b applies to bandwidth tests only", name);
+    if (o.num_qps != 1)
+      return Status::error(Errc::invalid_argument, "%s: latency tests use one QP (-q %u)", name,
+                           o.num_qps);
+    if (o.post_list != 1)
+      return Status::error(Errc::invalid_argument, "%s: -l applies to bandwidth tests only", name);
+  }
+
+  if (!o.tx_depth_set) o.tx_depth = bw ? 128 : 1;
+  if (o.duration_s == 0 && o.tx_depth > o.iterations)
+    o.tx_depth = static_cast<uint32_t>(o.iterations);
+
+  if (o.post_list > 1) {
+    if (o.post_list > o.tx_depth)
+      return Status::error(Errc::invalid_argument, "-l %u: post list above the TX depth %u",
+                           o.post_list, o.tx_depth);
+    if (o.duration_s == 0 && o.iterations % o.post_list != 0)
+      return Status::error(Errc::invalid_argument,
+                           "-n %llu: iterations must be a multiple of the post list size %u",
+                           static_cast<unsigned long long>(o.iterations), o.post_list);
+    if (!o.cq_mod_set) o.cq_mod = o.post_list;
+  }
+  if (!o.cq_mod_set && o.post_list == 1) {
+    // perftest: 100 for bandwidth, but one CQE per message above 8 KiB when not asked.
+    o.cq_mod = bw ? ((o.size > 8192 && !o.all_sizes) ? 1 : 100) : 1;
+  }
+  if (o.cq_mod > o.tx_depth) o.cq_mod = o.tx_depth;
+
+  if (o.duration_s > 0) {
+    if (!o.margin_set) o.margin_s = o.duration_s / 4;
+    if (2ull * o.margin_s >= o.duration_s)
+      return Status::error(Errc::invalid_argument,
+                           "-D %u -f %u: the margins leave no time to measure", o.duration_s,
+                           o.margin_s);
+    if (o.all_sizes) return Status::error(Errc::invalid_argument, "-a and -D exclude each other");
+    o.no_peak = true;  // perftest: no peak in duration mode
+  } else if (o.margin_set) {
+    return Status::error(Errc::invalid_argument, "-f applies with -D only");
+  }
+  if (o.iterations > kPeakMaxIters) o.no_peak = true;
+
+  if (o.inline_size >= 0 && (o.test.verb == Verb::read || o.test.verb == Verb::atomic) &&
+      o.inline_size > 0)
+    return Status::error(Errc::invalid_argument, "%s: -I: READ and atomics carry no inline data",
+                         name);
+
+  if (o.early_post > 0) {
+    if (o.early_post > o.iterations)
+      return Status::error(Errc::invalid_argument, "--early-post=%u: more than the %llu iterations",
+                           o.early_post, static_cast<unsigned long long>(o.iterations));
+    if (o.rdma_cm && o.loopback)
+      return Status::error(Errc::invalid_argument, "--early-post with -R needs two processes");
+  }
+  if (o.rdma_cm && o.num_qps != 1)
+    return Status::error(Errc::invalid_argument, "-R: one QP per connection (-q %u)", o.num_qps);
+  return Status::ok();
+}
+
+std::string usage_text() {
+  return R"(Usage:
+  rnicperf <test> [options]            start a server and wait for a client
+  rnicperf <test> [options] <server>   connect to the server at <server>
+  rnicperf <test> --loopback [options] run both ends in this process
+
+Tests: write_lat write_bw send_lat send_bw read_lat read_bw atomic_lat atomic_bw
+
+Options (perftest's names and defaults):
+  -a, --all                 Run sizes from 2 till 2^23
+  -b, --bidirectional       Measure bidirectional bandwidth (default unidirectional)
+  -d, --ib-dev=<dev>        Use device <dev> (default: first real device, else sim0)
+  -D, --duration=<sec>      Run for <sec> seconds instead of -n iterations
+  -f, --margin=<sec>        With -D, skip <sec> at each end (default duration/4)
+  -F, --CPU-freq            Do not warn when the CPU frequency is not at its maximum
+  -h, --help                Show this help screen
+  -I, --inline_size=<size>  Max size of message to be sent inline (lat: 220 write, 236 send)
+  -l, --post_list=<n>       Post lists of <n> send WQEs with one doorbell (bandwidth)
+  -m, --mtu=<mtu>           MTU 256..4096 (default: the device's active MTU)
+  -n, --iters=<n>           Number of exchanges (at least 5, default 1000; 5000 write_bw)
+  -N, --noPeak              Do not compute the peak bandwidth
+  -p, --port=<port>         Listen on/connect to TCP port <port> (default 18515)
+  -q, --qp=<n>              Number of QPs (bandwidth, default 1)
+  -Q, --cq-mod=<n>          One completion per <n> sends (bandwidth, default 100)
+  -r, --rx-depth=<n>        Receive queue depth for SEND tests (default 512)
+  -R, --rdma_cm             Connect the QP through the connection manager (IB CM)
+  -s, --size=<size>         Message size (default 2 lat, 65536 bw); K/M suffixes
+  -t, --tx-depth=<n>        Send queue depth (default 128 bw, 1 lat)
+  -u, --qp-timeout=<t>      QP ACK timeout 4.096 us * 2^t (default 14)
+  -V, --version             Show the version
+      --report_gbits        Report bandwidth in Gb/sec instead of MiB/sec
+      --out_json            Save the report as JSON (default file perftest_out.json)
+      --out_json_file=<f>   Name of the JSON report file (implies --out_json)
+
+rnicperf's own:
+      --early-post=<n>      Client: post <n> writes (sends) in RTR before establishment
+                            and time them from the move to RTS; compare with <n> after
+      --histogram           Print a log-scaled latency histogram (and keep it in JSON)
+      --loopback            Both ends in this process (two simulated HCAs, or two QPs
+                            on one device)
+      --timeout=<sec>       Bound on every wait: connect, exchange, completions
+                            (default 20)
+)";
+}
+
+}  // namespace rnicperf

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Command-line options: perftest's names, defaults and limits (perftest_parameters.h), plus
+// rnicperf's own (--early-post, --histogram, --loopback, --timeout).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "rnicdv/status.h"
+#include "test_id.h"
+
+namespace rnicperf {
+
+inline constexpr uint16_t kDefaultPort = 18515;
+inline constexpr uint64_t kMaxSize = 8u << 20;  // perftest MAX_SIZE: -a ends at 2^23
+inline constexpr uint64_t kMinIters = 5;
+inline constexpr uint64_t kMaxIters = 100'000'000;
+inline constexpr uint32_t kMaxInline = 1024;
+inline constexpr uint32_t kMaxQps = 16384;
+inline constexpr uint32_t kMaxTxDepth = 15000;
+inline constexpr uint32_t kMaxCqMod = 1024;
+inline constexpr uint32_t kMaxRxDepth = 16384;
+inline constexpr uint64_t kPeakMaxIters = 20000;  // perftest measures peak BW up to this
+
+struct Options {
+  TestId test;
+  std::string server;  // empty: this side is the server
+  std::string device;  // empty: rnicdv::Device::default_name()
+  uint16_t port = kDefaultPort;
+
+  uint64_t size = 0;              // resolved default: 2 (lat), 65536 (bw), 8 (atomic)
+  bool all_sizes = false;         // -a: 2 B .. 8 MiB
+  uint64_t sweep_max = kMaxSize;  // hidden --sweep-max: caps -a (tests)
+  uint64_t iterations = 0;        // resolved default: 1000, 5000 for write_bw
+  uint32_t duration_s = 0;        // -D; 0: iteration mode
+  uint32_t margin_s = 0;          // -f; resolved default: duration / 4
+  int32_t inline_size = -1;       // -I; -1: per-test default, clamped to the device
+  uint32_t num_qps = 1;
+  uint32_t tx_depth = 0;  // resolved default: 128 (bw), 1 (lat); clamped to iterations
+  uint32_t cq_mod = 0;    // resolved default: 100 (bw), 1 (lat)
+  uint32_t post_list = 1;
+  uint32_t rx_depth = 512;     // receive queue depth for SEND tests
+  uint32_t mtu = 0;            // -m in bytes; 0: the device's active MTU
+  uint8_t qp_timeout = 14;     // -u
+  bool cpu_freq_f = false;     // -F
+  bool bidirectional = false;  // -b
+  bool no_peak = false;        // -N, or implied (-D, > 20000 iterations)
+  bool report_gbits = false;
+  bool rdma_cm = false;  // -R
+  bool out_json = false;
+  std::string json_path = "perftest_out.json";
+  uint32_t early_post = 0;  // --early-post=N
+  bool histogram = false;
+  bool loopback = false;
+  uint32_t timeout_s = 20;  // --timeout: every blocking wait is bounded by this
+
+  // What the user set explicitly (a default may depend on it).
+  bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;
+  bool margin_set = false;
+
+  bool help = false;
+  bool version = false;
+
+  bool is_server() const { return server.empty() && !loopback; }
+};
+
+// Parses `rnicperf <test> [options] [server]`. argv[0] is the program name. Errors are one
+// line without the "rnicperf: " prefix, e.g. "unknown option '--foo' (try 'rnicperf -h')".
+rnicdv::Result<Options> parse_options(int argc, const char* const* argv);
+
+// Applies perftest's defaults and cross-option rules to parsed options (sizes, depths, CQ
+// moderation, margins, peak). Separate from parsing so that tests can check each rule.
+rnicdv::Status resolve_defaults(Options& opts);
+
+// -h text.
+std::string usage_text();
+
+// "64", "4K", "1M" (perftest accepts K/M suffixes for sizes).
+rnicdv::Result<uint64_t> parse_size(const std::string& text);
+
+}  // namespace rnicperf

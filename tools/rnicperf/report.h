@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The text report: perftest's dashed header block with its "key : value" lines, the local
+// and remote address lines, and the result tables with perftest's exact column headers.
+// Every function returns text (no I/O), so the format is checked against literal strings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "stats.h"
+#include "test_id.h"
+
+namespace rnicperf {
+
+// 87 dashes and a newline (perftest RESULT_LINE).
+const std::string& result_line();
+
+// The star box a server prints before it waits.
+std::string waiting_banner();
+
+struct HeaderInfo {
+  TestId test;
+  bool bidirectional = false;
+  bool initiator = true;  // client, or either side of a bidirectional run: shows TX depth
+  bool server = false;
+  std::string device;
+  uint32_t num_qps = 1;
+  std::string transport_type = "IB";  // perftest prints IB for RoCE as well
+  uint32_t tx_depth = 1;
+  uint32_t post_list = 1;
+  uint32_t rx_depth = 0;  // SEND tests on the receiving side
+  uint32_t cq_mod = 1;
+  uint32_t mtu_bytes = 1024;
+  std::string link_type = "Ethernet";
+  int gid_index = 0;  // < 0: no GID line
+  uint32_t inline_size = 0;
+  uint32_t out_reads = 16;
+  bool rdma_cm = false;
+  bool duration_mode = false;
+  // rnicperf's additions; a line is printed only when its value is set.
+  std::string early_post;      // "16 writes in RTR (withheld in_place)"
+  std::string sim_wire;        // "udp 127.0.0.2:4791"
+  std::string device_profile;  // "mlx5 (keeps_rtr_doorbell)"
+  std::string clock;           // Clock::description()
+};
+
+// From the first dashed line to the closing one, inclusive.
+std::string format_header(const HeaderInfo& h);
+
+struct AddressInfo {
+  uint16_t lid = 0;
+  uint32_t out_reads = 0;
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;
+  uint8_t gid[16] = {};
+  bool has_gid = true;
+};
+
+// " local address: LID 0000 QPN 0x0048 PSN 0xf5aed1 RKey 0x1fd4bc VAddr 0x007f0e0c8aa000"
+// (READ adds " OUT 0x10" before RKey; SEND and atomics print no RKey/VAddr, as perftest),
+// then " GID: 00:00:...:255:255:127:00:00:02" (the GID bytes in decimal, perftest's format).
+std::string format_address(const char* side, Verb verb, const AddressInfo& a);
+
+// Latency table. The header line is perftest's, character for character.
+const std::string& latency_table_header();
+std::string format_latency_row(const LatencyResult& r);
+const std::string& latency_duration_header();
+std::string format_latency_duration_row(const LatencyDurationResult& r);
+
+// Bandwidth table (MiB/sec, or Gb/sec with --report_gbits).
+const std::string& bandwidth_table_header(BwUnit unit);
+std::string format_bandwidth_row(const BandwidthResult& r, BwUnit unit);
+
+// --histogram.
+std::string format_histogram(const Histogram& h, int rtt_factor);
+
+// --early-post: the batch posted in RTR beside the same batch posted after establishment.
+struct EarlyPostRow {
+  uint32_t posts = 0;
+  bool in_rtr = false;
+  uint32_t withheld = 0;  // WRs the driver held when the QP moved to RTS
+  double t_first_us = 0;  // from ESTABLISHED (RTS) / from the post, to the first completion
+  double t_last_us = 0;   // ... to the last completion
+};
+const std::string& early_post_table_header();
+std::string format_early_post_row(const EarlyPostRow& r);
+
+}  // namespace rnicperf

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// --out_json: the whole run as one JSON document. Unlike perftest (which truncated the file
+// for every row, so -a kept only the last size), "results" holds every size.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report.h"
+#include "rnicdv/status.h"
+#include "stats.h"
+
+namespace rnicperf {
+
+class JsonReport {
+ public:
+  void set_header(const HeaderInfo& header, const char* role, BwUnit unit);
+  void set_addresses(std::vector<AddressInfo> local, std::vector<AddressInfo> remote);
+  void add(const LatencyResult& r, const Histogram* histogram = nullptr);
+  void add(const LatencyDurationResult& r);
+  void add(const BandwidthResult& r);
+  void set_early_post(const EarlyPostRow& in_rtr, const EarlyPostRow& after_rts, const char* op,
+                      uint64_t size);
+  void set_error(const std::string& message) { error_ = message; }
+
+  std::string text() const;
+  // Writes atomically (a temporary file renamed over `path`).
+  rnicdv::Status write(const std::string& path) const;
+
+ private:
+  HeaderInfo header_;
+  std::string role_;
+  BwUnit unit_ = BwUnit::mib_per_sec;
+  std::vector<AddressInfo> local_, remote_;
+  struct Lat {
+    LatencyResult r;
+    std::optional<Histogram> h;
+  };
+  std::vector<Lat> lat_;
+  std::vector<LatencyDurationResult> lat_dur_;
+  std::vector<BandwidthResult> bw_;
+  bool have_early_ = false;
+  EarlyPostRow early_[2];
+  std::string early_op_;
+  uint64_t early_size_ = 0;
+  std::string error_;
+};
+
+}  // namespace rnicperf
