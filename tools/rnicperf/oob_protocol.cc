@@ -24,6 +24,7 @@ constexpr uint32_t kTagBarrier = tag("SYNC");
 constexpr uint32_t kTagDone = tag("DONE");
 constexpr uint32_t kTagBw = tag("BWRS");
 constexpr uint32_t kTagAbort = tag("ABRT");
+constexpr uint32_t kTagAlive = tag("ALIV");
 constexpr size_t kMaxBody = 1u << 20;
 
 void put_be64(uint8_t* p, uint64_t v) {
@@ -220,10 +221,13 @@ Status OobSession::send_tagged(uint32_t t, const void* body, size_t len) {
 
 Status OobSession::recv_tagged(uint32_t t, void* body, size_t len, uint32_t timeout_ms) {
   uint8_t head[8];
-  if (Status s = ch_.recv_all(head, sizeof head, timeout_ms ? timeout_ms : timeout_ms_); !s)
-    return s;
-  uint32_t got = get_be32(head);
-  uint32_t got_len = get_be32(head + 4);
+  uint32_t got = 0, got_len = 0;
+  do {  // signs of life restart the wait
+    if (Status s = ch_.recv_all(head, sizeof head, timeout_ms ? timeout_ms : timeout_ms_); !s)
+      return s;
+    got = get_be32(head);
+    got_len = get_be32(head + 4);
+  } while (got == kTagAlive && got_len == 0);
   if (got == kTagAbort && got_len < 4096) {
     std::string why(got_len, '\0');
     if (Status s = ch_.recv_all(why.data(), got_len, timeout_ms_); !s) return s;
@@ -372,6 +376,10 @@ Status OobSession::exchange_bw(const BandwidthResult& local, BandwidthResult* re
   }
   if (Status s = recv_bw(remote, 0); !s) return s;
   return send_bw(local);
+}
+
+Status OobSession::send_alive() {
+  return send_tagged(kTagAlive, nullptr, 0);
 }
 
 void OobSession::send_abort(const std::string& why) {

@@ -87,6 +87,9 @@ class OobSession {
   rnicdv::Status recv_bw(BandwidthResult* r, uint32_t timeout_ms);
   // Reports a failure to the peer so that it stops waiting (best effort).
   void send_abort(const std::string& why);
+  // A sign of life while this side measures and the peer waits; a waiting recv restarts its
+  // timeout on each. Sent from the reporter thread only while the main thread is measuring.
+  rnicdv::Status send_alive();
 
   OobChannel& channel() { return ch_; }
   bool is_client() const { return client_; }

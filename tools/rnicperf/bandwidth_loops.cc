@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "bandwidth_loops.h"
+
+#include <array>
+#include <vector>
+
+namespace rnicperf {
+
+using rnicdv::Completion;
+using rnicdv::Errc;
+using rnicdv::Status;
+using rnicdv::WrOpcode;
+namespace send_flags = rnicdv::send_flags;
+
+namespace {
+
+constexpr int kPollBatch = 16;
+constexpr unsigned kQpShift = 40;  // wr_id = qp << 40 | 1-based WR number within the QP
+constexpr uint64_t kWrMask = (uint64_t{1} << kQpShift) - 1;
+
+const char* test_of(const Options& o) {
+  return test_name(o.test);
+}
+
+WrOpcode opcode_of(Verb v) {
+  switch (v) {
+    case Verb::send:
+      return WrOpcode::send;
+    case Verb::write:
+      return WrOpcode::rdma_write;
+    case Verb::read:
+      return WrOpcode::rdma_read;
+    case Verb::atomic:
+      return WrOpcode::atomic_fetch_add;
+  }
+  return WrOpcode::rdma_write;
+}
+
+// Per-QP sender state, prepared before the loop.
+struct QpTx {
+  uint64_t posted = 0;              // WRs posted
+  uint64_t completed = 0;           // WRs credited by completions
+  uint64_t last_signaled = 0;       // number of the last signaled WR posted
+  uint32_t until_signal = 0;        // WRs left before the next signaled one
+  std::vector<rnicdv::SendWr> wrs;  // one post list
+  std::vector<rnicdv::Sge> sges;
+};
+
+}  // namespace
+
+Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* out) {
+  const char* test = test_of(c.o);
+  const Options& o = c.o;
+  const bool duration = o.duration_s > 0;
+  const size_t nqp = c.ep.num_qps();
+  const uint64_t per_qp = duration ? UINT64_MAX : c.iterations;
+  const uint64_t expected_rx = duration ? UINT64_MAX : c.iterations * nqp;
+  const bool stamp = !o.no_peak && !duration;
+  const uint32_t post_list = o.post_list;
+  const uint32_t cq_mod = o.cq_mod;
+  const uint32_t tx_depth = o.tx_depth;
+  const bool peer_receives = o.test.verb == Verb::send;
+
+  // Everything the loop touches is built here.
+  std::vector<QpTx> tx(sender ? nqp : 0);
+  for (size_t q = 0; q < tx.size(); ++q) {
+    const PeerRecord& peer = c.ep.remote(q);
+    tx[q].sges.assign(post_list, rnicdv::Sge{reinterpret_cast<uint64_t>(c.ep.send_buf(q)),
+                                             static_cast<uint32_t>(c.size), c.ep.lkey(q)});
+    tx[q].wrs.resize(post_list);
+    for (uint32_t k = 0; k < post_list; ++k) {
+      rnicdv::SendWr& wr = tx[q].wrs[k];
+      wr.opcode = opcode_of(o.test.verb);
+      wr.sg_list = &tx[q].sges[k];
+      wr.num_sge = 1;
+      wr.remote_addr = peer.vaddr;
+      wr.rkey = peer.rkey;
+      wr.compare_add = 1;
+      wr.flags = (c.size <= c.ep.inline_size() &&
+                  (o.test.verb == Verb::send || o.test.verb == Verb::write))
+                     ? send_flags::inline_data
+                     : 0;
+    }
+    tx[q].until_signal = cq_mod;
+  }
+  std::vector<uint64_t> recvs_posted(receiver ? nqp : 0, c.ep.rx_depth());
+
+  StallGuard guard(c.clock, c.stall_ticks);
+  const DurationWindow window =
+      duration ? DurationWindow::from(c.clock, c.clock.now(), o.duration_s, o.margin_s)
+               : DurationWindow{};
+  uint64_t tot_posted = 0, tot_completed = 0, tot_received = 0;
+  uint64_t peer_count = duration ? UINT64_MAX : expected_rx;  // SENDs the peer will make
+  bool posting = sender;
+  bool told_peer = false;
+  std::array<Completion, kPollBatch> wc;
+
+  auto tx_done = [&] {
+    if (!sender) return true;
+    if (posting) return false;
+    for (const auto& t : tx)
+      if (t.completed < t.last_signaled) return false;
+    return true;
+  };
+  auto rx_done = [&] { return !receiver || tot_received >= peer_count; };
+
+  while (!(tx_done() && rx_done())) {
+    bool progressed = false;
+    if (posting) {
+      uint64_t now = 0;
+      if (duration) [[unlikely]] {
+        now = c.clock.now();
+        out->tx_window.observe(window, now, tot_completed);
+        if (now >= window.end) {
+          posting = false;
+          if (peer_receives && !told_peer) {
+            // Outside the measured window: the peer's receive loop needs the final count.
+            if (Status s = c.oob.send_done(tot_posted); !s) return s;
+            told_peer = true;
+          }
+        }
+      }
+      for (size_t q = 0; q < tx.size() && posting; ++q) {
+        QpTx& t = tx[q];
+        while (t.posted < per_qp && t.posted + post_list <= t.completed + tx_depth) {
+          for (uint32_t k = 0; k < post_list; ++k) {
+            const uint64_t number = t.posted + k + 1;
+            rnicdv::SendWr& wr = t.wrs[k];
+            wr.wr_id = (uint64_t{q} << kQpShift) | number;
+            if (--t.until_signal == 0 || number == per_qp) {
+              wr.flags |= send_flags::signaled;
+              t.until_signal = cq_mod;
+              t.last_signaled = number;
+            } else {
+              wr.flags &= ~send_flags::signaled;
+            }
+          }
+          const uint64_t t_post = c.clock.now();
+          if (tot_posted == 0) out->t_first_post = t_post;
+          if (stamp)
+            for (uint32_t k = 0; k < post_list; ++k) c.tposted[tot_posted + k] = t_post;
+          size_t bad = 0;
+          if (Errc e = c.ep.qp(q).post_send(std::span(t.wrs.data(), post_list), &bad);
+              e != Errc::ok) [[unlikely]]
+            return post_error(test, "post send", c.ep.qp(q).qpn(), e);
+          t.posted += post_list;
+          tot_posted += post_list;
+          progressed = true;
+        }
+        if (!duration && t.posted >= per_qp && q + 1 == tx.size()) {
+          bool all = true;
+          for (const auto& x : tx) all &= x.posted >= per_qp;
+          if (all) posting = false;
+        }
+      }
+    }
+
+    if (sender && !tx_done()) {
+      const int n = c.ep.send_cq().poll(wc.data(), kPollBatch);
+      if (n > 0) {
+        const uint64_t now = c.clock.now();
+        for (int i = 0; i < n; ++i) {
+          if (wc[i].status != IBV_WC_SUCCESS) [[unlikely]]
+            return completion_error(test, wc[i]);
+          QpTx& t = tx[wc[i].wr_id >> kQpShift];
+          const uint64_t number = wc[i].wr_id & kWrMask;
+          tot_completed += number - t.completed;
+          t.completed = number;
+          if (stamp) c.tcompleted[tot_completed - 1] = now;
+        }
+        out->t_last_completion = now;
+        if (c.progress) c.progress->store(tot_completed, std::memory_order_relaxed);
+        progressed = true;
+      }
+    }
+
+    if (receiver && !rx_done()) {
+      const int n = c.ep.recv_cq().poll(wc.data(), kPollBatch);
+      if (n > 0) {
+        const uint64_t now = c.clock.now();
+        if (tot_received == 0) out->t_first_recv = now;
+        for (int i = 0; i < n; ++i) {
+          if (wc[i].status != IBV_WC_SUCCESS) [[unlikely]]
+            return completion_error(test, wc[i]);
+          const size_t q = wc[i].wr_id;
+          if (recvs_posted[q] < per_qp) {
+            if (Errc e = c.ep.post_recv(q, c.size); e != Errc::ok) [[unlikely]]
+              return post_error(test, "post receive", c.ep.qp(q).qpn(), e);
+            ++recvs_posted[q];
+          }
+        }
+        tot_received += static_cast<uint64_t>(n);
+        out->t_last_recv = now;
+        if (duration) out->rx_window.observe(window, now, tot_received);
+        if (!sender && c.progress) c.progress->store(tot_received, std::memory_order_relaxed);
+        progressed = true;
+      }
+    }
+
+    if (progressed) {
+      guard.progressed();
+      continue;
+    }
+    if (!guard.idle()) [[unlikely]]
+      return stall_error(test, receiver && !rx_done() ? "message from the peer" : "completion",
+                         o.timeout_s);
+    // Duration mode: a receiver learns how many SENDs to expect from the peer's DONE.
+    if (duration && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
+      const uint64_t now = c.clock.now();
+      out->rx_window.observe(window, now, tot_received);
+      if (now >= window.end) {
+        auto ready = c.oob.channel().readable(0);
+        if (!ready) return ready.status();
+        if (*ready) {
+          uint64_t count = 0;
+          if (Status s = c.oob.recv_done(&count, 0); !s) return s;
+          peer_count = count;
+        }
+      }
+    }
+  }
+  out->sent = tot_completed;
+  out->received = tot_received;
+  return Status::ok();
+}
+
+}  // namespace rnicperf

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "early_post.h"
+
+namespace rnicperf {
+
+using rnicdv::Completion;
+using rnicdv::Errc;
+using rnicdv::Status;
+using rnicdv::WrOpcode;
+namespace send_flags = rnicdv::send_flags;
+
+namespace {
+
+constexpr uint32_t kEarlyReady = 10;
+constexpr uint32_t kEarlyDone = 11;
+
+// Polls the send CQ for `n` completions; times the first and the last from `t0`.
+Status collect(RunContext& c, uint32_t n, uint64_t t0, EarlyPostRow* row) {
+  StallGuard guard(c.clock, c.stall_ticks);
+  Completion wc[16];
+  uint32_t got = 0;
+  while (got < n) {
+    int k = c.ep.send_cq().poll(wc, 16);
+    if (k == 0) {
+      if (!guard.idle()) return stall_error("early post", "completion", c.o.timeout_s);
+      continue;
+    }
+    const uint64_t now = c.clock.now();
+    for (int i = 0; i < k; ++i)
+      if (wc[i].status != IBV_WC_SUCCESS) return completion_error("early post", wc[i]);
+    if (got == 0) row->t_first_us = c.clock.to_us(now - t0);
+    got += static_cast<uint32_t>(k);
+    row->t_last_us = c.clock.to_us(now - t0);
+    guard.progressed();
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_early_post_client(RunContext& c, uint32_t n, EarlyPostResult* out) {
+  rnicdv::QueuePair& qp = c.ep.qp(0);
+  const PeerRecord& peer = c.ep.remote(0);
+  const bool send = c.o.test.verb == Verb::send;
+  out->operation = send ? "send" : "write";
+  rnicdv::Sge sge{reinterpret_cast<uint64_t>(c.ep.send_buf(0)), static_cast<uint32_t>(c.size),
+                  c.ep.lkey(0)};
+  rnicdv::SendWr wr;
+  wr.opcode = send ? WrOpcode::send : WrOpcode::rdma_write;
+  wr.flags = send_flags::signaled;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.remote_addr = peer.vaddr;
+  wr.rkey = peer.rkey;
+
+  // In RTR: accepted and withheld by the driver.
+  for (uint32_t k = 0; k < n; ++k) {
+    wr.wr_id = k;
+    if (Errc e = qp.post_send(wr); e != Errc::ok)
+      return post_error("early post", "post in RTR", qp.qpn(), e);
+  }
+  out->in_rtr.posts = n;
+  out->in_rtr.in_rtr = true;
+  out->in_rtr.withheld = qp.withheld();
+  if (Status s = c.oob.barrier(kEarlyReady); !s) return s;
+
+  const uint64_t established = c.clock.now();
+  if (Status s = c.ep.to_rts(0); !s) return s;
+  if (Status s = collect(c, n, established, &out->in_rtr); !s) return s;
+  for (size_t q = 1; q < c.ep.num_qps(); ++q)
+    if (Status s = c.ep.to_rts(q); !s) return s;
+
+  // The same batch once established, for comparison.
+  out->after_rts.posts = n;
+  const uint64_t t0 = c.clock.now();
+  for (uint32_t k = 0; k < n; ++k) {
+    wr.wr_id = n + k;
+    if (Errc e = qp.post_send(wr); e != Errc::ok)
+      return post_error("early post", "post in RTS", qp.qpn(), e);
+  }
+  if (Status s = collect(c, n, t0, &out->after_rts); !s) return s;
+  return c.oob.barrier(kEarlyDone);
+}
+
+Status run_early_post_server(RunContext& c, uint32_t n) {
+  if (Status s = c.oob.barrier(kEarlyReady); !s) return s;
+  if (c.o.test.verb == Verb::send) {
+    // 2N receives were posted for these on top of the test's own.
+    StallGuard guard(c.clock, c.stall_ticks);
+    Completion wc[16];
+    uint32_t got = 0;
+    while (got < 2 * n) {
+      int k = c.ep.recv_cq().poll(wc, 16);
+      if (k == 0) {
+        if (!guard.idle()) return stall_error("early post", "SEND from the client", c.o.timeout_s);
+        continue;
+      }
+      for (int i = 0; i < k; ++i)
+        if (wc[i].status != IBV_WC_SUCCESS) return completion_error("early post", wc[i]);
+      got += static_cast<uint32_t>(k);
+      guard.progressed();
+    }
+  }
+  return c.oob.barrier(kEarlyDone, c.o.timeout_s * 1000u);
+}
+
+}  // namespace rnicperf

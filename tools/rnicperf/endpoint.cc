@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "endpoint.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "rnicdv/sim/sim.h"
+
+namespace rnicperf {
+
+using rnicdv::Errc;
+using rnicdv::Result;
+using rnicdv::Status;
+namespace hw = rnicdv::hw;
+
+namespace {
+
+constexpr size_t kPage = 4096;
+
+hw::Mtu mtu_code(uint32_t bytes) {
+  switch (bytes) {
+    case 256:
+      return hw::Mtu::mtu256;
+    case 512:
+      return hw::Mtu::mtu512;
+    case 2048:
+      return hw::Mtu::mtu2048;
+    case 4096:
+      return hw::Mtu::mtu4096;
+    default:
+      return hw::Mtu::mtu1024;
+  }
+}
+
+// perftest's latency-test inline defaults (220 for WRITE, 236 for SEND); 0 for bandwidth.
+uint32_t default_inline(const Options& o) {
+  if (o.test.kind == Kind::bandwidth) return 0;
+  if (o.test.verb == Verb::write) return 220;
+  if (o.test.verb == Verb::send) return 236;
+  return 0;
+}
+
+uint32_t random_psn() {
+  static std::mt19937 gen{std::random_device{}()};
+  return gen() & 0xffffff;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TestEndpoint>> TestEndpoint::open(const EndpointConfig& config) {
+  auto dev = rnicdv::Device::open(config.device_name, config.device_options);
+  if (!dev) return dev.status();
+  std::unique_ptr<TestEndpoint> ep(new TestEndpoint);
+  ep->dev_.emplace(std::move(dev.value()));
+  return ep;
+}
+
+TestEndpoint::~TestEndpoint() {
+  // QPs and MRs go before the memory they describe.
+  qps_.clear();
+  for (auto& r : regions_) {
+    r.mr.reset();
+    if (r.base) ::munmap(r.base, r.bytes);
+  }
+}
+
+bool TestEndpoint::is_sim() const {
+  return dev_->info().kind == "sim";
+}
+
+uint32_t TestEndpoint::mtu_bytes(const Options& o) const {
+  const auto& caps = dev_->info().caps;
+  uint32_t active = hw::mtu_bytes(caps.active_mtu);
+  if (o.mtu == 0) return active;
+  return std::min(o.mtu, hw::mtu_bytes(caps.max_mtu));
+}
+
+Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
+                            uint32_t extra_recvs) {
+  const auto& info = dev_->info();
+  const auto& caps = info.caps;
+  qp_timeout_ = o.qp_timeout;
+
+  if (o.inline_size >= 0) {
+    if (caps.max_inline_data && static_cast<uint32_t>(o.inline_size) > caps.max_inline_data)
+      return Status::error(Errc::invalid_argument, "-I %d: above %s's maximum inline data %u",
+                           o.inline_size, info.name.c_str(), caps.max_inline_data);
+    inline_size_ = static_cast<uint32_t>(o.inline_size);
+  } else {
+    inline_size_ = std::min(default_inline(o), caps.max_inline_data);
+  }
+  if (caps.max_msg_size && max_size > caps.max_msg_size)
+    return Status::error(Errc::invalid_argument, "message size %llu above %s's maximum %u",
+                         static_cast<unsigned long long>(max_size), info.name.c_str(),
+                         caps.max_msg_size);
+  out_reads_ = std::min<uint32_t>(16, std::max<uint32_t>(1, caps.max_qp_init_rd_atom));
+
+  auto pd = dev_->alloc_pd();
+  if (!pd) return pd.status();
+  pd_.emplace(std::move(pd.value()));
+
+  const uint32_t sq_depth = std::max<uint32_t>(o.tx_depth, o.early_post * 2) + 1;
+  rx_depth_ = receives
+                  ? std::min<uint32_t>(
+                        o.rx_depth,
+                        static_cast<uint32_t>(std::max<uint64_t>(o.iterations, 1)) + extra_recvs)
+                  : 0;
+  if (receives && o.duration_s > 0) rx_depth_ = o.rx_depth;
+  const uint32_t rq_depth = std::max<uint32_t>(rx_depth_, 1) + extra_recvs;
+  if (caps.max_qp_wr && (sq_depth > caps.max_qp_wr || rq_depth > caps.max_qp_wr))
+    return Status::error(Errc::invalid_argument, "queue depth %u above %s's maximum %u",
+                         std::max(sq_depth, rq_depth), info.name.c_str(), caps.max_qp_wr);
+
+  auto scq = dev_->create_cq(sq_depth * o.num_qps);
+  if (!scq) return scq.status();
+  send_cq_.emplace(std::move(scq.value()));
+  auto rcq = dev_->create_cq(rq_depth * o.num_qps);
+  if (!rcq) return rcq.status();
+  recv_cq_.emplace(std::move(rcq.value()));
+
+  half_ = std::max<size_t>(kPage, (max_size + kPage - 1) & ~(kPage - 1));
+  const uint32_t access = hw::access::local_write | hw::access::remote_write |
+                          hw::access::remote_read | hw::access::remote_atomic;
+  for (uint32_t i = 0; i < o.num_qps; ++i) {
+    rnicdv::QpConfig config;
+    config.caps.max_send_wr = sq_depth;
+    config.caps.max_recv_wr = rq_depth;
+    config.caps.max_send_sge = 1;
+    config.caps.max_recv_sge = 1;
+    config.caps.max_inline_data = inline_size_;
+    // One thread posts, polls and moves the QP: no locks on the fast path.
+    config.threading = rnicdv::Threading::single;
+    config.early_post = rnicdv::EarlyPost::automatic;
+    auto qp = dev_->create_qp(*pd_, *send_cq_, *recv_cq_, config);
+    if (!qp) return qp.status();
+    qps_.push_back(std::move(qp.value()));
+    if (Status s = qps_.back().to_init(); !s) return s;
+
+    Region r;
+    r.bytes = 2 * half_;
+    void* mem =
+        ::mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+      return Status::error(Errc::no_resources, "cannot allocate %zu bytes of buffers", r.bytes);
+    r.base = static_cast<uint8_t*>(mem);
+    auto mr = pd_->reg_mr(r.base, r.bytes, access);
+    if (!mr) {
+      ::munmap(r.base, r.bytes);
+      return mr.status();
+    }
+    r.mr.emplace(std::move(mr.value()));
+    r.psn = random_psn();
+    regions_.push_back(std::move(r));
+  }
+
+  if (receives) {
+    const uint64_t recv_size = std::max<uint64_t>(max_size, 1);
+    for (uint32_t i = 0; i < o.num_qps; ++i)
+      for (uint32_t k = 0; k < rx_depth_ + extra_recvs; ++k)
+        if (Errc e = post_recv(i, recv_size); e != Errc::ok)
+          return Status::error(e, "post receive on QP %#x: %s", qps_[i].qpn(),
+                               rnicdv::errc_name(e));
+  }
+  return Status::ok();
+}
+
+rnicdv::Errc TestEndpoint::post_recv(size_t i, uint64_t size) noexcept {
+  rnicdv::Sge sge = regions_[i].mr->sge(half_, static_cast<uint32_t>(size));
+  rnicdv::RecvWr wr;
+  wr.wr_id = i;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  return qps_[i].post_recv(wr);
+}
+
+std::vector<PeerRecord> TestEndpoint::local_records() const {
+  std::vector<PeerRecord> out;
+  const auto& info = dev_->info();
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    PeerRecord r;
+    r.lid = 0;  // RoCE: no LID
+    r.out_reads = static_cast<uint16_t>(out_reads_);
+    r.qpn = qps_[i].qpn();
+    r.psn = regions_[i].psn;
+    r.rkey = regions_[i].mr->rkey();
+    r.vaddr = regions_[i].mr->addr() + half_;
+    std::memcpy(r.gid, info.gid.raw, 16);
+    out.push_back(r);
+  }
+  return out;
+}
+
+Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu_bytes,
+                             bool stay_in_rtr) {
+  if (remote.size() != qps_.size())
+    return Status::error(Errc::protocol_error, "peer has %zu QPs, this side %zu", remote.size(),
+                         qps_.size());
+  remote_ = remote;
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    rnicdv::QpEndpoint peer;
+    peer.qpn = remote[i].qpn;
+    peer.psn = remote[i].psn;
+    std::memcpy(peer.gid.raw, remote[i].gid, 16);
+    const uint8_t dest_rd = static_cast<uint8_t>(std::min<uint32_t>(out_reads_, 16));
+    if (Status s = qps_[i].to_rtr(peer, mtu_code(mtu_bytes), dest_rd); !s) return s;
+    if (!stay_in_rtr)
+      if (Status s = to_rts(i); !s) return s;
+  }
+  return Status::ok();
+}
+
+Status TestEndpoint::to_rts(size_t i) {
+  const uint8_t rd = static_cast<uint8_t>(
+      std::min<uint32_t>(remote_[i].out_reads ? remote_[i].out_reads : 1, out_reads_));
+  return qps_[i].to_rts(regions_[i].psn, qp_timeout_, 7, 7, rd);
+}
+
+void TestEndpoint::describe(HeaderInfo* h) const {
+  const auto& info = dev_->info();
+  h->device = info.name;
+  h->gid_index = info.gid_index;
+  h->inline_size = inline_size_;
+  h->out_reads = out_reads_;
+  if (info.kind == "sim") {
+    std::string t = info.transport;
+    if (t.rfind("sim ", 0) == 0) t = t.substr(4);
+    h->sim_wire = t;
+    h->device_profile = rnicdv::sim::profile_name(info.profile);
+  }
+}
+
+AddressInfo TestEndpoint::local_address(size_t i) const {
+  PeerRecord r = local_records()[i];
+  AddressInfo a;
+  a.lid = r.lid;
+  a.out_reads = r.out_reads;
+  a.qpn = r.qpn;
+  a.psn = r.psn;
+  a.rkey = r.rkey;
+  a.vaddr = r.vaddr;
+  std::memcpy(a.gid, r.gid, 16);
+  return a;
+}
+
+AddressInfo TestEndpoint::remote_address(size_t i) const {
+  const PeerRecord& r = remote_[i];
+  AddressInfo a;
+  a.lid = r.lid;
+  a.out_reads = r.out_reads;
+  a.qpn = r.qpn;
+  a.psn = r.psn;
+  a.rkey = r.rkey;
+  a.vaddr = r.vaddr;
+  std::memcpy(a.gid, r.gid, 16);
+  return a;
+}
+
+}  // namespace rnicperf

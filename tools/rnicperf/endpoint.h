@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// One end of a test: the device, PD, CQs, QPs and registered buffers, and the QP bring-up
+// from the peer's records (INIT -> RTR -> RTS, as perftest's ctx_connect does).
+//
+// Each QP owns one registered region of two halves: [0, half) is what this side sends from
+// (and where READ and atomic results land); [half, 2 * half) is what the peer writes into,
+// reads from and sends into. The second half's address and rkey are advertised.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oob_protocol.h"
+#include "options.h"
+#include "report.h"
+#include "rnicdv/rnicdv.h"
+
+namespace rnicperf {
+
+struct EndpointConfig {
+  std::string device_name;  // resolved: never empty
+  rnicdv::DeviceOptions device_options;
+};
+
+class TestEndpoint {
+ public:
+  static rnicdv::Result<std::unique_ptr<TestEndpoint>> open(const EndpointConfig& config);
+
+  // PD, CQs, QPs (to INIT), buffers sized for `max_size`, receives pre-posted for SEND tests
+  // on a receiving side (`extra_recvs` more for early-posted sends).
+  rnicdv::Status create(const Options& o, uint64_t max_size, bool receives, uint32_t extra_recvs);
+
+  std::vector<PeerRecord> local_records() const;
+  // RTR with the peer's QPN, PSN and GID; RTS too unless `stay_in_rtr`.
+  rnicdv::Status connect(const std::vector<PeerRecord>& remote, uint32_t mtu_bytes,
+                         bool stay_in_rtr);
+  rnicdv::Status to_rts(size_t qp);
+
+  // The MTU this device would use: -m if given (capped by the port), else the active MTU.
+  uint32_t mtu_bytes(const Options& o) const;
+  uint32_t inline_size() const { return inline_size_; }
+  uint32_t out_reads() const { return out_reads_; }
+  bool is_sim() const;
+  // Header lines that describe the device (sim wire, profile).
+  void describe(HeaderInfo* h) const;
+  AddressInfo local_address(size_t qp) const;
+  AddressInfo remote_address(size_t qp) const;
+
+  rnicdv::Device& device() { return *dev_; }
+  rnicdv::CompletionQueue& send_cq() { return *send_cq_; }
+  rnicdv::CompletionQueue& recv_cq() { return *recv_cq_; }
+  rnicdv::QueuePair& qp(size_t i) { return qps_[i]; }
+  size_t num_qps() const { return qps_.size(); }
+  uint8_t* send_buf(size_t i) const { return regions_[i].base; }
+  uint8_t* recv_buf(size_t i) const { return regions_[i].base + half_; }
+  uint32_t lkey(size_t i) const { return regions_[i].mr->lkey(); }
+  const PeerRecord& remote(size_t i) const { return remote_[i]; }
+  uint32_t rx_depth() const { return rx_depth_; }
+
+  // Posts one receive into QP i's receive half.
+  rnicdv::Errc post_recv(size_t i, uint64_t size) noexcept;
+
+  ~TestEndpoint();
+
+ private:
+  TestEndpoint() = default;
+  struct Region {
+    uint8_t* base = nullptr;
+    size_t bytes = 0;
+    std::optional<rnicdv::MemoryRegion> mr;
+    uint32_t psn = 0;
+  };
+  std::optional<rnicdv::Device> dev_;
+  std::optional<rnicdv::ProtectionDomain> pd_;
+  std::optional<rnicdv::CompletionQueue> send_cq_, recv_cq_;
+  std::vector<rnicdv::QueuePair> qps_;
+  std::vector<Region> regions_;
+  std::vector<PeerRecord> remote_;
+  size_t half_ = 0;
+  uint32_t inline_size_ = 0;
+  uint32_t out_reads_ = 16;
+  uint32_t rx_depth_ = 0;
+  uint8_t qp_timeout_ = 14;
+};
+
+}  // namespace rnicperf

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rnicperf: perftest's eight benchmarks on rnicdv, on a real ConnectX or the simulated HCA.
+//
+//   rnicperf write_lat                 server: waits for a client on TCP port 18515
+//   rnicperf write_lat 10.0.0.1        client
+//   rnicperf write_bw --loopback       both ends in this process
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "options.h"
+#include "rnicdv/device.h"
+#include "rnicdv/sim/sim.h"
+#include "session.h"
+
+namespace {
+
+using rnicdv::Status;
+using rnicperf::Options;
+
+int fail(const Status& st) {
+  std::fprintf(stderr, "rnicperf: %s\n", st.message().c_str());
+  return 1;
+}
+
+bool is_sim_name(const std::string& name, unsigned* index) {
+  if (name.size() <= 3 || name.compare(0, 3, "sim") != 0) return false;
+  unsigned v = 0;
+  for (size_t i = 3; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + static_cast<unsigned>(name[i] - '0');
+  }
+  *index = v;
+  return true;
+}
+
+// Both ends in one process: two simulated HCAs on a private in-process fabric (or on the
+// default fabric when $RNICDV_SIM_WIRE names one), or two QPs on one real device.
+int run_loopback(const Options& o, const std::string& device) {
+  auto channels = rnicperf::OobChannel::pair();
+  if (!channels) return fail(channels.status());
+  rnicperf::SessionSetup server, client;
+  server.options = client.options = o;
+  server.client = false;
+  server.quiet = true;
+  client.client = true;
+  server.channel = std::move(channels->first);
+  client.channel = std::move(channels->second);
+  server.device_name = client.device_name = device;
+  unsigned index = 0;
+  if (is_sim_name(device, &index)) {
+    client.device_name = "sim" + std::to_string(index + 1);
+    if (!std::getenv("RNICDV_SIM_WIRE")) {
+      rnicdv::sim::FabricConfig config;
+      config.mode = rnicdv::sim::ExecMode::threaded;
+      config.wire = rnicdv::sim::WireKind::inproc;
+      auto fabric = rnicdv::sim::Fabric::create(config);
+      if (!fabric) return fail(fabric.status());
+      server.device_options.fabric = client.device_options.fabric = fabric.value();
+    }
+  }
+  Status server_status;
+  std::thread server_thread([&] { server_status = rnicperf::run_session(server); });
+  Status client_status = rnicperf::run_session(client);
+  server_thread.join();
+  if (!client_status) return fail(client_status);
+  if (!server_status) return fail(Status(server_status).prepend("loopback server"));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  auto parsed = rnicperf::parse_options(argc, argv);
+  if (!parsed) return fail(parsed.status());
+  Options& o = parsed.value();
+  if (o.help) {
+    std::fputs(rnicperf::usage_text().c_str(), stdout);
+    return 0;
+  }
+  if (o.version) {
+    std::printf("rnicperf %s (perftest-compatible; rnicdv)\n", RNICPERF_VERSION);
+    return 0;
+  }
+  const std::string device = o.device.empty() ? rnicdv::Device::default_name() : o.device;
+  if (o.loopback) return run_loopback(o, device);
+
+  rnicperf::SessionSetup setup;
+  setup.options = o;
+  setup.client = !o.server.empty();
+  setup.device_name = device;
+  Status st = rnicperf::run_session(setup);
+  if (!st) return fail(st);
+  return 0;
+}

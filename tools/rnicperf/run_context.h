@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What a measurement loop works with, prepared before it starts so that the loop itself
+// allocates nothing, logs nothing and makes no syscall per iteration.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "clock.h"
+#include "endpoint.h"
+#include "oob_protocol.h"
+#include "options.h"
+
+namespace rnicperf {
+
+struct RunContext {
+  TestEndpoint& ep;
+  const Options& o;
+  const Clock& clock;
+  OobSession& oob;
+  uint64_t size = 0;
+  uint64_t iterations = 0;                    // per QP; unused in duration mode
+  std::vector<uint64_t>& tposted;             // sized before the loop
+  std::vector<uint64_t>& tcompleted;          // sized before the loop (bandwidth peak)
+  uint64_t stall_ticks = 0;                   // --timeout in clock ticks
+  std::atomic<uint64_t>* progress = nullptr;  // completed operations, for the reporter thread
+};
+
+// Duration mode (-D): warm-up margin, measured window, closing margin (perftest's states).
+struct DurationWindow {
+  uint64_t start = 0, sample_from = 0, sample_to = 0, end = 0;
+  static DurationWindow from(const Clock& c, uint64_t now, uint32_t duration_s, uint32_t margin_s) {
+    DurationWindow w;
+    w.start = now;
+    w.sample_from = now + static_cast<uint64_t>(c.ticks_per_sec() * margin_s);
+    w.sample_to = now + static_cast<uint64_t>(c.ticks_per_sec() * (duration_s - margin_s));
+    w.end = now + static_cast<uint64_t>(c.ticks_per_sec() * duration_s);
+    return w;
+  }
+};
+
+// Tracks the operations that fall inside the measured window.
+struct WindowCount {
+  enum class Phase : uint8_t { warmup, sampling, closing };
+  Phase phase = Phase::warmup;
+  uint64_t count_at_start = 0, count_at_end = 0;
+  uint64_t t_start = 0, t_end = 0;
+  // Called with each timestamp the loop takes anyway and the running count.
+  void observe(const DurationWindow& w, uint64_t now, uint64_t count) noexcept {
+    if (phase == Phase::warmup && now >= w.sample_from) [[unlikely]] {
+      phase = Phase::sampling;
+      count_at_start = count;
+      t_start = now;
+    } else if (phase == Phase::sampling && now >= w.sample_to) [[unlikely]] {
+      phase = Phase::closing;
+      count_at_end = count;
+      t_end = now;
+    }
+  }
+  uint64_t iterations() const noexcept { return count_at_end - count_at_start; }
+  uint64_t ticks() const noexcept { return t_end - t_start; }
+};
+
+// Bounds a busy wait: no clock read while work arrives; once idle, a clock read every 1024
+// empty polls, and false after `stall_ticks` without progress.
+class StallGuard {
+ public:
+  StallGuard(const Clock& clock, uint64_t stall_ticks) : clock_(clock), stall_(stall_ticks) {}
+  bool idle() noexcept {
+    if ((++spins_ & 1023) != 0) [[likely]]
+      return true;
+    uint64_t t = clock_.now();
+    if (since_ == 0) {
+      since_ = t;
+      return true;
+    }
+    return t - since_ < stall_;
+  }
+  void progressed() noexcept {
+    spins_ = 0;
+    since_ = 0;
+  }
+  // True roughly every 1024 empty polls: a chance for rare checks (end of -D, peer DONE).
+  bool checkpoint() const noexcept { return (spins_ & 1023) == 0; }
+
+ private:
+  const Clock& clock_;
+  uint64_t stall_;
+  uint64_t spins_ = 0;
+  uint64_t since_ = 0;
+};
+
+// Cold-path errors.
+rnicdv::Status completion_error(const char* test, const rnicdv::Completion& wc);
+rnicdv::Status post_error(const char* test, const char* what, uint32_t qpn, rnicdv::Errc e);
+rnicdv::Status stall_error(const char* test, const char* what, uint32_t timeout_s);
+
+}  // namespace rnicperf

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "session.h"
+
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "bandwidth_loops.h"
+#include "clock.h"
+#include "early_post.h"
+#include "endpoint.h"
+#include "latency_loops.h"
+#include "oob_protocol.h"
+#include "report.h"
+#include "report_json.h"
+#include "reporter.h"
+#include "run_context.h"
+#include "stats.h"
+
+namespace rnicperf {
+
+using rnicdv::Errc;
+using rnicdv::Status;
+
+namespace {
+
+// Barrier numbers: each step of the run has its own, so a lost step is caught.
+constexpr uint32_t kConnected = 1;
+constexpr uint32_t kSizeBase = 100;
+constexpr uint32_t kFinished = 0xfffffff0;
+
+std::vector<uint64_t> sizes_of(const Options& o) {
+  std::vector<uint64_t> sizes;
+  if (!o.all_sizes) {
+    sizes.push_back(o.size);
+    return sizes;
+  }
+  for (uint64_t s = 2; s <= o.sweep_max; s *= 2) sizes.push_back(s);
+  return sizes;
+}
+
+class Session {
+ public:
+  explicit Session(SessionSetup& setup) : s_(setup), o_(setup.options), clock_(Clock::get()) {}
+  Status run();
+  // Tells the peer why this side stops, so that it does not wait for a timeout.
+  void abort(const std::string& why) {
+    if (oob_) oob_->send_abort(why);
+  }
+
+ private:
+  Status connect_control();
+  Status run_size(RunContext& c, size_t index);
+  Status latency_size(RunContext& c);
+  Status bandwidth_size(RunContext& c);
+  void print(const std::string& text) {
+    if (s_.quiet) return;
+    std::fputs(text.c_str(), s_.out);
+    std::fflush(s_.out);
+  }
+  bool initiator() const { return s_.client || o_.bidirectional; }
+  // The peer waits on the control channel while this side measures.
+  bool peer_is_passive() const {
+    if (!s_.client || o_.bidirectional) return false;
+    if (o_.test.kind == Kind::latency)
+      return o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
+    return o_.test.verb != Verb::send;
+  }
+  bool this_is_passive() const {
+    if (s_.client || o_.bidirectional) return false;
+    if (o_.test.kind == Kind::latency)
+      return o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
+    return o_.test.verb != Verb::send;
+  }
+
+  SessionSetup& s_;
+  Options& o_;
+  const Clock& clock_;
+  std::unique_ptr<TestEndpoint> ep_;
+  std::unique_ptr<OobSession> oob_;
+  JsonReport json_;
+  HeaderInfo header_;
+  BwUnit unit_ = BwUnit::mib_per_sec;
+  std::vector<uint64_t> tposted_, tcompleted_, deltas_;
+  std::atomic<uint64_t> progress_{0};
+};
+
+Status Session::connect_control() {
+  const uint32_t timeout_ms = o_.timeout_s * 1000u;
+  if (s_.channel.valid()) {
+    oob_ = std::make_unique<OobSession>(std::move(s_.channel), s_.client, timeout_ms);
+    return Status::ok();
+  }
+  if (s_.client) {
+    auto ch = OobChannel::connect(o_.server, o_.port, timeout_ms);
+    if (!ch) return ch.status();
+    oob_ = std::make_unique<OobSession>(std::move(ch.value()), true, timeout_ms);
+    return Status::ok();
+  }
+  auto listener = OobListener::listen(o_.port);
+  if (!listener) return listener.status();
+  print(waiting_banner());
+  auto ch = listener->accept(timeout_ms);
+  if (!ch) return ch.status();
+  oob_ = std::make_unique<OobSession>(std::move(ch.value()), false, timeout_ms);
+  return Status::ok();
+}
+
+Status Session::run() {
+  if (!s_.quiet && !o_.cpu_freq_f) {
+    std::string warning = cpu_frequency_warning(read_cpuinfo());
+    if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
+  }
+  unit_ = o_.report_gbits ? BwUnit::gbit_per_sec : BwUnit::mib_per_sec;
+
+  EndpointConfig config{s_.device_name, s_.device_options};
+  auto ep = TestEndpoint::open(config);
+  if (!ep) return ep.status();
+  ep_ = std::move(ep.value());
+
+  if (Status st = connect_control(); !st) return st;
+  if (Status st = oob_->hello(); !st) return st;
+  TestParams remote;
+  uint32_t mtu = 0;
+  if (Status st = oob_->negotiate(params_from_options(o_, ep_->mtu_bytes(o_)), &remote, &mtu); !st)
+    return st;
+  if (!s_.client) o_.early_post = remote.early_post;  // the client chooses
+
+  const std::vector<uint64_t> sizes = sizes_of(o_);
+  const bool receives = o_.test.verb == Verb::send &&
+                        (o_.test.kind == Kind::latency || !s_.client || o_.bidirectional);
+  const uint32_t early_recvs = (!s_.client && o_.test.verb == Verb::send) ? 2 * o_.early_post : 0;
+  if (Status st = ep_->create(o_, sizes.back(), receives, early_recvs); !st) return st;
+
+  header_.test = o_.test;
+  header_.bidirectional = o_.bidirectional;
+  header_.initiator = initiator();
+  header_.server = !s_.client;
+  header_.num_qps = o_.num_qps;
+  header_.tx_depth = o_.tx_depth;
+  header_.post_list = o_.post_list;
+  header_.rx_depth = ep_->rx_depth();
+  header_.cq_mod = o_.cq_mod;
+  header_.mtu_bytes = mtu;
+  header_.rdma_cm = o_.rdma_cm;
+  header_.duration_mode = o_.duration_s > 0;
+  header_.clock = clock_.description();
+  ep_->describe(&header_);
+  if (s_.client && o_.early_post) {
+    header_.early_post =
+        std::to_string(o_.early_post) + (o_.test.verb == Verb::send ? " sends" : " writes") +
+        " in RTR (withheld " + rnicdv::early_post_name(ep_->qp(0).early_post()) + ")";
+  }
+  json_.set_header(header_, s_.client ? "client" : "server", unit_);
+  print(format_header(header_));
+
+  std::vector<PeerRecord> remote_records;
+  if (Status st = oob_->exchange_records(ep_->local_records(), &remote_records); !st) return st;
+  const bool early = o_.early_post > 0;
+  if (Status st = ep_->connect(remote_records, mtu, early && s_.client); !st) return st;
+  std::vector<AddressInfo> local_addr, remote_addr;
+  for (size_t i = 0; i < ep_->num_qps(); ++i) {
+    local_addr.push_back(ep_->local_address(i));
+    remote_addr.push_back(ep_->remote_address(i));
+    print(format_address("local", o_.test.verb, local_addr.back()));
+  }
+  for (const auto& a : remote_addr) print(format_address("remote", o_.test.verb, a));
+  json_.set_addresses(local_addr, remote_addr);
+  print(result_line());
+
+  // Sample storage, sized once for the largest run: nothing is allocated inside the loops.
+  const uint64_t total = o_.duration_s ? 0 : o_.iterations * o_.num_qps;
+  tposted_.assign(o_.test.kind == Kind::latency ? total : (o_.no_peak ? 0 : total), 0);
+  tcompleted_.assign(o_.test.kind == Kind::bandwidth && !o_.no_peak ? total : 0, 0);
+  deltas_.reserve(total);
+
+  RunContext base{*ep_,
+                  o_,
+                  clock_,
+                  *oob_,
+                  sizes.front(),
+                  o_.iterations,
+                  tposted_,
+                  tcompleted_,
+                  static_cast<uint64_t>(clock_.ticks_per_sec() * o_.timeout_s),
+                  &progress_};
+  EarlyPostResult early_result;
+  if (early) {
+    Status st = s_.client ? run_early_post_client(base, o_.early_post, &early_result)
+                          : run_early_post_server(base, o_.early_post);
+    if (!st) return st;
+  }
+  if (Status st = oob_->barrier(kConnected); !st) return st;
+
+  if (!this_is_passive() || o_.test.kind == Kind::bandwidth) {
+    if (o_.test.kind == Kind::latency)
+      print(o_.duration_s ? latency_duration_header() : latency_table_header());
+    else
+      print(bandwidth_table_header(unit_));
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    RunContext c = base;
+    c.size = sizes[i];
+    if (Status st = run_size(c, i); !st) return st;
+    if (o_.all_sizes && !s_.quiet)
+      std::fprintf(stderr, "rnicperf: %s: %llu bytes done (%zu/%zu)\n", test_name(o_.test),
+                   static_cast<unsigned long long>(sizes[i]), i + 1, sizes.size());
+  }
+  print(result_line());
+
+  if (early && s_.client) {
+    print(" Early post: " + std::to_string(o_.early_post) + " " + early_result.operation + "s of " +
+          std::to_string(sizes.front()) + " bytes; times from ESTABLISHED (RTS) / from the post\n");
+    print(early_post_table_header());
+    print(format_early_post_row(early_result.in_rtr));
+    print(format_early_post_row(early_result.after_rts));
+    print(result_line());
+    json_.set_early_post(early_result.in_rtr, early_result.after_rts, early_result.operation,
+                         sizes.front());
+  }
+
+  if (Status st = oob_->barrier(kFinished); !st) return st;
+  if (o_.out_json && !s_.quiet)
+    if (Status st = json_.write(o_.json_path); !st) return st;
+  return Status::ok();
+}
+
+Status Session::run_size(RunContext& c, size_t index) {
+  if (Status st = oob_->barrier(kSizeBase + static_cast<uint32_t>(index)); !st) return st;
+  progress_.store(0, std::memory_order_relaxed);
+  return o_.test.kind == Kind::latency ? latency_size(c) : bandwidth_size(c);
+}
+
+Status Session::latency_size(RunContext& c) {
+  const int rtt = rtt_factor(o_.test.verb);
+  if (this_is_passive()) {
+    uint64_t count = 0;
+    return oob_->recv_done(&count, 0);
+  }
+  LatencyRun run;
+  {
+    Reporter reporter(peer_is_passive() ? oob_.get() : nullptr,
+                      (o_.duration_s && !s_.quiet) ? std::string(test_name(o_.test)) : "",
+                      o_.duration_s, &progress_);
+    Status st;
+    switch (o_.test.verb) {
+      case Verb::write:
+        st = run_write_pingpong(c, s_.client, &run);
+        break;
+      case Verb::send:
+        st = run_send_pingpong(c, s_.client, &run);
+        break;
+      default:
+        st = run_one_sided_latency(c, &run);
+        break;
+    }
+    if (!st) return st;
+  }
+  const bool pingpong = o_.test.verb == Verb::write || o_.test.verb == Verb::send;
+  if (peer_is_passive() || (o_.duration_s && pingpong && s_.client)) {
+    if (Status st = oob_->send_done(run.posts); !st) return st;
+  } else if (o_.duration_s && pingpong) {
+    // The responder's loop ended on seeing the initiator's DONE; take it off the channel.
+    uint64_t count = 0;
+    if (Status st = oob_->recv_done(&count, 0); !st) return st;
+  }
+  if (o_.duration_s) {
+    auto r = compute_latency_duration(run.window.ticks(), clock_.ticks_per_us(), rtt, c.size,
+                                      run.window.iterations());
+    print(format_latency_duration_row(r));
+    json_.add(r);
+    return Status::ok();
+  }
+  const size_t n = c.iterations;
+  deltas_.resize(n - 1);
+  deltas_from_posts(std::span(tposted_.data(), n), deltas_);
+  std::optional<Histogram> hist;
+  if (o_.histogram) hist = make_histogram(deltas_, clock_.ticks_per_us(), rtt);
+  LatencyResult r = compute_latency(deltas_, clock_.ticks_per_us(), rtt, c.size, c.iterations);
+  print(format_latency_row(r));
+  json_.add(r, hist ? &*hist : nullptr);
+  if (hist) {
+    print(format_histogram(*hist, rtt));
+  }
+  return Status::ok();
+}
+
+Status Session::bandwidth_size(RunContext& c) {
+  if (this_is_passive()) {
+    uint64_t count = 0;
+    if (Status st = oob_->recv_done(&count, 0); !st) return st;
+    BandwidthResult r;
+    if (Status st = oob_->recv_bw(&r, 0); !st) return st;
+    print(format_bandwidth_row(r, unit_));
+    json_.add(r);
+    return Status::ok();
+  }
+  const bool sender = initiator();
+  const bool receiver = o_.test.verb == Verb::send && (!s_.client || o_.bidirectional);
+  BandwidthRun run;
+  {
+    Reporter reporter(peer_is_passive() ? oob_.get() : nullptr,
+                      (o_.duration_s && !s_.quiet) ? std::string(test_name(o_.test)) : "",
+                      o_.duration_s, &progress_);
+    if (Status st = run_bandwidth(c, sender, receiver, &run); !st) return st;
+  }
+  const uint64_t total = c.iterations * o_.num_qps;
+  BandwidthResult mine;
+  if (sender) {
+    if (o_.duration_s) {
+      mine = compute_bandwidth(c.size, run.tx_window.iterations(), run.tx_window.ticks(),
+                               clock_.ticks_per_sec(), unit_, 0);
+    } else {
+      uint64_t peak = 0;
+      if (!o_.no_peak)
+        peak =
+            best_ticks_per_message(std::span(tposted_.data(), total),
+                                   std::span(tcompleted_.data(), total), o_.post_list, o_.cq_mod);
+      mine = compute_bandwidth(c.size, total, run.t_last_completion - run.t_first_post,
+                               clock_.ticks_per_sec(), unit_, peak);
+    }
+  } else {
+    // A SEND receiver measures what arrives (perftest: no peak on the server side).
+    if (o_.duration_s)
+      mine = compute_bandwidth(c.size, run.rx_window.iterations(), run.rx_window.ticks(),
+                               clock_.ticks_per_sec(), unit_, 0);
+    else
+      mine = compute_bandwidth(c.size, run.received, run.t_last_recv - run.t_first_recv,
+                               clock_.ticks_per_sec(), unit_, 0);
+  }
+  BandwidthResult shown = mine;
+  if (o_.bidirectional) {
+    BandwidthResult theirs;
+    if (Status st = oob_->exchange_bw(mine, &theirs); !st) return st;
+    shown = sum(mine, theirs);
+  } else if (peer_is_passive()) {
+    if (Status st = oob_->send_done(run.sent); !st) return st;
+    if (Status st = oob_->send_bw(mine); !st) return st;
+  }
+  print(format_bandwidth_row(shown, unit_));
+  json_.add(shown);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_session(SessionSetup& setup) {
+  Session session(setup);
+  Status st = session.run();
+  if (!st) session.abort(st.message());
+  return st;
+}
+
+}  // namespace rnicperf

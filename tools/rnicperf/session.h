@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// One end of a run, from the control connection to the last table row: open the device,
+// connect the control channel, negotiate, create and connect the QPs, run every size, print
+// (and keep for JSON) the results.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "oob_channel.h"
+#include "options.h"
+#include "rnicdv/device.h"
+#include "rnicdv/status.h"
+
+namespace rnicperf {
+
+struct SessionSetup {
+  Options options;
+  bool client = false;
+  // Loopback: the channel is given (one end of a socketpair) and the server end is quiet.
+  bool quiet = false;
+  OobChannel channel;
+  std::string device_name;  // resolved
+  rnicdv::DeviceOptions device_options;
+  FILE* out = stdout;
+};
+
+rnicdv::Status run_session(SessionSetup& setup);
+
+}  // namespace rnicperf
