@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The backend-side connection manager: control path only.
+//
+// Two backends implement it: the IB CM of the simulated fabric (hw/sim/src/cm, CM MADs on QP1
+// over the simulated wire) and librdmacm for real devices (hw/mlx5/src/cm). The driver's
+// connection API (rnicdv/connection.h) sits on top and owns the QP: the backend never moves a
+// QP itself. It negotiates the QP's attributes and says, through qp_attr(), what to apply at
+// each step (as rdma_init_qp_attr does), so that the driver's move to RTS (and with it the
+// flush of work withheld in RTR) happens exactly where the IB CM flow puts it:
+//
+//   active:  connect() -> REQ ........ connect_response: RTR, RTS (flush), establish() -> RTU
+//   passive: connect_request: INIT, RTR, accept() -> REP ... established (RTU or COMM_EST): RTS
+//
+// Events are queued per object (listener or connection) and read on the caller's thread with
+// next_event(); event_fd() becomes readable when one may be pending (spurious wake-ups are
+// possible: next_event() then returns false). Every method is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rnicdv/hw/device.h"
+#include "rnicdv/status.h"
+
+namespace rnicdv::hw {
+
+// An IPv4 address and a CM port, host order. The CM port space (rdma_cm's RDMA_PS_TCP) is
+// independent of the UDP port the fabric uses; the address is the peer HCA's IPv4.
+struct CmAddress {
+  uint32_t ipv4 = 0;
+  uint16_t port = 0;
+  bool operator==(const CmAddress&) const = default;
+};
+std::string cm_address_string(const CmAddress& a);  // "127.0.0.3:7471"
+
+// Private data capacities (IBA 12.6, Tables 106-113; rdma_cm takes 36 bytes of the REQ's 92
+// for its cma_hdr, ib-cm.md §5).
+inline constexpr size_t kReqPrivateDataMax = 56;
+inline constexpr size_t kRepPrivateDataMax = 196;
+inline constexpr size_t kRejPrivateDataMax = 148;
+
+// IB CM REJ reason codes (IBA 12.6.7.2, Table 108; Linux ib_cm.h enum ib_cm_rej_reason).
+namespace reject_reason {
+inline constexpr uint16_t no_qp = 1;
+inline constexpr uint16_t no_resources = 3;
+inline constexpr uint16_t timeout = 4;
+inline constexpr uint16_t unsupported = 5;
+inline constexpr uint16_t invalid_comm_id = 6;
+inline constexpr uint16_t invalid_service_id = 8;  // nothing listens on that port
+inline constexpr uint16_t invalid_transport_type = 9;
+inline constexpr uint16_t stale_connection = 10;
+inline constexpr uint16_t invalid_mtu = 26;
+inline constexpr uint16_t insufficient_responder_resources = 27;
+inline constexpr uint16_t consumer_defined = 28;  // rdma_reject()
+inline constexpr uint16_t invalid_class_version = 31;
+}  // namespace reject_reason
+const char* reject_reason_name(uint16_t reason) noexcept;  // "invalid service ID", ...
+
+// What one side offers for its QP. The values on the wire (REQ, REP) and what the backend
+// derives from the peer's offer come back through CmConnection::qp_attr().
+struct CmQpOffer {
+  uint32_t qpn = 0;
+  Mtu path_mtu = Mtu::mtu4096;       // active side: capped by the device's active MTU
+  uint8_t responder_resources = 16;  // READ/atomic this side answers (max_dest_rd_atomic)
+  uint8_t initiator_depth = 16;      // READ/atomic this side issues (max_rd_atomic)
+  uint8_t retry_count = 7;           // transport retries the peer should use (3 bits)
+  uint8_t rnr_retry_count = 7;       // RNR retries the peer should use; 7 = infinite
+  uint8_t local_ack_timeout = 14;    // active side: 4.096 us * 2^t, both sides use it
+};
+
+struct CmConnectParams {
+  CmAddress remote;
+  CmQpOffer qp;
+  std::vector<uint8_t> private_data;  // at most kReqPrivateDataMax bytes
+  // Whole budget for the REQ stage. The REQ's CM response timeout is chosen so that
+  // max_cm_retries + 1 tries fit in it (IBA 12.7.27, ib-cm.md §3).
+  uint32_t timeout_ms = 10'000;
+  uint8_t max_cm_retries = 15;
+};
+
+struct CmAcceptParams {
+  CmQpOffer qp;                       // qpn, responder_resources, initiator_depth, rnr_retry_count
+  std::vector<uint8_t> private_data;  // at most kRepPrivateDataMax bytes
+};
+
+// The peer's offer as it arrived (REQ or REP fields).
+struct CmPeerOffer {
+  uint32_t qpn = 0;
+  uint32_t start_psn = 0;
+  Mtu path_mtu = Mtu::mtu1024;  // REQ only
+  uint8_t responder_resources = 0;
+  uint8_t initiator_depth = 0;
+  uint8_t retry_count = 0;  // REQ only
+  uint8_t rnr_retry_count = 0;
+  uint64_t ca_guid = 0;
+};
+
+enum class CmEventType : uint8_t {
+  // Listener: a REQ matched; `request` is the passive connection, in REQ_RCVD.
+  connect_request,
+  // Active: the REP arrived. The driver moves the QP to RTR and RTS, then calls establish().
+  connect_response,
+  // Passive: the RTU arrived, or a forwarded COMM_EST stood in for it. Exactly once.
+  established,
+  rejected,      // a REJ arrived; reject_reason and private_data
+  unreachable,   // nothing answered: REQ retries exhausted, or no route to the address
+  timeout,       // the peer answered but the handshake did not finish in time
+  disconnected,  // DREQ received (the DREP is sent), DREP received, or DREQ retries exhausted
+  error,         // a local failure; `detail` says what
+};
+const char* cm_event_type_name(CmEventType t) noexcept;  // "CONNECT_REQUEST", ...
+
+class CmConnection;
+
+struct CmEvent {
+  CmEventType type = CmEventType::error;
+  uint16_t reject_reason = 0;
+  // The message's private data field as received, whole (the wire carries no length): the 56
+  // consumer bytes of a REQ, 196 of a REP, 148 of a REJ; empty for other events.
+  std::vector<uint8_t> private_data;
+  CmPeerOffer peer;                       // connect_request, connect_response
+  CmAddress remote;                       // the peer's address and CM port
+  std::unique_ptr<CmConnection> request;  // connect_request only
+  std::string detail;                     // readable reason, e.g. "no REP after 16 REQ attempts"
+};
+
+class CmConnection {
+ public:
+  // Destroying a connection behaves as IB CM's destroy: a REJ while connecting, a DREQ when
+  // established. The backend keeps what it needs (TIMEWAIT, DREQ retries) on its own.
+  virtual ~CmConnection() = default;
+
+  virtual int event_fd() const = 0;
+  virtual bool next_event(CmEvent* out) = 0;
+
+  // Attributes for moving the QP to `target` (INIT, RTR or RTS), from what was negotiated,
+  // as rdma_init_qp_attr(): fills `attr` and sets `*mask` (qp_attr::*, including state).
+  virtual Status qp_attr(QpState target, QpAttr* attr, uint32_t* mask) const = 0;
+
+  // Passive, after connect_request and with the QP in RTR: sends the REP.
+  virtual Status accept(const CmAcceptParams& params) = 0;
+  // Either side before the connection is established: sends a REJ.
+  virtual Status reject(uint16_t reason, std::span<const uint8_t> private_data) = 0;
+  // Active, after connect_response and with the QP in RTS: sends the RTU (rdma_establish).
+  virtual Status establish() = 0;
+  // Passive: the QP raised COMM_EST. Treated as an RTU (rdma_notify, ib_cm_notify): the
+  // connection reports `established` once, whichever of the two comes first. Returns ok if
+  // the connection was already established.
+  virtual Status notify_comm_est() = 0;
+  // Sends a DREQ (or the DREP to a DREQ already received). `disconnected` follows.
+  virtual Status disconnect() = 0;
+
+  virtual CmAddress local_address() const = 0;
+  virtual CmAddress remote_address() const = 0;
+  // "cm 127.0.0.2:40001->127.0.0.3:7471", for error messages.
+  virtual std::string name() const = 0;
+};
+
+class CmListener {
+ public:
+  virtual ~CmListener() = default;  // stops listening; pending requests are rejected
+  virtual int event_fd() const = 0;
+  virtual bool next_event(CmEvent* out) = 0;  // connect_request events
+  virtual CmAddress address() const = 0;
+};
+
+class ConnectionManager {
+ public:
+  virtual ~ConnectionManager() = default;
+
+  // Listens on `local.port` of this device. `local.ipv4` is the device's address or 0 (any
+  // address of this device). Errors: address_in_use, invalid_argument (not this device's
+  // address).
+  virtual Result<std::unique_ptr<CmListener>> listen(const CmAddress& local) = 0;
+  // Sends a REQ to `params.remote`. Events follow on the returned connection.
+  virtual Result<std::unique_ptr<CmConnection>> connect(const CmConnectParams& params) = 0;
+  // The address connections from this device come from.
+  virtual uint32_t local_ipv4() const = 0;
+};
+
+}  // namespace rnicdv::hw

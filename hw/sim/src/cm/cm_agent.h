@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The IB CM of one simulated HCA: the communication-management state machine of IBA 12.9
+// (Linux drivers/infiniband/core/cm.c behaviour, summarised in ib-cm.md §3-4), independent of
+// how MADs travel. A MadPort carries MADs and timers; on the simulated fabric it is the
+// engine's GSI (QP1) and clock, in unit tests a fake.
+//
+// Threads. MADs and timers arrive on the engine thread (on_mad, on_timer); the API (listen,
+// connect, accept, ...) is called from application threads. One mutex guards all state. MADs
+// are collected while it is held and sent after it is released, and the port is never called
+// with it held, so the engine may hold its own locks while it calls in.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cm/event_queue.h"
+#include "cm/mad.h"
+#include "rnicdv/hw/cm.h"
+
+namespace rnicdv::sim::cm {
+
+// How CM MADs leave and how the agent is woken. The calls never re-enter the agent.
+class MadPort {
+ public:
+  virtual ~MadPort() = default;
+  // Sends one MAD as UD from QP1 to QP1 at `dst_ipv4` (Q_Key 0x80010000). Any thread.
+  virtual void send(uint32_t dst_ipv4, const MadBytes& mad) = 0;
+  // Makes CmAgent::on_timer() run on the engine thread at or after `at_ns` (fabric clock).
+  virtual void schedule(uint64_t at_ns) = 0;
+  virtual uint64_t now_ns() const = 0;
+};
+
+struct CmAgentConfig {
+  uint32_t ipv4 = 0;     // host order: the HCA's address, and the GIDs' IPv4
+  uint64_t ca_guid = 0;  // node GUID, sent as Local CA GUID
+  hw::Mtu max_mtu = hw::Mtu::mtu4096;
+  hw::Mtu active_mtu = hw::Mtu::mtu4096;
+  uint64_t seed = 1;        // communication IDs, TIDs, PSNs, ports: reproducible per seed
+  std::string device_name;  // for messages
+};
+
+// Counts of what the agent saw and did, for tests and dumps.
+struct CmCounters {
+  std::array<uint64_t, 0x1b> tx_by_attr{};  // indexed by attribute ID (0x10 REQ ... 0x16 DREP)
+  std::array<uint64_t, 0x1b> rx_by_attr{};
+  uint64_t rx_malformed = 0;  // not a CM MAD we can parse
+  uint64_t rx_unmatched = 0;  // matched no connection and was dropped
+  uint64_t dropped_by_test_hook = 0;
+  uint64_t duplicate_req_dropped = 0;
+  uint64_t rtu_resent = 0;   // duplicate REP answered with a new RTU
+  uint64_t retransmits = 0;  // REQ, REP, DREQ sent again by their timers
+  uint64_t unmatched_dreq_answered = 0;
+  uint64_t comm_est_established = 0;  // connections established by COMM_EST rather than RTU
+  uint64_t tx(AttrId a) const { return tx_by_attr[static_cast<size_t>(a)]; }
+  uint64_t rx(AttrId a) const { return rx_by_attr[static_cast<size_t>(a)]; }
+};
+
+class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_this<CmAgent> {
+ public:
+  // The CM states of IBA 12.9.6 that this agent uses (ib_cm.h enum ib_cm_state).
+  enum class State : uint8_t {
+    idle,
+    req_sent,
+    mra_req_rcvd,
+    req_rcvd,
+    rep_sent,
+    mra_rep_rcvd,
+    rep_rcvd,
+    established,
+    dreq_sent,
+    timewait,
+  };
+  static const char* state_name(State s) noexcept;
+
+  static std::shared_ptr<CmAgent> create(const CmAgentConfig& config, MadPort* port);
+  ~CmAgent() override;
+
+  // The port goes away (device destruction): waits for calls in flight, then every later
+  // operation fails with "device closed" and nothing more is sent.
+  void detach_port();
+
+  // ---- Engine thread ----------------------------------------------------------------------
+  void on_mad(uint32_t src_ipv4, std::span<const uint8_t> mad);
+  void on_timer();
+
+  // ---- hw::ConnectionManager -----------------------------------------------------------------
+  Result<std::unique_ptr<hw::CmListener>> listen(const hw::CmAddress& local) override;
+  Result<std::unique_ptr<hw::CmConnection>> connect(const hw::CmConnectParams& params) override;
+  uint32_t local_ipv4() const override { return config_.ipv4; }
+
+  // ---- Test hooks ---------------------------------------------------------------------------
+  // Drops the next `count` outgoing MADs of attribute `attr` (retransmissions included), as a
+  // lossy fabric would drop exactly those.
+  void drop_outgoing(AttrId attr, uint32_t count);
+  CmCounters counters() const;
+  size_t connection_count() const;  // records still held (including TIMEWAIT)
+  std::string dump() const;
+
+  // ---- Used by the connection and listener handles -----------------------------------------
+  Status accept(uint32_t id, const hw::CmAcceptParams& params);
+  Status reject(uint32_t id, uint16_t reason, std::span<const uint8_t> private_data);
+  Status establish(uint32_t id);
+  Status notify_comm_est(uint32_t id);
+  Status disconnect(uint32_t id);
+  Status qp_attr(uint32_t id, hw::QpState target, hw::QpAttr* attr, uint32_t* mask) const;
+  void destroy(uint32_t id);
+  void close_listener(uint16_t port);
+  Result<State> state_of(uint32_t id) const;
+
+  // The packet lifetime assumed for the REQ timer: 2 * 4.096 us * 2^8 ~ 2 ms per try on
+  // top of the CM response timeout. The simulated fabric has no path record to ask.
+  static constexpr uint8_t kPacketLifeTime = 8;
+
+ private:
+  struct Record;
+  struct Listener;
+  struct Outbox {
+    std::vector<std::pair<uint32_t, MadBytes>> mads;
+    uint64_t schedule = UINT64_MAX;  // wake-up to ask of the port
+  };
+  struct Timer {
+    uint64_t at;
+    uint32_t id;
+    bool operator>(const Timer& o) const { return at > o.at; }
+  };
+  enum class TimerKind : uint8_t { retry, deadline, timewait };
+
+  CmAgent(const CmAgentConfig& config, MadPort* port);
+
+  // Port access without holding mu_ across the call (see the header comment).
+  MadPort* acquire_port() const;
+  void release_port() const;
+  bool port_attached() const;
+  uint64_t now() const;
+  void flush(Outbox& out);
+
+  // Called with mu_ held.
+  Record* find(uint32_t id);
+  const Record* find(uint32_t id) const;
+  Record* find_by_remote(uint64_t guid, uint32_t remote_comm_id);
+  uint32_t allocate_comm_id();
+  uint64_t tid_for(uint32_t local_id) const;
+  void emit(Outbox& out, uint32_t dst, const MadBytes& mad);
+  MadBytes send(Outbox& out, uint32_t dst, uint64_t tid, CmBody body);
+  void arm(Record& r, TimerKind kind, uint64_t at);
+  void index_remote(Record& r);
+  void unindex_live(Record& r);    // leaves the stale-connection index
+  void unindex_remote(Record& r);  // leaves both indexes
+  void enter_timewait(Record& r, uint64_t now);
+  void finish(Record& r);  // back to idle; erased if no handle holds it
+  void erase(uint32_t id);
+  void post(Record& r, hw::CmEvent event);
+  void send_rej(Outbox& out, const Record& r, uint16_t reason, uint8_t message_rejected,
+                std::span<const uint8_t> private_data);
+  void send_rej_timeout(Outbox& out, const Record& r);
+  void send_dreq(Outbox& out, Record& r, uint64_t now);
+  void retransmit(Outbox& out, Record& r, uint64_t now);
+  void connect_deadline_expired(Outbox& out, Record& r);
+  void retry_expired(Outbox& out, Record& r, uint64_t now);
+  std::unique_ptr<hw::CmConnection> make_connection_handle(uint32_t id);
+
+  // Inbound, one per message (mu_ held).
+  void on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m, uint64_t now);
+  void on_rep(Outbox& out, uint32_t src, const MadHeader& hdr, const RepMsg& m);
+  void on_rtu(const RtuMsg& m);
+  void on_rej(const RejMsg& m, uint64_t now);
+  void on_mra(const MraMsg& m, uint64_t now);
+  void on_dreq(Outbox& out, uint32_t src, const MadHeader& hdr, const DreqMsg& m, uint64_t now);
+  void on_drep(const DrepMsg& m, uint64_t now);
+  void on_timer_for(Outbox& out, Record& r, uint64_t now);
+  void reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
+                  uint16_t reason);
+
+  const CmAgentConfig config_;
+  const uint32_t hi_tid_;
+
+  mutable std::mutex port_mu_;
+  mutable std::condition_variable port_idle_;
+  MadPort* port_;
+  mutable int port_users_ = 0;
+
+  mutable std::mutex mu_;
+  std::mt19937_64 rng_;
+  uint32_t next_comm_id_;
+  uint32_t comm_id_mask_;
+  std::unordered_map<uint32_t, std::unique_ptr<Record>> records_;
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_id_;   // (guid, remote comm ID)
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_qpn_;  // (guid, remote QPN)
+  std::map<uint16_t, std::unique_ptr<Listener>> listeners_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  uint64_t scheduled_at_ = UINT64_MAX;  // earliest wake-up asked of the port
+  uint64_t wake_request_ = UINT64_MAX;  // a new earliest wake-up, not yet asked
+  std::array<uint32_t, 0x1b> drop_next_{};
+  CmCounters counters_;
+};
+
+}  // namespace rnicdv::sim::cm

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "cm/cm_handles.h"
+
+#include "cm/cm_record.h"
+
+namespace rnicdv::sim::cm {
+
+SimCmConnection::SimCmConnection(std::shared_ptr<CmAgent> agent, uint32_t id,
+                                 std::shared_ptr<CmEventQueue> events, hw::CmAddress local,
+                                 hw::CmAddress remote)
+    : agent_(std::move(agent)),
+      id_(id),
+      events_(std::move(events)),
+      local_(local),
+      remote_(remote) {}
+
+SimCmConnection::~SimCmConnection() {
+  agent_->destroy(id_);
+}
+
+Status SimCmConnection::qp_attr(hw::QpState target, hw::QpAttr* attr, uint32_t* mask) const {
+  return agent_->qp_attr(id_, target, attr, mask);
+}
+
+Status SimCmConnection::accept(const hw::CmAcceptParams& params) {
+  return agent_->accept(id_, params);
+}
+
+Status SimCmConnection::reject(uint16_t reason, std::span<const uint8_t> private_data) {
+  return agent_->reject(id_, reason, private_data);
+}
+
+Status SimCmConnection::establish() {
+  return agent_->establish(id_);
+}
+Status SimCmConnection::notify_comm_est() {
+  return agent_->notify_comm_est(id_);
+}
+Status SimCmConnection::disconnect() {
+  return agent_->disconnect(id_);
+}
+std::string SimCmConnection::name() const {
+  return connection_name(local_, remote_);
+}
+
+SimCmListener::SimCmListener(std::shared_ptr<CmAgent> agent, hw::CmAddress address,
+                             std::shared_ptr<CmEventQueue> events)
+    : agent_(std::move(agent)), address_(address), events_(std::move(events)) {}
+
+SimCmListener::~SimCmListener() {
+  agent_->close_listener(address_.port);
+  // Requests nobody took are rejected as their handles go (REJ 28): drain them here, outside
+  // any lock of the agent.
+  hw::CmEvent ev;
+  while (events_->pop(&ev)) ev.request.reset();
+}
+
+}  // namespace rnicdv::sim::cm

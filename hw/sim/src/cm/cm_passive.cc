@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The passive side: the REQ (matching, duplicates, stale connections), the REP and its retries,
+// the RTU, and COMM_EST standing in for a lost RTU (IBA 12.9.5-12.9.6; Linux cm.c
+// cm_req_handler, cm_match_req, ib_send_cm_rep, cm_rtu_handler, cm_establish).
+#include <algorithm>
+#include <cstring>
+
+#include "cm/cm_agent.h"
+#include "cm/cm_record.h"
+
+namespace rnicdv::sim::cm {
+
+void CmAgent::reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
+                         uint16_t reason) {
+  // A REJ answering a REQ that has no connection of ours: Local Comm ID 0, Remote Comm ID =
+  // the requester's, Message REJected = REQ, the REQ's TID (Linux cm_issue_rej).
+  RejMsg rej;
+  rej.local_comm_id = 0;
+  rej.remote_comm_id = m.local_comm_id;
+  rej.message_rejected = 0;
+  rej.reason = reason;
+  send(out, src, hdr.tid, rej);
+}
+
+void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
+                     uint64_t now_ns) {
+  // A duplicate: the same (remote CA GUID, remote Comm ID) is known. Whatever its state, the
+  // answer is already under way (REP retries) or was given; drop it (Linux cm_dup_req_handler).
+  if (find_by_remote(m.local_ca_guid, m.local_comm_id)) {
+    ++counters_.duplicate_req_dropped;
+    return;
+  }
+  if (m.transport_type != 0 || m.extended_transport_type != 0) {
+    reject_req(out, src, hdr, m, hw::reject_reason::invalid_transport_type);
+    return;
+  }
+  if (!is_rdma_tcp_service(m.service_id)) {
+    reject_req(out, src, hdr, m, hw::reject_reason::invalid_service_id);
+    return;
+  }
+  const auto port = static_cast<uint16_t>(m.service_id & 0xffff);
+  auto lit = listeners_.find(port);
+  if (lit == listeners_.end()) {
+    reject_req(out, src, hdr, m, hw::reject_reason::invalid_service_id);
+    return;
+  }
+  Listener& listener = *lit->second;
+  Result<CmaHeader> cma = decode_cma_header(std::span(m.private_data).first(kCmaHeaderSize));
+  if (!cma) {
+    reject_req(out, src, hdr, m, hw::reject_reason::unsupported);
+    return;
+  }
+  if (listener.bound_ipv4 != 0 && cma->dst_ipv4 != listener.bound_ipv4) {
+    reject_req(out, src, hdr, m, hw::reject_reason::invalid_service_id);
+    return;
+  }
+  if (m.path_mtu < 1 || m.path_mtu > static_cast<uint8_t>(config_.max_mtu)) {
+    reject_req(out, src, hdr, m, hw::reject_reason::invalid_mtu);
+    return;
+  }
+  if (m.local_qpn == 0) {
+    reject_req(out, src, hdr, m, hw::reject_reason::no_qp);
+    return;
+  }
+  // A stale connection: the peer's (CA GUID, QPN) is still bound to a live connection of
+  // ours, so the peer lost it. Reject the new REQ and tear the old one down (Linux
+  // cm_match_req: REJ 10, then a DREQ on the old connection).
+  if (auto it = by_remote_qpn_.find({m.local_ca_guid, m.local_qpn}); it != by_remote_qpn_.end()) {
+    reject_req(out, src, hdr, m, hw::reject_reason::stale_connection);
+    if (Record* old = find(it->second); old && old->state == State::established) {
+      send_dreq(out, *old, now_ns);
+      hw::CmEvent ev;
+      ev.type = hw::CmEventType::disconnected;
+      ev.detail = "the peer reused its QPN for a new connection (stale connection)";
+      post(*old, std::move(ev));
+    }
+    return;
+  }
+  auto queue = CmEventQueue::create();
+  if (!queue) {
+    reject_req(out, src, hdr, m, hw::reject_reason::no_resources);
+    return;
+  }
+
+  auto rec = std::make_unique<Record>();
+  Record& r = *rec;
+  r.local_id = allocate_comm_id();
+  r.remote_id = m.local_comm_id;
+  r.active = false;
+  r.tid = hdr.tid;
+  r.local = {config_.ipv4, port};
+  r.remote = {src, cma->src_port};
+  r.remote_guid = m.local_ca_guid;
+  r.name = connection_name(r.local, r.remote);
+  r.remote_qpn = m.local_qpn;
+  r.rq_psn = m.starting_psn;
+  r.mtu = static_cast<hw::Mtu>(m.path_mtu);
+  r.responder_resources = m.initiator_depth;  // swapped, bounded again at accept
+  r.initiator_depth = m.responder_resources;
+  // The passive QP uses the requester's retry counts and ACK timeout (Linux
+  // cm_init_qp_rts_attr with the values cm_req_handler stored).
+  r.retry_count = m.retry_count;
+  r.rnr_retry_count = m.rnr_retry_count;
+  r.local_ack_timeout = m.primary_local_ack_timeout;
+  r.cm_response_timeout = m.local_cm_response_timeout;
+  r.max_cm_retries = m.max_cm_retries;
+  // Each REP try waits the requester's Local CM Response Timeout (IBA 12.7.28).
+  r.retry_interval_ns = cm_time_ns(m.local_cm_response_timeout);
+  r.peer = hw::CmPeerOffer{m.local_qpn,           m.starting_psn,    r.mtu,
+                           m.responder_resources, m.initiator_depth, m.retry_count,
+                           m.rnr_retry_count,     m.local_ca_guid};
+  r.events = std::move(queue.value());
+  r.state = State::req_rcvd;
+  const uint32_t id = r.local_id;
+  records_.emplace(id, std::move(rec));
+  Record& stored = *find(id);
+  index_remote(stored);
+
+  hw::CmEvent ev;
+  ev.type = hw::CmEventType::connect_request;
+  ev.remote = stored.remote;
+  ev.peer = stored.peer;
+  ev.private_data.assign(m.private_data.begin() + kCmaHeaderSize, m.private_data.end());
+  ev.detail = "REQ received";
+  ev.request = make_connection_handle(id);
+  listener.events->push(std::move(ev));
+}
+
+Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
+  const uint64_t t = now();
+  Outbox out;
+  {
+    std::lock_guard lock(mu_);
+    Record* r = find(id);
+    if (!r) return Status::error(Errc::not_found, "cm connection 0x%08x is gone", id);
+    if (r->active || r->state != State::req_rcvd) {
+      const bool withdrawn = !r->active && r->state == State::idle;
+      return Status::error(
+          withdrawn ? Errc::rejected : Errc::bad_state, "%s: accept: %s", r->name.c_str(),
+          withdrawn
+              ? "the peer withdrew its request"
+              : (std::string("no request to answer (state ") + state_name(r->state) + ")").c_str());
+    }
+    if (p.private_data.size() > hw::kRepPrivateDataMax)
+      return Status::error(Errc::invalid_argument,
+                           "%s: accept: %zu bytes of private data, a REP carries at most %zu",
+                           r->name.c_str(), p.private_data.size(), hw::kRepPrivateDataMax);
+    if (p.qp.qpn == 0 || p.qp.qpn > 0xffffff)
+      return Status::error(Errc::invalid_argument, "%s: accept: QPN 0x%x is not a valid RC QPN",
+                           r->name.c_str(), p.qp.qpn);
+    if (!port_attached())
+      return Status::error(Errc::disconnected, "%s: accept: device %s is closed", r->name.c_str(),
+                           config_.device_name.c_str());
+    r->local_qpn = p.qp.qpn;
+    r->sq_psn = static_cast<uint32_t>(rng_()) & 0xffffff;
+    // Never answer more READ/atomics than offered, nor issue more than the peer answers.
+    r->responder_resources = std::min(r->responder_resources, p.qp.responder_resources);
+    r->initiator_depth = std::min(r->initiator_depth, p.qp.initiator_depth);
+
+    RepMsg rep;
+    rep.local_comm_id = r->local_id;
+    rep.remote_comm_id = r->remote_id;
+    rep.local_qkey = 0;
+    rep.local_qpn = r->local_qpn;
+    rep.starting_psn = r->sq_psn;
+    rep.responder_resources = r->responder_resources;
+    rep.initiator_depth = r->initiator_depth;
+    rep.target_ack_delay = 0;
+    rep.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
+    rep.local_ca_guid = config_.ca_guid;
+    std::memcpy(rep.private_data.data(), p.private_data.data(), p.private_data.size());
+    r->pending = send(out, r->remote.ipv4, r->tid, rep);
+    r->tries_left = r->max_cm_retries;
+    r->state = State::rep_sent;
+    arm(*r, TimerKind::retry, t + r->retry_interval_ns);
+    out.schedule = std::exchange(wake_request_, UINT64_MAX);
+  }
+  flush(out);
+  return Status::ok();
+}
+
+void CmAgent::on_rtu(const RtuMsg& m) {
+  Record* r = find(m.remote_comm_id);
+  if (!r || r->active || r->remote_id != m.local_comm_id ||
+      (r->state != State::rep_sent && r->state != State::mra_rep_rcvd)) {
+    ++counters_.rx_unmatched;  // late or duplicate (COMM_EST got there first): drop
+    return;
+  }
+  r->retry_at = 0;
+  r->state = State::established;
+  hw::CmEvent ev;
+  ev.type = hw::CmEventType::established;
+  ev.detail = "RTU received";
+  post(*r, std::move(ev));
+}
+
+Status CmAgent::notify_comm_est(uint32_t id) {
+  std::lock_guard lock(mu_);
+  Record* r = find(id);
+  if (!r) return Status::error(Errc::not_found, "cm connection 0x%08x is gone", id);
+  switch (r->state) {
+    case State::rep_sent:
+    case State::mra_rep_rcvd: {
+      // COMM_EST stands in for the RTU: established once, REP retries stop (ib_cm_notify,
+      // IBA 12.9.6 "ESTABLISHED on any receive in RTR").
+      r->retry_at = 0;
+      r->state = State::established;
+      ++counters_.comm_est_established;
+      hw::CmEvent ev;
+      ev.type = hw::CmEventType::established;
+      ev.detail = "COMM_EST (first request received in RTR)";
+      post(*r, std::move(ev));
+      return Status::ok();
+    }
+    case State::established:
+    case State::dreq_sent:
+    case State::timewait:
+      return Status::ok();  // the RTU got there first (EISCONN), or it is already closing
+    default:
+      return Status::error(Errc::bad_state, "%s: COMM_EST in state %s", r->name.c_str(),
+                           state_name(r->state));
+  }
+}
+
+}  // namespace rnicdv::sim::cm

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The agent's per-connection and per-listener state (private to the cm_*.cc files).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cm/cm_agent.h"
+
+namespace rnicdv::sim::cm {
+
+struct CmAgent::Record {
+  uint32_t local_id = 0;
+  uint32_t remote_id = 0;  // 0 until the peer's REQ or REP told it
+  bool active = false;     // this side sent the REQ
+  State state = State::idle;
+  uint64_t tid = 0;  // the REQ's TID; REP, RTU, MRA and REJ echo it
+  hw::CmAddress local;
+  hw::CmAddress remote;
+  uint64_t remote_guid = 0;
+
+  // Negotiated QP attributes (what this side's QP uses).
+  uint32_t local_qpn = 0;
+  uint32_t remote_qpn = 0;
+  uint32_t sq_psn = 0;  // this side's starting PSN
+  uint32_t rq_psn = 0;  // the peer's starting PSN
+  hw::Mtu mtu = hw::Mtu::mtu1024;
+  uint8_t responder_resources = 0;  // max_dest_rd_atomic
+  uint8_t initiator_depth = 0;      // max_rd_atomic
+  uint8_t retry_count = 7;
+  uint8_t rnr_retry_count = 7;
+  uint8_t local_ack_timeout = 14;
+  hw::CmPeerOffer peer;  // the peer's REQ or REP as received
+
+  // CM timers (IBA 12.7.27-12.7.30, ib-cm.md §3).
+  uint8_t cm_response_timeout = 0;  // this connection's CM response timeout (REQ field)
+  uint8_t max_cm_retries = 0;
+  uint64_t retry_interval_ns = 0;
+  uint32_t tries_left = 0;
+  uint64_t retry_at = 0;     // 0: not armed
+  uint64_t deadline_at = 0;  // active: end of the connect budget
+  uint64_t timewait_at = 0;
+  uint32_t connect_timeout_ms = 0;
+  MadBytes pending{};  // the REQ, REP or DREQ being retried
+  bool has_rtu = false;
+  MadBytes rtu{};  // sent again for a duplicate REP
+
+  bool handle_alive = false;  // a CmConnection (or a queued connect_request) refers to it
+  bool indexed_id = false;    // in by_remote_id_
+  bool indexed_qpn = false;   // in by_remote_qpn_
+  std::shared_ptr<CmEventQueue> events;
+  std::string name;  // "cm 127.0.0.2:40001->127.0.0.3:7471"
+};
+
+struct CmAgent::Listener {
+  uint16_t port = 0;
+  uint32_t bound_ipv4 = 0;  // 0: any address of this device
+  std::shared_ptr<CmEventQueue> events;
+};
+
+std::string connection_name(const hw::CmAddress& local, const hw::CmAddress& remote);
+
+}  // namespace rnicdv::sim::cm

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// IB CM messages as 256-byte MADs: encoding and a parser that trusts nothing.
+//
+// Layouts: the MAD common header (IBA 13.4.2), the CM messages of IBA 12.6 (REQ Table 106,
+// MRA 107, REJ 108, REP 110, RTU 111, DREQ 112, DREP 113), checked against Linux
+// include/rdma/ibta_vol1_c12.h and summarised in ib-cm.md §1-2. Every field is big-endian;
+// sub-byte fields are masks on their byte, bits numbered MSB first. Reserved bits are written
+// as zero and ignored on receipt. The alternate path of a REQ is unused over RoCE: written as
+// zeros, not decoded.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <variant>
+
+#include "rnicdv/status.h"
+
+namespace rnicdv::sim::cm {
+
+inline constexpr size_t kMadSize = 256;       // IB_MGMT_MAD_SIZE
+inline constexpr size_t kMadHeaderSize = 24;  // IB_MGMT_MAD_HDR
+inline constexpr size_t kMadDataSize = 232;   // IB_MGMT_MAD_DATA
+
+inline constexpr uint8_t kBaseVersion = 1;
+inline constexpr uint8_t kMgmtClassCm = 0x07;     // IB_MGMT_CLASS_CM
+inline constexpr uint8_t kCmClassVersion = 2;     // IB_CM_CLASS_VERSION
+inline constexpr uint8_t kMethodSend = 0x03;      // every CM message (IBA 12.6.1)
+inline constexpr uint32_t kQp1Qkey = 0x80010000;  // IB_QP1_QKEY (IBA 13.5.1)
+
+// CM attribute IDs (IBA 12.6.2, Table 104).
+enum class AttrId : uint16_t {
+  class_port_info = 0x0001,
+  req = 0x0010,
+  mra = 0x0011,
+  rej = 0x0012,
+  rep = 0x0013,
+  rtu = 0x0014,
+  dreq = 0x0015,
+  drep = 0x0016,
+  sidr_req = 0x0017,
+  sidr_rep = 0x0018,
+  lap = 0x0019,
+  apr = 0x001a,
+};
+const char* attr_name(uint16_t attr_id) noexcept;  // "REQ", "REP", ... or "attribute"
+
+// Private data sizes per message (IBA 12.6).
+inline constexpr size_t kReqPrivate = 92;
+inline constexpr size_t kMraPrivate = 222;
+inline constexpr size_t kRejPrivate = 148;
+inline constexpr size_t kRejAriMax = 72;
+inline constexpr size_t kRepPrivate = 196;
+inline constexpr size_t kRtuPrivate = 224;
+inline constexpr size_t kDreqPrivate = 220;
+inline constexpr size_t kDrepPrivate = 224;
+
+using GidBytes = std::array<uint8_t, 16>;
+
+struct MadHeader {
+  uint8_t base_version = kBaseVersion;
+  uint8_t mgmt_class = kMgmtClassCm;
+  uint8_t class_version = kCmClassVersion;
+  uint8_t method = kMethodSend;
+  uint16_t status = 0;
+  uint16_t class_specific = 0;
+  uint64_t tid = 0;
+  uint16_t attr_id = 0;
+  uint32_t attr_mod = 0;
+  bool operator==(const MadHeader&) const = default;
+};
+
+struct ReqMsg {
+  uint32_t local_comm_id = 0;
+  uint64_t service_id = 0;
+  uint64_t local_ca_guid = 0;
+  uint32_t local_qkey = 0;
+  uint32_t local_qpn = 0;  // 24 bits
+  uint8_t responder_resources = 0;
+  uint32_t local_eecn = 0;  // 24 bits
+  uint8_t initiator_depth = 0;
+  uint32_t remote_eecn = 0;                // 24 bits
+  uint8_t remote_cm_response_timeout = 0;  // 5 bits
+  uint8_t transport_type = 0;              // 2 bits: 0 RC, 1 UC, 2 RD, 3 extended
+  bool e2e_flow_control = false;
+  uint32_t starting_psn = 0;              // 24 bits
+  uint8_t local_cm_response_timeout = 0;  // 5 bits
+  uint8_t retry_count = 0;                // 3 bits
+  uint16_t pkey = 0xffff;
+  uint8_t path_mtu = 0;  // 4 bits, IB MTU code
+  bool rdc_exists = false;
+  uint8_t rnr_retry_count = 0;  // 3 bits
+  uint8_t max_cm_retries = 0;   // 4 bits
+  bool srq = false;
+  uint8_t extended_transport_type = 0;  // 3 bits
+  uint16_t primary_local_lid = 0;
+  uint16_t primary_remote_lid = 0;
+  GidBytes primary_local_gid{};
+  GidBytes primary_remote_gid{};
+  uint32_t primary_flow_label = 0;  // 20 bits
+  uint8_t primary_packet_rate = 0;  // 6 bits
+  uint8_t primary_traffic_class = 0;
+  uint8_t primary_hop_limit = 0;
+  uint8_t primary_sl = 0;  // 4 bits
+  bool primary_subnet_local = false;
+  uint8_t primary_local_ack_timeout = 0;  // 5 bits
+  std::array<uint8_t, kReqPrivate> private_data{};
+  bool operator==(const ReqMsg&) const = default;
+};
+
+struct MraMsg {
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  uint8_t message_mraed = 0;    // 2 bits: 0 REQ, 1 REP, 2 LAP
+  uint8_t service_timeout = 0;  // 5 bits
+  std::array<uint8_t, kMraPrivate> private_data{};
+  bool operator==(const MraMsg&) const = default;
+};
+
+struct RejMsg {
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  uint8_t message_rejected = 0;    // 2 bits: 0 REQ, 1 REP, 2 other
+  uint8_t reject_info_length = 0;  // 7 bits, at most kRejAriMax
+  uint16_t reason = 0;
+  std::array<uint8_t, kRejAriMax> ari{};
+  std::array<uint8_t, kRejPrivate> private_data{};
+  bool operator==(const RejMsg&) const = default;
+};
+
+struct RepMsg {
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  uint32_t local_qkey = 0;
+  uint32_t local_qpn = 0;     // 24 bits
+  uint32_t local_eecn = 0;    // 24 bits
+  uint32_t starting_psn = 0;  // 24 bits
+  uint8_t responder_resources = 0;
+  uint8_t initiator_depth = 0;
+  uint8_t target_ack_delay = 0;   // 5 bits
+  uint8_t failover_accepted = 0;  // 2 bits
+  bool e2e_flow_control = false;
+  uint8_t rnr_retry_count = 0;  // 3 bits
+  bool srq = false;
+  uint64_t local_ca_guid = 0;
+  std::array<uint8_t, kRepPrivate> private_data{};
+  bool operator==(const RepMsg&) const = default;
+};
+
+struct RtuMsg {
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  std::array<uint8_t, kRtuPrivate> private_data{};
+  bool operator==(const RtuMsg&) const = default;
+};
+
+struct DreqMsg {
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  uint32_t remote_qpn = 0;  // 24 bits: the receiver's QPN
+  std::array<uint8_t, kDreqPrivate> private_data{};
+  bool operator==(const DreqMsg&) const = default;
+};
+
+struct DrepMsg {
+  uint32_t local_comm_id = 0;
+  uint32_t remote_comm_id = 0;
+  std::array<uint8_t, kDrepPrivate> private_data{};
+  bool operator==(const DrepMsg&) const = default;
+};
+
+using CmBody = std::variant<ReqMsg, MraMsg, RejMsg, RepMsg, RtuMsg, DreqMsg, DrepMsg>;
+
+struct CmMad {
+  MadHeader header;  // attr_id follows the body on encode
+  CmBody body;
+};
+
+using MadBytes = std::array<uint8_t, kMadSize>;
+
+// Encodes the header (with attr_id set from the body) and the message.
+MadBytes encode_cm_mad(const CmMad& mad) noexcept;
+
+// Parses one received MAD. Accepts exactly 256 bytes of base version 1, class CM (0x07),
+// class version 2, method Send and one of REQ, MRA, REJ, REP, RTU, DREQ, DREP; anything else
+// is an error naming what was wrong ("MAD of 100 bytes, expected 256"). Never reads outside
+// `bytes`, whatever they hold: this is the fuzzing entry point for the CM.
+Result<CmMad> decode_cm_mad(std::span<const uint8_t> bytes);
+
+// rdma_cm's header at the start of a REQ's private data (IBA Annex A11, ib-cm.md §5).
+inline constexpr size_t kCmaHeaderSize = 36;
+inline constexpr uint64_t kRdmaPsTcpServicePrefix = 0x0000000001060000ull;  // RDMA_PS_TCP << 16
+
+struct CmaHeader {
+  uint8_t version = 0;     // cma_version: 0
+  uint8_t ip_version = 4;  // high nibble of byte 1
+  uint16_t src_port = 0;   // the active side's port
+  uint32_t src_ipv4 = 0;   // host order
+  uint32_t dst_ipv4 = 0;
+  bool operator==(const CmaHeader&) const = default;
+};
+
+void encode_cma_header(const CmaHeader& h, uint8_t* out36) noexcept;
+// Version 0 and IPv4 only; errors say which field was wrong.
+Result<CmaHeader> decode_cma_header(std::span<const uint8_t> bytes);
+
+constexpr uint64_t service_id_for_port(uint16_t port) noexcept {
+  return kRdmaPsTcpServicePrefix | port;
+}
+constexpr bool is_rdma_tcp_service(uint64_t service_id) noexcept {
+  return (service_id & ~uint64_t{0xffff}) == kRdmaPsTcpServicePrefix;
+}
+
+// IPv4-mapped GID ::ffff:a.b.c.d (rdma_ip2gid).
+GidBytes ipv4_gid(uint32_t ipv4) noexcept;
+
+// CM and ACK time encoding: 4.096 us * 2^t (IBA 12.7.29), in nanoseconds; t above 31 is
+// clamped to 31.
+constexpr uint64_t cm_time_ns(uint8_t t) noexcept {
+  return 4096ull << (t > 31 ? 31 : t);
+}
+
+}  // namespace rnicdv::sim::cm

@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The IB CM state machine between two agents on a deterministic MAD fabric: the handshake,
+// negotiation, losses at every step, rejects, teardown, duplicates, stale connections and
+// hostile MADs (IBA 12.9; ib-cm.md §3-4).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+
+#include "cm/cm_agent.h"
+#include "cm/mad.h"
+#include "fake_mad_fabric.h"
+
+using namespace rnicdv;
+using namespace rnicdv::sim::cm;
+using rnicdv::test::FakeMadFabric;
+
+namespace {
+
+constexpr uint32_t kA = 0x7f000002;  // 127.0.0.2: the active side
+constexpr uint32_t kB = 0x7f000003;  // 127.0.0.3: the passive side
+constexpr uint16_t kPort = 7471;
+
+struct Pair {
+  FakeMadFabric fab;
+  std::shared_ptr<CmAgent> a = fab.add(kA, 0xa0a0a0a0a0a0a0a0ull);
+  std::shared_ptr<CmAgent> b = fab.add(kB, 0xb0b0b0b0b0b0b0b0ull);
+};
+
+hw::CmConnectParams connect_params(uint32_t qpn = 0x111, uint32_t timeout_ms = 2000) {
+  hw::CmConnectParams p;
+  p.remote = {kB, kPort};
+  p.qp.qpn = qpn;
+  p.qp.responder_resources = 8;
+  p.qp.initiator_depth = 4;
+  p.qp.retry_count = 5;
+  p.qp.rnr_retry_count = 6;
+  p.qp.local_ack_timeout = 12;
+  p.qp.path_mtu = hw::Mtu::mtu2048;
+  p.private_data = {'h', 'e', 'l', 'l', 'o'};
+  p.timeout_ms = timeout_ms;
+  return p;
+}
+
+hw::CmAcceptParams accept_params(uint32_t qpn = 0x222) {
+  hw::CmAcceptParams p;
+  p.qp.qpn = qpn;
+  p.qp.responder_resources = 2;
+  p.qp.initiator_depth = 16;
+  p.qp.rnr_retry_count = 3;
+  p.private_data = {'w', 'e', 'l', 'c', 'o', 'm', 'e'};
+  return p;
+}
+
+template <class Source>
+hw::CmEvent wait_event(FakeMadFabric& fab, Source& src, uint64_t limit_ns = 600'000'000'000ull) {
+  hw::CmEvent ev;
+  bool got = fab.run_until([&] { return src.next_event(&ev); }, limit_ns);
+  INFO("no event arrived");
+  REQUIRE(got);
+  return ev;
+}
+
+template <class Source>
+bool has_event(Source& src) {
+  hw::CmEvent ev;
+  return src.next_event(&ev);
+}
+
+size_t count_sent(const FakeMadFabric& fab, AttrId attr, uint32_t src) {
+  size_t n = 0;
+  for (const auto& s : fab.log())
+    if (s.src == src && ((s.mad[16] << 8) | s.mad[17]) == static_cast<int>(attr)) ++n;
+  return n;
+}
+
+// A full handshake: returns {active, passive} connections, both established.
+struct Connected {
+  std::unique_ptr<hw::CmListener> listener;
+  std::unique_ptr<hw::CmConnection> active;
+  std::unique_ptr<hw::CmConnection> passive;
+};
+
+Connected handshake(Pair& p) {
+  Connected c;
+  c.listener = std::move(p.b->listen({0, kPort}).value());
+  c.active = std::move(p.a->connect(connect_params()).value());
+  hw::CmEvent req = wait_event(p.fab, *c.listener);
+  REQUIRE(req.type == hw::CmEventType::connect_request);
+  c.passive = std::move(req.request);
+  REQUIRE(c.passive->accept(accept_params()).is_ok());
+  hw::CmEvent rep = wait_event(p.fab, *c.active);
+  REQUIRE(rep.type == hw::CmEventType::connect_response);
+  REQUIRE(c.active->establish().is_ok());
+  hw::CmEvent est = wait_event(p.fab, *c.passive);
+  REQUIRE(est.type == hw::CmEventType::established);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a REQ/REP/RTU handshake negotiates QPNs, PSNs, MTU, retries and rd_atomic") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  REQUIRE(listener);
+  auto active = p.a->connect(connect_params());
+  REQUIRE(active);
+
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  REQUIRE(req.type == hw::CmEventType::connect_request);
+  CHECK(req.remote.ipv4 == kA);
+  CHECK(req.remote.port == (*active)->local_address().port);
+  REQUIRE(req.private_data.size() == hw::kReqPrivateDataMax);
+  CHECK(std::memcmp(req.private_data.data(), "hello", 5) == 0);
+  CHECK(req.peer.qpn == 0x111);
+  CHECK(req.peer.path_mtu == hw::Mtu::mtu2048);
+  CHECK(req.peer.responder_resources == 8);
+  CHECK(req.peer.initiator_depth == 4);
+  CHECK(req.peer.ca_guid == 0xa0a0a0a0a0a0a0a0ull);
+  auto& passive = req.request;
+  REQUIRE(passive);
+
+  hw::QpAttr attr;
+  uint32_t mask = 0;
+  // Before the REP, the active side has nothing for RTR.
+  CHECK((*active)->qp_attr(hw::QpState::rtr, &attr, &mask).code() == Errc::bad_state);
+
+  // Passive: RTR attributes are known from the REQ alone (the QP goes to RTR before the REP).
+  REQUIRE(passive->qp_attr(hw::QpState::rtr, &attr, &mask).is_ok());
+  CHECK(attr.dest_qpn == 0x111);
+  CHECK(attr.path_mtu == hw::Mtu::mtu2048);
+  CHECK(attr.max_dest_rd_atomic == 4);  // what the active side will issue
+  CHECK(attr.remote_gid.ipv4() == kA);
+  const uint32_t active_psn = attr.rq_psn;
+  CHECK((mask & hw::qp_attr::av) != 0);
+
+  REQUIRE(passive->accept(accept_params()).is_ok());
+  hw::CmEvent rep = wait_event(p.fab, **active);
+  REQUIRE(rep.type == hw::CmEventType::connect_response);
+  CHECK(rep.peer.qpn == 0x222);
+  REQUIRE(rep.private_data.size() == hw::kRepPrivateDataMax);
+  CHECK(std::memcmp(rep.private_data.data(), "welcome", 7) == 0);
+  CHECK(rep.peer.responder_resources == 2);  // min(4 the active issues, 2 offered)
+  CHECK(rep.peer.initiator_depth == 8);      // min(8 the active answers, 16 offered)
+
+  REQUIRE((*active)->qp_attr(hw::QpState::rtr, &attr, &mask).is_ok());
+  CHECK(attr.dest_qpn == 0x222);
+  CHECK(attr.max_dest_rd_atomic == 8);  // min(8 offered, the passive's initiator depth 8)
+  const uint32_t passive_psn = attr.rq_psn;
+  REQUIRE((*active)->qp_attr(hw::QpState::rts, &attr, &mask).is_ok());
+  CHECK(attr.sq_psn == active_psn);
+  CHECK(attr.max_rd_atomic == 2);  // the passive answers at most 2
+  CHECK(attr.retry_cnt == 5);
+  CHECK(attr.rnr_retry == 3);  // from the REP
+  CHECK(attr.timeout == 12);
+
+  REQUIRE((*active)->establish().is_ok());
+  hw::CmEvent est = wait_event(p.fab, *passive);
+  CHECK(est.type == hw::CmEventType::established);
+  CHECK(est.detail == "RTU received");
+
+  REQUIRE(passive->qp_attr(hw::QpState::rts, &attr, &mask).is_ok());
+  CHECK(attr.sq_psn == passive_psn);
+  CHECK(attr.max_rd_atomic == 8);  // min(16 offered, the active's responder resources 8)
+  CHECK(attr.retry_cnt == 5);      // the requester's values
+  CHECK(attr.rnr_retry == 6);
+  CHECK(attr.timeout == 12);
+}
+
+TEST_CASE("every reply echoes the REQ's TID and carries the peer's communication ID") {
+  Pair p;
+  Connected c = handshake(p);
+  const auto& log = p.fab.log();
+  REQUIRE(log.size() == 3);
+  auto req = decode_cm_mad(log[0].mad);
+  auto rep = decode_cm_mad(log[1].mad);
+  auto rtu = decode_cm_mad(log[2].mad);
+  REQUIRE(req);
+  REQUIRE(rep);
+  REQUIRE(rtu);
+  CHECK(rep->header.tid == req->header.tid);
+  CHECK(rtu->header.tid == req->header.tid);
+  const auto& q = std::get<ReqMsg>(req->body);
+  const auto& r = std::get<RepMsg>(rep->body);
+  const auto& u = std::get<RtuMsg>(rtu->body);
+  CHECK(r.remote_comm_id == q.local_comm_id);
+  CHECK(u.local_comm_id == q.local_comm_id);
+  CHECK(u.remote_comm_id == r.local_comm_id);
+  CHECK(q.service_id == 0x0000000001060000ull + kPort);
+  CHECK(q.remote_cm_response_timeout == q.local_cm_response_timeout);
+  CHECK(q.max_cm_retries == 15);
+  CHECK(static_cast<uint32_t>(req->header.tid) == q.local_comm_id);
+}
+
+TEST_CASE("a REQ to a port nobody listens on is rejected with reason 8") {
+  Pair p;
+  auto active = p.a->connect(connect_params());
+  REQUIRE(active);
+  hw::CmEvent ev = wait_event(p.fab, **active);
+  CHECK(ev.type == hw::CmEventType::rejected);
+  CHECK(ev.reject_reason == hw::reject_reason::invalid_service_id);
+  CHECK(ev.detail ==
+        "rejected by 127.0.0.3:7471: invalid service ID (nothing listens on that "
+        "port) (8)");
+  CHECK(p.a->connection_count() == 1);  // until the handle goes
+  active->reset();
+  CHECK(p.a->connection_count() == 0);
+}
+
+TEST_CASE("a consumer reject reaches the requester with reason 28 and its private data") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto active = p.a->connect(connect_params());
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  const uint8_t why[] = {'b', 'u', 's', 'y'};
+  REQUIRE(req.request->reject(hw::reject_reason::consumer_defined, why).is_ok());
+  hw::CmEvent ev = wait_event(p.fab, **active);
+  CHECK(ev.type == hw::CmEventType::rejected);
+  CHECK(ev.reject_reason == 28);
+  REQUIRE(ev.private_data.size() == hw::kRejPrivateDataMax);
+  CHECK(std::memcmp(ev.private_data.data(), "busy", 4) == 0);
+  // A second answer to the same request is refused.
+  CHECK(req.request->accept(accept_params()).code() == Errc::bad_state);
+}
+
+TEST_CASE("a lost REQ is sent again by its timer") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  p.a->drop_outgoing(AttrId::req, 2);
+  auto active = p.a->connect(connect_params());
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  CHECK(req.type == hw::CmEventType::connect_request);
+  CHECK(p.a->counters().retransmits == 2);
+  CHECK(p.a->counters().dropped_by_test_hook == 2);
+}
+
+TEST_CASE("a lost REP is sent again by the passive side's timer; duplicate REQs are dropped") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto active = p.a->connect(connect_params(0x111, 20'000));
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  p.b->drop_outgoing(AttrId::rep, 3);
+  REQUIRE(req.request->accept(accept_params()).is_ok());
+  hw::CmEvent rep = wait_event(p.fab, **active);
+  CHECK(rep.type == hw::CmEventType::connect_response);
+  CHECK(p.b->counters().retransmits >= 3);
+  // Nothing else reached the listener: retried REQs were recognised as duplicates.
+  CHECK_FALSE(has_event(**listener));
+}
+
+TEST_CASE("a lost RTU: the REP is sent again and the duplicate REP is answered with a new RTU") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto active = p.a->connect(connect_params());
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  REQUIRE(req.request->accept(accept_params()).is_ok());
+  REQUIRE(wait_event(p.fab, **active).type == hw::CmEventType::connect_response);
+  p.a->drop_outgoing(AttrId::rtu, 1);
+  REQUIRE((*active)->establish().is_ok());
+  hw::CmEvent est = wait_event(p.fab, *req.request);
+  CHECK(est.type == hw::CmEventType::established);
+  CHECK(p.a->counters().rtu_resent == 1);
+  CHECK(p.a->counters().tx(AttrId::rtu) == 2);
+  // Exactly once: nothing more arrives, even after every timer has run.
+  p.fab.run_until([] { return false; }, 60'000'000'000ull);
+  CHECK_FALSE(has_event(*req.request));
+}
+
+TEST_CASE("COMM_EST stands in for a lost RTU, exactly once, and stops the REP retries") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto active = p.a->connect(connect_params());
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  REQUIRE(req.request->accept(accept_params()).is_ok());
+  REQUIRE(wait_event(p.fab, **active).type == hw::CmEventType::connect_response);
+  p.a->drop_outgoing(AttrId::rtu, 100);
+  REQUIRE((*active)->establish().is_ok());
+  // Let the RTU get lost, but not long enough for the REP timer.
+  p.fab.run_until([] { return false; }, 100'000);
+  CHECK_FALSE(has_event(*req.request));
+
+  REQUIRE(req.request->notify_comm_est().is_ok());
+  hw::CmEvent est;
+  REQUIRE(req.request->next_event(&est));
+  CHECK(est.type == hw::CmEventType::established);
+  CHECK(est.detail == "COMM_EST (first request received in RTR)");
+  // A second COMM_EST is harmless and reports nothing new (EISCONN).
+  CHECK(req.request->notify_comm_est().is_ok());
+  const uint64_t reps = p.b->counters().tx(AttrId::rep);
+  p.fab.run_until([] { return false; }, 60'000'000'000ull);
+  CHECK(p.b->counters().tx(AttrId::rep) == reps);
+  CHECK_FALSE(has_event(*req.request));
+  CHECK(p.b->counters().comm_est_established == 1);
+}
+
+TEST_CASE("an RTU after COMM_EST is dropped, and COMM_EST after the RTU changes nothing") {
+  Pair p;
+  Connected c = handshake(p);
+  CHECK(c.passive->notify_comm_est().is_ok());
+  CHECK_FALSE(has_event(*c.passive));
+}
+
+TEST_CASE("an address where nobody answers is unreachable once every REQ try has run out") {
+  Pair p;
+  p.fab.blackhole(kB);
+  auto params = connect_params(0x111, 1000);
+  params.max_cm_retries = 3;
+  auto active = p.a->connect(params);
+  const uint64_t start = p.fab.now();
+  hw::CmEvent ev = wait_event(p.fab, **active);
+  CHECK(ev.type == hw::CmEventType::unreachable);
+  CHECK(ev.detail == "no REP from 127.0.0.3:7471 after 4 REQ attempts");
+  CHECK(count_sent(p.fab, AttrId::req, kA) == 4);
+  CHECK(p.fab.now() - start <= 1'000'000'000ull);  // inside the caller's budget (virtual)
+}
+
+TEST_CASE("a passive side whose REP is never answered times out and tells the requester") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto params = connect_params(0x111, 500);
+  params.max_cm_retries = 2;
+  auto active = p.a->connect(params);
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  p.b->drop_outgoing(AttrId::rep, 100);
+  REQUIRE(req.request->accept(accept_params()).is_ok());
+  hw::CmEvent ev = wait_event(p.fab, *req.request);
+  CHECK(ev.type == hw::CmEventType::timeout);
+  CHECK(ev.detail == "no RTU from 127.0.0.2:" + std::to_string((*active)->local_address().port) +
+                         " after 3 REP attempts");
+  // The active side learns it through REJ "timeout" with the passive CA GUID as ARI, or has
+  // already given up on its own REQ timer.
+  hw::CmEvent a = wait_event(p.fab, **active);
+  CHECK((a.type == hw::CmEventType::rejected || a.type == hw::CmEventType::unreachable));
+}
+
+TEST_CASE("DREQ and DREP end an established connection on both sides, then TIMEWAIT ends") {
+  Pair p;
+  Connected c = handshake(p);
+  REQUIRE(c.active->disconnect().is_ok());
+  hw::CmEvent pev = wait_event(p.fab, *c.passive);
+  CHECK(pev.type == hw::CmEventType::disconnected);
+  CHECK(pev.detail ==
+        "DREQ received from 127.0.0.2:" + std::to_string(c.active->local_address().port));
+  hw::CmEvent aev = wait_event(p.fab, *c.active);
+  CHECK(aev.type == hw::CmEventType::disconnected);
+  CHECK(aev.detail == "DREP received from 127.0.0.3:7471");
+  CHECK(c.active->disconnect().is_ok());  // idempotent
+  c.active.reset();
+  c.passive.reset();
+  p.fab.run_until([&] { return p.a->connection_count() == 0 && p.b->connection_count() == 0; });
+  CHECK(p.a->connection_count() == 0);
+  CHECK(p.b->connection_count() == 0);
+}
+
+TEST_CASE("a DREQ nobody answers still ends in DISCONNECTED after its retries") {
+  Pair p;
+  Connected c = handshake(p);
+  p.fab.blackhole(kB);
+  REQUIRE(c.active->disconnect().is_ok());
+  hw::CmEvent ev = wait_event(p.fab, *c.active);
+  CHECK(ev.type == hw::CmEventType::disconnected);
+  CHECK(ev.detail.find("DREQ attempts") != std::string::npos);
+  CHECK(count_sent(p.fab, AttrId::dreq, kA) == 16);
+}
+
+TEST_CASE("a DREQ that matches no connection is still answered with a DREP") {
+  Pair p;
+  DreqMsg d;
+  d.local_comm_id = 0x1234;
+  d.remote_comm_id = 0x5678;
+  d.remote_qpn = 0x99;
+  CmMad mad;
+  mad.header.tid = 0xabcdef;
+  mad.body = d;
+  p.fab.inject(kA, kB, encode_cm_mad(mad));
+  p.fab.run_until([&] { return count_sent(p.fab, AttrId::drep, kB) == 1; });
+  auto drep = decode_cm_mad(p.fab.log().back().mad);
+  REQUIRE(drep);
+  CHECK(drep->header.tid == 0xabcdef);
+  CHECK(std::get<DrepMsg>(drep->body).local_comm_id == 0x5678);
+  CHECK(std::get<DrepMsg>(drep->body).remote_comm_id == 0x1234);
+  CHECK(p.b->counters().unmatched_dreq_answered == 1);
+}
+
+TEST_CASE("destroying a connection mid-handshake tells the peer") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto active = p.a->connect(connect_params());
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  active->reset();  // REJ "timeout" with our CA GUID, as cm_destroy_id in REQ_SENT
+  hw::CmEvent ev = wait_event(p.fab, *req.request);
+  CHECK(ev.type == hw::CmEventType::rejected);
+  CHECK(ev.reject_reason == hw::reject_reason::timeout);
+  CHECK(req.request->accept(accept_params()).code() == Errc::rejected);
+}
+
+TEST_CASE("a REQ from a QPN still bound to a live connection is rejected as stale") {
+  Pair p;
+  Connected c = handshake(p);
+  // The same QPN connects again, as if the active host had lost its connection.
+  auto again = p.a->connect(connect_params());
+  hw::CmEvent ev = wait_event(p.fab, **again);
+  CHECK(ev.type == hw::CmEventType::rejected);
+  CHECK(ev.reject_reason == hw::reject_reason::stale_connection);
+  hw::CmEvent old = wait_event(p.fab, *c.passive);
+  CHECK(old.type == hw::CmEventType::disconnected);
+}
+
+TEST_CASE("listen refuses a taken port and an address that is not the device's") {
+  Pair p;
+  auto l = p.b->listen({0, kPort});
+  REQUIRE(l);
+  auto again = p.b->listen({kB, kPort});
+  CHECK(again.status().code() == Errc::address_in_use);
+  CHECK(again.status().message() ==
+        "listen 127.0.0.3:7471: port 7471 already has a listener "
+        "on fake1");
+  CHECK(p.b->listen({kA, 1}).status().code() == Errc::invalid_argument);
+  l->reset();
+  CHECK(p.b->listen({kB, kPort}));
+}
+
+TEST_CASE("connect refuses bad arguments with a clear error") {
+  Pair p;
+  auto params = connect_params();
+  params.private_data.assign(57, 0);
+  auto r = p.a->connect(params);
+  CHECK(r.status().code() == Errc::invalid_argument);
+  CHECK(r.status().message() ==
+        "connect to 127.0.0.3:7471: 57 bytes of private data, a REQ carries at most 56");
+  params = connect_params(0);
+  CHECK(p.a->connect(params).status().code() == Errc::invalid_argument);
+  params = connect_params();
+  params.remote.port = 0;
+  CHECK(p.a->connect(params).status().code() == Errc::invalid_argument);
+}
+
+TEST_CASE("a listener bound to one address rejects REQs whose cma_hdr names another") {
+  Pair p;
+  auto l = p.b->listen({kB, kPort});
+  // Connect with a cma_hdr destination that is not the listener's address.
+  ReqMsg q;
+  q.local_comm_id = 0x42;
+  q.service_id = service_id_for_port(kPort);
+  q.local_ca_guid = 0x77;
+  q.local_qpn = 0x99;
+  q.path_mtu = 3;
+  CmaHeader cma;
+  cma.src_ipv4 = kA;
+  cma.dst_ipv4 = 0x0a000001;
+  encode_cma_header(cma, q.private_data.data());
+  CmMad mad;
+  mad.body = q;
+  p.fab.inject(kA, kB, encode_cm_mad(mad));
+  p.fab.run_until([&] { return count_sent(p.fab, AttrId::rej, kB) == 1; });
+  auto rej = decode_cm_mad(p.fab.log().back().mad);
+  REQUIRE(rej);
+  CHECK(std::get<RejMsg>(rej->body).reason == hw::reject_reason::invalid_service_id);
+  CHECK(std::get<RejMsg>(rej->body).remote_comm_id == 0x42);
+  CHECK_FALSE(has_event(**l));
+}
+
+TEST_CASE("hostile MADs never crash the CM and never create connections") {
+  Pair p;
+  Connected c = handshake(p);
+  std::mt19937_64 rng(99);
+  MadBytes mad;
+  for (int i = 0; i < 20000; ++i) {
+    for (auto& byte : mad) byte = static_cast<uint8_t>(rng());
+    if (i % 2) {  // a CM header over a garbage body
+      mad[0] = 1;
+      mad[1] = 7;
+      mad[2] = 2;
+      mad[3] = 3;
+      mad[16] = 0;
+      mad[17] = static_cast<uint8_t>(0x10 + rng() % 7);
+    }
+    p.b->on_mad(kA, mad);
+    p.a->on_mad(kB, std::span(mad).first(rng() % 256));
+  }
+  p.fab.run_until([] { return false; }, 1'000'000);
+  CHECK(p.a->counters().rx_malformed > 0);
+  CHECK(p.b->counters().rx_malformed > 0);
+  // Random bodies name random service IDs and communication IDs: no request reached the
+  // listener and the established connection is untouched.
+  CHECK_FALSE(has_event(*c.listener));
+  CHECK_FALSE(has_event(*c.passive));
+  CHECK_FALSE(has_event(*c.active));
+}
