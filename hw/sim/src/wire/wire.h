@@ -20,8 +20,8 @@
 namespace rnicdv::sim {
 
 struct Endpoint {
-  uint32_t ipv4 = 0;    // host order
-  uint16_t port = 0;    // UDP port (4791 for RoCEv2 destinations)
+  uint32_t ipv4 = 0;  // host order
+  uint16_t port = 0;  // UDP port (4791 for RoCEv2 destinations)
   bool operator==(const Endpoint&) const = default;
 };
 
@@ -61,7 +61,7 @@ struct WireCounters {
 struct WireConfig {
   FaultConfig faults;
   uint64_t seed = 1;
-  std::string pcap_path;      // empty: no capture
+  std::string pcap_path;  // empty: no capture
   uint16_t udp_port = 4791;
   const Clock* clock = nullptr;
 };
@@ -99,7 +99,10 @@ class Wire {
 
   // A file descriptor that becomes readable when datagrams for `local` arrive (UDP: its
   // socket), or -1 when the wire has none (in-process).
-  virtual int wait_fd(const Endpoint& local) const { (void)local; return -1; }
+  virtual int wait_fd(const Endpoint& local) const {
+    (void)local;
+    return -1;
+  }
 
   virtual WireCounters counters() const = 0;
 };
