@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The model's device capabilities.
+#include <infiniband/mlx5dv.h>
+
+#include "hca.h"
+#include "rnicdv/wqe/send_wqe.h"
+
+namespace rnicdv::sim {
+
+hw::DeviceCaps format_limits() {
+  // A WQE is at most 63 16-byte units (the 6-bit DS field). The tightest opcodes carry a
+  // ctrl and a raddr segment (RDMA WRITE/READ): 61 data segments, or 63*16 - 32 - 4 = 972
+  // bytes of inline data after the 4-byte inline header.
+  hw::DeviceCaps c;
+  c.max_qp = 1u << 24;
+  c.max_qp_wr = kMaxSqBbs;
+  c.max_send_sge = wqe::kMaxWqeDs - 2;
+  c.max_recv_sge = wqe::kMaxDecodedSegments;
+  c.max_inline_data = wqe::kMaxWqeDs * wqe::kDsBytes - 2 * wqe::kDsBytes -
+                      static_cast<uint32_t>(sizeof(mlx5_wqe_inl_data_seg));
+  c.max_cq = 1u << 24;
+  c.max_cqe = 1u << 22;
+  c.max_mr = 1u << 24;
+  c.max_mr_size = uint64_t{1} << 47;
+  c.max_pd = 1u << 24;
+  c.max_msg_size = 1u << 31;
+  c.max_qp_rd_atom = 255;
+  c.max_qp_init_rd_atom = 255;
+  c.max_mtu = hw::Mtu::mtu4096;
+  c.active_mtu = hw::Mtu::mtu4096;
+  return c;
+}
+
+hw::DeviceCaps default_caps() {
+  // ConnectX-like, modest in memory. 30 send SGEs is what a ConnectX reports (a 512-byte
+  // WQE: ctrl + raddr + 30 data segments = 32 units); the format would allow 61.
+  hw::DeviceCaps c;
+  c.max_qp = 1024;
+  c.max_qp_wr = 16384;
+  c.max_send_sge = 30;
+  c.max_recv_sge = 32;
+  c.max_inline_data = 256;
+  c.max_cq = 4096;
+  c.max_cqe = 1u << 22;
+  c.max_mr = 65536;
+  c.max_mr_size = uint64_t{1} << 40;
+  c.max_pd = 4096;
+  c.max_msg_size = 1u << 31;
+  c.max_qp_rd_atom = 16;
+  c.max_qp_init_rd_atom = 16;
+  c.max_mtu = hw::Mtu::mtu4096;
+  c.active_mtu = hw::Mtu::mtu4096;
+  return c;
+}
+
+}  // namespace rnicdv::sim

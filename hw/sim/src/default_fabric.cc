@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The process-wide fabric behind "sim0", "sim1", ... (sim.h), configured from the
+// environment: RNICDV_SIM_WIRE, RNICDV_SIM_ADDR, RNICDV_SIM_PROFILE, RNICDV_PCAP.
+#include <arpa/inet.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "device_impl.h"
+
+namespace rnicdv::sim {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+Result<std::vector<uint32_t>> parse_addresses(const std::string& list) {
+  std::vector<uint32_t> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    in_addr a{};
+    if (inet_pton(AF_INET, item.c_str(), &a) != 1)
+      return Status::error(Errc::invalid_argument, "RNICDV_SIM_ADDR: '%s' is not an IPv4 address",
+                           item.c_str());
+    out.push_back(ntohl(a.s_addr));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Fabric>> default_fabric() {
+  static std::mutex mu;
+  static std::weak_ptr<Fabric> current;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto f = current.lock()) return f;
+
+  FabricConfig cfg;
+  cfg.mode = ExecMode::threaded;
+  cfg.wire = WireKind::udp;
+  if (const char* w = env("RNICDV_SIM_WIRE")) {
+    const std::string wire = w;
+    if (wire == "udp") {
+      cfg.wire = WireKind::udp;
+    } else if (wire == "inproc") {
+      cfg.wire = WireKind::inproc;
+    } else {
+      return Status::error(Errc::invalid_argument,
+                           "RNICDV_SIM_WIRE: unknown wire '%s' (udp, inproc)", w);
+    }
+  }
+  std::optional<hw::DeviceProfile> profile;
+  if (const char* p = env("RNICDV_SIM_PROFILE")) {
+    Result<hw::DeviceProfile> parsed = parse_profile(p);
+    if (!parsed) return parsed.status().prepend("RNICDV_SIM_PROFILE");
+    profile = parsed.value();
+  }
+  std::vector<uint32_t> addresses;
+  if (const char* a = env("RNICDV_SIM_ADDR")) {
+    Result<std::vector<uint32_t>> parsed = parse_addresses(a);
+    if (!parsed) return parsed.status();
+    addresses = parsed.value();
+  }
+  Result<std::shared_ptr<Fabric>> fabric = Fabric::create(cfg);  // RNICDV_PCAP read there
+  if (!fabric) return fabric;
+  FabricShared& s = fabric.value()->impl().shared;
+  s.profile_override = profile;
+  s.address_pool = std::move(addresses);
+  current = fabric.value();
+  return fabric;
+}
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// sim::Device: the hw::Device a simulated HCA presents to the driver.
+#include <memory>
+
+#include "device_impl.h"
+#include "handles.h"
+
+namespace rnicdv::sim {
+
+namespace {
+
+const SimPd* sim_pd(const Hca& hca, hw::Pd& pd) {
+  auto* p = dynamic_cast<SimPd*>(&pd);
+  return p && p->hca() == &hca ? p : nullptr;
+}
+
+CqObj* sim_cq(const Hca& hca, hw::Cq& cq) {
+  auto* c = dynamic_cast<SimCq*>(&cq);
+  return c && c->hca() == &hca ? c->obj() : nullptr;
+}
+
+Status foreign(const Hca& hca, const char* op, const char* what) {
+  return Status::error(Errc::invalid_argument, "%s: %s: the %s belongs to another device",
+                       hca.info().name.c_str(), op, what);
+}
+
+}  // namespace
+
+Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Device::~Device() {
+  // Objects still held keep the device's memory alive; the engine stops now.
+  impl_->hca->stop();
+}
+
+const hw::DeviceInfo& Device::info() const {
+  return impl_->hca->info();
+}
+const DeviceConfig& Device::config() const {
+  return impl_->hca->config();
+}
+uint32_t Device::ipv4() const {
+  return impl_->hca->ipv4();
+}
+
+Result<std::unique_ptr<hw::Pd>> Device::alloc_pd() {
+  Result<uint32_t> pdn = impl_->hca->alloc_pd();
+  if (!pdn) return pdn.status();
+  return std::unique_ptr<hw::Pd>(std::make_unique<SimPd>(impl_->hca, pdn.value()));
+}
+
+Result<std::unique_ptr<hw::Mr>> Device::reg_mr(hw::Pd& pd, void* addr, size_t length,
+                                               uint32_t access) {
+  Hca& hca = *impl_->hca;
+  const SimPd* p = sim_pd(hca, pd);
+  if (!p) return foreign(hca, "reg_mr", "PD");
+  Result<uint32_t> key = hca.reg_mr(p->pdn(), addr, length, access);
+  if (!key) return key.status();
+  return std::unique_ptr<hw::Mr>(std::make_unique<SimMr>(impl_->hca, key.value(), addr, length));
+}
+
+Result<std::unique_ptr<hw::Cq>> Device::create_cq(uint32_t min_cqe) {
+  Result<CqObj*> cq = impl_->hca->create_cq(min_cqe);
+  if (!cq) return cq.status();
+  return std::unique_ptr<hw::Cq>(std::make_unique<SimCq>(impl_->hca, cq.value()));
+}
+
+Result<std::unique_ptr<hw::Qp>> Device::create_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
+                                                  const hw::QpCaps& caps) {
+  Hca& hca = *impl_->hca;
+  const SimPd* p = sim_pd(hca, pd);
+  if (!p) return foreign(hca, "create_qp", "PD");
+  CqObj* scq = sim_cq(hca, send_cq);
+  CqObj* rcq = sim_cq(hca, recv_cq);
+  if (!scq || !rcq) return foreign(hca, "create_qp", "CQ");
+  Result<QpObj*> qp = hca.create_qp(p->pdn(), scq, rcq, caps);
+  if (!qp) return qp.status();
+  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(impl_->hca, qp.value()));
+}
+
+int Device::async_fd() const {
+  return impl_->hca->events().fd();
+}
+
+bool Device::next_async_event(hw::AsyncEvent* out) {
+  return impl_->hca->events().pop(out);
+}
+
+hw::ProgressHook Device::progress_hook() {
+  return hw::ProgressHook{[](void* ctx) { static_cast<Hca*>(ctx)->progress(); }, impl_->hca.get()};
+}
+
+hw::ConnectionManager* Device::connection_manager() {
+  return impl_->cm.get();
+}
+
+DeviceCounters Device::counters() const {
+  return impl_->hca->counters();
+}
+
+Result<QpSnapshot> Device::qp_snapshot(uint32_t qpn) const {
+  return impl_->hca->qp_snapshot(qpn);
+}
+
+std::string Device::dump() const {
+  return impl_->hca->dump();
+}
+void Device::pause() {
+  impl_->hca->pause();
+}
+void Device::resume() {
+  impl_->hca->resume();
+}
+
+Result<std::unique_ptr<hw::Cq>> create_cq_external(Device& device, const ExternalCqMemory& mem) {
+  auto& hca = device.impl().hca;
+  Result<CqObj*> cq = hca->create_cq_external(mem);
+  if (!cq) return cq.status();
+  return std::unique_ptr<hw::Cq>(std::make_unique<SimCq>(hca, cq.value()));
+}
+
+Result<std::unique_ptr<hw::Qp>> create_qp_external(Device& device, hw::Pd& pd, hw::Cq& send_cq,
+                                                   hw::Cq& recv_cq, const ExternalQpMemory& mem) {
+  auto& hca = device.impl().hca;
+  const SimPd* p = sim_pd(*hca, pd);
+  if (!p) return foreign(*hca, "create_qp", "PD");
+  CqObj* scq = sim_cq(*hca, send_cq);
+  CqObj* rcq = sim_cq(*hca, recv_cq);
+  if (!scq || !rcq) return foreign(*hca, "create_qp", "CQ");
+  Result<QpObj*> qp = hca->create_qp_external(p->pdn(), scq, rcq, mem);
+  if (!qp) return qp.status();
+  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp.value()));
+}
+
+Status attach_uar_page(Device& device, void* page) {
+  return device.impl().hca->attach_uar_page(static_cast<uint8_t*>(page));
+}
+
+void detach_uar_page(Device& device, void* page) {
+  device.impl().hca->detach_uar_page(static_cast<uint8_t*>(page));
+}
+
+void set_qp_user_index(hw::Qp& qp, uint32_t user_index) {
+  auto* q = dynamic_cast<SimQp*>(&qp);
+  if (q) q->hca_ref().set_user_index(q->obj(), user_index);
+}
+
+}  // namespace rnicdv::sim

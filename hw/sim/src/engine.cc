@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The engine loop: doorbells, doorbell-record observation, inbound datagrams, timers, and
+// the per-QP transmit work, in one pass.
+#include <endian.h>
+
+#include <algorithm>
+
+#include "fabric_shared.h"
+#include "hca.h"
+#include "packet/psn.h"
+
+namespace rnicdv::sim {
+
+uint16_t Hca::load_sq_dbr(const QpObj& qp) const {
+  // Acquire: WQEs written before the driver's DBR store are visible after this load.
+  return static_cast<uint16_t>(be32toh(__atomic_load_n(&qp.dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE)) &
+                               0xffff);
+}
+
+uint16_t Hca::load_rq_dbr(const QpObj& qp) const {
+  return static_cast<uint16_t>(be32toh(__atomic_load_n(&qp.dbrec[MLX5_RCV_DBR], __ATOMIC_ACQUIRE)) &
+                               0xffff);
+}
+
+const Clock& Hca::clock() const {
+  return *shared_.clock;
+}
+uint64_t Hca::now() const {
+  return shared_.clock->now_ns();
+}
+
+bool Hca::run_once() {
+  bool did;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    transmitted_ = false;
+    did = engine_pass_locked(now());
+    if (transmitted_ && !shared_.deterministic()) shared_.kick_sleepers(this);
+  }
+  did |= gsi_.dispatch();
+  return did;
+}
+
+bool Hca::try_run_once() {
+  bool did;
+  {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    transmitted_ = false;
+    did = engine_pass_locked(now());
+    if (transmitted_ && !shared_.deterministic()) shared_.kick_sleepers(this);
+  }
+  did |= gsi_.dispatch();
+  return did;
+}
+
+bool Hca::engine_pass_locked(uint64_t now_ns) {
+  bool did = scan_doorbells_locked();
+  for (auto& qp : qps_) did |= observe_dbrs_locked(*qp);
+  if (paused_.load(std::memory_order_relaxed)) return did;
+
+  for (auto& qp : qps_) {
+    if (!qp->db_pending) continue;
+    qp->db_pending = false;
+    on_doorbell_locked(*qp);
+    did = true;
+  }
+  if (attached_) did |= shared_.wire->poll(endpoint_, kRxBudget) > 0;
+  for (auto& qp : qps_) {
+    did |= run_timers_locked(*qp, now_ns);
+    did |= requester_progress(*qp, kTxBudgetPerQp);
+    did |= responder_transmit(*qp, kTxBudgetPerQp);
+  }
+  handle_cq_overflows_locked();
+  return did;
+}
+
+// Doorbell registers (design.md, "Doorbells"): a write is a hint that names a QP; the DBR is
+// the truth. Every QP bound to a register that saw a write is checked, because two QPs
+// sharing a register can overwrite each other's write before the device reads it.
+bool Hca::scan_doorbells_locked() {
+  bool did = false;
+  for (auto& reg : registers_) {
+    DoorbellWrite writes[2];
+    const int n = consume_register(*reg, writes);
+    if (n == 0) continue;
+    did = true;
+    QpObj* named[2] = {nullptr, nullptr};
+    for (int k = 0; k < n; ++k) {
+      ++counters_.uar_doorbells;
+      if (writes[k].blueflame) ++counters_.bf_writes;
+      QpObj* qp = find_qp(writes[k].qpn);
+      if (qp && qp->reg == reg.get()) {
+        ++qp->counters.uar_doorbells;
+        named[k] = qp;
+      }
+    }
+    for (QpObj* qp : reg->qps) {
+      const bool rang = qp == named[0] || qp == named[1];
+      const uint16_t ahead = static_cast<uint16_t>(load_sq_dbr(*qp) - qp->sq_limit);
+      if (rang || (ahead != 0 && ahead <= qp->sq.bb_count)) qp->db_pending = true;
+    }
+  }
+  return did;
+}
+
+void Hca::on_doorbell_locked(QpObj& qp) {
+  switch (qp.state) {
+    case hw::QpState::reset:
+      ++counters_.rtr_doorbells_dropped;
+      break;
+    case hw::QpState::init:
+    case hw::QpState::rtr:
+      // mlx5 remembers an SQ doorbell rung before RTS and runs it after the move to RTS
+      // (rdma-core commit 988f90bc: such WQEs "were even executed later").
+      if (config_.profile.keeps_rtr_doorbell) {
+        ++counters_.rtr_doorbells_kept;
+        qp.rtr_db_kept = true;
+      } else {
+        ++counters_.rtr_doorbells_dropped;
+      }
+      break;
+    case hw::QpState::rts:
+    case hw::QpState::sqd: {
+      const uint16_t dbr = load_sq_dbr(qp);
+      const uint16_t ahead = static_cast<uint16_t>(dbr - qp.sq_consumed);
+      if (ahead != 0 && ahead <= qp.sq.bb_count) qp.sq_limit = qp.sq_consumed + ahead;
+      break;
+    }
+    case hw::QpState::sqe:
+    case hw::QpState::err:
+      flush_sq_locked(qp);
+      break;
+  }
+}
+
+// Counts doorbell-record moves (the counters that prove no doorbell was rung below RTS) and
+// flushes work posted to a QP in error as soon as it is seen.
+bool Hca::observe_dbrs_locked(QpObj& qp) {
+  bool did = false;
+  const uint16_t sq = load_sq_dbr(qp);
+  if (sq != qp.seen_sq_dbr) {
+    const uint16_t moved = static_cast<uint16_t>(sq - qp.seen_sq_dbr);
+    if (moved < 0x8000) {
+      ++counters_.sq_dbr_advances;
+      ++qp.counters.sq_dbr_advances;
+    }
+    qp.seen_sq_dbr = sq;
+    if (!paused_.load(std::memory_order_relaxed) &&
+        (qp.state == hw::QpState::err || qp.state == hw::QpState::sqe)) {
+      flush_sq_locked(qp);
+      did = true;
+    }
+  }
+  const uint16_t rq = load_rq_dbr(qp);
+  if (rq != qp.seen_rq_dbr) {
+    const uint16_t moved = static_cast<uint16_t>(rq - qp.seen_rq_dbr);
+    if (moved < 0x8000) {
+      ++counters_.rq_dbr_advances;
+      ++qp.counters.rq_dbr_advances;
+    }
+    qp.seen_rq_dbr = rq;
+    if (!paused_.load(std::memory_order_relaxed) && qp.state == hw::QpState::err) {
+      flush_rq_locked(qp);
+      did = true;
+    }
+  }
+  return did;
+}
+
+bool Hca::run_timers_locked(QpObj& qp, uint64_t now_ns) {
+  bool did = false;
+  if (qp.rnr_deadline != 0 && now_ns >= qp.rnr_deadline) {
+    on_rnr_timer(qp);
+    did = true;
+  }
+  if (qp.retx_deadline != 0 && now_ns >= qp.retx_deadline) {
+    on_retransmit_timeout(qp);
+    did = true;
+  }
+  return did;
+}
+
+uint64_t Hca::next_deadline_ns() const {
+  uint64_t next = UINT64_MAX;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& qp : qps_) {
+      if (qp->retx_deadline) next = std::min(next, qp->retx_deadline);
+      if (qp->rnr_deadline) next = std::min(next, qp->rnr_deadline);
+    }
+    if (attached_) next = std::min(next, shared_.wire->next_delivery_ns(endpoint_));
+  }
+  return std::min(next, gsi_.next_timer_ns());
+}
+
+QpObj* Hca::find_qp(uint32_t qpn) {
+  auto it = qp_by_num_.find(qpn);
+  return it == qp_by_num_.end() ? nullptr : it->second;
+}
+
+void Hca::on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
+  (void)dst;
+  // The wire calls this from inside poll(), which this device's engine runs under mu_.
+  deliver_locked(src.ipv4, data, len);
+}
+
+void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
+  ++counters_.packets_rx;
+  counters_.bytes_rx += len;
+  pkt::Packet p;
+  if (pkt::parse_packet(data, len, &p) != pkt::ParseError::none) [[unlikely]] {
+    ++counters_.rx_dropped;
+    return;
+  }
+  if (p.bth.dest_qp == kGsiQpn) {
+    if (!gsi_.accept(src_ipv4, p)) ++counters_.rx_dropped;
+    return;
+  }
+  QpObj* qp = find_qp(p.bth.dest_qp);
+  const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
+  // RC only, default partition, and only from the peer this QP is connected to (IBA 9.6:
+  // a packet that fails the transport checks is silently dropped).
+  if (!qp || p.bth.opcode >= 0x20 || p.bth.pkey != pkt::kDefaultPkey) [[unlikely]] {
+    ++counters_.rx_dropped;
+    return;
+  }
+  ++qp->counters.packets_rx;
+  if (qp->state == hw::QpState::reset || qp->state == hw::QpState::init ||
+      qp->state == hw::QpState::err || src_ipv4 != qp->remote_ipv4) [[unlikely]] {
+    ++counters_.rx_dropped;
+    ++qp->counters.rx_dropped;
+    return;
+  }
+  if (info.request)
+    on_request(*qp, p);
+  else
+    on_response(*qp, p);
+}
+
+void Hca::transmit(QpObj& qp, const uint8_t* frame, size_t len) {
+  ++counters_.packets_tx;
+  counters_.bytes_tx += len;
+  ++qp.counters.packets_tx;
+  transmitted_ = true;
+  if (tx_tap_) [[unlikely]]
+    tx_tap_(qp.remote_ipv4, frame, len);
+  if (!attached_) return;
+  shared_.wire->transmit(endpoint_, Endpoint{qp.remote_ipv4, shared_.config.udp_port}, frame, len);
+}
+
+void Hca::transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counters_.packets_tx;
+    counters_.bytes_tx += len;
+    if (tx_tap_) tx_tap_(dst_ipv4, data, len);
+  }
+  if (!attached_) return;
+  shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, data, len);
+  if (!shared_.deterministic()) shared_.kick_sleepers(this);
+}
+
+void Hca::set_tx_tap(TxTap tap) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tx_tap_ = std::move(tap);
+}
+
+void Hca::raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn) {
+  hw::AsyncEvent ev{type, qpn, cqn};
+  events_.push(ev);
+}
+
+}  // namespace rnicdv::sim

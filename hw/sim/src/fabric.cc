@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// sim::Fabric: devices sharing a wire and a clock; stepping in deterministic mode.
+#include <cstdlib>
+#include <thread>
+
+#include "cm/sim_cm.h"
+#include "device_impl.h"
+
+namespace rnicdv::sim {
+
+namespace {
+
+bool same_profile(const hw::DeviceProfile& a, const hw::DeviceProfile& b) {
+  return a.fetches_beyond_dbr == b.fetches_beyond_dbr &&
+         a.keeps_rtr_doorbell == b.keeps_rtr_doorbell;
+}
+
+// Nested steps (a progress hook called from inside a step) do nothing.
+thread_local int step_depth = 0;
+
+}  // namespace
+
+const char* exec_mode_name(ExecMode m) noexcept {
+  switch (m) {
+    case ExecMode::deterministic:
+      return "deterministic";
+    case ExecMode::threaded:
+      return "threaded";
+  }
+  return "?";
+}
+
+const char* wire_kind_name(WireKind w) noexcept {
+  switch (w) {
+    case WireKind::inproc:
+      return "inproc";
+    case WireKind::udp:
+      return "udp";
+    case WireKind::dpdk:
+      return "dpdk";
+  }
+  return "?";
+}
+
+Fabric::Fabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Fabric::~Fabric() = default;
+
+Result<std::shared_ptr<Fabric>> Fabric::create(const FabricConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  FabricShared& s = impl->shared;
+  s.config = config;
+  if (config.mode == ExecMode::deterministic) {
+    auto clock = std::make_unique<VirtualClock>();
+    s.virtual_clock = clock.get();
+    s.clock = std::move(clock);
+  } else {
+    s.clock = std::make_unique<MonotonicClock>();
+  }
+  WireConfig wc;
+  wc.faults = config.faults;
+  wc.seed = config.seed;
+  wc.pcap_path = config.pcap_path;
+  if (wc.pcap_path.empty()) {
+    if (const char* env = std::getenv("RNICDV_PCAP"); env && *env) wc.pcap_path = env;
+  }
+  wc.udp_port = config.udp_port;
+  wc.clock = s.clock.get();
+  Result<std::unique_ptr<Wire>> wire = Status();
+  switch (config.wire) {
+    case WireKind::inproc:
+      wire = make_inproc_wire(wc);
+      break;
+    case WireKind::udp:
+      wire = make_udp_wire(wc);
+      break;
+    case WireKind::dpdk:
+      return Status::error(Errc::unsupported, "fabric: the DPDK wire is not available");
+  }
+  if (!wire) return wire.status().prepend("fabric");
+  s.wire = std::move(wire).value();
+  return std::shared_ptr<Fabric>(new Fabric(std::move(impl)));
+}
+
+Result<std::shared_ptr<Device>> Fabric::add_device(const DeviceConfig& config) {
+  FabricShared& s = impl_->shared;
+  DeviceConfig cfg = config;
+  uint32_t index;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    index = s.next_index++;
+    if (s.profile_override && same_profile(cfg.profile, hw::DeviceProfile{}))
+      cfg.profile = *s.profile_override;
+    if (cfg.ipv4 == 0 && index < s.address_pool.size()) cfg.ipv4 = s.address_pool[index];
+  }
+  auto hca = std::make_shared<Hca>(shared_from_this(), s, cfg, index);
+  if (Status st = hca->start(); !st) return st;
+  auto impl = std::make_unique<Device::Impl>();
+  impl->hca = std::move(hca);
+  impl->cm = cm::SimConnectionManager::create(*impl->hca, s.config.seed);  // IB CM on QP1
+  std::shared_ptr<Device> dev(new Device(std::move(impl)));
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.devices.push_back(dev);
+  return dev;
+}
+
+std::vector<std::shared_ptr<Device>> Fabric::devices() const {
+  const FabricShared& s = impl_->shared;
+  std::vector<std::shared_ptr<Device>> out;
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (const auto& w : s.devices)
+    if (auto d = w.lock()) out.push_back(std::move(d));
+  return out;
+}
+
+const FabricConfig& Fabric::config() const {
+  return impl_->shared.config;
+}
+
+bool FabricShared::step() {
+  if (step_depth > 0) return false;
+  ++step_depth;
+  thread_local std::vector<std::shared_ptr<Hca>> live;
+  snapshot(&live);
+  bool did = false;
+  if (deterministic()) {
+    for (auto& h : live) did |= h->run_once();
+    if (!did) {
+      // Nothing was ready: jump to the next timer or held-back frame.
+      uint64_t next = UINT64_MAX;
+      for (auto& h : live) next = std::min(next, h->next_deadline_ns());
+      if (next != UINT64_MAX && next > clock->now_ns()) {
+        virtual_clock->advance_to(next);
+        did = true;
+      }
+    }
+  } else {
+    for (auto& h : live) did |= h->try_run_once();
+  }
+  live.clear();
+  --step_depth;
+  return did;
+}
+
+bool Fabric::step() {
+  return impl_->shared.step();
+}
+
+void Fabric::advance_time(uint64_t ns) {
+  if (impl_->shared.virtual_clock) impl_->shared.virtual_clock->advance_by(ns);
+}
+
+uint64_t Fabric::now_ns() const {
+  return impl_->shared.clock->now_ns();
+}
+
+bool Fabric::run_until(const std::function<bool()>& done, uint64_t max_virtual_ns) {
+  FabricShared& s = impl_->shared;
+  const uint64_t start = s.clock->now_ns();
+  while (!done()) {
+    if (s.clock->now_ns() - start >= max_virtual_ns) return done();
+    if (!s.step() && s.deterministic()) return done();  // nothing can happen any more
+    if (!s.deterministic()) std::this_thread::yield();
+  }
+  return true;
+}
+
+void Hca::progress() {
+  shared_.step();
+}
+
+void Hca::inject_datagram(uint32_t src_ipv4, const uint8_t* data, size_t len) {
+  std::lock_guard<std::mutex> lock(mu_);
+  deliver_locked(src_ipv4, data, len);
+  handle_cq_overflows_locked();
+}
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What the devices of one fabric share: configuration, clock, wire and the device list.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "clock.h"
+#include "rnicdv/sim/sim.h"
+#include "wire/wire.h"
+
+namespace rnicdv::sim {
+
+class Hca;
+
+struct FabricShared {
+  FabricConfig config;
+  std::unique_ptr<Clock> clock;
+  VirtualClock* virtual_clock = nullptr;  // set in deterministic mode
+  std::unique_ptr<Wire> wire;
+
+  mutable std::mutex mu;  // the lists below
+  struct Member {
+    Hca* raw;
+    std::weak_ptr<Hca> weak;
+  };
+  std::vector<Member> hcas;  // attached devices, creation order
+  std::vector<std::weak_ptr<Device>> devices;
+  uint32_t next_index = 0;
+
+  // default_fabric(): environment overrides for devices added with default settings.
+  std::optional<hw::DeviceProfile> profile_override;
+  std::vector<uint32_t> address_pool;
+
+  bool deterministic() const { return config.mode == ExecMode::deterministic; }
+  // Wakes the threads of sleeping devices other than `except` (in-process wire only: a UDP
+  // device thread wakes on its socket).
+  void kick_sleepers(const Hca* except);
+  // The live devices; `out` is reused so that steady-state calls do not allocate.
+  void snapshot(std::vector<std::shared_ptr<Hca>>* out) const;
+  bool step();  // Fabric::step
+};
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Entry points for fuzzing the two places hostile bytes enter the model: the send queue
+// ring (written by any driver) and the wire (written by any peer). Each takes bytes, runs
+// the model until it is idle, and must never crash, hang or touch memory outside the
+// regions the harness registered.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rnicdv::sim {
+
+// Copies `data` into the SQ ring of a connected QP in RTS (wrapping at the ring's size),
+// sets its doorbell record to cover the bytes, rings, and runs the fabric.
+void fuzz_execute_send_queue(const uint8_t* data, size_t len);
+
+// Hands `data` to the receive path as a datagram from the connected peer, then runs the
+// fabric.
+void fuzz_receive_datagram(const uint8_t* data, size_t len);
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The objects sim::Device hands out (hw::Pd, hw::Mr, hw::Cq, hw::Qp), and the internal
+// creation paths for queues in memory the device did not allocate (external.h).
+#pragma once
+
+#include <memory>
+
+#include "external.h"
+#include "hca.h"
+#include "rnicdv/hw/device.h"
+#include "rnicdv/sim/sim.h"
+
+namespace rnicdv::sim {
+
+class SimPd final : public hw::Pd {
+ public:
+  SimPd(std::shared_ptr<Hca> hca, uint32_t pdn) : hca_(std::move(hca)), pdn_(pdn) {}
+  ~SimPd() override { hca_->dealloc_pd(pdn_); }
+  uint32_t pdn() const override { return pdn_; }
+  const Hca* hca() const { return hca_.get(); }
+
+ private:
+  std::shared_ptr<Hca> hca_;
+  uint32_t pdn_;
+};
+
+class SimMr final : public hw::Mr {
+ public:
+  SimMr(std::shared_ptr<Hca> hca, uint32_t key, void* addr, size_t length)
+      : hca_(std::move(hca)), key_(key), addr_(addr), length_(length) {}
+  ~SimMr() override { hca_->dereg_mr(key_); }
+  uint32_t lkey() const override { return key_; }
+  uint32_t rkey() const override { return key_; }
+  void* addr() const override { return addr_; }
+  size_t length() const override { return length_; }
+
+ private:
+  std::shared_ptr<Hca> hca_;
+  uint32_t key_;
+  void* addr_;
+  size_t length_;
+};
+
+class SimCq final : public hw::Cq {
+ public:
+  SimCq(std::shared_ptr<Hca> hca, CqObj* cq) : hca_(std::move(hca)), cq_(cq), view_(cq->view) {}
+  ~SimCq() override { hca_->release_cq(cq_); }
+  const hw::CqView& view() const override { return view_; }
+  CqObj* obj() const { return cq_; }
+  const Hca* hca() const { return hca_.get(); }
+
+ private:
+  std::shared_ptr<Hca> hca_;
+  CqObj* cq_;
+  hw::CqView view_;
+};
+
+class SimQp final : public hw::Qp {
+ public:
+  SimQp(std::shared_ptr<Hca> hca, QpObj* qp) : hca_(std::move(hca)), qp_(qp), view_(qp->view) {}
+  ~SimQp() override { hca_->destroy_qp(qp_); }
+  const hw::QpView& view() const override { return view_; }
+  Status modify(const hw::QpAttr& attr, uint32_t mask) override {
+    return hca_->modify_qp(qp_, attr, mask);
+  }
+  hw::QpState state() const override { return hca_->qp_state(qp_); }
+  QpObj* obj() const { return qp_; }
+  Hca& hca_ref() const { return *hca_; }
+
+ private:
+  std::shared_ptr<Hca> hca_;
+  QpObj* qp_;
+  hw::QpView view_;
+};
+
+// A CQ whose ring and doorbell record someone else allocated (libmlx5 under the shim).
+Result<std::unique_ptr<hw::Cq>> create_cq_external(Device& device, const ExternalCqMemory& mem);
+
+// A QP whose buffers, doorbell record and register someone else placed. The register must be
+// in a page given to attach_uar_page() first.
+Result<std::unique_ptr<hw::Qp>> create_qp_external(Device& device, hw::Pd& pd, hw::Cq& send_cq,
+                                                   hw::Cq& recv_cq, const ExternalQpMemory& mem);
+
+// Makes the device watch the BlueFlame registers of a 4 KiB page it did not allocate.
+Status attach_uar_page(Device& device, void* page);
+void detach_uar_page(Device& device, void* page);
+
+// The user index written to the QP's CQEs (srqn_uidx), as libmlx5 sets it with CQE v1.
+void set_qp_user_index(hw::Qp& qp, uint32_t user_index);
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A device's life: creation, attaching to the fabric, introspection, pause and stop.
+#include "hca.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "fabric_shared.h"
+
+namespace rnicdv::sim {
+
+namespace {
+
+hw::DeviceCaps merge_caps(const hw::DeviceCaps& asked) {
+  hw::DeviceCaps c = default_caps();
+  const auto take = [](auto& dst, auto src) {
+    if (src != 0) dst = src;
+  };
+  take(c.max_qp, asked.max_qp);
+  take(c.max_qp_wr, asked.max_qp_wr);
+  take(c.max_send_sge, asked.max_send_sge);
+  take(c.max_recv_sge, asked.max_recv_sge);
+  take(c.max_inline_data, asked.max_inline_data);
+  take(c.max_cq, asked.max_cq);
+  take(c.max_cqe, asked.max_cqe);
+  take(c.max_mr, asked.max_mr);
+  take(c.max_mr_size, asked.max_mr_size);
+  take(c.max_pd, asked.max_pd);
+  take(c.max_msg_size, asked.max_msg_size);
+  take(c.max_qp_rd_atom, asked.max_qp_rd_atom);
+  take(c.max_qp_init_rd_atom, asked.max_qp_init_rd_atom);
+  return c;
+}
+
+std::string ipv4_string(uint32_t a) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff,
+                a & 0xff);
+  return buf;
+}
+
+}  // namespace
+
+Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfig& config,
+         uint32_t index)
+    : fabric_(std::move(fabric)),
+      shared_(shared),
+      config_(config),
+      gsi_(*this),
+      mrs_(merge_caps(config.caps).max_mr) {
+  if (config_.name.empty()) config_.name = "sim" + std::to_string(index);
+  config_.caps = merge_caps(config.caps);
+  info_.name = config_.name;
+  info_.kind = "sim";
+  info_.profile = config_.profile;
+  info_.caps = config_.caps;
+  info_.node_guid = 0x0002c90300000000ull | (uint64_t{index} << 8) | 1;
+  decoded_ = std::make_unique<wqe::DecodedSendWqe>();
+  inline_scratch_.resize(wqe::kMaxWqeDs * wqe::kDsBytes);
+  frame_.resize(pkt::kMaxPacketBytes + 64);
+}
+
+Hca::~Hca() {
+  stop();
+  for (uint8_t* page : owned_pages_) free_uar_page(page);
+  if (kick_fd_ >= 0) ::close(kick_fd_);
+}
+
+Status Hca::start() {
+  const hw::DeviceCaps limits = format_limits();
+  const hw::DeviceCaps& c = config_.caps;
+  if (c.max_send_sge > limits.max_send_sge || c.max_recv_sge > limits.max_recv_sge ||
+      c.max_inline_data > limits.max_inline_data || c.max_qp_wr > limits.max_qp_wr ||
+      c.max_cqe > limits.max_cqe)
+    return Status::error(Errc::invalid_argument,
+                         "%s: caps exceed what the WQE format allows (send SGEs <= %u, receive "
+                         "SGEs <= %u, inline <= %u, WRs <= %u, CQEs <= %u)",
+                         info_.name.c_str(), limits.max_send_sge, limits.max_recv_sge,
+                         limits.max_inline_data, limits.max_qp_wr, limits.max_cqe);
+  if (Status s = events_.open(); !s) return s.prepend(info_.name);
+  kick_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (kick_fd_ < 0) return Status::error(Errc::io_error, "%s: eventfd failed", info_.name.c_str());
+
+  // Registers: dedicated ones first, then the one shared by every later QP.
+  const uint32_t total = config_.dedicated_bf_regs + 1;
+  for (uint32_t r = 0; r < total; ++r) {
+    if (r % kBfRegsPerPage == 0) {
+      uint8_t* page = alloc_uar_page();
+      if (!page)
+        return Status::error(Errc::no_resources, "%s: no memory for UAR pages", info_.name.c_str());
+      owned_pages_.push_back(page);
+    }
+    auto reg = std::make_unique<BfRegister>();
+    reg->base = owned_pages_.back() + kBfRegOffset + (r % kBfRegsPerPage) * kBfRegBytes;
+    reg->index = r;
+    registers_.push_back(std::move(reg));
+  }
+  shared_register_ = registers_.back().get();
+  shared_register_->shared = true;
+  for (uint32_t r = config_.dedicated_bf_regs; r-- > 0;)
+    free_dedicated_.push_back(registers_[r].get());
+
+  Result<Endpoint> ep = shared_.wire->attach(Endpoint{config_.ipv4, shared_.config.udp_port}, this);
+  if (!ep) return ep.status().prepend(info_.name);
+  endpoint_ = ep.value();
+  attached_ = true;
+  config_.ipv4 = endpoint_.ipv4;
+  info_.gid = hw::Gid::from_ipv4(endpoint_.ipv4);
+  info_.gid_index = 0;
+  info_.transport = std::string("sim ") + wire_kind_name(shared_.wire->kind()) + " " +
+                    ipv4_string(endpoint_.ipv4) + ":" + std::to_string(endpoint_.port);
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.hcas.push_back(FabricShared::Member{this, weak_from_this()});
+  }
+  if (!shared_.deterministic()) thread_ = std::thread([this] { thread_main(); });
+  return Status::ok();
+}
+
+void Hca::stop() {
+  if (thread_.joinable()) {
+    stop_.store(true, std::memory_order_release);
+    kick();
+    thread_.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    auto& v = shared_.hcas;
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [this](const FabricShared::Member& m) { return m.raw == this; }),
+            v.end());
+  }
+  if (attached_.exchange(false)) {
+    // Engine passes of other threads (progress hooks) finish before the wire forgets us.
+    std::lock_guard<std::mutex> lock(mu_);
+    shared_.wire->detach(endpoint_);
+  }
+}
+
+DeviceCounters Hca::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+Result<QpSnapshot> Hca::qp_snapshot(uint32_t qpn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = qp_by_num_.find(qpn);
+  if (it == qp_by_num_.end())
+    return Status::error(Errc::not_found, "%s: qp %#x does not exist", info_.name.c_str(), qpn);
+  const QpObj& qp = *it->second;
+  QpSnapshot s;
+  s.qpn = qp.qpn;
+  s.state = qp.state;
+  s.sq_dbr = load_sq_dbr(qp);
+  s.rq_dbr = load_rq_dbr(qp);
+  s.sq_consumed = qp.sq_consumed;
+  s.rq_consumed = qp.rq_consumed;
+  s.next_psn = qp.next_psn;
+  s.expected_psn = qp.epsn;
+  s.wqes_executed = qp.counters.wqes_executed;
+  s.uar_doorbells = qp.counters.uar_doorbells;
+  s.sq_dbr_advances = qp.counters.sq_dbr_advances;
+  s.retransmits = qp.counters.retransmits;
+  s.rnr_naks_rx = qp.counters.rnr_naks_rx;
+  s.comm_est_raised = qp.comm_est_raised;
+  return s;
+}
+
+void Hca::pause() {
+  paused_.store(true, std::memory_order_release);
+}
+
+void Hca::resume() {
+  paused_.store(false, std::memory_order_release);
+  kick();
+}
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Creating and destroying PDs, MRs, CQs and QPs, with memory in the mlx5 layouts: a QP buffer
+// with the RQ first and the SQ after it (libmlx5 mlx5_calc_wq_size), 64-byte CQEs set to
+// op_own 0xF0, two big-endian doorbell-record words per object.
+#include <endian.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "hca.h"
+
+namespace rnicdv::sim {
+
+namespace {
+
+uint32_t next_pow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v) p <<= 1;
+  return static_cast<uint32_t>(std::min<uint64_t>(p, uint64_t{1} << 31));
+}
+
+bool is_pow2(uint32_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+size_t round_page(size_t n) {
+  return (n + kUarPageBytes - 1) & ~(kUarPageBytes - 1);
+}
+
+uint8_t* alloc_zeroed(size_t align, size_t bytes) {
+  void* p = std::aligned_alloc(align, bytes);
+  if (p) std::memset(p, 0, bytes);
+  return static_cast<uint8_t*>(p);
+}
+
+constexpr uint32_t kKnownAccess = hw::access::local_write | hw::access::remote_write |
+                                  hw::access::remote_read | hw::access::remote_atomic;
+
+}  // namespace
+
+Result<uint32_t> Hca::alloc_pd() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pds_.size() >= info_.caps.max_pd)
+    return Status::error(Errc::no_resources, "%s: alloc_pd: %u protection domains in use",
+                         info_.name.c_str(), info_.caps.max_pd);
+  const uint32_t pdn = next_pdn_++;
+  pds_.push_back(pdn);
+  return pdn;
+}
+
+void Hca::dealloc_pd(uint32_t pdn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pds_.erase(std::remove(pds_.begin(), pds_.end(), pdn), pds_.end());
+}
+
+bool Hca::has_pd(uint32_t pdn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::find(pds_.begin(), pds_.end(), pdn) != pds_.end();
+}
+
+Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* name = info_.name.c_str();
+  if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
+    return Status::error(Errc::not_found, "%s: reg_mr: pd %u does not exist", name, pdn);
+  if (!addr || length == 0)
+    return Status::error(Errc::invalid_argument, "%s: reg_mr: empty region", name);
+  if (length > info_.caps.max_mr_size)
+    return Status::error(Errc::invalid_argument, "%s: reg_mr: %zu bytes above max_mr_size", name,
+                         length);
+  if (access & ~kKnownAccess)
+    return Status::error(Errc::invalid_argument, "%s: reg_mr: unknown access flags %#x", name,
+                         access);
+  // IBA 10.6.3.1 (ibv_reg_mr): remote write or atomic access requires local write.
+  if ((access & (hw::access::remote_write | hw::access::remote_atomic)) &&
+      !(access & hw::access::local_write))
+    return Status::error(Errc::invalid_argument,
+                         "%s: reg_mr: remote write or atomic access needs local write", name);
+  return mrs_.add(pdn, static_cast<uint8_t*>(addr), length, access);
+}
+
+void Hca::dereg_mr(uint32_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mrs_.remove(key);
+}
+
+Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* name = info_.name.c_str();
+  if (min_cqe == 0 || min_cqe > info_.caps.max_cqe)
+    return Status::error(Errc::invalid_argument, "%s: create_cq: %u entries (1..%u)", name, min_cqe,
+                         info_.caps.max_cqe);
+  if (cqs_.size() >= info_.caps.max_cq)
+    return Status::error(Errc::no_resources, "%s: create_cq: %u CQs in use", name,
+                         info_.caps.max_cq);
+  const uint32_t cnt = next_pow2(std::max<uint32_t>(min_cqe, 2));
+  auto cq = std::make_unique<CqObj>();
+  cq->owned_buf = alloc_zeroed(kUarPageBytes, round_page(size_t{cnt} * 64));
+  cq->owned_dbrec = reinterpret_cast<uint32_t*>(alloc_zeroed(64, 64));
+  if (!cq->owned_buf || !cq->owned_dbrec) {
+    std::free(cq->owned_buf);
+    std::free(cq->owned_dbrec);
+    return Status::error(Errc::no_resources, "%s: create_cq: out of memory for %u CQEs", name, cnt);
+  }
+  cq->cqn = next_cqn_++;
+  cq->ring = wqe::CqRing{cq->owned_buf, cnt, 64};
+  cq->dbrec = cq->owned_dbrec;
+  wqe::init_cq_ring(cq->ring);
+  mlx5dv_cq& dv = cq->view.dv;
+  dv.buf = cq->owned_buf;
+  dv.dbrec = reinterpret_cast<__be32*>(cq->dbrec);
+  dv.cqe_cnt = cnt;
+  dv.cqe_size = 64;
+  dv.cq_uar = owned_pages_.empty() ? nullptr : owned_pages_[0];
+  dv.cqn = cq->cqn;
+  CqObj* raw = cq.get();
+  cqs_.push_back(std::move(cq));
+  return raw;
+}
+
+Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!mem.buf || !mem.dbrec || !is_pow2(mem.cqe_cnt) || mem.cqe_cnt > info_.caps.max_cqe ||
+      (mem.cqe_size != 64 && mem.cqe_size != 128))
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_cq: external ring needs a buffer, a doorbell record, a "
+                         "power-of-two count and 64- or 128-byte CQEs",
+                         info_.name.c_str());
+  auto cq = std::make_unique<CqObj>();
+  cq->cqn = next_cqn_++;
+  cq->ring = wqe::CqRing{mem.buf, mem.cqe_cnt, mem.cqe_size};
+  cq->dbrec = mem.dbrec;
+  mlx5dv_cq& dv = cq->view.dv;
+  dv.buf = mem.buf;
+  dv.dbrec = reinterpret_cast<__be32*>(mem.dbrec);
+  dv.cqe_cnt = mem.cqe_cnt;
+  dv.cqe_size = mem.cqe_size;
+  dv.cq_uar = mem.cq_uar;
+  dv.cqn = cq->cqn;
+  CqObj* raw = cq.get();
+  cqs_.push_back(std::move(cq));
+  return raw;
+}
+
+void Hca::maybe_free_cq(CqObj* cq) {
+  if (cq->handle_alive || cq->qp_refs != 0) return;
+  std::free(cq->owned_buf);
+  std::free(cq->owned_dbrec);
+  cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(),
+                            [cq](const std::unique_ptr<CqObj>& c) { return c.get() == cq; }),
+             cqs_.end());
+}
+
+void Hca::release_cq(CqObj* cq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cq->handle_alive = false;
+  maybe_free_cq(cq);
+}
+
+uint32_t Hca::alloc_qpn() {
+  for (;;) {
+    const uint32_t qpn = next_qpn_;
+    next_qpn_ = (next_qpn_ + 1) & 0xffffff;
+    if (next_qpn_ < 0x100) next_qpn_ = 0x100;
+    if (!qp_by_num_.count(qpn)) return qpn;
+  }
+}
+
+Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
+                              const hw::QpCaps& caps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const hw::DeviceCaps& dev = info_.caps;
+  const char* name = info_.name.c_str();
+  const auto too_big = [&](const char* what, uint32_t asked, uint32_t limit) {
+    return Status::error(Errc::invalid_argument, "%s: create_qp: %s %u above the device's %u", name,
+                         what, asked, limit);
+  };
+  if (caps.max_send_wr > dev.max_qp_wr)
+    return too_big("max_send_wr", caps.max_send_wr, dev.max_qp_wr);
+  if (caps.max_recv_wr > dev.max_qp_wr)
+    return too_big("max_recv_wr", caps.max_recv_wr, dev.max_qp_wr);
+  if (caps.max_send_sge > dev.max_send_sge)
+    return too_big("max_send_sge", caps.max_send_sge, dev.max_send_sge);
+  if (caps.max_recv_sge > dev.max_recv_sge)
+    return too_big("max_recv_sge", caps.max_recv_sge, dev.max_recv_sge);
+  if (caps.max_inline_data > dev.max_inline_data)
+    return too_big("max_inline_data", caps.max_inline_data, dev.max_inline_data);
+
+  // The largest WQE this QP may post, in 16-byte units: RDMA with all its SGEs, an atomic
+  // (ctrl + raddr + atomic + data = 4), or inline data after ctrl + raddr.
+  uint32_t ds = std::max<uint32_t>(2 + std::max<uint32_t>(caps.max_send_sge, 1), 4);
+  if (caps.max_inline_data) ds = std::max<uint32_t>(ds, 2 + (caps.max_inline_data + 4 + 15) / 16);
+  const uint32_t wqe_bbs = (ds + 3) / 4;
+  const uint32_t sq_bbs = next_pow2(uint64_t{std::max<uint32_t>(caps.max_send_wr, 1)} * wqe_bbs);
+  if (sq_bbs > kMaxSqBbs)
+    return Status::error(Errc::no_resources,
+                         "%s: create_qp: send queue of %u basic blocks above %u", name, sq_bbs,
+                         kMaxSqBbs);
+  const uint32_t rq_cnt = next_pow2(std::max<uint32_t>(caps.max_recv_wr, 1));
+  const uint32_t rq_stride = next_pow2(16u * std::max<uint32_t>(caps.max_recv_sge, 1));
+  const size_t rq_bytes = size_t{rq_cnt} * rq_stride;
+  const size_t sq_bytes = size_t{sq_bbs} * 64;
+
+  auto qp = std::make_unique<QpObj>();
+  qp->owned_buf = alloc_zeroed(kUarPageBytes, round_page(rq_bytes + sq_bytes));
+  qp->owned_dbrec = reinterpret_cast<uint32_t*>(alloc_zeroed(64, 64));
+  if (!qp->owned_buf || !qp->owned_dbrec) {
+    std::free(qp->owned_buf);
+    std::free(qp->owned_dbrec);
+    return Status::error(Errc::no_resources, "%s: create_qp: out of memory", name);
+  }
+  qp->rq = wqe::RqRing{qp->owned_buf, rq_cnt, rq_stride};
+  qp->sq = wqe::SqRing{qp->owned_buf + rq_bytes, sq_bbs};
+  qp->dbrec = qp->owned_dbrec;
+  hw::QpCaps& g = qp->caps;
+  g.max_send_wr = sq_bbs / wqe_bbs;
+  g.max_recv_wr = rq_cnt;
+  g.max_send_sge = std::min(dev.max_send_sge, wqe_bbs * 4 - 2);
+  g.max_recv_sge = std::min(dev.max_recv_sge, rq_stride / 16);
+  g.max_inline_data =
+      caps.max_inline_data ? std::min(dev.max_inline_data, wqe_bbs * 64 - 32 - 4) : 0;
+  return finish_create_qp(std::move(qp), pdn, send_cq, recv_cq);
+}
+
+Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
+                                       const ExternalQpMemory& mem) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!mem.sq_buf || !mem.dbrec || !is_pow2(mem.sq_wqe_cnt) || mem.sq_wqe_cnt > kMaxSqBbs ||
+      !is_pow2(mem.rq_wqe_cnt) || !mem.rq_buf || !is_pow2(mem.rq_stride) || mem.rq_stride < 16)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: external queues need power-of-two rings, an RQ stride "
+                         ">= 16 and a doorbell record",
+                         info_.name.c_str());
+  auto qp = std::make_unique<QpObj>();
+  qp->rq = wqe::RqRing{mem.rq_buf, mem.rq_wqe_cnt, mem.rq_stride};
+  qp->sq = wqe::SqRing{mem.sq_buf, mem.sq_wqe_cnt};
+  qp->dbrec = mem.dbrec;
+  qp->caps = mem.granted;
+  qp->user_index = mem.user_index;
+  qp->reg = reinterpret_cast<BfRegister*>(mem.bf_reg);  // resolved in finish_create_qp
+  qp->view.dv.bf.size = mem.bf_size;
+  if (!mem.bf_reg)
+    return Status::error(Errc::invalid_argument, "%s: create_qp: no doorbell register",
+                         info_.name.c_str());
+  return finish_create_qp(std::move(qp), pdn, send_cq, recv_cq);
+}
+
+Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, CqObj* send_cq,
+                                     CqObj* recv_cq) {
+  const char* name = info_.name.c_str();
+  const bool external = qp->owned_buf == nullptr;
+  const auto fail = [&](Status s) {
+    std::free(qp->owned_buf);
+    std::free(qp->owned_dbrec);
+    return s;
+  };
+  if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
+    return fail(Status::error(Errc::not_found, "%s: create_qp: pd %u does not exist", name, pdn));
+  if (!send_cq || !recv_cq)
+    return fail(Status::error(Errc::invalid_argument, "%s: create_qp: no CQ", name));
+  if (qps_.size() >= info_.caps.max_qp)
+    return fail(
+        Status::error(Errc::no_resources, "%s: create_qp: %u QPs in use", name, info_.caps.max_qp));
+  qp->qpn = alloc_qpn();
+  qp->pdn = pdn;
+  qp->send_cq = send_cq;
+  qp->recv_cq = recv_cq;
+
+  Result<BfRegister*> reg = Status();
+  if (external) {
+    uint8_t* base = reinterpret_cast<uint8_t*>(qp->reg);
+    qp->reg = nullptr;
+    reg = bind_external_register(*qp, base);
+  } else {
+    reg = bind_register(*qp);
+  }
+  if (!reg) return fail(reg.status());
+
+  ++send_cq->qp_refs;
+  ++recv_cq->qp_refs;
+  qp->wqes.resize(std::min<uint32_t>(16, qp->sq.bb_count));
+  qp->seen_sq_dbr = load_sq_dbr(*qp);
+  qp->seen_rq_dbr = load_rq_dbr(*qp);
+
+  mlx5dv_qp& dv = qp->view.dv;
+  dv.dbrec = reinterpret_cast<__be32*>(qp->dbrec);
+  dv.sq.buf = qp->sq.buf;
+  dv.sq.wqe_cnt = qp->sq.bb_count;
+  dv.sq.stride = 64;
+  dv.rq.buf = qp->rq.buf;
+  dv.rq.wqe_cnt = qp->rq.wqe_cnt;
+  dv.rq.stride = qp->rq.stride;
+  dv.bf.reg = qp->reg->base;
+  if (!external) dv.bf.size = kBfHalfBytes;
+  qp->view.qpn = qp->qpn;
+  qp->view.bf_shared = qp->reg->shared;
+  qp->view.granted = qp->caps;
+
+  QpObj* raw = qp.get();
+  qp_by_num_[raw->qpn] = raw;
+  qps_.push_back(std::move(qp));
+  return raw;
+}
+
+// The first dedicated_bf_regs QPs get a register of their own; later ones share one.
+Result<BfRegister*> Hca::bind_register(QpObj& qp) {
+  BfRegister* reg = nullptr;
+  if (!free_dedicated_.empty()) {
+    reg = free_dedicated_.back();
+    free_dedicated_.pop_back();
+  } else {
+    reg = shared_register_;
+  }
+  if (!reg)
+    return Status::error(Errc::internal, "%s: create_qp: no doorbell register", info_.name.c_str());
+  reg->qps.push_back(&qp);
+  qp.reg = reg;
+  return reg;
+}
+
+Result<BfRegister*> Hca::bind_external_register(QpObj& qp, uint8_t* base) {
+  for (auto& r : registers_) {
+    if (r->base != base) continue;
+    r->qps.push_back(&qp);
+    r->shared = r->qps.size() > 1 || r.get() == shared_register_;
+    if (r->shared)
+      for (QpObj* other : r->qps) other->view.bf_shared = true;
+    qp.reg = r.get();
+    return r.get();
+  }
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(base);
+  uint8_t* page = reinterpret_cast<uint8_t*>(addr & ~(kUarPageBytes - 1));
+  const size_t offset = addr & (kUarPageBytes - 1);
+  if (std::find(external_pages_.begin(), external_pages_.end(), page) == external_pages_.end() ||
+      offset < kBfRegOffset || (offset - kBfRegOffset) % kBfRegBytes != 0)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: register %p is not a BlueFlame register of an attached "
+                         "UAR page",
+                         info_.name.c_str(), static_cast<void*>(base));
+  auto reg = std::make_unique<BfRegister>();
+  reg->base = base;
+  reg->owned = false;
+  reg->qps.push_back(&qp);
+  qp.reg = reg.get();
+  registers_.push_back(std::move(reg));
+  return qp.reg;
+}
+
+void Hca::unbind_register(QpObj& qp) {
+  BfRegister* reg = qp.reg;
+  if (!reg) return;
+  reg->qps.erase(std::remove(reg->qps.begin(), reg->qps.end(), &qp), reg->qps.end());
+  if (reg->owned && reg != shared_register_ && reg->qps.empty()) free_dedicated_.push_back(reg);
+  qp.reg = nullptr;
+}
+
+void Hca::destroy_qp(QpObj* qp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  unbind_register(*qp);
+  qp_by_num_.erase(qp->qpn);
+  CqObj* scq = qp->send_cq;
+  CqObj* rcq = qp->recv_cq;
+  std::free(qp->owned_buf);
+  std::free(qp->owned_dbrec);
+  qps_.erase(std::remove_if(qps_.begin(), qps_.end(),
+                            [qp](const std::unique_ptr<QpObj>& q) { return q.get() == qp; }),
+             qps_.end());
+  --scq->qp_refs;
+  --rcq->qp_refs;
+  maybe_free_cq(scq);
+  if (rcq != scq) maybe_free_cq(rcq);
+}
+
+void Hca::set_user_index(QpObj* qp, uint32_t user_index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  qp->user_index = user_index & 0xffffff;
+}
+
+Status Hca::attach_uar_page(uint8_t* page) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!page || (reinterpret_cast<uintptr_t>(page) & (kUarPageBytes - 1)) != 0)
+    return Status::error(Errc::invalid_argument, "%s: attach UAR page %p: not page-aligned",
+                         info_.name.c_str(), static_cast<void*>(page));
+  if (std::find(external_pages_.begin(), external_pages_.end(), page) == external_pages_.end())
+    external_pages_.push_back(page);
+  return Status::ok();
+}
+
+void Hca::detach_uar_page(uint8_t* page) {
+  std::lock_guard<std::mutex> lock(mu_);
+  registers_.erase(std::remove_if(registers_.begin(), registers_.end(),
+                                  [page](const std::unique_ptr<BfRegister>& r) {
+                                    return !r->owned && r->qps.empty() && r->base >= page &&
+                                           r->base < page + kUarPageBytes;
+                                  }),
+                   registers_.end());
+  external_pages_.erase(std::remove(external_pages_.begin(), external_pages_.end(), page),
+                        external_pages_.end());
+}
+
+}  // namespace rnicdv::sim

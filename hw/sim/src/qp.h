@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A queue pair as the device sees it: its rings and doorbell record, the IB state, and the
+// three RC engines that work on it (as in rxe): the requester turns SQ WQEs into request
+// packets, the completer turns responses into send completions, and the responder executes
+// inbound requests and answers them.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "cq.h"
+#include "rnicdv/hw/device.h"
+#include "rnicdv/wqe/decode.h"
+#include "uar.h"
+
+namespace rnicdv::sim {
+
+// A resolved local buffer: host memory the device may touch, checked against an MR.
+struct LocalSeg {
+  uint8_t* ptr;
+  uint32_t len;
+};
+
+enum class WqeKind : uint8_t { nop, send, write, read, atomic };
+
+// An SQ WQE the device has fetched and not yet completed.
+struct SendWqe {
+  uint32_t pi = 0;  // first BB (free-running); the CQE's wqe_counter is pi & 0xffff
+  uint8_t bbs = 1;
+  uint8_t mlx5_opcode = 0;
+  WqeKind kind = WqeKind::nop;
+  bool signaled = false;
+  bool solicited = false;
+  bool fenced = false;
+  bool with_imm = false;
+  uint8_t error = 0;  // MLX5_CQE_SYNDROME_* to complete with; 0 = none
+  uint32_t imm = 0;   // host order
+  uint64_t length = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t swap_add = 0;
+  uint64_t compare = 0;
+  std::vector<LocalSeg> segs;        // gather (SEND/WRITE) or scatter (READ/atomic) list
+  std::vector<uint8_t> inline_data;  // backing store of inline segments
+
+  // Transport progress.
+  bool started = false;  // PSNs assigned, first packet sent
+  uint32_t first_psn = 0;
+  uint32_t span = 0;       // PSNs used: request packets, or READ response packets
+  uint32_t pkts_sent = 0;  // SEND/WRITE: request packets sent; READ/atomic: 0 or 1
+  uint32_t resp_pkts = 0;  // READ: response packets placed
+  bool atomic_done = false;
+
+  uint32_t last_psn() const;
+  bool fully_sent() const {
+    return kind == WqeKind::send || kind == WqeKind::write ? pkts_sent >= span
+                                                           : (kind == WqeKind::nop || pkts_sent);
+  }
+  bool is_rd_atomic() const { return kind == WqeKind::read || kind == WqeKind::atomic; }
+};
+
+// A receive WQE being filled by a multi-packet SEND.
+struct RecvInProgress {
+  bool active = false;
+  uint32_t counter = 0;  // RQ WQE counter of this WQE
+  std::vector<LocalSeg> segs;
+  uint64_t capacity = 0;
+  uint64_t placed = 0;
+};
+
+// The RDMA WRITE being placed, between its FIRST and LAST packets.
+struct WriteInProgress {
+  bool active = false;
+  uint8_t* dst = nullptr;
+  uint64_t total = 0;
+  uint64_t placed = 0;
+};
+
+// Responder resources (IBA 9.7.5.1.6 "responder resources"): one per READ or atomic that
+// was executed, so a duplicate can be answered. max_dest_rd_atomic entries, oldest replaced.
+struct RespResource {
+  enum class Kind : uint8_t { empty, read, atomic };
+  Kind kind = Kind::empty;
+  uint32_t first_psn = 0;
+  uint32_t span = 0;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t atomic_orig = 0;
+  uint32_t msn = 0;
+};
+
+// Something the responder still has to put on the wire, in PSN order: an ACK/NAK, a READ
+// response stream or an atomic acknowledgment.
+struct RespJob {
+  enum class Kind : uint8_t { ack, read, atomic_ack };
+  Kind kind = Kind::ack;
+  uint32_t psn = 0;
+  uint8_t syndrome = 0;  // AETH syndrome (ACK/NAK)
+  uint32_t msn = 0;
+  // READ response stream.
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;  // bytes of this stream
+  uint32_t npkts = 0;
+  uint32_t next_pkt = 0;
+  uint64_t atomic_orig = 0;
+};
+
+struct QpCounters {
+  uint64_t uar_doorbells = 0;
+  uint64_t sq_dbr_advances = 0;
+  uint64_t rq_dbr_advances = 0;
+  uint64_t wqes_executed = 0;
+  uint64_t retransmits = 0;
+  uint64_t timeouts = 0;
+  uint64_t rnr_naks_rx = 0;
+  uint64_t rnr_naks_tx = 0;
+  uint64_t naks_rx = 0;
+  uint64_t naks_tx = 0;
+  uint64_t duplicates_rx = 0;
+  uint64_t packets_tx = 0;
+  uint64_t packets_rx = 0;
+  uint64_t rx_dropped = 0;
+};
+
+struct QpObj {
+  uint32_t qpn = 0;
+  uint32_t pdn = 0;
+  uint32_t user_index = 0;
+  CqObj* send_cq = nullptr;
+  CqObj* recv_cq = nullptr;
+  hw::QpView view;
+  wqe::SqRing sq;
+  wqe::RqRing rq;
+  uint32_t* dbrec = nullptr;  // big-endian: [MLX5_RCV_DBR], [MLX5_SND_DBR]
+  BfRegister* reg = nullptr;
+  bool handle_alive = true;
+  uint8_t* owned_buf = nullptr;
+  uint32_t* owned_dbrec = nullptr;
+  hw::QpCaps caps;
+
+  // IB state and the attributes set so far.
+  hw::QpState state = hw::QpState::reset;
+  hw::QpAttr attr;
+  uint32_t remote_ipv4 = 0;
+  uint32_t mtu = 1024;
+  uint32_t mtu_shift = 10;
+
+  // Doorbells and queue indices (free-running counters; the DBRs hold their low 16 bits).
+  bool db_pending = false;   // a doorbell was seen and not processed yet
+  bool rtr_db_kept = false;  // keeps_rtr_doorbell: a doorbell rung below RTS
+  uint32_t sq_limit = 0;     // BB counter the SQ may be fetched up to (last DBR read)
+  uint32_t sq_consumed = 0;  // BB counter up to which WQEs were fetched
+  uint32_t rq_consumed = 0;  // receive WQEs consumed
+  uint16_t seen_sq_dbr = 0;  // last value observed, for sq_dbr_advances
+  uint16_t seen_rq_dbr = 0;
+
+  // Requester and completer.
+  std::vector<SendWqe> wqes;  // ring of fetched WQEs, power-of-two capacity
+  uint32_t wq_head = 0;       // oldest not completed
+  uint32_t wq_send = 0;       // first not fully sent
+  uint32_t wq_tail = 0;       // next free slot
+  uint32_t next_psn = 0;      // PSN the next new WQE gets
+  uint32_t comp_psn = 0;      // oldest PSN not acknowledged
+  uint32_t pkts_since_ack_req = 0;
+  uint8_t retry_left = 0;
+  uint8_t rnr_left = 0;
+  uint64_t retx_deadline = 0;  // 0 = timer not armed
+  uint64_t rnr_deadline = 0;   // 0 = not waiting after an RNR NAK
+  uint32_t gap_retry_psn = 0;  // go-back-N already started from this PSN after a gap
+  bool gap_retry_armed = false;
+  bool sq_drained_raised = false;
+
+  // Responder.
+  uint32_t epsn = 0;          // next expected request PSN
+  uint32_t msn = 0;           // message sequence number (24 bits)
+  bool nak_seq_sent = false;  // one NAK per PSN gap (IBA 9.7.5.1.2 / rxe class B)
+  uint8_t cur_op = 0;         // 0, or the kind (send/write) of a message in progress
+  RecvInProgress recv;
+  WriteInProgress write;
+  std::vector<RespResource> resources;
+  uint32_t res_next = 0;
+  std::deque<RespJob> resp_queue;
+  bool comm_est_raised = false;
+
+  QpCounters counters;
+
+  SendWqe& wqe_at(uint32_t i) { return wqes[i & (wqes.size() - 1)]; }
+  uint32_t in_flight() const { return wq_tail - wq_head; }
+};
+
+}  // namespace rnicdv::sim

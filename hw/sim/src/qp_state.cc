@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The QP state machine (IBA 10.3.1, Table 91 "QP state transition properties" as
+// ibv_modify_qp(3) lists them for RC): which transitions are legal, which attributes each
+// one requires and which it accepts.
+#include "hca.h"
+#include "packet/psn.h"
+
+namespace rnicdv::sim {
+
+namespace {
+
+namespace a = hw::qp_attr;
+using hw::QpState;
+
+struct Transition {
+  QpState from;
+  QpState to;
+  uint32_t required;
+  uint32_t optional;
+};
+
+constexpr Transition kTransitions[] = {
+    {QpState::reset, QpState::init, a::port | a::access_flags, 0},
+    {QpState::init, QpState::init, 0, a::port | a::access_flags},
+    {QpState::init, QpState::rtr,
+     a::av | a::path_mtu | a::dest_qpn | a::rq_psn | a::max_dest_rd_atomic | a::min_rnr_timer,
+     a::access_flags | a::port},
+    {QpState::rtr, QpState::rts,
+     a::sq_psn | a::timeout | a::retry_cnt | a::rnr_retry | a::max_rd_atomic,
+     a::access_flags | a::min_rnr_timer},
+    {QpState::rts, QpState::rts, 0, a::access_flags | a::min_rnr_timer},
+    {QpState::rts, QpState::sqd, 0, 0},
+    {QpState::sqd, QpState::rts, 0, a::access_flags | a::min_rnr_timer},
+    {QpState::sqd, QpState::sqd, 0,
+     a::access_flags | a::min_rnr_timer | a::timeout | a::retry_cnt | a::rnr_retry |
+         a::max_rd_atomic | a::max_dest_rd_atomic},
+    {QpState::sqe, QpState::rts, 0, a::access_flags | a::min_rnr_timer},
+};
+
+const char* attr_name(uint32_t bit) {
+  switch (bit) {
+    case a::state:
+      return "state";
+    case a::access_flags:
+      return "access_flags";
+    case a::port:
+      return "port";
+    case a::path_mtu:
+      return "path_mtu";
+    case a::dest_qpn:
+      return "dest_qpn";
+    case a::rq_psn:
+      return "rq_psn";
+    case a::sq_psn:
+      return "sq_psn";
+    case a::max_rd_atomic:
+      return "max_rd_atomic";
+    case a::max_dest_rd_atomic:
+      return "max_dest_rd_atomic";
+    case a::min_rnr_timer:
+      return "min_rnr_timer";
+    case a::timeout:
+      return "timeout";
+    case a::retry_cnt:
+      return "retry_cnt";
+    case a::rnr_retry:
+      return "rnr_retry";
+    case a::av:
+      return "av (remote GID)";
+  }
+  return "unknown attribute";
+}
+
+uint32_t lowest_bit(uint32_t mask) {
+  return mask & (~mask + 1);
+}
+
+constexpr uint32_t kAllAttrs = (a::av << 1) - 1;
+constexpr uint32_t kKnownAccess = hw::access::local_write | hw::access::remote_write |
+                                  hw::access::remote_read | hw::access::remote_atomic;
+
+}  // namespace
+
+Status Hca::check_modify(const QpObj& qp, const hw::QpAttr& attr, uint32_t mask) const {
+  const QpState from = qp.state;
+  const QpState to = (mask & a::state) ? attr.state : from;
+  const char* f = hw::qp_state_name(from);
+  const char* t = hw::qp_state_name(to);
+  const auto fail = [&](Errc code, const char* reason) {
+    return Status::error(code, "qp %#x: modify %s->%s: %s", qp.qpn, f, t, reason);
+  };
+  if (mask & ~kAllAttrs) return fail(Errc::invalid_argument, "unknown attribute bits");
+
+  uint32_t required = 0;
+  uint32_t optional = 0;
+  if (to == QpState::reset || to == QpState::err) {
+    optional = kAllAttrs;  // any state may go to RESET or ERR; other attributes are ignored
+  } else {
+    bool legal = false;
+    for (const Transition& tr : kTransitions) {
+      if (tr.from == from && tr.to == to) {
+        legal = true;
+        required = tr.required;
+        optional = tr.optional;
+        break;
+      }
+    }
+    if (!legal) return fail(Errc::bad_state, "illegal transition");
+  }
+  if (const uint32_t missing = required & ~mask) {
+    const std::string reason = std::string(attr_name(lowest_bit(missing))) + " not set";
+    return fail(Errc::invalid_argument, reason.c_str());
+  }
+  if (const uint32_t extra = mask & ~(required | optional | a::state)) {
+    const std::string reason =
+        std::string(attr_name(lowest_bit(extra))) + " is not an attribute of this transition";
+    return fail(Errc::invalid_argument, reason.c_str());
+  }
+  if (to == QpState::reset || to == QpState::err) return Status::ok();
+
+  const hw::DeviceCaps& caps = info_.caps;
+  if ((mask & a::port) && (attr.port_num != 1 || attr.pkey_index != 0))
+    return fail(Errc::invalid_argument, "only port 1 and P_Key index 0 exist");
+  if ((mask & a::access_flags) && (attr.access_flags & ~kKnownAccess))
+    return fail(Errc::invalid_argument, "unknown access flags");
+  if (mask & a::path_mtu) {
+    const uint8_t m = static_cast<uint8_t>(attr.path_mtu);
+    if (m < 1 || m > static_cast<uint8_t>(caps.max_mtu))
+      return fail(Errc::invalid_argument, "path_mtu above the port's MTU");
+  }
+  if ((mask & a::dest_qpn) && attr.dest_qpn > kPsnMask)
+    return fail(Errc::invalid_argument, "dest_qpn is wider than 24 bits");
+  if ((mask & a::rq_psn) && attr.rq_psn > kPsnMask)
+    return fail(Errc::invalid_argument, "rq_psn is wider than 24 bits");
+  if ((mask & a::sq_psn) && attr.sq_psn > kPsnMask)
+    return fail(Errc::invalid_argument, "sq_psn is wider than 24 bits");
+  if ((mask & a::max_rd_atomic) && attr.max_rd_atomic > caps.max_qp_init_rd_atom)
+    return fail(Errc::invalid_argument, "max_rd_atomic above the device's limit");
+  if ((mask & a::max_dest_rd_atomic) && attr.max_dest_rd_atomic > caps.max_qp_rd_atom)
+    return fail(Errc::invalid_argument, "max_dest_rd_atomic above the device's limit");
+  if ((mask & a::min_rnr_timer) && attr.min_rnr_timer > 31)
+    return fail(Errc::invalid_argument, "min_rnr_timer is a 5-bit code");
+  if ((mask & a::timeout) && attr.timeout > 31)
+    return fail(Errc::invalid_argument, "timeout is a 5-bit exponent");
+  if ((mask & a::retry_cnt) && attr.retry_cnt > 7)
+    return fail(Errc::invalid_argument, "retry_cnt above 7");
+  if ((mask & a::rnr_retry) && attr.rnr_retry > 7)
+    return fail(Errc::invalid_argument, "rnr_retry above 7");
+  if ((mask & a::av) && !attr.remote_gid.is_ipv4_mapped())
+    return fail(Errc::invalid_argument,
+                "remote GID is not IPv4-mapped (the fabric runs RoCEv2 over IPv4)");
+  return Status::ok();
+}
+
+void Hca::apply_modify(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
+  const QpState from = qp.state;
+  const QpState to = (mask & a::state) ? attr.state : from;
+  if (to == QpState::reset) {
+    reset_qp_locked(qp);
+    return;
+  }
+  if (to == QpState::err) {
+    qp_to_error_locked(qp);
+    return;
+  }
+  hw::QpAttr& cur = qp.attr;
+  if (mask & a::access_flags) cur.access_flags = attr.access_flags;
+  if (mask & a::port) {
+    cur.port_num = attr.port_num;
+    cur.pkey_index = attr.pkey_index;
+  }
+  if (mask & a::path_mtu) {
+    cur.path_mtu = attr.path_mtu;
+    qp.mtu = hw::mtu_bytes(attr.path_mtu);
+    qp.mtu_shift = 7 + static_cast<uint32_t>(attr.path_mtu);
+  }
+  if (mask & a::dest_qpn) cur.dest_qpn = attr.dest_qpn;
+  if (mask & a::rq_psn) cur.rq_psn = attr.rq_psn;
+  if (mask & a::sq_psn) cur.sq_psn = attr.sq_psn;
+  if (mask & a::max_rd_atomic) cur.max_rd_atomic = attr.max_rd_atomic;
+  if (mask & a::max_dest_rd_atomic) cur.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+  if (mask & a::min_rnr_timer) cur.min_rnr_timer = attr.min_rnr_timer;
+  if (mask & a::timeout) cur.timeout = attr.timeout;
+  if (mask & a::retry_cnt) cur.retry_cnt = attr.retry_cnt;
+  if (mask & a::rnr_retry) cur.rnr_retry = attr.rnr_retry;
+  if (mask & a::av) {
+    cur.remote_gid = attr.remote_gid;
+    qp.remote_ipv4 = attr.remote_gid.ipv4();
+  }
+  if (mask & a::max_dest_rd_atomic)
+    qp.resources.assign(std::max<uint32_t>(1, cur.max_dest_rd_atomic), RespResource{});
+
+  qp.state = to;
+  if (from == QpState::init && to == QpState::rtr) {
+    qp.epsn = cur.rq_psn;
+    qp.msn = 0;
+    qp.nak_seq_sent = false;
+  }
+  if (from == QpState::rtr && to == QpState::rts) {
+    qp.next_psn = qp.comp_psn = cur.sq_psn;
+    qp.retry_left = cur.retry_cnt;
+    qp.rnr_left = cur.rnr_retry;
+  }
+  if (to == QpState::sqd && from != QpState::sqd) {
+    qp.sq_drained_raised = false;
+    complete_wqes(qp);  // raises SQ_DRAINED at once when nothing is in flight
+  }
+  if (to == QpState::rts && from != QpState::rts) {
+    // A doorbell kept from RTR runs now (mlx5); leaving SQD or SQE resumes from the DBR.
+    const bool resume = from == QpState::sqd || from == QpState::sqe || qp.rtr_db_kept;
+    qp.rtr_db_kept = false;
+    if (resume) {
+      const uint16_t ahead = static_cast<uint16_t>(load_sq_dbr(qp) - qp.sq_consumed);
+      if (ahead != 0 && ahead <= qp.sq.bb_count) qp.sq_limit = qp.sq_consumed + ahead;
+    }
+  }
+}
+
+Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Doorbell-record moves made before this transition are counted in the state they
+  // happened in.
+  observe_dbrs_locked(*qp);
+  Status s = check_modify(*qp, attr, mask);
+  if (!s) return s;
+  apply_modify(*qp, attr, mask);
+  handle_cq_overflows_locked();
+  return Status::ok();
+}
+
+hw::QpState Hca::qp_state(const QpObj* qp) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return qp->state;
+}
+
+}  // namespace rnicdv::sim

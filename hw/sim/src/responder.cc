@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The responder: executes inbound requests in PSN order (IBA 9.7.5.1). SEND consumes
+// receive WQEs, WRITE places data, READ and atomics are answered from a ring of responder
+// resources so duplicates can be replayed. Errors give the NAK classes of IBA 9.7.5.2.4
+// (as rxe sends them) and move the QP to ERR.
+#include <algorithm>
+#include <cstring>
+
+#include "hca.h"
+#include "packet/psn.h"
+#include "seg_copy.h"
+
+namespace rnicdv::sim {
+
+void Hca::on_request(QpObj& qp, const pkt::Packet& p) {
+  // Requests are processed from RTR on (IBA 10.3.1.3). The first one in RTR raises
+  // COMM_EST (IBA 11.6.3.1), once.
+  if (qp.state == hw::QpState::rtr && !qp.comm_est_raised) {
+    qp.comm_est_raised = true;
+    ++counters_.comm_est_raised;
+    raise_event(hw::AsyncEventType::comm_est, qp.qpn, 0);
+  }
+  const int32_t order = psn_cmp(p.bth.psn, qp.epsn);
+  if (order > 0) {
+    // PSN sequence error: one NAK per gap, then silent drops until the expected PSN.
+    if (!qp.nak_seq_sent) {
+      qp.nak_seq_sent = true;
+      queue_ack(qp, pkt::aeth::kNakPsnSeqError, qp.epsn);
+    }
+    ++counters_.rx_dropped;
+    ++qp.counters.rx_dropped;
+    return;
+  }
+  if (order < 0) {
+    on_duplicate_request(qp, p);
+    return;
+  }
+  qp.nak_seq_sent = false;
+
+  const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
+  const uint32_t psn = p.bth.psn;
+  // Opcode sequence (IBA 9.7.5.1.1 / rxe check_op_seq): a message in progress continues with
+  // MIDDLE or LAST of its own kind; otherwise only FIRST or ONLY may come.
+  const bool continues = info.pos == pkt::OpPos::middle || info.pos == pkt::OpPos::last;
+  const bool sequence_ok =
+      qp.cur_op == 0 ? !continues : (continues && static_cast<uint8_t>(info.kind) == qp.cur_op);
+  // Payload lengths (rxe check_length): FIRST and MIDDLE carry exactly the MTU, LAST 1..MTU,
+  // ONLY 0..MTU.
+  bool length_ok = true;
+  if (info.kind == pkt::OpKind::send || info.kind == pkt::OpKind::write) {
+    switch (info.pos) {
+      case pkt::OpPos::first:
+      case pkt::OpPos::middle:
+        length_ok = p.payload_len == qp.mtu;
+        break;
+      case pkt::OpPos::last:
+        length_ok = p.payload_len >= 1 && p.payload_len <= qp.mtu;
+        break;
+      default:
+        length_ok = p.payload_len <= qp.mtu;
+        break;
+    }
+  }
+  if (!sequence_ok || !length_ok) {
+    responder_error(qp, pkt::aeth::kNakInvalidRequest, psn, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+                    hw::AsyncEventType::qp_req_err);
+    return;
+  }
+  // The QP's own remote access rights (INIT attribute access_flags).
+  uint32_t needed = 0;
+  if (info.kind == pkt::OpKind::write) needed = hw::access::remote_write;
+  if (info.kind == pkt::OpKind::read_request) needed = hw::access::remote_read;
+  if (info.kind == pkt::OpKind::atomic) needed = hw::access::remote_atomic;
+  if ((qp.attr.access_flags & needed) != needed) {
+    responder_error(qp, pkt::aeth::kNakInvalidRequest, psn, 0, hw::AsyncEventType::qp_req_err);
+    return;
+  }
+
+  switch (info.kind) {
+    case pkt::OpKind::send:
+      if (!responder_send(qp, p, info)) return;
+      break;
+    case pkt::OpKind::write:
+      if (!responder_write(qp, p, info)) return;
+      break;
+    case pkt::OpKind::read_request:
+      responder_read(qp, p);
+      return;
+    case pkt::OpKind::atomic:
+      responder_atomic(qp, p);
+      return;
+    default:
+      ++counters_.rx_dropped;
+      return;
+  }
+  qp.epsn = psn_add(qp.epsn, 1);
+  if (p.bth.ack_req) queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn);
+}
+
+// Takes the next receive WQE for a SEND (or a WRITE with immediate). Without one the sender
+// gets an RNR NAK carrying this QP's min_rnr_timer (IBA 9.7.5.2.8) and the PSN stays
+// expected. A receive WQE the device cannot use completes in error.
+bool Hca::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
+  const uint16_t posted = static_cast<uint16_t>(load_rq_dbr(qp) - qp.rq_consumed);
+  if (posted == 0 || posted > qp.rq.wqe_cnt) {
+    ++counters_.rnr_naks_tx;
+    ++qp.counters.rnr_naks_tx;
+    queue_ack(qp, static_cast<uint8_t>(pkt::aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f)),
+              p.bth.psn);
+    return false;
+  }
+  RecvInProgress& r = qp.recv;
+  r.counter = qp.rq_consumed;
+  r.segs.clear();
+  r.capacity = 0;
+  r.placed = 0;
+  r.active = true;
+  ++qp.rq_consumed;
+
+  // A WRITE with immediate uses the WQE for its completion only; its SGEs are not touched.
+  if (pkt::opcode_info(p.bth.opcode).kind != pkt::OpKind::send) return true;
+  wqe::DecodedRecvWqe d;
+  if (wqe::decode_recv_wqe(qp.rq, r.counter, &d) != wqe::WqeDefect::none) {
+    responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
+                    MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
+    return false;
+  }
+  for (uint32_t i = 0; i < d.num_sge; ++i) {
+    const Sge& sge = d.sges[i];
+    if (sge.length == 0) continue;
+    uint8_t* host = nullptr;
+    if (mrs_.check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host) !=
+        AccessResult::ok) {
+      responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
+                      MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
+      return false;
+    }
+    r.segs.push_back(LocalSeg{host, sge.length});
+    r.capacity += sge.length;
+  }
+  return true;
+}
+
+bool Hca::responder_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
+  if (info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only) {
+    if (!take_recv_wqe(qp, p)) return false;
+  }
+  RecvInProgress& r = qp.recv;
+  if (r.placed + p.payload_len > r.capacity) {
+    // The message is larger than the receive buffer: LOC_LEN_ERR here, NAK invalid
+    // request to the sender (IBA 9.7.5.2.4 class C).
+    responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn,
+                    MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, hw::AsyncEventType::qp_req_err);
+    return false;
+  }
+  if (p.payload_len) scatter_bytes(r.segs, r.placed, p.payload, p.payload_len);
+  r.placed += p.payload_len;
+  if (info.pos == pkt::OpPos::last || info.pos == pkt::OpPos::only) {
+    complete_recv(qp, p, info.immediate ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND, r.placed);
+    qp.msn = psn_add(qp.msn, 1);
+    qp.cur_op = 0;
+  } else {
+    qp.cur_op = static_cast<uint8_t>(pkt::OpKind::send);
+  }
+  return true;
+}
+
+bool Hca::responder_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
+  WriteInProgress& wr = qp.write;
+  const bool starts = info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only;
+  const bool ends = info.pos == pkt::OpPos::last || info.pos == pkt::OpPos::only;
+  if (starts) {
+    const uint32_t len = p.reth.dma_length;
+    const bool len_ok = info.pos == pkt::OpPos::only ? p.payload_len == len : len > qp.mtu;
+    if (!len_ok || len > info_.caps.max_msg_size) {
+      responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
+                      hw::AsyncEventType::qp_req_err);
+      return false;
+    }
+    uint8_t* host = nullptr;
+    if (mrs_.check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_write, &host) !=
+        AccessResult::ok) {
+      responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+                      hw::AsyncEventType::qp_access_err);
+      return false;
+    }
+    wr.active = true;
+    wr.dst = host;
+    wr.total = len;
+    wr.placed = 0;
+  }
+  if (wr.placed + p.payload_len > wr.total || (ends && wr.placed + p.payload_len != wr.total)) {
+    responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
+                    hw::AsyncEventType::qp_req_err);
+    return false;
+  }
+  // WRITE with immediate needs a receive WQE for its completion; check before placing so an
+  // RNR retry of the last packet finds the same state.
+  if (ends && info.immediate && !take_recv_wqe(qp, p)) return false;
+  if (p.payload_len) std::memcpy(wr.dst + wr.placed, p.payload, p.payload_len);
+  wr.placed += p.payload_len;
+  if (ends) {
+    if (info.immediate) complete_recv(qp, p, MLX5_CQE_RESP_WR_IMM, wr.total);
+    qp.msn = psn_add(qp.msn, 1);
+    wr.active = false;
+    qp.cur_op = 0;
+  } else {
+    qp.cur_op = static_cast<uint8_t>(pkt::OpKind::write);
+  }
+  return true;
+}
+
+void Hca::responder_read(QpObj& qp, const pkt::Packet& p) {
+  const uint32_t len = p.reth.dma_length;
+  if (len > info_.caps.max_msg_size) {
+    responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
+                    hw::AsyncEventType::qp_req_err);
+    return;
+  }
+  uint8_t* host = nullptr;
+  if (mrs_.check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_read, &host) !=
+      AccessResult::ok) {
+    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+                    hw::AsyncEventType::qp_access_err);
+    return;
+  }
+  const uint32_t span =
+      static_cast<uint32_t>(std::max<uint64_t>(1, (uint64_t{len} + qp.mtu - 1) >> qp.mtu_shift));
+  qp.msn = psn_add(qp.msn, 1);
+  RespResource& res = qp.resources[qp.res_next++ % qp.resources.size()];
+  res = RespResource{
+      RespResource::Kind::read, p.bth.psn, span, p.reth.va, p.reth.rkey, len, 0, qp.msn};
+  RespJob job;
+  job.kind = RespJob::Kind::read;
+  job.psn = p.bth.psn;
+  job.msn = qp.msn;
+  job.va = p.reth.va;
+  job.rkey = p.reth.rkey;
+  job.length = len;
+  job.npkts = span;
+  qp.resp_queue.push_back(job);
+  qp.epsn = psn_add(qp.epsn, span);
+}
+
+void Hca::responder_atomic(QpObj& qp, const pkt::Packet& p) {
+  const pkt::AtomicEth& a = p.atomic;
+  if (a.va & 7) {  // atomics need 8-byte alignment (IBA 9.4.5, C9-...): invalid request
+    responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
+                    hw::AsyncEventType::qp_req_err);
+    return;
+  }
+  uint8_t* host = nullptr;
+  if (mrs_.check(a.rkey, qp.pdn, a.va, 8, hw::access::remote_atomic, &host) != AccessResult::ok) {
+    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+                    hw::AsyncEventType::qp_access_err);
+    return;
+  }
+  // Atomic with respect to every device of the process (host order, like rxe).
+  auto* target = reinterpret_cast<uint64_t*>(host);
+  uint64_t orig;
+  if (p.bth.opcode == pkt::opcode::rc_compare_swap) {
+    orig = a.compare;
+    __atomic_compare_exchange_n(target, &orig, a.swap_add, false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+  } else {
+    orig = __atomic_fetch_add(target, a.swap_add, __ATOMIC_SEQ_CST);
+  }
+  qp.msn = psn_add(qp.msn, 1);
+  RespResource& res = qp.resources[qp.res_next++ % qp.resources.size()];
+  res = RespResource{RespResource::Kind::atomic, p.bth.psn, 1, a.va, a.rkey, 8, orig, qp.msn};
+  RespJob job;
+  job.kind = RespJob::Kind::atomic_ack;
+  job.psn = p.bth.psn;
+  job.msn = qp.msn;
+  job.atomic_orig = orig;
+  qp.resp_queue.push_back(job);
+  qp.epsn = psn_add(qp.epsn, 1);
+}
+
+// A request the responder already executed (IBA 9.7.5.1.2, C9-105 ... C9-113): SEND/WRITE are
+// re-acknowledged without placing data again; a READ is executed again from the requested
+// PSN; an atomic is answered with the saved original value and never applied twice.
+void Hca::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
+  ++counters_.duplicates_rx;
+  ++qp.counters.duplicates_rx;
+  const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
+  const uint32_t psn = p.bth.psn;
+  if (info.kind == pkt::OpKind::send || info.kind == pkt::OpKind::write) {
+    if (p.bth.ack_req)
+      queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn_add(qp.epsn, kPsnMask));
+    return;
+  }
+  for (const RespResource& res : qp.resources) {
+    if (info.kind == pkt::OpKind::read_request && res.kind == RespResource::Kind::read &&
+        psn_cmp(psn, res.first_psn) >= 0 && psn_cmp(psn, psn_add(res.first_psn, res.span)) < 0) {
+      const uint64_t offset = uint64_t{psn_diff(psn, res.first_psn)} << qp.mtu_shift;
+      if (p.reth.rkey != res.rkey || p.reth.va != res.va + offset ||
+          uint64_t{p.reth.dma_length} + offset != res.length)
+        break;
+      RespJob job;
+      job.kind = RespJob::Kind::read;
+      job.psn = psn;
+      job.msn = res.msn;
+      job.va = p.reth.va;
+      job.rkey = p.reth.rkey;
+      job.length = p.reth.dma_length;
+      job.npkts = res.span - psn_diff(psn, res.first_psn);
+      qp.resp_queue.push_back(job);
+      return;
+    }
+    if (info.kind == pkt::OpKind::atomic && res.kind == RespResource::Kind::atomic &&
+        res.first_psn == psn) {
+      RespJob job;
+      job.kind = RespJob::Kind::atomic_ack;
+      job.psn = psn;
+      job.msn = res.msn;
+      job.atomic_orig = res.atomic_orig;
+      qp.resp_queue.push_back(job);
+      return;
+    }
+  }
+  // No resource matches: dropped (class D).
+}
+
+void Hca::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uint64_t byte_cnt) {
+  wqe::CqeInit c;
+  c.cqe_opcode = cqe_opcode;
+  c.qpn = qp.qpn;
+  c.src_qpn = qp.attr.dest_qpn;
+  c.byte_cnt = static_cast<uint32_t>(byte_cnt);
+  c.imm = (cqe_opcode == MLX5_CQE_RESP_SEND_IMM || cqe_opcode == MLX5_CQE_RESP_WR_IMM) ? p.imm : 0;
+  c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
+  c.srqn_uidx = qp.user_index;
+  c.solicited = p.bth.solicited;
+  qp.recv.active = false;
+  push_cqe(qp, qp.recv_cq, c);
+}
+
+void Hca::responder_error(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
+                          hw::AsyncEventType event) {
+  if (recv_syndrome != 0 && qp.recv.active) {
+    wqe::CqeInit c;
+    c.cqe_opcode = MLX5_CQE_RESP_ERR;
+    c.syndrome = recv_syndrome;
+    c.qpn = qp.qpn;
+    c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
+    c.srqn_uidx = qp.user_index;
+    qp.recv.active = false;
+    ++counters_.error_cqes;
+    push_cqe(qp, qp.recv_cq, c);
+  }
+  // Everything already answered goes out first, then the NAK; then the QP stops.
+  responder_transmit(qp, UINT32_MAX);
+  pkt::Packet nak;
+  nak.bth.opcode = pkt::opcode::rc_acknowledge;
+  nak.bth.dest_qp = qp.attr.dest_qpn;
+  nak.bth.psn = psn;
+  nak.aeth = pkt::Aeth{nak_syndrome, qp.msn};
+  const size_t len = pkt::build_packet(nak, frame_.data(), frame_.size());
+  ++counters_.naks_tx;
+  ++qp.counters.naks_tx;
+  transmit(qp, frame_.data(), len);
+  raise_event(event, qp.qpn, 0);
+  qp_to_error_locked(qp);
+}
+
+}  // namespace rnicdv::sim

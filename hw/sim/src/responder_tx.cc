@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What the responder puts on the wire: ACKs, NAKs, READ response streams and atomic
+// acknowledgments, strictly in PSN order from one queue, so a coalesced ACK never overtakes
+// the READ responses before it (the requester would take them for lost).
+#include <algorithm>
+
+#include "hca.h"
+#include "packet/psn.h"
+
+namespace rnicdv::sim {
+
+void Hca::queue_ack(QpObj& qp, uint8_t syndrome, uint32_t psn) {
+  const bool plain_ack = (syndrome & pkt::aeth::kTypeMask) == pkt::aeth::kAck;
+  if (plain_ack && !qp.resp_queue.empty()) {
+    RespJob& back = qp.resp_queue.back();
+    // ACK coalescing: a later ACK replaces a queued one that has not gone out.
+    if (back.kind == RespJob::Kind::ack &&
+        (back.syndrome & pkt::aeth::kTypeMask) == pkt::aeth::kAck) {
+      if (psn_cmp(psn, back.psn) > 0) back.psn = psn;
+      back.msn = qp.msn;
+      return;
+    }
+  }
+  RespJob job;
+  job.kind = RespJob::Kind::ack;
+  job.syndrome = syndrome;
+  job.psn = psn;
+  job.msn = qp.msn;
+  qp.resp_queue.push_back(job);
+}
+
+bool Hca::responder_transmit(QpObj& qp, uint32_t budget) {
+  if (qp.resp_queue.empty()) return false;
+  if (qp.state == hw::QpState::reset || qp.state == hw::QpState::init ||
+      qp.state == hw::QpState::err) {
+    qp.resp_queue.clear();
+    return false;
+  }
+  bool did = false;
+  uint8_t* frame = frame_.data();
+  while (budget != 0 && !qp.resp_queue.empty()) {
+    RespJob& job = qp.resp_queue.front();
+    if (job.kind == RespJob::Kind::read) {
+      if (!send_read_response(qp, job)) return true;  // the QP went to ERR
+      did = true;
+      --budget;
+      if (job.next_pkt == job.npkts) qp.resp_queue.pop_front();
+      continue;
+    }
+    pkt::Packet p;
+    p.bth.dest_qp = qp.attr.dest_qpn;
+    p.bth.psn = job.psn;
+    if (job.kind == RespJob::Kind::ack) {
+      p.bth.opcode = pkt::opcode::rc_acknowledge;
+      p.aeth = pkt::Aeth{job.syndrome, job.msn};
+      const uint8_t type = job.syndrome & pkt::aeth::kTypeMask;
+      if (type == pkt::aeth::kAck) {
+        ++counters_.acks_tx;
+      } else if (type == pkt::aeth::kNak) {
+        ++counters_.naks_tx;
+        ++qp.counters.naks_tx;
+      }
+    } else {
+      p.bth.opcode = pkt::opcode::rc_atomic_acknowledge;
+      p.aeth = pkt::Aeth{pkt::aeth::kAck | pkt::aeth::kCreditInvalid, job.msn};
+      p.atomic_orig = job.atomic_orig;
+    }
+    const size_t len = pkt::build_packet(p, frame, frame_.size());
+    qp.resp_queue.pop_front();
+    transmit(qp, frame, len);
+    did = true;
+    --budget;
+  }
+  return did;
+}
+
+// One packet of a READ response stream (IBA 9.7.5.1.4): FIRST/MIDDLE/LAST or ONLY, PSNs
+// request PSN + i, an AETH on FIRST, LAST and ONLY. The region is checked again for every
+// packet: memory deregistered meanwhile is never read.
+bool Hca::send_read_response(QpObj& qp, RespJob& job) {
+  const uint32_t k = job.next_pkt;
+  const uint64_t offset = uint64_t{k} << qp.mtu_shift;
+  const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, job.length - offset));
+  uint8_t* host = nullptr;
+  if (mrs_.check(job.rkey, qp.pdn, job.va + offset, len, hw::access::remote_read, &host) !=
+      AccessResult::ok) {
+    const uint32_t psn = psn_add(job.psn, k);
+    qp.resp_queue.pop_front();
+    responder_error(qp, pkt::aeth::kNakRemoteAccessError, psn, 0,
+                    hw::AsyncEventType::qp_access_err);
+    return false;
+  }
+  pkt::Packet p;
+  p.bth.dest_qp = qp.attr.dest_qpn;
+  p.bth.psn = psn_add(job.psn, k);
+  if (job.npkts == 1)
+    p.bth.opcode = pkt::opcode::rc_read_response_only;
+  else if (k == 0)
+    p.bth.opcode = pkt::opcode::rc_read_response_first;
+  else if (k + 1 == job.npkts)
+    p.bth.opcode = pkt::opcode::rc_read_response_last;
+  else
+    p.bth.opcode = pkt::opcode::rc_read_response_middle;
+  p.aeth = pkt::Aeth{pkt::aeth::kAck | pkt::aeth::kCreditInvalid, job.msn};
+  p.payload = host;
+  p.payload_len = len;
+  const size_t n = pkt::build_packet(p, frame_.data(), frame_.size());
+  ++job.next_pkt;
+  transmit(qp, frame_.data(), n);
+  return true;
+}
+
+}  // namespace rnicdv::sim

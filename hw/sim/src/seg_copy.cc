@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "seg_copy.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rnicdv::sim {
+
+namespace {
+
+template <class Copy>
+bool walk(const std::vector<LocalSeg>& segs, uint64_t offset, uint32_t len, Copy&& copy) {
+  size_t i = 0;
+  while (i < segs.size() && offset >= segs[i].len) {
+    offset -= segs[i].len;
+    ++i;
+  }
+  uint32_t done = 0;
+  while (done < len) {
+    if (i >= segs.size()) return false;
+    if (segs[i].len == offset) {  // empty, or consumed by `offset`
+      offset = 0;
+      ++i;
+      continue;
+    }
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(len - done, segs[i].len - offset));
+    copy(segs[i].ptr + offset, done, n);
+    done += n;
+    offset = 0;
+    ++i;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool gather_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, uint8_t* dst,
+                  uint32_t len) noexcept {
+  return walk(segs, offset, len,
+              [dst](uint8_t* seg, uint32_t at, uint32_t n) { std::memcpy(dst + at, seg, n); });
+}
+
+bool scatter_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, const uint8_t* src,
+                   uint32_t len) noexcept {
+  return walk(segs, offset, len,
+              [src](uint8_t* seg, uint32_t at, uint32_t n) { std::memcpy(seg, src + at, n); });
+}
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Fetching SQ WQEs: how far the device may read (the DBR, or beyond it for a scanning
+// device), decoding the untrusted ring, and resolving every local buffer against the MR
+// table before anything is sent. A defect completes the WQE with the mlx5 syndrome and
+// moves the QP to ERR when the WQE reaches the head of the queue.
+#include <algorithm>
+
+#include "hca.h"
+#include "packet/psn.h"
+
+namespace rnicdv::sim {
+
+uint32_t SendWqe::last_psn() const {
+  return psn_add(first_psn, span == 0 ? 0 : span - 1);
+}
+
+namespace {
+
+uint8_t syndrome_for(wqe::WqeDefect defect) {
+  switch (defect) {
+    case wqe::WqeDefect::bad_opcode:
+    case wqe::WqeDefect::bad_ds:
+    case wqe::WqeDefect::bad_qpn:
+      return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+    case wqe::WqeDefect::bad_inline:
+    case wqe::WqeDefect::too_many_segments:
+    case wqe::WqeDefect::bad_atomic:
+      return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+    case wqe::WqeDefect::none:
+      break;
+  }
+  return 0;
+}
+
+WqeKind kind_of(uint8_t opcode, bool* known) {
+  *known = true;
+  switch (opcode) {
+    case MLX5_OPCODE_NOP:
+      return WqeKind::nop;
+    case MLX5_OPCODE_SEND:
+    case MLX5_OPCODE_SEND_IMM:
+      return WqeKind::send;
+    case MLX5_OPCODE_RDMA_WRITE:
+    case MLX5_OPCODE_RDMA_WRITE_IMM:
+      return WqeKind::write;
+    case MLX5_OPCODE_RDMA_READ:
+      return WqeKind::read;
+    case MLX5_OPCODE_ATOMIC_CS:
+    case MLX5_OPCODE_ATOMIC_FA:
+      return WqeKind::atomic;
+    default:
+      *known = false;
+      return WqeKind::nop;
+  }
+}
+
+}  // namespace
+
+// True when the WQE at sq_consumed may be fetched: the DBR (as last read) is ahead, or the
+// device scans and the WQE looks valid. A scanning device re-reads the DBR first, so only
+// WQEs really beyond it count as fetched beyond the DBR.
+bool Hca::sq_has_fetchable(QpObj& qp, bool* beyond_dbr) {
+  *beyond_dbr = false;
+  if (static_cast<int32_t>(qp.sq_limit - qp.sq_consumed) > 0) return true;
+  if (!config_.profile.fetches_beyond_dbr) return false;
+  const uint16_t ahead = static_cast<uint16_t>(load_sq_dbr(qp) - qp.sq_consumed);
+  if (ahead != 0 && ahead <= qp.sq.bb_count) {
+    qp.sq_limit = qp.sq_consumed + ahead;
+    return true;
+  }
+  if (!wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn)) return false;
+  *beyond_dbr = true;
+  return true;
+}
+
+bool Hca::fetch_next_wqe(QpObj& qp) {
+  bool beyond = false;
+  if (!sq_has_fetchable(qp, &beyond)) return false;
+  if (qp.in_flight() == qp.wqes.size()) {
+    // Grow the record ring (power of two) up to one record per basic block.
+    if (qp.wqes.size() >= qp.sq.bb_count) return false;
+    std::vector<SendWqe> bigger(qp.wqes.size() * 2);
+    for (uint32_t i = qp.wq_head; i != qp.wq_tail; ++i)
+      bigger[i & (bigger.size() - 1)] = std::move(qp.wqe_at(i));
+    qp.wqes = std::move(bigger);
+  }
+
+  wqe::DecodedSendWqe& d = *decoded_;
+  const uint32_t pi = qp.sq_consumed;
+  const wqe::WqeDefect defect = wqe::decode_send_wqe(qp.sq, pi, qp.qpn, &d, inline_scratch_.data(),
+                                                     static_cast<uint32_t>(inline_scratch_.size()));
+  SendWqe& w = qp.wqe_at(qp.wq_tail);
+  std::vector<LocalSeg> segs = std::move(w.segs);
+  std::vector<uint8_t> inline_data = std::move(w.inline_data);
+  w = SendWqe{};
+  w.segs = std::move(segs);
+  w.segs.clear();
+  w.inline_data = std::move(inline_data);
+  w.inline_data.clear();
+  w.pi = pi;
+  w.mlx5_opcode = d.opcode;
+  w.signaled = d.signaled();
+  if (defect != wqe::WqeDefect::none) {
+    const uint32_t ds = d.ds & 0x3f;
+    w.bbs = static_cast<uint8_t>(ds == 0 ? 1 : (ds + 3) / 4);
+    w.error = syndrome_for(defect);
+  } else {
+    w.bbs = d.bbs;
+    resolve_wqe(qp, d, w);
+  }
+  ++qp.wq_tail;
+  qp.sq_consumed += w.bbs;
+  if (static_cast<int32_t>(qp.sq_limit - qp.sq_consumed) < 0) qp.sq_limit = qp.sq_consumed;
+  ++counters_.wqes_fetched;
+  if (beyond) ++counters_.wqes_beyond_dbr;
+  return true;
+}
+
+void Hca::resolve_wqe(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
+  bool known = false;
+  w.kind = kind_of(d.opcode, &known);
+  if (!known) {
+    w.error = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+    return;
+  }
+  w.solicited = d.solicited();
+  w.fenced = d.fenced();
+  w.with_imm = d.opcode == MLX5_OPCODE_SEND_IMM || d.opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
+  w.imm = d.imm;
+  w.remote_addr = d.remote_addr;
+  w.rkey = d.rkey;
+  w.swap_add = d.swap_add;
+  w.compare = d.compare;
+  w.length = d.total_length;
+  if (w.kind == WqeKind::nop) return;
+  if (w.length > info_.caps.max_msg_size) {
+    w.error = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+    return;
+  }
+  if (w.kind == WqeKind::atomic) w.length = 8;
+
+  // READ and atomic results are written into the local list: it needs LOCAL_WRITE.
+  const uint32_t required = w.is_rd_atomic() ? hw::access::local_write : 0;
+  w.inline_data.assign(inline_scratch_.data(), inline_scratch_.data() + d.inline_bytes);
+  for (uint32_t i = 0; i < d.num_entries; ++i) {
+    const wqe::GatherEntry& e = d.entries[i];
+    if (e.length == 0) continue;
+    if (e.is_inline) {
+      w.segs.push_back(LocalSeg{w.inline_data.data() + e.addr, e.length});
+      continue;
+    }
+    uint8_t* host = nullptr;
+    if (mrs_.check(e.lkey, qp.pdn, e.addr, e.length, required, &host) != AccessResult::ok) {
+      w.error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+      return;
+    }
+    w.segs.push_back(LocalSeg{host, e.length});
+  }
+  const uint32_t mtu = qp.mtu;
+  switch (w.kind) {
+    case WqeKind::send:
+    case WqeKind::write:
+    case WqeKind::read:
+      w.span = static_cast<uint32_t>(std::max<uint64_t>(1, (w.length + mtu - 1) >> qp.mtu_shift));
+      break;
+    case WqeKind::atomic:
+      w.span = 1;
+      break;
+    case WqeKind::nop:
+      break;
+  }
+}
+
+}  // namespace rnicdv::sim

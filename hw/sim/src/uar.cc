@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "uar.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "packet/byte_order.h"
+
+namespace rnicdv::sim {
+
+int consume_register(BfRegister& reg, DoorbellWrite out[2]) noexcept {
+  int n = 0;
+  for (uint32_t half = 0; half < 2; ++half) {
+    auto* word0 = reinterpret_cast<uint64_t*>(reg.base + half * kBfHalfBytes);
+    if (__atomic_load_n(word0, __ATOMIC_RELAXED) == 0) continue;
+    // Acquire: the doorbell record and the WQE were written before this store.
+    const uint64_t value = __atomic_exchange_n(word0, 0, __ATOMIC_ACQUIRE);
+    if (value == 0) continue;
+    auto* word1 = word0 + 1;
+    bool blueflame = false;
+    if (__atomic_load_n(word1, __ATOMIC_RELAXED) != 0) {
+      __atomic_exchange_n(word1, 0, __ATOMIC_RELAXED);
+      blueflame = true;
+    }
+    uint8_t bytes[8];
+    std::memcpy(bytes, &value, sizeof bytes);
+    const uint32_t opmod_idx_opcode = pkt::load_be32(bytes);
+    const uint32_t qpn_ds = pkt::load_be32(bytes + 4);
+    out[n++] = DoorbellWrite{qpn_ds >> 8, static_cast<uint16_t>(opmod_idx_opcode >> 8),
+                             static_cast<uint8_t>(opmod_idx_opcode & 0xff), blueflame};
+  }
+  return n;
+}
+
+uint8_t* alloc_uar_page() {
+  void* p = std::aligned_alloc(kUarPageBytes, kUarPageBytes);
+  if (p) std::memset(p, 0, kUarPageBytes);
+  return static_cast<uint8_t*>(p);
+}
+
+void free_uar_page(uint8_t* page) noexcept {
+  std::free(page);
+}
+
+}  // namespace rnicdv::sim
