@@ -22,7 +22,10 @@ inline std::string json_query(const std::string& path, const std::string& expr) 
       "    print('ERROR: ' + str(e)); sys.exit(0)\n"
       "print(" +
       expr + ")\n";
-  std::string cmd = "timeout 30 python3 -c \"$RNICPERF_PY\" '" + path + "' 2>&1";
+  // Debian's interpreter directly: wrappers on PATH (pyenv shims) cost a second per call.
+  const char* python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  std::string cmd =
+      std::string("timeout 30 ") + python + " -c \"$RNICPERF_PY\" '" + path + "' 2>&1";
   setenv("RNICPERF_PY", script.c_str(), 1);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return "ERROR: popen";

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Every subcommand end to end in one process (--loopback, two simulated HCAs), with the
+// JSON report parsed back by an independent parser.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "json_check.h"
+#include "subprocess.h"
+
+using namespace rnicperf_test;
+
+namespace {
+void check_run(const std::string& test, std::vector<std::string> extra, bool latency) {
+  std::string json = tmp_json(test.c_str());
+  std::vector<std::string> args = {test, "--loopback", "--timeout=20", "--out_json_file=" + json};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProcessResult r = run_rnicperf(args, 120);
+  INFO(test << " stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  REQUIRE(r.exit_code == 0);
+  if (latency) {
+    CHECK(r.out.find(" #bytes #iterations    t_min[usec]") != std::string::npos);
+  } else {
+    CHECK(r.out.find(" #bytes     #iterations    BW peak[") != std::string::npos);
+  }
+  CHECK(r.out.find(" local address: LID 0000 QPN ") != std::string::npos);
+  CHECK(r.out.find(" remote address: LID 0000 QPN ") != std::string::npos);
+  CHECK(r.out.find(" GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:") != std::string::npos);
+  CHECK(r.out.find(" Sim wire        : inproc ") != std::string::npos);
+  CHECK(json_query(json, "len(d['results'])") == "1");
+  CHECK(json_query(json, "d['test_info']['rnicperf_test']") == test);
+  if (latency) {
+    CHECK(json_query(json,
+                     "d['results'][0]['t_min'] > 0 and "
+                     "d['results'][0]['t_min'] <= d['results'][0]['t_typical'] <= "
+                     "d['results'][0]['t_max']") == "True");
+  } else {
+    CHECK(json_query(json, "d['results'][0]['BW_average'] > 0") == "True");
+  }
+  std::remove(json.c_str());
+}
+}  // namespace
+
+TEST_CASE("write_lat runs in loopback", "[e2e]") {
+  check_run("write_lat", {"-n", "50"}, true);
+}
+TEST_CASE("send_lat runs in loopback", "[e2e]") {
+  check_run("send_lat", {"-n", "50"}, true);
+}
+TEST_CASE("read_lat runs in loopback", "[e2e]") {
+  check_run("read_lat", {"-n", "50"}, true);
+}
+TEST_CASE("atomic_lat runs in loopback", "[e2e]") {
+  check_run("atomic_lat", {"-n", "50"}, true);
+}
+TEST_CASE("write_bw runs in loopback", "[e2e]") {
+  check_run("write_bw", {"-n", "100", "-s", "4096"}, false);
+}
+TEST_CASE("send_bw runs in loopback", "[e2e]") {
+  check_run("send_bw", {"-n", "100", "-s", "4096"}, false);
+}
+TEST_CASE("read_bw runs in loopback", "[e2e]") {
+  check_run("read_bw", {"-n", "100", "-s", "4096"}, false);
+}
+TEST_CASE("atomic_bw runs in loopback", "[e2e]") {
+  check_run("atomic_bw", {"-n", "100"}, false);
+}
+
+TEST_CASE("bidirectional multi-QP post-list bandwidth runs", "[e2e]") {
+  check_run("write_bw", {"-n", "64", "-s", "1024", "-b", "-q", "2", "-l", "4", "--report_gbits"},
+            false);
+}
+
+TEST_CASE("an -a sweep keeps every size in the JSON report and reports progress", "[e2e]") {
+  std::string json = tmp_json("sweep");
+  ProcessResult r = run_rnicperf({"write_lat", "--loopback", "-a", "--sweep-max=64", "-n", "20",
+                                  "--timeout=20", "--out_json_file=" + json},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(json_query(json, "[r['MsgSize'] for r in d['results']]") == "[2, 4, 8, 16, 32, 64]");
+  CHECK(count_lines_starting(r.err, "rnicperf: write_lat: ") == 6);
+  CHECK(r.err.find("rnicperf: write_lat: 64 bytes done (6/6)") != std::string::npos);
+  std::remove(json.c_str());
+}
+
+TEST_CASE("early posting reports the batch withheld in RTR beside one posted after RTS",
+          "[e2e][early-post]") {
+  for (const char* test : {"write_lat", "send_bw"}) {
+    std::string json = tmp_json(test);
+    ProcessResult r = run_rnicperf({test, "--loopback", "-n", "40", "-s", "64", "--early-post=8",
+                                    "--timeout=20", "--out_json_file=" + json},
+                                   120);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(" #posts     posted       withheld     t_first[usec]    t_last[usec]") !=
+          std::string::npos);
+    CHECK(r.out.find(" 8          in RTR       8  ") != std::string::npos);
+    CHECK(r.out.find(" 8          after RTS    0  ") != std::string::npos);
+    CHECK(json_query(json, "d['early_post']['posted_in_rtr']['withheld_at_rts']") == "8");
+    CHECK(json_query(json, "d['early_post']['posted_in_rtr']['t_last_usec'] > 0") == "True");
+    std::remove(json.c_str());
+  }
+}
+
+TEST_CASE("the histogram is printed and kept in the JSON report", "[e2e][histogram]") {
+  std::string json = tmp_json("hist");
+  ProcessResult r = run_rnicperf({"read_lat", "--loopback", "-n", "60", "--histogram",
+                                  "--timeout=20", "--out_json_file=" + json},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" Latency histogram [usec, round trip; 59 samples, none dropped]") !=
+        std::string::npos);
+  CHECK(json_query(json, "sum(b['count'] for b in d['results'][0]['histogram']['buckets'])") ==
+        "59");
+  std::remove(json.c_str());
+}
+
+TEST_CASE("duration mode measures the middle window", "[e2e][duration]") {
+  ProcessResult r =
+      run_rnicperf({"write_bw", "--loopback", "-D", "2", "-s", "1024", "--timeout=20"}, 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" 1024       ") != std::string::npos);
+  CHECK(r.err.find("rnicperf: write_bw: 1/2 s, ") != std::string::npos);
+
+  ProcessResult lat = run_rnicperf({"send_lat", "--loopback", "-D", "2", "--timeout=20"}, 120);
+  INFO(lat.out << lat.err);
+  REQUIRE(lat.exit_code == 0);
+  CHECK(lat.out.find(" #bytes        #iterations       t_avg[usec]    tps average") !=
+        std::string::npos);
+}

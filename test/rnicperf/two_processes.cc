@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A server and a client as two processes on the simulated HCA over UDP loopback: each picks
+// its own 127.0.0.x; the client learns the server's HCA address from the peer record. Also
+// the errors: parameter mismatch (on both sides), unreachable server, port in use.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "subprocess.h"
+
+using namespace rnicperf_test;
+
+namespace {
+
+struct Pair {
+  ProcessResult server, client;
+};
+
+Pair run_pair(std::vector<std::string> server_args, std::vector<std::string> client_args) {
+  const std::string port = std::to_string(free_port());
+  server_args.insert(server_args.end(), {"-p", port, "--timeout=20"});
+  client_args.insert(client_args.end(), {"-p", port, "--timeout=20", "127.0.0.1"});
+  server_args.insert(server_args.begin(), rnicperf_bin());
+  client_args.insert(client_args.begin(), rnicperf_bin());
+  Child server(server_args);
+  // The client retries while the server is not listening yet.
+  Child client(client_args);
+  Pair p;
+  p.client = client.wait(120);
+  p.server = server.wait(120);
+  return p;
+}
+
+void check_pair(const std::string& test, std::vector<std::string> extra, bool server_prints_row) {
+  std::vector<std::string> args = {test};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Pair p = run_pair(args, args);
+  INFO(test << "\nserver:\n"
+            << p.server.out << p.server.err << "\nclient:\n"
+            << p.client.out << p.client.err);
+  REQUIRE(p.client.exit_code == 0);
+  REQUIRE(p.server.exit_code == 0);
+  CHECK(p.server.out.find("* Waiting for client to connect... *") != std::string::npos);
+  CHECK(p.client.out.find(" Sim wire        : udp 127.0.0.") != std::string::npos);
+  // Each side's remote GID is the other's local GID.
+  auto gid_after = [](const std::string& out, const char* side) {
+    auto at = out.find(std::string(" ") + side + " address:");
+    auto gid = out.find(" GID: ", at);
+    return out.substr(gid, out.find('\n', gid) - gid);
+  };
+  CHECK(gid_after(p.client.out, "remote") == gid_after(p.server.out, "local"));
+  CHECK(gid_after(p.server.out, "remote") == gid_after(p.client.out, "local"));
+  CHECK(gid_after(p.client.out, "local") != gid_after(p.server.out, "local"));
+  CHECK(count_lines_starting(p.client.out, " 2 ") + count_lines_starting(p.client.out, " 8 ") +
+            count_lines_starting(p.client.out, " 4096 ") ==
+        1);
+  int server_rows = count_lines_starting(p.server.out, " 2 ") +
+                    count_lines_starting(p.server.out, " 8 ") +
+                    count_lines_starting(p.server.out, " 4096 ");
+  CHECK(server_rows == (server_prints_row ? 1 : 0));
+}
+
+}  // namespace
+
+TEST_CASE("write_lat runs as two processes", "[e2e][udp]") {
+  check_pair("write_lat", {"-n", "50"}, true);
+}
+TEST_CASE("send_lat runs as two processes", "[e2e][udp]") {
+  check_pair("send_lat", {"-n", "50"}, true);
+}
+TEST_CASE("read_lat runs as two processes; the server stays passive", "[e2e][udp]") {
+  check_pair("read_lat", {"-n", "50"}, false);
+}
+TEST_CASE("atomic_lat runs as two processes", "[e2e][udp]") {
+  check_pair("atomic_lat", {"-n", "50"}, false);
+}
+TEST_CASE("write_bw runs as two processes; the server prints the client's row", "[e2e][udp]") {
+  check_pair("write_bw", {"-n", "100", "-s", "4096"}, true);
+}
+TEST_CASE("send_bw runs as two processes; the server measures what it receives", "[e2e][udp]") {
+  check_pair("send_bw", {"-n", "100", "-s", "4096"}, true);
+}
+TEST_CASE("read_bw runs as two processes", "[e2e][udp]") {
+  check_pair("read_bw", {"-n", "100", "-s", "4096"}, true);
+}
+TEST_CASE("atomic_bw runs as two processes", "[e2e][udp]") {
+  check_pair("atomic_bw", {"-n", "100"}, true);
+}
+
+TEST_CASE("mismatched tests are named on both sides and both exit non-zero", "[e2e][errors]") {
+  Pair p = run_pair({"write_lat"}, {"read_lat"});
+  CHECK(p.server.exit_code == 1);
+  CHECK(p.client.exit_code == 1);
+  CHECK(p.server.err == "rnicperf: parameter mismatch: test local=write_lat remote=read_lat\n");
+  CHECK(p.client.err == "rnicperf: parameter mismatch: test local=read_lat remote=write_lat\n");
+
+  Pair sizes = run_pair({"write_bw", "-s", "64"}, {"write_bw", "-s", "128"});
+  CHECK(sizes.server.exit_code == 1);
+  CHECK(sizes.server.err == "rnicperf: parameter mismatch: size local=64 remote=128\n");
+  CHECK(sizes.client.err == "rnicperf: parameter mismatch: size local=128 remote=64\n");
+}
+
+TEST_CASE("an unreachable server is a timeout naming the address tried", "[e2e][errors]") {
+  const std::string port = std::to_string(free_port());
+  ProcessResult r = run_rnicperf({"write_lat", "-p", port, "--timeout=1", "127.0.0.1"}, 30);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err == "rnicperf: cannot reach server 127.0.0.1:" + port +
+                     ": Connection refused (gave up after 1000 ms)\n");
+}
+
+TEST_CASE("a server whose port is taken says so and exits", "[e2e][errors]") {
+  const std::string port = std::to_string(free_port());
+  Child first({rnicperf_bin(), "write_lat", "-p", port, "--timeout=3"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ProcessResult second = run_rnicperf({"write_lat", "-p", port, "--timeout=3"}, 30);
+  CHECK(second.exit_code == 1);
+  CHECK(second.err == "rnicperf: cannot listen on TCP port " + port + ": Address already in use\n");
+  ProcessResult lonely = first.wait(30);
+  CHECK(lonely.exit_code == 1);
+  CHECK(lonely.err == "rnicperf: no client connected to TCP port " + port + " within 3 s\n");
+}
+
+TEST_CASE("bad command lines are one-line errors with a non-zero exit", "[e2e][errors]") {
+  ProcessResult unknown = run_rnicperf({"write_lat", "--bogus"});
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err == "rnicperf: unknown option '--bogus' (try 'rnicperf -h')\n");
+  ProcessResult big = run_rnicperf({"write_bw", "-s", "16M"});
+  CHECK(big.exit_code == 1);
+  CHECK(big.err == "rnicperf: -s 16777216: message size above the maximum 8388608\n");
+  ProcessResult dev = run_rnicperf({"write_lat", "--loopback", "-d", "mlx5_9"});
+  CHECK(dev.exit_code == 1);
+  CHECK(dev.err.rfind("rnicperf: open mlx5_9: no such device; found: ", 0) == 0);
+  ProcessResult help = run_rnicperf({"-h"});
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.rfind("Usage:\n", 0) == 0);
+}
