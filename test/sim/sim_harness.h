@@ -107,7 +107,12 @@ class Host {
   Host(std::shared_ptr<sim::Fabric> fabric, const HostOptions& o) { init(fabric, o); }
 
   void init(const std::shared_ptr<sim::Fabric>& fabric, const HostOptions& o) {
-    dev = must(fabric->add_device(o.device));
+    init_on(must(fabric->add_device(o.device)), o);
+  }
+
+  // Another QP (with its own PD and CQs) on an existing device.
+  void init_on(std::shared_ptr<sim::Device> device, const HostOptions& o) {
+    dev = std::move(device);
     pd = must(dev->alloc_pd());
     scq->cq = must(dev->create_cq(o.cqe));
     if (o.shared_cq) {
