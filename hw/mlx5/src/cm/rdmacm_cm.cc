@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connections and listeners over librdmacm (see rdmacm_cm.h).
+#include "cm/rdmacm_cm.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace rnicdv::hw::mlx5::cm {
+namespace {
+
+sockaddr_in make_sockaddr(uint32_t ipv4, uint16_t port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(ipv4);
+  sa.sin_port = htons(port);
+  return sa;
+}
+
+CmAddress from_sockaddr(const sockaddr* sa) {
+  if (!sa || sa->sa_family != AF_INET) return {};
+  const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+  return {ntohl(in->sin_addr.s_addr), ntohs(in->sin_port)};
+}
+
+Status errno_status(const std::string& what, const char* call) {
+  const int e = errno;
+  return Status::error(e == ETIMEDOUT ? Errc::timeout : Errc::io_error, "%s: %s: %s",
+                       what.c_str(), call, std::strerror(e));
+}
+
+// A channel whose reads never block: next_event() polls it.
+Result<rdma_event_channel*> open_channel(const std::string& what) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  if (!ch) return errno_status(what, "rdma_create_event_channel");
+  const int flags = fcntl(ch->fd, F_GETFL);
+  if (flags < 0 || fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    Status st = errno_status(what, "fcntl(O_NONBLOCK)");
+    rdma_destroy_event_channel(ch);
+    return st;
+  }
+  return ch;
+}
+
+ibv_qp_state ibv_state(QpState s) {
+  switch (s) {
+    case QpState::init: return IBV_QPS_INIT;
+    case QpState::rtr: return IBV_QPS_RTR;
+    case QpState::rts: return IBV_QPS_RTS;
+    default: return IBV_QPS_ERR;
+  }
+}
+
+class RdmaCmConnection final : public CmConnection {
+ public:
+  RdmaCmConnection(const RdmaCmConnectionManager& mgr, rdma_event_channel* ch, rdma_cm_id* id)
+      : mgr_(mgr), ch_(ch), id_(id) {}
+
+  ~RdmaCmConnection() override {
+    // Established: rdma_destroy_id sends the DREQ (cm_destroy_id); connecting: a REJ.
+    rdma_destroy_id(id_);
+    rdma_destroy_event_channel(ch_);
+  }
+
+  // Active side: what rdma_connect sends once the route is known.
+  void set_connect_params(const CmConnectParams& p) {
+    params_ = p;
+    pending_connect_ = true;
+  }
+
+  int event_fd() const override { return ch_->fd; }
+
+  bool next_event(CmEvent* out) override {
+    std::lock_guard lock(mu_);
+    for (;;) {
+      rdma_cm_event* ev = nullptr;
+      if (rdma_get_cm_event(ch_, &ev) != 0) return false;  // EAGAIN: nothing pending
+      const rdma_cm_event copy = *ev;
+      bool deliver = false;
+      if (copy.event == RDMA_CM_EVENT_ADDR_RESOLVED) {
+        deliver = on_addr_resolved(out);
+      } else if (copy.event == RDMA_CM_EVENT_ROUTE_RESOLVED) {
+        deliver = on_route_resolved(out);
+      } else {
+        deliver = translate_event(copy, out);
+        if (deliver) out->remote = remote_address();
+      }
+      rdma_ack_cm_event(ev);
+      if (deliver) return true;
+    }
+  }
+
+  Status qp_attr(QpState target, QpAttr* attr, uint32_t* mask) const override {
+    ibv_qp_attr a{};
+    a.qp_state = ibv_state(target);
+    int m = 0;
+    if (rdma_init_qp_attr(id_, &a, &m) != 0)
+      return errno_status(name() + ": qp attributes for " + qp_state_name(target),
+                          "rdma_init_qp_attr");
+    *attr = qp_attr_from_ibv(a, m, mask);
+    return Status::ok();
+  }
+
+  Status accept(const CmAcceptParams& p) override {
+    if (p.private_data.size() > kRepPrivateDataMax)
+      return Status::error(Errc::invalid_argument, "%s: accept: %zu bytes of private data, at "
+                           "most %zu", name().c_str(), p.private_data.size(), kRepPrivateDataMax);
+    rdma_conn_param cp{};
+    cp.private_data = p.private_data.empty() ? nullptr : p.private_data.data();
+    cp.private_data_len = static_cast<uint8_t>(p.private_data.size());
+    cp.responder_resources = p.qp.responder_resources;
+    cp.initiator_depth = p.qp.initiator_depth;
+    cp.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
+    cp.qp_num = p.qp.qpn;  // the QP is the driver's: librdmacm only sends the REP
+    if (rdma_accept(id_, &cp) != 0) return errno_status(name() + ": accept", "rdma_accept");
+    return Status::ok();
+  }
+
+  Status reject(uint16_t reason, std::span<const uint8_t> data) override {
+    // librdmacm always rejects with reason 28 (consumer defined); others cannot be sent.
+    if (reason != reject_reason::consumer_defined)
+      return Status::error(Errc::unsupported, "%s: reject: librdmacm sends only reason 28, not "
+                           "%u", name().c_str(), reason);
+    if (data.size() > kRejPrivateDataMax)
+      return Status::error(Errc::invalid_argument, "%s: reject: %zu bytes of private data",
+                           name().c_str(), data.size());
+    if (rdma_reject(id_, data.empty() ? nullptr : data.data(), static_cast<uint8_t>(data.size())))
+      return errno_status(name() + ": reject", "rdma_reject");
+    return Status::ok();
+  }
+
+  Status establish() override {
+    if (rdma_establish(id_) != 0) return errno_status(name() + ": establish", "rdma_establish");
+    return Status::ok();
+  }
+
+  Status notify_comm_est() override {
+    // ESTABLISHED follows on the channel; EISCONN means the RTU got there first.
+    if (rdma_notify(id_, IBV_EVENT_COMM_EST) != 0 && errno != EISCONN)
+      return errno_status(name() + ": COMM_EST", "rdma_notify");
+    return Status::ok();
+  }
+
+  Status disconnect() override {
+    if (rdma_disconnect(id_) != 0 && errno != EINVAL)
+      return errno_status(name() + ": disconnect", "rdma_disconnect");
+    return Status::ok();
+  }
+
+  CmAddress local_address() const override { return from_sockaddr(rdma_get_local_addr(id_)); }
+  CmAddress remote_address() const override {
+    CmAddress a = from_sockaddr(rdma_get_peer_addr(id_));
+    return a.ipv4 ? a : params_.remote;
+  }
+  std::string name() const override {
+    return "cm " + cm_address_string(local_address()) + "->" + cm_address_string(remote_address());
+  }
+
+ private:
+  bool fail(CmEvent* out, CmEventType type, const std::string& why) {
+    *out = CmEvent{};
+    out->type = type;
+    out->remote = params_.remote;
+    out->detail = why;
+    return true;
+  }
+
+  bool on_addr_resolved(CmEvent* out) {
+    if (id_->verbs != mgr_.verbs())
+      return fail(out, CmEventType::unreachable,
+                  cm_address_string(params_.remote) + " is reached through another device (" +
+                      (id_->verbs ? ibv_get_device_name(id_->verbs->device) : "none") +
+                      "), not " + mgr_.device_name());
+    if (rdma_resolve_route(id_, static_cast<int>(params_.timeout_ms)) != 0)
+      return fail(out, CmEventType::unreachable,
+                  std::string("rdma_resolve_route: ") + std::strerror(errno));
+    return false;
+  }
+
+  bool on_route_resolved(CmEvent* out) {
+    if (!pending_connect_) return false;
+    pending_connect_ = false;
+    rdma_conn_param cp{};
+    cp.private_data = params_.private_data.empty() ? nullptr : params_.private_data.data();
+    cp.private_data_len = static_cast<uint8_t>(params_.private_data.size());
+    cp.responder_resources = params_.qp.responder_resources;
+    cp.initiator_depth = params_.qp.initiator_depth;
+    cp.retry_count = std::min<uint8_t>(params_.qp.retry_count, 7);
+    cp.rnr_retry_count = std::min<uint8_t>(params_.qp.rnr_retry_count, 7);
+    cp.qp_num = params_.qp.qpn;
+    if (rdma_connect(id_, &cp) != 0)
+      return fail(out, CmEventType::error, std::string("rdma_connect: ") + std::strerror(errno));
+    return false;
+  }
+
+  const RdmaCmConnectionManager& mgr_;
+  rdma_event_channel* ch_;
+  rdma_cm_id* id_;
+  std::mutex mu_;
+  CmConnectParams params_;
+  bool pending_connect_ = false;
+};
+
+class RdmaCmListener final : public CmListener {
+ public:
+  RdmaCmListener(const RdmaCmConnectionManager& mgr, rdma_event_channel* ch, rdma_cm_id* id,
+                 CmAddress address)
+      : mgr_(mgr), ch_(ch), id_(id), address_(address) {}
+  ~RdmaCmListener() override {
+    rdma_destroy_id(id_);
+    rdma_destroy_event_channel(ch_);
+  }
+
+  int event_fd() const override { return ch_->fd; }
+  CmAddress address() const override { return address_; }
+
+  bool next_event(CmEvent* out) override {
+    std::lock_guard lock(mu_);
+    for (;;) {
+      rdma_cm_event* ev = nullptr;
+      if (rdma_get_cm_event(ch_, &ev) != 0) return false;
+      if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+        rdma_ack_cm_event(ev);
+        continue;
+      }
+      rdma_cm_id* conn_id = ev->id;
+      const bool ours = conn_id->verbs == mgr_.verbs();
+      CmEvent translated;
+      translate_event(*ev, &translated);
+      rdma_ack_cm_event(ev);  // before the id moves to its own channel (rdma_migrate_id)
+      if (!ours) {
+        // A wildcard listener hears requests for every device; this one is not ours.
+        rdma_reject(conn_id, nullptr, 0);
+        rdma_destroy_id(conn_id);
+        continue;
+      }
+      auto ch = open_channel("listen " + cm_address_string(address_));
+      if (!ch || rdma_migrate_id(conn_id, ch.value()) != 0) {
+        rdma_reject(conn_id, nullptr, 0);
+        rdma_destroy_id(conn_id);
+        if (ch) rdma_destroy_event_channel(ch.value());
+        continue;
+      }
+      *out = std::move(translated);
+      auto conn = std::make_unique<RdmaCmConnection>(mgr_, ch.value(), conn_id);
+      out->remote = conn->remote_address();
+      out->request = std::move(conn);
+      return true;
+    }
+  }
+
+ private:
+  const RdmaCmConnectionManager& mgr_;
+  rdma_event_channel* ch_;
+  rdma_cm_id* id_;
+  CmAddress address_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+RdmaCmConnectionManager::RdmaCmConnectionManager(ibv_context* verbs, uint32_t ipv4,
+                                                 std::string device_name)
+    : verbs_(verbs), ipv4_(ipv4), name_(std::move(device_name)) {}
+
+Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddress& local) {
+  const std::string what = "listen " + cm_address_string(local) + " on " + name_;
+  if (local.ipv4 != 0 && local.ipv4 != ipv4_)
+    return Status::error(Errc::invalid_argument, "%s: not the device's address (%s)",
+                         what.c_str(), cm_address_string({ipv4_, 0}).c_str());
+  auto ch = open_channel(what);
+  if (!ch) return ch.status();
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(ch.value(), &id, nullptr, RDMA_PS_TCP) != 0) {
+    Status st = errno_status(what, "rdma_create_id");
+    rdma_destroy_event_channel(ch.value());
+    return st;
+  }
+  sockaddr_in sa = make_sockaddr(local.ipv4, local.port);
+  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&sa)) != 0 || rdma_listen(id, 64) != 0) {
+    Status st = errno_status(what, "rdma_bind_addr/rdma_listen");
+    if (errno == EADDRINUSE) st = Status(Errc::address_in_use, st.message());
+    rdma_destroy_id(id);
+    rdma_destroy_event_channel(ch.value());
+    return st;
+  }
+  return std::unique_ptr<CmListener>(new RdmaCmListener(*this, ch.value(), id, local));
+}
+
+Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmConnectParams& p) {
+  const std::string what = "connect to " + cm_address_string(p.remote) + " from " + name_;
+  if (p.private_data.size() > kReqPrivateDataMax)
+    return Status::error(Errc::invalid_argument, "%s: %zu bytes of private data, a REQ carries "
+                         "at most %zu", what.c_str(), p.private_data.size(), kReqPrivateDataMax);
+  if (p.remote.ipv4 == 0 || p.remote.port == 0 || p.qp.qpn == 0)
+    return Status::error(Errc::invalid_argument, "%s: address, port and QPN must be non-zero",
+                         what.c_str());
+  auto ch = open_channel(what);
+  if (!ch) return ch.status();
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(ch.value(), &id, nullptr, RDMA_PS_TCP) != 0) {
+    Status st = errno_status(what, "rdma_create_id");
+    rdma_destroy_event_channel(ch.value());
+    return st;
+  }
+  auto conn = std::make_unique<RdmaCmConnection>(*this, ch.value(), id);
+  conn->set_connect_params(p);
+  uint8_t ack_timeout = p.qp.local_ack_timeout;
+  [[maybe_unused]] int rc = rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                                            &ack_timeout, sizeof ack_timeout);
+  sockaddr_in src = make_sockaddr(ipv4_, 0);
+  sockaddr_in dst = make_sockaddr(p.remote.ipv4, p.remote.port);
+  if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
+                        static_cast<int>(std::min<uint32_t>(p.timeout_ms, INT32_MAX))) != 0)
+    return errno_status(what, "rdma_resolve_addr");
+  return std::unique_ptr<CmConnection>(std::move(conn));
+}
+
+}  // namespace rnicdv::hw::mlx5::cm

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "mlx5_device.h"
+
+#include <endian.h>
+#include <fcntl.h>
+#include <infiniband/mlx5dv.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "mlx5_async.h"
+#include "mlx5_caps.h"
+#include "mlx5_objects.h"
+#include "mlx5_qp.h"
+#include "mlx5_verbs.h"
+
+namespace rnicdv::hw::mlx5 {
+
+namespace {
+
+Status set_nonblocking(int fd, const std::string& what) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0) return verbs_failure(errno, what, "fcntl(F_GETFL) on the async fd");
+  if (fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return verbs_failure(errno, what, "fcntl(F_SETFL, O_NONBLOCK) on the async fd");
+  }
+  return Status::ok();
+}
+
+// The backend's own objects: a Pd or Cq from another backend is a caller error.
+template <class Concrete, class Base>
+Concrete* as_mlx5(Base& object) {
+  return dynamic_cast<Concrete*>(&object);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std::string& name) {
+  const std::string what = "open " + name;
+  ibv_device_attr_ex attr;
+  std::memset(&attr, 0, sizeof attr);
+  if (int rc = ibv_query_device_ex(ctx.get(), nullptr, &attr); rc != 0) {
+    return verbs_failure(rc, what, "ibv_query_device_ex");
+  }
+  // Direct verbs must work on this context: the driver depends on mlx5dv_init_obj.
+  mlx5dv_context dv;
+  std::memset(&dv, 0, sizeof dv);
+  if (int rc = mlx5dv_query_device(ctx.get(), &dv); rc != 0) {
+    return verbs_failure(rc, what, "mlx5dv_query_device");
+  }
+
+  auto core = std::make_shared<DeviceCore>();
+  core->ctx = ctx;
+  core->name = name;
+  for (uint8_t port = 1; port <= attr.orig_attr.phys_port_cnt; ++port) {
+    Result<PortAddressing> addressing = query_port_addressing(ctx.get(), port);
+    if (!addressing) return addressing.status().prepend(what);
+    core->ports.push_back(*addressing);
+  }
+  const PortAddressing* port1 = core->ports.empty() ? nullptr : &core->ports.front();
+  core->caps = caps_from_attrs(attr.orig_attr, port1);
+  core->caps.max_inline_data = probe_max_inline(ctx.get());
+
+  if (Status s = set_nonblocking(ctx->async_fd, what); !s) return s;
+
+  std::shared_ptr<Mlx5Device> device(new Mlx5Device(core));
+  DeviceInfo& info = device->info_;
+  info.name = name;
+  info.kind = "mlx5";
+  info.transport = port1 ? "mlx5 " + port_transport_name(*port1) : "mlx5 (no ports)";
+  info.node_guid = be64toh(attr.orig_attr.node_guid);
+  if (port1 && port1->source_gid) {
+    info.gid = port1->source_gid->gid;
+    info.gid_index = static_cast<uint8_t>(port1->source_gid->index);
+  }
+  // mlx5 remembers a send doorbell rung in RTR and executes it after RTS, and fetches no WQE
+  // beyond the doorbell record (semantics.md sections 0 and 4, from rdma-core commit 988f90bc):
+  // the driver withholds both the DBR and the UAR write, in place.
+  info.profile.fetches_beyond_dbr = false;
+  info.profile.keeps_rtr_doorbell = true;
+  info.caps = core->caps;
+  return device;
+}
+
+Result<std::unique_ptr<Pd>> Mlx5Device::alloc_pd() {
+  return mlx5::create_pd(*core_);
+}
+
+Result<std::unique_ptr<Mr>> Mlx5Device::reg_mr(Pd& pd, void* addr, size_t length, uint32_t access) {
+  auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
+  if (!mlx5_pd) {
+    return Status(Errc::invalid_argument, info_.name + ": reg mr: the PD is not an mlx5 PD");
+  }
+  return register_mr(*core_, *mlx5_pd, addr, length, access);
+}
+
+Result<std::unique_ptr<Cq>> Mlx5Device::create_cq(uint32_t min_cqe) {
+  return mlx5::create_cq(*core_, min_cqe);
+}
+
+Result<std::unique_ptr<Qp>> Mlx5Device::create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                  const QpCaps& caps) {
+  auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
+  auto* mlx5_send = as_mlx5<Mlx5Cq>(send_cq);
+  auto* mlx5_recv = as_mlx5<Mlx5Cq>(recv_cq);
+  if (!mlx5_pd || !mlx5_send || !mlx5_recv) {
+    return Status(Errc::invalid_argument,
+                  info_.name + ": create qp: the PD or a CQ is not an mlx5 object");
+  }
+  return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps);
+}
+
+int Mlx5Device::async_fd() const {
+  return core_->ctx->async_fd;
+}
+
+bool Mlx5Device::next_async_event(AsyncEvent* out) {
+  for (;;) {
+    ibv_async_event event;
+    std::memset(&event, 0, sizeof event);
+    // Non-blocking fd: -1 with EAGAIN when nothing is pending.
+    if (ibv_get_async_event(core_->ctx.get(), &event) != 0) return false;
+    // Map before acknowledging: the ack allows the QP or CQ to be destroyed.
+    const std::optional<AsyncEvent> mapped = map_async_event(event);
+    ibv_ack_async_event(&event);
+    if (mapped) {
+      *out = *mapped;
+      return true;
+    }
+    skipped_events_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace rnicdv::hw::mlx5

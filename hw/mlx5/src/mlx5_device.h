@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// hw::Device for a ConnectX HCA.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mlx5_core.h"
+#include "rnicdv/hw/device.h"
+#include "rnicdv/status.h"
+
+namespace rnicdv::hw::mlx5 {
+
+class Mlx5Device final : public Device {
+ public:
+  // Takes an open context. Queries the device and its ports, picks the source GIDs and probes
+  // the inline limit.
+  static Result<std::shared_ptr<Mlx5Device>> create(ContextRef ctx, const std::string& name);
+
+  const DeviceInfo& info() const override { return info_; }
+
+  Result<std::unique_ptr<Pd>> alloc_pd() override;
+  Result<std::unique_ptr<Mr>> reg_mr(Pd& pd, void* addr, size_t length, uint32_t access) override;
+  Result<std::unique_ptr<Cq>> create_cq(uint32_t min_cqe) override;
+  Result<std::unique_ptr<Qp>> create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                        const QpCaps& caps) override;
+
+  // The verbs context's async event fd, set non-blocking at open.
+  int async_fd() const override;
+  // Reads, maps and acknowledges one event. Events the interface does not carry are
+  // acknowledged, counted and skipped. False when none is pending (or reading failed).
+  bool next_async_event(AsyncEvent* out) override;
+
+  ProgressHook progress_hook() override { return {}; }  // hardware progresses on its own
+  // A librdmacm-based connection manager is a separate component; none yet.
+  ConnectionManager* connection_manager() override { return nullptr; }
+
+  // Async events skipped because the interface has no type for them.
+  uint64_t skipped_async_events() const { return skipped_events_.load(std::memory_order_relaxed); }
+  const std::vector<PortAddressing>& ports() const { return core_->ports; }
+
+ private:
+  explicit Mlx5Device(std::shared_ptr<DeviceCore> core) : core_(std::move(core)) {}
+
+  std::shared_ptr<DeviceCore> core_;
+  DeviceInfo info_;
+  std::atomic<uint64_t> skipped_events_{0};
+};
+
+}  // namespace rnicdv::hw::mlx5

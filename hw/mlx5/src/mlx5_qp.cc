@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "mlx5_qp.h"
+
+#include <infiniband/mlx5dv.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "mlx5_modify.h"
+#include "mlx5_views.h"
+
+namespace rnicdv::hw::mlx5 {
+
+namespace {
+
+std::string qp_name(uint32_t qpn) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "qp 0x%x", qpn);
+  return buf;
+}
+
+std::string create_context(const DeviceCore& core, const QpCaps& caps) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                ": create qp (send_wr %u, recv_wr %u, send_sge %u, recv_sge %u, inline %u)",
+                caps.max_send_wr, caps.max_recv_wr, caps.max_send_sge, caps.max_recv_sge,
+                caps.max_inline_data);
+  return core.name + buf;
+}
+
+Status check_caps(const DeviceCore& core, const QpCaps& caps, const std::string& what) {
+  const DeviceCaps& dev = core.caps;
+  auto too_big = [&](const char* name, uint32_t value, uint32_t limit) {
+    return Status(Errc::invalid_argument, what + ": " + name + " " + std::to_string(value) +
+                                              " above the device limit " + std::to_string(limit));
+  };
+  if (caps.max_send_wr == 0) {
+    return Status(Errc::invalid_argument, what + ": max_send_wr must be at least 1");
+  }
+  if (dev.max_qp_wr && caps.max_send_wr > dev.max_qp_wr) {
+    return too_big("max_send_wr", caps.max_send_wr, dev.max_qp_wr);
+  }
+  if (dev.max_qp_wr && caps.max_recv_wr > dev.max_qp_wr) {
+    return too_big("max_recv_wr", caps.max_recv_wr, dev.max_qp_wr);
+  }
+  if (dev.max_send_sge && caps.max_send_sge > dev.max_send_sge) {
+    return too_big("max_send_sge", caps.max_send_sge, dev.max_send_sge);
+  }
+  if (dev.max_recv_sge && caps.max_recv_sge > dev.max_recv_sge) {
+    return too_big("max_recv_sge", caps.max_recv_sge, dev.max_recv_sge);
+  }
+  // A zero limit means the probe could not run; libmlx5 then decides.
+  if (dev.max_inline_data && caps.max_inline_data > dev.max_inline_data) {
+    return too_big("max_inline_data", caps.max_inline_data, dev.max_inline_data);
+  }
+  return Status::ok();
+}
+
+ibv_qp* create_in(ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq,
+                  const QpCaps& caps) {
+  ibv_qp_init_attr_ex init;
+  std::memset(&init, 0, sizeof init);
+  init.qp_type = IBV_QPT_RC;
+  init.send_cq = send_cq;
+  init.recv_cq = recv_cq;
+  init.cap.max_send_wr = caps.max_send_wr;
+  init.cap.max_recv_wr = caps.max_recv_wr;
+  init.cap.max_send_sge = caps.max_send_sge;
+  init.cap.max_recv_sge = caps.max_recv_sge;
+  init.cap.max_inline_data = caps.max_inline_data;
+  init.sq_sig_all = 0;  // the driver sets CQ_UPDATE per WQE
+  init.comp_mask = IBV_QP_INIT_ATTR_PD;
+  init.pd = pd;
+  errno = 0;
+  return ibv_create_qp_ex(ctx, &init);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core, Mlx5Pd& pd,
+                                         Mlx5Cq& send_cq, Mlx5Cq& recv_cq, const QpCaps& caps) {
+  const std::string what = create_context(*core, caps);
+  ibv_context* ctx = core->ctx.get();
+  if (pd.handle()->ctx.get() != ctx || send_cq.handle()->ctx.get() != ctx ||
+      recv_cq.handle()->ctx.get() != ctx) {
+    return Status(Errc::invalid_argument, what + ": the PD or a CQ belongs to another device");
+  }
+  if (Status s = check_caps(*core, caps, what); !s) return s;
+
+  std::unique_ptr<Mlx5Qp> qp(new Mlx5Qp());
+  qp->core_ = core;
+  qp->pd_ = pd.handle();
+  qp->send_cq_ = send_cq.handle();
+  qp->recv_cq_ = recv_cq.handle();
+  ibv_cq* scq = send_cq.handle()->cq.get();
+  ibv_cq* rcq = recv_cq.handle()->cq.get();
+
+  // A thread domain of its own gives the QP a dedicated bfreg (libmlx5 verbs.c,
+  // mlx5_alloc_td -> mlx5_attach_dedicated_bf; create_qp passes its index to the kernel).
+  ibv_td_init_attr td_attr;
+  std::memset(&td_attr, 0, sizeof td_attr);
+  errno = 0;
+  qp->thread_domain_.reset(ibv_alloc_td(ctx, &td_attr));
+  if (!qp->thread_domain_) {
+    qp->shared_bfreg_reason_ = "ibv_alloc_td: " + errno_text(errno);
+  } else {
+    ibv_parent_domain_init_attr pd_attr;
+    std::memset(&pd_attr, 0, sizeof pd_attr);
+    pd_attr.pd = pd.handle()->pd.get();
+    pd_attr.td = qp->thread_domain_.get();
+    errno = 0;
+    qp->parent_domain_.reset(ibv_alloc_parent_domain(ctx, &pd_attr));
+    if (!qp->parent_domain_) {
+      qp->shared_bfreg_reason_ = "ibv_alloc_parent_domain: " + errno_text(errno);
+    } else {
+      qp->qp_.reset(create_in(ctx, qp->parent_domain_.get(), scq, rcq, caps));
+      if (!qp->qp_) {
+        qp->shared_bfreg_reason_ = "ibv_create_qp_ex in a parent domain: " + errno_text(errno);
+      }
+    }
+  }
+  if (!qp->qp_) {
+    // Fall back to the plain PD and a static, possibly shared, bfreg.
+    qp->parent_domain_.reset();
+    qp->thread_domain_.reset();
+    qp->qp_.reset(create_in(ctx, pd.handle()->pd.get(), scq, rcq, caps));
+    if (!qp->qp_) return verbs_failure(errno, what, "ibv_create_qp_ex");
+    qp->view_.bf_shared = true;
+  }
+
+  const uint32_t qpn = qp->qp_->qp_num;
+  const std::string name = core->name + ": " + qp_name(qpn);
+  qp->view_.qpn = qpn;
+
+  mlx5dv_obj obj{};
+  obj.qp.in = qp->qp_.get();
+  obj.qp.out = &qp->view_.dv;
+  qp->view_.dv.comp_mask = 0;  // no optional outputs requested
+  if (int rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP); rc != 0) {
+    return verbs_failure(rc, name, "mlx5dv_init_obj(QP)");
+  }
+  if (Status s = check_qp_view(qp->view_.dv, caps.max_recv_wr > 0, name); !s) return s;
+
+  // What was granted after rounding: libmlx5's query_qp reports its own send-side figures
+  // (sq.max_post, sq.max_gs, max_inline_data) and the kernel's receive-side ones.
+  ibv_qp_attr attr;
+  ibv_qp_init_attr init;
+  std::memset(&attr, 0, sizeof attr);
+  std::memset(&init, 0, sizeof init);
+  if (int rc = ibv_query_qp(qp->qp_.get(), &attr, IBV_QP_CAP, &init); rc != 0) {
+    return verbs_failure(rc, name, "ibv_query_qp(CAP)");
+  }
+  qp->view_.granted.max_send_wr = init.cap.max_send_wr;
+  qp->view_.granted.max_recv_wr = init.cap.max_recv_wr;
+  qp->view_.granted.max_send_sge = init.cap.max_send_sge;
+  qp->view_.granted.max_recv_sge = init.cap.max_recv_sge;
+  qp->view_.granted.max_inline_data = init.cap.max_inline_data;
+  return std::unique_ptr<Qp>(std::move(qp));
+}
+
+Status Mlx5Qp::modify(const QpAttr& attr, uint32_t mask) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ModifyContext mc;
+  mc.qpn = view_.qpn;
+  mc.current = state_;
+  mc.current_port = port_;
+  mc.ports = core_->ports;
+  mc.max_rd_atomic = core_->caps.max_qp_init_rd_atom;
+  mc.max_dest_rd_atomic = core_->caps.max_qp_rd_atom;
+  Result<VerbsModify> request = translate_modify(attr, mask, mc);
+  if (!request) return request.status();
+
+  errno = 0;
+  int rc = ibv_modify_qp(qp_.get(), &request->attr, request->mask);
+  if (rc != 0) {
+    if (rc < 0) rc = errno;  // a provider that follows the -1/errno convention
+    char what[64];
+    std::snprintf(what, sizeof what, "qp 0x%x: modify %s->%s", view_.qpn, qp_state_name(state_),
+                  qp_state_name(request->target));
+    return verbs_failure(rc, what, "ibv_modify_qp");
+  }
+  state_ = request->target;
+  port_ = request->port;
+  return Status::ok();
+}
+
+QpState Mlx5Qp::state() const {
+  ibv_qp_attr attr;
+  ibv_qp_init_attr init;
+  std::memset(&attr, 0, sizeof attr);
+  std::memset(&init, 0, sizeof init);
+  if (ibv_query_qp(qp_.get(), &attr, IBV_QP_STATE, &init) == 0) {
+    return from_ibv_state(attr.qp_state);
+  }
+  return last_set_state();
+}
+
+QpState Mlx5Qp::last_set_state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+}  // namespace rnicdv::hw::mlx5

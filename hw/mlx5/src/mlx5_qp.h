@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// RC QP of the mlx5 backend.
+//
+// The QP is created in a parent domain with its own thread domain when libmlx5 allows it
+// (ibv_alloc_td + ibv_alloc_parent_domain): libmlx5 then gives the QP a dedicated BlueFlame
+// register (mlx5_attach_dedicated_bf, a dynamic bfreg with no lock), so the driver may copy
+// whole WQEs to it without serialising against other QPs. When that fails (no dynamic bfregs
+// left, an old kernel, a provider without thread domains) the QP is created in the plain PD,
+// gets one of the context's static bfregs, and QpView::bf_shared is set: libmlx5 may hand the
+// same register to other QPs (rdma-core-mlx5.md section 7).
+//
+// Moving the QP to RESET makes libmlx5 zero both doorbell record words (mlx5_modify_qp); the
+// driver must restart its producer counters from zero as well.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "mlx5_core.h"
+#include "mlx5_objects.h"
+#include "mlx5_verbs.h"
+#include "rnicdv/hw/device.h"
+#include "rnicdv/status.h"
+
+namespace rnicdv::hw::mlx5 {
+
+class Mlx5Qp final : public Qp {
+ public:
+  const QpView& view() const override { return view_; }
+  Status modify(const QpAttr& attr, uint32_t mask) override;
+  // The device's view (ibv_query_qp): the hardware may have moved the QP to SQE or ERR on its
+  // own. Falls back to the last state set through modify() if the query fails.
+  QpState state() const override;
+
+  // The state last set through modify(), without asking the device.
+  QpState last_set_state() const;
+  // Why the QP has no register of its own (empty when it has one).
+  const std::string& shared_bfreg_reason() const { return shared_bfreg_reason_; }
+
+ private:
+  friend Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
+                                                  Mlx5Pd& pd, Mlx5Cq& send_cq, Mlx5Cq& recv_cq,
+                                                  const QpCaps& caps);
+  Mlx5Qp() = default;
+
+  // Declaration order is destruction order reversed: the QP goes first, then its parent
+  // domain, then the thread domain, then the CQs and PD it used, then the context.
+  std::shared_ptr<const DeviceCore> core_;
+  std::shared_ptr<PdHandle> pd_;
+  std::shared_ptr<CqHandle> send_cq_;
+  std::shared_ptr<CqHandle> recv_cq_;
+  TdPtr thread_domain_;
+  PdPtr parent_domain_;
+  QpPtr qp_;
+
+  QpView view_;
+  std::string shared_bfreg_reason_;
+
+  mutable std::mutex mu_;  // serialises modify(); guards the two fields below
+  QpState state_ = QpState::reset;
+  uint8_t port_ = 0;  // set by RESET->INIT
+};
+
+// Creates an RC QP in RESET. Errors name the device and the requested sizes.
+Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core, Mlx5Pd& pd,
+                                         Mlx5Cq& send_cq, Mlx5Cq& recv_cq, const QpCaps& caps);
+
+}  // namespace rnicdv::hw::mlx5
