@@ -133,3 +133,12 @@ TEST_CASE("duration mode measures the middle window", "[e2e][duration]") {
   CHECK(lat.out.find(" #bytes        #iterations       t_avg[usec]    tps average") !=
         std::string::npos);
 }
+
+TEST_CASE("-R connects the test QP through the connection manager", "[e2e][cm]") {
+  check_run("read_lat", {"-n", "50", "-R"}, true);
+  ProcessResult r = run_rnicperf(
+      {"write_bw", "--loopback", "-R", "-n", "100", "-s", "4096", "--timeout=20"}, 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" rdma_cm QPs     : ON\n") != std::string::npos);
+}

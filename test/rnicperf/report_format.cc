@@ -64,7 +64,7 @@ TEST_CASE("the bandwidth header shows CQ moderation, post list and outstanding r
       " GID index       : 3\n"
       " Outstand reads  : 16\n"
       " rdma_cm QPs     : ON\n"
-      " Data ex. method : rdma_cm\n"
+      " Data ex. method : Ethernet\n"
       "---------------------------------------------------------------------------------------\n";
   CHECK(format_header(h) == expected);
 }

@@ -136,3 +136,7 @@ TEST_CASE("bad command lines are one-line errors with a non-zero exit", "[e2e][e
   CHECK(help.exit_code == 0);
   CHECK(help.out.rfind("Usage:\n", 0) == 0);
 }
+
+TEST_CASE("-R connects two processes through the IB CM on the simulated fabric", "[e2e][udp][cm]") {
+  check_pair("send_lat", {"-n", "50", "-R"}, true);
+}

@@ -193,12 +193,17 @@ std::vector<PeerRecord> TestEndpoint::local_records() const {
   return out;
 }
 
-Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu_bytes,
-                             bool stay_in_rtr) {
+Status TestEndpoint::set_remote(const std::vector<PeerRecord>& remote) {
   if (remote.size() != qps_.size())
     return Status::error(Errc::protocol_error, "peer has %zu QPs, this side %zu", remote.size(),
                          qps_.size());
   remote_ = remote;
+  return Status::ok();
+}
+
+Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu_bytes,
+                             bool stay_in_rtr) {
+  if (Status s = set_remote(remote); !s) return s;
   for (size_t i = 0; i < qps_.size(); ++i) {
     rnicdv::QpEndpoint peer;
     peer.qpn = remote[i].qpn;

@@ -38,6 +38,9 @@ class TestEndpoint {
   rnicdv::Status connect(const std::vector<PeerRecord>& remote, uint32_t mtu_bytes,
                          bool stay_in_rtr);
   rnicdv::Status to_rts(size_t qp);
+  // -R: the connection manager moves the QPs; only the peer's buffers are taken from its
+  // records.
+  rnicdv::Status set_remote(const std::vector<PeerRecord>& remote);
 
   // The MTU this device would use: -m if given (capped by the port), else the active MTU.
   uint32_t mtu_bytes(const Options& o) const;

@@ -406,8 +406,9 @@ Status resolve_defaults(Options& o) {
     if (o.early_post > o.iterations)
       return Status::error(Errc::invalid_argument, "--early-post=%u: more than the %llu iterations",
                            o.early_post, static_cast<unsigned long long>(o.iterations));
-    if (o.rdma_cm && o.loopback)
-      return Status::error(Errc::invalid_argument, "--early-post with -R needs two processes");
+    if (o.rdma_cm)
+      return Status::error(Errc::invalid_argument,
+                           "--early-post times the RTR window of the TCP exchange; not with -R");
   }
   if (o.rdma_cm && o.num_qps != 1)
     return Status::error(Errc::invalid_argument, "-R: one QP per connection (-q %u)", o.num_qps);

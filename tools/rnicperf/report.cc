@@ -103,7 +103,8 @@ std::string format_header(const HeaderInfo& h) {
   else
     out += kv("Max inline data", std::to_string(h.inline_size) + "[B]") + "\n";
   out += kv("rdma_cm QPs", on_off(h.rdma_cm)) + "\n";
-  out += kv("Data ex. method", h.rdma_cm ? "rdma_cm" : "Ethernet") + "\n";
+  // The control channel is always TCP ("Ethernet"), with -R too (see cm_connect.h).
+  out += kv("Data ex. method", "Ethernet") + "\n";
   if (!h.early_post.empty()) out += kv("Early post", h.early_post) + "\n";
   if (!h.sim_wire.empty()) out += kv("Sim wire", h.sim_wire) + "\n";
   if (!h.device_profile.empty()) out += kv("Device profile", h.device_profile) + "\n";

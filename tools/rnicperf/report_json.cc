@@ -101,7 +101,7 @@ std::string JsonReport::text() const {
   else
     w.field("Max_inline_data", h.inline_size);
   w.field("rdma_cm_QPs", h.rdma_cm ? "ON" : "OFF");
-  w.field("Data_ex_method", h.rdma_cm ? "rdma_cm" : "Ethernet");
+  w.field("Data_ex_method", "Ethernet");
   if (!h.early_post.empty()) w.field("Early_post", h.early_post);
   if (!h.sim_wire.empty()) w.field("Sim_wire", h.sim_wire);
   if (!h.device_profile.empty()) w.field("Device_profile", h.device_profile);

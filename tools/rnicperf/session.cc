@@ -8,6 +8,7 @@
 
 #include "bandwidth_loops.h"
 #include "clock.h"
+#include "cm_connect.h"
 #include "early_post.h"
 #include "endpoint.h"
 #include "latency_loops.h"
@@ -79,6 +80,7 @@ class Session {
   const Clock& clock_;
   std::unique_ptr<TestEndpoint> ep_;
   std::unique_ptr<OobSession> oob_;
+  std::optional<rnicdv::Connection> conn_;  // -R; destroyed before the endpoint's QPs
   JsonReport json_;
   HeaderInfo header_;
   BwUnit unit_ = BwUnit::mib_per_sec;
@@ -158,7 +160,12 @@ Status Session::run() {
   std::vector<PeerRecord> remote_records;
   if (Status st = oob_->exchange_records(ep_->local_records(), &remote_records); !st) return st;
   const bool early = o_.early_post > 0;
-  if (Status st = ep_->connect(remote_records, mtu, early && s_.client); !st) return st;
+  if (o_.rdma_cm) {
+    if (Status st = ep_->set_remote(remote_records); !st) return st;
+    if (Status st = cm_connect(*ep_, *oob_, o_, s_.client, mtu, &conn_); !st) return st;
+  } else if (Status st = ep_->connect(remote_records, mtu, early && s_.client); !st) {
+    return st;
+  }
   std::vector<AddressInfo> local_addr, remote_addr;
   for (size_t i = 0; i < ep_->num_qps(); ++i) {
     local_addr.push_back(ep_->local_address(i));

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "cm_connect.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace rnicperf {
+
+using rnicdv::ConnectionEventType;
+using rnicdv::Errc;
+using rnicdv::Status;
+
+namespace {
+
+constexpr uint32_t kCmListening = 20;
+
+rnicdv::hw::Mtu mtu_code(uint32_t bytes) {
+  switch (bytes) {
+    case 256:
+      return rnicdv::hw::Mtu::mtu256;
+    case 512:
+      return rnicdv::hw::Mtu::mtu512;
+    case 1024:
+      return rnicdv::hw::Mtu::mtu1024;
+    case 2048:
+      return rnicdv::hw::Mtu::mtu2048;
+    default:
+      return rnicdv::hw::Mtu::mtu4096;
+  }
+}
+
+// Waits for ESTABLISHED; anything else is the failure it names.
+Status wait_established(rnicdv::Connection& conn, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Status::error(Errc::timeout, "%s: not established within %lld ms", conn.name().c_str(),
+                           static_cast<long long>(timeout.count()));
+    auto ev = conn.wait_event(left);
+    if (!ev) continue;
+    if (ev->type == ConnectionEventType::established) return Status::ok();
+    if (!ev->status.is_ok()) return ev->status;
+    return Status::error(Errc::protocol_error, "%s: %s instead of ESTABLISHED", conn.name().c_str(),
+                         rnicdv::connection_event_name(ev->type));
+  }
+}
+
+}  // namespace
+
+Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool client,
+                  uint32_t mtu_bytes, std::optional<rnicdv::Connection>* conn) {
+  const std::chrono::milliseconds timeout(o.timeout_s * 1000u);
+  rnicdv::ConnectionOptions options;
+  options.timeout = timeout;
+  options.path_mtu = mtu_code(mtu_bytes);
+  options.responder_resources = static_cast<uint8_t>(ep.out_reads());
+  options.initiator_depth = static_cast<uint8_t>(ep.out_reads());
+  options.ack_timeout = o.qp_timeout;
+
+  if (!client) {
+    auto listener = rnicdv::Listener::listen(ep.device(), "", o.port);
+    if (!listener) return listener.status();
+    if (Status s = oob.barrier(kCmListening); !s) return s;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        return Status::error(Errc::timeout, "no connection request on CM port %u within %u s",
+                             o.port, o.timeout_s);
+      auto ev = listener->wait_event(left);
+      if (!ev) continue;
+      if (ev->type != ConnectionEventType::connect_request || !ev->request) {
+        if (!ev->status.is_ok()) return ev->status;
+        continue;
+      }
+      auto accepted = ev->request->accept(ep.qp(0), {}, options);
+      if (!accepted) return accepted.status();
+      conn->emplace(std::move(accepted.value()));
+      break;
+    }
+    return wait_established(**conn, timeout);
+  }
+
+  if (Status s = oob.barrier(kCmListening); !s) return s;
+  const PeerRecord& peer = ep.remote(0);
+  rnicdv::hw::Gid gid;
+  std::copy(std::begin(peer.gid), std::end(peer.gid), gid.raw);
+  if (!gid.is_ipv4_mapped())
+    return Status::error(Errc::unsupported, "-R: the server's GID %s is not an IPv4 address",
+                         gid.to_string().c_str());
+  const uint32_t ip = gid.ipv4();
+  char address[16];
+  std::snprintf(address, sizeof address, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
+                (ip >> 8) & 0xff, ip & 0xff);
+  auto c = rnicdv::Connection::connect(ep.qp(0), address, o.port, {}, options);
+  if (!c) return c.status();
+  conn->emplace(std::move(c.value()));
+  return wait_established(**conn, timeout);
+}
+
+}  // namespace rnicperf

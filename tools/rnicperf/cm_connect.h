@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// -R: the test QP is connected by rnicdv's connection manager (IB CM on the simulated fabric,
+// librdmacm on real devices) instead of the explicit INIT/RTR/RTS of the TCP exchange. The
+// CM port is the -p number (its port space is not TCP's). The client connects to the HCA
+// address found in the server's record (its GID), so it still needs only the server's TCP
+// address; the control channel keeps carrying the negotiation, barriers and results.
+#pragma once
+
+#include <optional>
+
+#include "endpoint.h"
+#include "oob_protocol.h"
+#include "rnicdv/connection.h"
+
+namespace rnicperf {
+
+// Connects QP 0 of `ep` (in INIT; the peer's records already set). On success the QP is in
+// RTS and `*conn` owns the connection (destroy it before the QP).
+rnicdv::Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool client,
+                          uint32_t mtu_bytes, std::optional<rnicdv::Connection>* conn);
+
+}  // namespace rnicperf
