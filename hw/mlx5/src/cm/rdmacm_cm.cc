@@ -28,8 +28,8 @@ CmAddress from_sockaddr(const sockaddr* sa) {
 
 Status errno_status(const std::string& what, const char* call) {
   const int e = errno;
-  return Status::error(e == ETIMEDOUT ? Errc::timeout : Errc::io_error, "%s: %s: %s",
-                       what.c_str(), call, std::strerror(e));
+  return Status::error(e == ETIMEDOUT ? Errc::timeout : Errc::io_error, "%s: %s: %s", what.c_str(),
+                       call, std::strerror(e));
 }
 
 // A channel whose reads never block: next_event() polls it.
@@ -47,10 +47,14 @@ Result<rdma_event_channel*> open_channel(const std::string& what) {
 
 ibv_qp_state ibv_state(QpState s) {
   switch (s) {
-    case QpState::init: return IBV_QPS_INIT;
-    case QpState::rtr: return IBV_QPS_RTR;
-    case QpState::rts: return IBV_QPS_RTS;
-    default: return IBV_QPS_ERR;
+    case QpState::init:
+      return IBV_QPS_INIT;
+    case QpState::rtr:
+      return IBV_QPS_RTR;
+    case QpState::rts:
+      return IBV_QPS_RTS;
+    default:
+      return IBV_QPS_ERR;
   }
 }
 
@@ -106,8 +110,10 @@ class RdmaCmConnection final : public CmConnection {
 
   Status accept(const CmAcceptParams& p) override {
     if (p.private_data.size() > kRepPrivateDataMax)
-      return Status::error(Errc::invalid_argument, "%s: accept: %zu bytes of private data, at "
-                           "most %zu", name().c_str(), p.private_data.size(), kRepPrivateDataMax);
+      return Status::error(Errc::invalid_argument,
+                           "%s: accept: %zu bytes of private data, at "
+                           "most %zu",
+                           name().c_str(), p.private_data.size(), kRepPrivateDataMax);
     rdma_conn_param cp{};
     cp.private_data = p.private_data.empty() ? nullptr : p.private_data.data();
     cp.private_data_len = static_cast<uint8_t>(p.private_data.size());
@@ -122,8 +128,10 @@ class RdmaCmConnection final : public CmConnection {
   Status reject(uint16_t reason, std::span<const uint8_t> data) override {
     // librdmacm always rejects with reason 28 (consumer defined); others cannot be sent.
     if (reason != reject_reason::consumer_defined)
-      return Status::error(Errc::unsupported, "%s: reject: librdmacm sends only reason 28, not "
-                           "%u", name().c_str(), reason);
+      return Status::error(Errc::unsupported,
+                           "%s: reject: librdmacm sends only reason 28, not "
+                           "%u",
+                           name().c_str(), reason);
     if (data.size() > kRejPrivateDataMax)
       return Status::error(Errc::invalid_argument, "%s: reject: %zu bytes of private data",
                            name().c_str(), data.size());
@@ -172,8 +180,8 @@ class RdmaCmConnection final : public CmConnection {
     if (id_->verbs != mgr_.verbs())
       return fail(out, CmEventType::unreachable,
                   cm_address_string(params_.remote) + " is reached through another device (" +
-                      (id_->verbs ? ibv_get_device_name(id_->verbs->device) : "none") +
-                      "), not " + mgr_.device_name());
+                      (id_->verbs ? ibv_get_device_name(id_->verbs->device) : "none") + "), not " +
+                      mgr_.device_name());
     if (rdma_resolve_route(id_, static_cast<int>(params_.timeout_ms)) != 0)
       return fail(out, CmEventType::unreachable,
                   std::string("rdma_resolve_route: ") + std::strerror(errno));
@@ -269,8 +277,8 @@ RdmaCmConnectionManager::RdmaCmConnectionManager(ibv_context* verbs, uint32_t ip
 Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddress& local) {
   const std::string what = "listen " + cm_address_string(local) + " on " + name_;
   if (local.ipv4 != 0 && local.ipv4 != ipv4_)
-    return Status::error(Errc::invalid_argument, "%s: not the device's address (%s)",
-                         what.c_str(), cm_address_string({ipv4_, 0}).c_str());
+    return Status::error(Errc::invalid_argument, "%s: not the device's address (%s)", what.c_str(),
+                         cm_address_string({ipv4_, 0}).c_str());
   auto ch = open_channel(what);
   if (!ch) return ch.status();
   rdma_cm_id* id = nullptr;
@@ -293,8 +301,10 @@ Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddr
 Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmConnectParams& p) {
   const std::string what = "connect to " + cm_address_string(p.remote) + " from " + name_;
   if (p.private_data.size() > kReqPrivateDataMax)
-    return Status::error(Errc::invalid_argument, "%s: %zu bytes of private data, a REQ carries "
-                         "at most %zu", what.c_str(), p.private_data.size(), kReqPrivateDataMax);
+    return Status::error(Errc::invalid_argument,
+                         "%s: %zu bytes of private data, a REQ carries "
+                         "at most %zu",
+                         what.c_str(), p.private_data.size(), kReqPrivateDataMax);
   if (p.remote.ipv4 == 0 || p.remote.port == 0 || p.qp.qpn == 0)
     return Status::error(Errc::invalid_argument, "%s: address, port and QPN must be non-zero",
                          what.c_str());

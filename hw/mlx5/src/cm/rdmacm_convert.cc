@@ -14,13 +14,27 @@ QpAttr qp_attr_from_ibv(const ibv_qp_attr& a, int m, uint32_t* mask) {
   if (m & IBV_QP_STATE) {
     bits |= qp_attr::state;
     switch (a.qp_state) {
-      case IBV_QPS_RESET: out.state = QpState::reset; break;
-      case IBV_QPS_INIT: out.state = QpState::init; break;
-      case IBV_QPS_RTR: out.state = QpState::rtr; break;
-      case IBV_QPS_RTS: out.state = QpState::rts; break;
-      case IBV_QPS_SQD: out.state = QpState::sqd; break;
-      case IBV_QPS_SQE: out.state = QpState::sqe; break;
-      default: out.state = QpState::err; break;
+      case IBV_QPS_RESET:
+        out.state = QpState::reset;
+        break;
+      case IBV_QPS_INIT:
+        out.state = QpState::init;
+        break;
+      case IBV_QPS_RTR:
+        out.state = QpState::rtr;
+        break;
+      case IBV_QPS_RTS:
+        out.state = QpState::rts;
+        break;
+      case IBV_QPS_SQD:
+        out.state = QpState::sqd;
+        break;
+      case IBV_QPS_SQE:
+        out.state = QpState::sqe;
+        break;
+      default:
+        out.state = QpState::err;
+        break;
     }
   }
   if (m & IBV_QP_ACCESS_FLAGS) {
@@ -82,16 +96,18 @@ QpAttr qp_attr_from_ibv(const ibv_qp_attr& a, int m, uint32_t* mask) {
   return out;
 }
 
-const char* rdma_cm_event_name(rdma_cm_event_type t) noexcept { return rdma_event_str(t); }
+const char* rdma_cm_event_name(rdma_cm_event_type t) noexcept {
+  return rdma_event_str(t);
+}
 
 bool translate_event(const rdma_cm_event& ev, CmEvent* out) {
   *out = CmEvent{};
   const auto& conn = ev.param.conn;
   auto take_private = [&] {
     if (conn.private_data && conn.private_data_len)
-      out->private_data.assign(static_cast<const uint8_t*>(conn.private_data),
-                               static_cast<const uint8_t*>(conn.private_data) +
-                                   conn.private_data_len);
+      out->private_data.assign(
+          static_cast<const uint8_t*>(conn.private_data),
+          static_cast<const uint8_t*>(conn.private_data) + conn.private_data_len);
   };
   auto take_peer = [&] {
     out->peer.qpn = conn.qp_num;
