@@ -53,9 +53,21 @@ struct SendWqe {
   bool atomic_done = false;
 
   uint32_t last_psn() const;
+  // Nothing (more) to transmit: every request packet is out, or, for a READ or atomic that
+  // was rewound, every response has arrived anyway.
   bool fully_sent() const {
-    return kind == WqeKind::send || kind == WqeKind::write ? pkts_sent >= span
-                                                           : (kind == WqeKind::nop || pkts_sent);
+    switch (kind) {
+      case WqeKind::send:
+      case WqeKind::write:
+        return pkts_sent >= span;
+      case WqeKind::read:
+        return pkts_sent != 0 || resp_pkts >= span;
+      case WqeKind::atomic:
+        return pkts_sent != 0 || atomic_done;
+      case WqeKind::nop:
+        break;
+    }
+    return true;
   }
   bool is_rd_atomic() const { return kind == WqeKind::read || kind == WqeKind::atomic; }
 };
