@@ -79,6 +79,8 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
   info.profile.fetches_beyond_dbr = false;
   info.profile.keeps_rtr_doorbell = true;
   info.caps = core->caps;
+  device->cm_ = std::make_unique<cm::RdmaCmConnectionManager>(
+      ctx.get(), info.gid.is_ipv4_mapped() ? info.gid.ipv4() : 0, name);
   return device;
 }
 

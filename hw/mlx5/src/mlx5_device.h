@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cm/rdmacm_cm.h"
 #include "mlx5_core.h"
 #include "rnicdv/hw/device.h"
 #include "rnicdv/status.h"
@@ -37,8 +38,8 @@ class Mlx5Device final : public Device {
   bool next_async_event(AsyncEvent* out) override;
 
   ProgressHook progress_hook() override { return {}; }  // hardware progresses on its own
-  // A librdmacm-based connection manager is a separate component; none yet.
-  ConnectionManager* connection_manager() override { return nullptr; }
+  // librdmacm with a driver-managed QP (cm/rdmacm_cm.h).
+  ConnectionManager* connection_manager() override { return cm_.get(); }
 
   // Async events skipped because the interface has no type for them.
   uint64_t skipped_async_events() const { return skipped_events_.load(std::memory_order_relaxed); }
@@ -50,6 +51,7 @@ class Mlx5Device final : public Device {
   std::shared_ptr<DeviceCore> core_;
   DeviceInfo info_;
   std::atomic<uint64_t> skipped_events_{0};
+  std::unique_ptr<cm::RdmaCmConnectionManager> cm_;
 };
 
 }  // namespace rnicdv::hw::mlx5
