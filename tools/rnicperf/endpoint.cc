@@ -103,12 +103,11 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   pd_.emplace(std::move(pd.value()));
 
   const uint32_t sq_depth = std::max<uint32_t>(o.tx_depth, o.early_post * 2) + 1;
-  rx_depth_ = receives
-                  ? std::min<uint32_t>(
-                        o.rx_depth,
-                        static_cast<uint32_t>(std::max<uint64_t>(o.iterations, 1)) + extra_recvs)
-                  : 0;
-  if (receives && o.duration_s > 0) rx_depth_ = o.rx_depth;
+  // perftest: the receive queue holds rx-depth receives, or fewer when fewer will come.
+  rx_depth_ = 0;
+  if (receives)
+    rx_depth_ = o.duration_s ? o.rx_depth
+                             : static_cast<uint32_t>(std::min<uint64_t>(o.rx_depth, o.iterations));
   const uint32_t rq_depth = std::max<uint32_t>(rx_depth_, 1) + extra_recvs;
   if (caps.max_qp_wr && (sq_depth > caps.max_qp_wr || rq_depth > caps.max_qp_wr))
     return Status::error(Errc::invalid_argument, "queue depth %u above %s's maximum %u",
