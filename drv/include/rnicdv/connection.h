@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connections: the IB CM flow (REQ, REP, RTU; REJ; DREQ, DREP) driving a QueuePair's states
+// and, with them, the early-post gate (design.md, "What triggers the flush", "The failure
+// path"). On the simulated fabric the CM speaks IB CM MADs on QP1; on real devices it is
+// librdmacm with the QP managed here, not by librdmacm. See docs/connections.md.
+//
+//   passive (Listener)                              active (Connection::connect)
+//   CONNECT_REQUEST <-------------- REQ ----------- QP RESET -> INIT
+//   accept(): QP RESET -> INIT -> RTR
+//             REP ----------------------------------> QP RTR -> RTS (flush), then RTU
+//   ... the QP sits in RTR: sends posted now are withheld ...          ESTABLISHED
+//   RTU (or COMM_EST) <----------- RTU -------------
+//   QP RTR -> RTS: one doorbell releases the batch; ESTABLISHED
+//
+// Any failure (REJ, CM timeout, no answer, DREQ) moves the QP to ERR, which completes every
+// withheld WR with IBV_WC_WR_FLUSH_ERR, in posting order.
+//
+// Events are delivered on the caller's thread by poll_event()/wait_event(); event_fd() becomes
+// readable (poll/epoll) when one may be pending. Each event has already moved the QP when the
+// caller sees it. A connection's events are read by one thread at a time.
+//
+// COMM_EST (the first request reaching the passive QP while it is still in RTR, for example
+// because the RTU was lost) reaches the connection through Device::process_events(): a
+// passive application processes the device's async events (Device::async_fd()) alongside the
+// connection's; the connection then reports ESTABLISHED, once, whichever of RTU and COMM_EST
+// comes first.
+//
+// The QueuePair must outlive the Connection bound to it, and must not be modified by the
+// application while the connection drives it (until DISCONNECTED or a failure).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rnicdv/hw/cm.h"
+#include "rnicdv/status.h"
+
+namespace rnicdv {
+
+class Device;
+class QueuePair;
+
+namespace detail {
+struct ConnectionCore;
+struct RequestCore;
+struct ListenerCore;
+}  // namespace detail
+
+// What this side's QP uses and offers the peer; the CM negotiates the rest (IBA 12.7).
+struct ConnectionOptions {
+  // Connect: how long the REQ stage may take before UNREACHABLE/TIMEOUT (the REQ's CM
+  // response timeout is chosen so that max_cm_retries + 1 tries fit in it).
+  std::chrono::milliseconds timeout{10'000};
+  uint8_t max_cm_retries = 15;
+  hw::Mtu path_mtu = hw::Mtu::mtu4096;  // active side; capped by the device's active MTU
+  uint8_t responder_resources = 16;     // READ/atomic this side answers (max_dest_rd_atomic)
+  uint8_t initiator_depth = 16;         // READ/atomic this side issues (max_rd_atomic)
+  uint8_t retry_count = 7;              // transport retries (active side sets both)
+  uint8_t rnr_retry_count = 7;          // RNR retries the peer uses toward us; 7 = infinite
+  uint8_t ack_timeout = 14;             // local ACK timeout, 4.096 us * 2^t (active sets both)
+  uint8_t min_rnr_timer = 12;           // RNR NAK timer this side advertises
+  uint32_t remote_access =              // INIT: what the peer may do to this QP's MRs
+      hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
+};
+
+enum class ConnectionEventType : uint8_t {
+  connect_request,  // Listener only: `request` is set
+  established,      // the QP is in RTS and withheld work has been released
+  rejected,         // the peer sent a REJ: reject_reason, private_data
+  unreachable,      // nobody answered the REQ
+  timeout,          // the peer answered but the handshake did not finish in time
+  disconnected,     // DREQ/DREP, or the peer vanished while disconnecting
+  error,            // a local failure (e.g. the QP could not be moved); see status
+};
+const char* connection_event_name(ConnectionEventType t) noexcept;  // "ESTABLISHED", ...
+
+enum class ConnectionState : uint8_t {
+  connecting,     // active: REQ sent, waiting for the REP
+  accepted,       // passive: REP sent, QP in RTR (the early-post window)
+  established,    // QP in RTS
+  disconnecting,  // DREQ sent, waiting for the DREP
+  closed,         // disconnected, rejected, timed out or failed: the QP is in ERR
+};
+const char* connection_state_name(ConnectionState s) noexcept;
+
+class Connection;
+
+// A REQ that reached a Listener. Answer it with accept() or reject(); destroying it
+// unanswered rejects it (REJ 28, as rdma_cm does).
+class ConnectionRequest {
+ public:
+  ConnectionRequest(ConnectionRequest&&) noexcept;
+  ConnectionRequest& operator=(ConnectionRequest&&) noexcept;
+  ~ConnectionRequest();
+
+  // The REQ's private data field after rdma_cm's 36-byte header: always 56 bytes (the wire
+  // carries no length; unused bytes are zero).
+  const std::vector<uint8_t>& private_data() const;
+  hw::CmAddress remote_address() const;
+  hw::CmAddress local_address() const;
+  const hw::CmPeerOffer& peer() const;  // the requester's QPN, MTU, rd_atomic, ...
+
+  // Moves `qp` (RESET or INIT) to INIT and RTR with the negotiated attributes, then sends the
+  // REP. ESTABLISHED follows when the RTU (or COMM_EST) arrives. The request is consumed.
+  Result<Connection> accept(QueuePair& qp, std::span<const uint8_t> private_data = {},
+                            const ConnectionOptions& options = {});
+  // Sends a REJ (28, consumer defined, by default) with up to 148 bytes of private data.
+  Status reject(uint16_t reason = hw::reject_reason::consumer_defined,
+                std::span<const uint8_t> private_data = {});
+
+ private:
+  friend class Listener;
+  explicit ConnectionRequest(std::unique_ptr<detail::RequestCore> core);
+  std::unique_ptr<detail::RequestCore> core_;
+};
+
+struct ConnectionEvent {
+  ConnectionEventType type = ConnectionEventType::error;
+  uint16_t reject_reason = 0;  // rejected: IB CM REJ reason (hw::reject_reason)
+  // The message's private data field, whole: a REP's 196 bytes (established, active side), a
+  // REJ's 148 (rejected); empty otherwise. On the listener, see request->private_data().
+  std::vector<uint8_t> private_data;
+  // Why, naming the connection: "conn qp 0x101 127.0.0.2:40001->127.0.0.3:7471: rejected
+  // by 127.0.0.3:7471: invalid service ID (...) (8)". Ok for established and connect_request.
+  Status status;
+  std::optional<ConnectionRequest> request;  // connect_request only
+};
+
+class Connection {
+ public:
+  // Sends a REQ for `qp` (RESET or INIT; moved to INIT now) to CM port `port` of the HCA at
+  // IPv4 `address` ("127.0.0.3"). Up to 56 bytes of private data. ESTABLISHED (the QP then in
+  // RTS), REJECTED, UNREACHABLE or TIMEOUT follow.
+  static Result<Connection> connect(QueuePair& qp, const std::string& address, uint16_t port,
+                                    std::span<const uint8_t> private_data = {},
+                                    const ConnectionOptions& options = {});
+
+  Connection(Connection&&) noexcept;
+  Connection& operator=(Connection&&) noexcept;
+  // Not yet closed: the QP goes to ERR (flushing its work) and the peer is told (REJ or DREQ).
+  ~Connection();
+
+  // The next event, if any. Drives the simulated engine when it needs the caller's thread.
+  std::optional<ConnectionEvent> poll_event();
+  // Waits up to `timeout` (real time) for the next event.
+  std::optional<ConnectionEvent> wait_event(std::chrono::milliseconds timeout);
+  int event_fd() const;
+
+  // Moves the QP to ERR (every outstanding and withheld WR completes with a flush error) and
+  // sends a DREQ (or answers one). DISCONNECTED follows. Closed connections: no-op.
+  Status disconnect();
+
+  ConnectionState state() const;
+  const std::string& name() const;  // "conn qp 0x101 127.0.0.2:40001->127.0.0.3:7471"
+  hw::CmAddress local_address() const;
+  hw::CmAddress remote_address() const;
+  uint32_t qpn() const;
+
+ private:
+  friend class ConnectionRequest;
+  explicit Connection(std::unique_ptr<detail::ConnectionCore> core);
+  std::unique_ptr<detail::ConnectionCore> core_;
+};
+
+class Listener {
+ public:
+  // Listens on CM port `port` of `device`. `address` is the device's IPv4 or "" / "0.0.0.0"
+  // for any address of the device.
+  static Result<Listener> listen(Device& device, const std::string& address, uint16_t port);
+
+  Listener(Listener&&) noexcept;
+  Listener& operator=(Listener&&) noexcept;
+  ~Listener();  // requests not yet taken are rejected
+
+  // CONNECT_REQUEST events (event.request set).
+  std::optional<ConnectionEvent> poll_event();
+  std::optional<ConnectionEvent> wait_event(std::chrono::milliseconds timeout);
+  int event_fd() const;
+  hw::CmAddress address() const;
+
+ private:
+  explicit Listener(std::unique_ptr<detail::ListenerCore> core);
+  std::unique_ptr<detail::ListenerCore> core_;
+};
+
+}  // namespace rnicdv

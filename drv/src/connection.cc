@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connection: the active side, and what every CM event does to the QP (design.md, "What
+// triggers the flush", "The failure path"; ib-cm.md §5 for the order of QP moves).
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+#include "connection_core.h"
+#include "rnicdv/qp.h"
+
+namespace rnicdv {
+
+using detail::ConnectionCore;
+
+const char* connection_event_name(ConnectionEventType t) noexcept {
+  switch (t) {
+    case ConnectionEventType::connect_request:
+      return "CONNECT_REQUEST";
+    case ConnectionEventType::established:
+      return "ESTABLISHED";
+    case ConnectionEventType::rejected:
+      return "REJECTED";
+    case ConnectionEventType::unreachable:
+      return "UNREACHABLE";
+    case ConnectionEventType::timeout:
+      return "TIMEOUT";
+    case ConnectionEventType::disconnected:
+      return "DISCONNECTED";
+    case ConnectionEventType::error:
+      return "CONNECT_ERROR";
+  }
+  return "?";
+}
+
+const char* connection_state_name(ConnectionState s) noexcept {
+  switch (s) {
+    case ConnectionState::connecting:
+      return "connecting";
+    case ConnectionState::accepted:
+      return "accepted";
+    case ConnectionState::established:
+      return "established";
+    case ConnectionState::disconnecting:
+      return "disconnecting";
+    case ConnectionState::closed:
+      return "closed";
+  }
+  return "?";
+}
+
+namespace detail {
+
+std::string connection_name(uint32_t qpn, const hw::CmConnection& cm) {
+  char prefix[32];
+  std::snprintf(prefix, sizeof prefix, "conn qp %#x ", qpn);
+  return prefix + hw::cm_address_string(cm.local_address()) + "->" +
+         hw::cm_address_string(cm.remote_address());
+}
+
+Result<uint32_t> parse_ipv4(const std::string& address, bool allow_any, const char* what) {
+  if (allow_any && (address.empty() || address == "0.0.0.0")) return uint32_t{0};
+  in_addr a{};
+  if (inet_pton(AF_INET, address.c_str(), &a) != 1)
+    return Status::error(Errc::invalid_argument, "%s: \"%s\" is not an IPv4 address", what,
+                         address.c_str());
+  const uint32_t v = ntohl(a.s_addr);
+  if (v == 0 && !allow_any)
+    return Status::error(Errc::invalid_argument, "%s: 0.0.0.0 is not a peer address", what);
+  return v;
+}
+
+bool wait_readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) > 0;
+}
+
+// ---- COMM_EST forwarding -------------------------------------------------------------------
+
+namespace {
+std::mutex comm_est_mutex;
+std::unordered_map<uint64_t, hw::CmConnection*> comm_est_targets;
+uint64_t next_comm_est_token = 1;
+}  // namespace
+
+uint64_t register_comm_est(hw::CmConnection* cm) {
+  std::lock_guard lock(comm_est_mutex);
+  const uint64_t token = next_comm_est_token++;
+  comm_est_targets.emplace(token, cm);
+  return token;
+}
+
+void unregister_comm_est(uint64_t token) {
+  std::lock_guard lock(comm_est_mutex);
+  comm_est_targets.erase(token);
+}
+
+void forward_comm_est(void* ctx) {
+  // Held across the call so that the connection cannot be destroyed meanwhile; the CM only
+  // takes its own lock (rdma_notify / ib_cm_notify: an RTU stand-in, ESTABLISHED once).
+  std::lock_guard lock(comm_est_mutex);
+  auto it = comm_est_targets.find(reinterpret_cast<uintptr_t>(ctx));
+  if (it != comm_est_targets.end()) [[maybe_unused]]
+    Status st = it->second->notify_comm_est();
+}
+
+// ---- Moving the QP -------------------------------------------------------------------------
+
+Status ConnectionCore::move_qp(hw::QpState target) {
+  hw::QpAttr attr;
+  uint32_t mask = 0;
+  if (Status st = cm->qp_attr(target, &attr, &mask); !st) return st;
+  switch (target) {
+    case hw::QpState::init:
+      attr.access_flags = options.remote_access;
+      mask |= hw::qp_attr::access_flags;
+      break;
+    case hw::QpState::rtr:
+      // The CM gives what the peer allows; this side may want fewer (librdmacm's
+      // ucma_modify_qp_rtr applies the consumer's responder resources the same way).
+      attr.max_dest_rd_atomic = std::min(attr.max_dest_rd_atomic, options.responder_resources);
+      attr.min_rnr_timer = options.min_rnr_timer;
+      mask |= hw::qp_attr::max_dest_rd_atomic | hw::qp_attr::min_rnr_timer;
+      break;
+    case hw::QpState::rts:
+      attr.max_rd_atomic = std::min(attr.max_rd_atomic, options.initiator_depth);
+      mask |= hw::qp_attr::max_rd_atomic;
+      break;
+    default:
+      break;
+  }
+  return qp->modify(attr, mask);
+}
+
+Status ConnectionCore::fail_qp() {
+  if (comm_est_token) {
+    unregister_comm_est(comm_est_token);
+    comm_est_token = 0;
+  }
+  state = ConnectionState::closed;
+  const hw::QpState s = qp->state.load(std::memory_order_acquire);
+  if (s == hw::QpState::err || s == hw::QpState::reset) return Status::ok();
+  // ERR completes every withheld WR with a flush error after whatever the device flushes.
+  hw::QpAttr attr;
+  attr.state = hw::QpState::err;
+  return qp->modify(attr, hw::qp_attr::state);
+}
+
+ConnectionEvent ConnectionCore::failure(ConnectionEventType type, Errc code,
+                                        const std::string& why) {
+  ConnectionEvent out;
+  out.type = type;
+  Status moved = fail_qp();
+  std::string msg = name + ": " + why;
+  if (!moved) msg += " (and the QP could not be moved to ERR: " + moved.message() + ")";
+  out.status = Status(code, msg);
+  return out;
+}
+
+std::optional<ConnectionEvent> ConnectionCore::apply(hw::CmEvent& ev) {
+  ConnectionEvent out;
+  switch (ev.type) {
+    case hw::CmEventType::connect_response: {
+      // Active side, REP received: RTR, RTS (the flush), then the RTU (IBA 12.9.6; rdma_cm
+      // cma_rep_recv, librdmacm ucma_process_conn_resp).
+      Status st = move_qp(hw::QpState::rtr);
+      if (st) st = move_qp(hw::QpState::rts);
+      if (!st) {
+        [[maybe_unused]] Status rej = cm->reject(hw::reject_reason::consumer_defined, {});
+        return failure(ConnectionEventType::error, st.code(),
+                       "REP received, but the QP could not follow: " + st.message());
+      }
+      if (Status est = cm->establish(); !est)
+        return failure(ConnectionEventType::error, est.code(), "sending the RTU: " + est.message());
+      state = ConnectionState::established;
+      out.type = ConnectionEventType::established;
+      out.private_data = std::move(ev.private_data);
+      return out;
+    }
+    case hw::CmEventType::established: {
+      // Passive side: RTU received or COMM_EST forwarded. RTS releases withheld work.
+      if (comm_est_token) {
+        unregister_comm_est(comm_est_token);
+        comm_est_token = 0;
+      }
+      if (Status st = move_qp(hw::QpState::rts); !st) {
+        [[maybe_unused]] Status d = cm->disconnect();
+        return failure(
+            ConnectionEventType::error, st.code(),
+            "established (" + ev.detail + "), but the QP could not reach RTS: " + st.message());
+      }
+      state = ConnectionState::established;
+      out.type = ConnectionEventType::established;
+      return out;
+    }
+    case hw::CmEventType::rejected: {
+      out = failure(ConnectionEventType::rejected, Errc::rejected, ev.detail);
+      out.reject_reason = ev.reject_reason;
+      out.private_data = std::move(ev.private_data);
+      return out;
+    }
+    case hw::CmEventType::unreachable:
+      return failure(ConnectionEventType::unreachable, Errc::unreachable, ev.detail);
+    case hw::CmEventType::timeout:
+      return failure(ConnectionEventType::timeout, Errc::timeout, ev.detail);
+    case hw::CmEventType::disconnected:
+      return failure(ConnectionEventType::disconnected, Errc::disconnected, ev.detail);
+    case hw::CmEventType::error:
+      return failure(ConnectionEventType::error, Errc::io_error, ev.detail);
+    case hw::CmEventType::connect_request:
+      return std::nullopt;  // listeners only
+  }
+  return std::nullopt;
+}
+
+ConnectionCore::~ConnectionCore() {
+  if (comm_est_token) unregister_comm_est(comm_est_token);
+  if (qp && !active) {
+    std::lock_guard lock(device->mutex);
+    if (qp->comm_est_fn == &forward_comm_est) {
+      qp->comm_est_fn = nullptr;
+      qp->comm_est_ctx = nullptr;
+    }
+  }
+  if (state != ConnectionState::closed && qp) [[maybe_unused]]
+    Status st = fail_qp();
+  cm.reset();  // the backend tells the peer (REJ while connecting, DREQ when established)
+}
+
+}  // namespace detail
+
+// ---- Connection ------------------------------------------------------------------------------
+
+Result<Connection> Connection::connect(QueuePair& qp, const std::string& address, uint16_t port,
+                                       std::span<const uint8_t> private_data,
+                                       const ConnectionOptions& options) {
+  detail::QpCore& q = *qp.core();
+  char what[96];
+  std::snprintf(what, sizeof what, "conn qp %#x: connect to %s:%u", q.qpn, address.c_str(), port);
+  auto ipv4 = detail::parse_ipv4(address, false, what);
+  if (!ipv4) return ipv4.status();
+  hw::ConnectionManager* cmgr = q.device->hw->connection_manager();
+  if (!cmgr)
+    return Status::error(Errc::unsupported, "%s: device %s has no connection manager", what,
+                         q.device->hw->info().name.c_str());
+  const hw::QpState s = q.state.load(std::memory_order_acquire);
+  if (s != hw::QpState::reset && s != hw::QpState::init)
+    return Status::error(Errc::bad_state,
+                         "%s: the QP is in %s; a connection starts from RESET "
+                         "or INIT",
+                         what, hw::qp_state_name(s));
+
+  if (s == hw::QpState::reset) {
+    // INIT now, so that receives can be posted before the REP arrives.
+    hw::QpAttr attr;
+    attr.state = hw::QpState::init;
+    attr.pkey_index = 0;
+    attr.port_num = 1;
+    attr.access_flags = options.remote_access;
+    if (Status st =
+            q.modify(attr, hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::access_flags);
+        !st)
+      return st.prepend(what);
+  }
+
+  hw::CmConnectParams params;
+  params.remote = {ipv4.value(), port};
+  params.qp.qpn = q.qpn;
+  params.qp.path_mtu = std::min(options.path_mtu, q.device->hw->info().caps.active_mtu);
+  params.qp.responder_resources = options.responder_resources;
+  params.qp.initiator_depth = options.initiator_depth;
+  params.qp.retry_count = options.retry_count;
+  params.qp.rnr_retry_count = options.rnr_retry_count;
+  params.qp.local_ack_timeout = options.ack_timeout;
+  params.private_data.assign(private_data.begin(), private_data.end());
+  params.timeout_ms =
+      static_cast<uint32_t>(std::clamp<int64_t>(options.timeout.count(), 1, UINT32_MAX));
+  params.max_cm_retries = options.max_cm_retries;
+  auto cm = cmgr->connect(params);
+  if (!cm) {
+    char prefix[32];
+    std::snprintf(prefix, sizeof prefix, "conn qp %#x", q.qpn);
+    return cm.status().prepend(prefix);
+  }
+
+  auto core = std::make_unique<ConnectionCore>();
+  core->device = q.device;
+  core->qp = &q;
+  core->cm = std::move(cm.value());
+  core->options = options;
+  core->active = true;
+  core->state = ConnectionState::connecting;
+  core->name = detail::connection_name(q.qpn, *core->cm);
+  return Connection(std::move(core));
+}
+
+Connection::Connection(std::unique_ptr<ConnectionCore> core) : core_(std::move(core)) {}
+Connection::Connection(Connection&&) noexcept = default;
+Connection& Connection::operator=(Connection&&) noexcept = default;
+Connection::~Connection() = default;
+
+std::optional<ConnectionEvent> Connection::poll_event() {
+  core_->device->progress();
+  hw::CmEvent ev;
+  while (core_->cm->next_event(&ev)) {
+    if (auto out = core_->apply(ev)) return out;
+  }
+  return std::nullopt;
+}
+
+std::optional<ConnectionEvent> Connection::wait_event(std::chrono::milliseconds timeout) {
+  return detail::wait_for(*core_->device, core_->cm->event_fd(), timeout,
+                          [this] { return poll_event(); });
+}
+
+int Connection::event_fd() const {
+  return core_->cm->event_fd();
+}
+
+Status Connection::disconnect() {
+  switch (core_->state) {
+    case ConnectionState::closed:
+    case ConnectionState::disconnecting:
+      return Status::ok();
+    default:
+      break;
+  }
+  // As rdma_disconnect: the QP to ERR first (its work completes with flush errors), then the
+  // DREQ (or a REJ while still connecting).
+  Status moved = core_->fail_qp();
+  core_->state = ConnectionState::disconnecting;
+  Status sent = core_->cm->disconnect();
+  if (!sent) return sent.prepend(core_->name + ": disconnect");
+  if (!moved) return moved.prepend(core_->name + ": disconnect");
+  return Status::ok();
+}
+
+ConnectionState Connection::state() const {
+  return core_->state;
+}
+const std::string& Connection::name() const {
+  return core_->name;
+}
+hw::CmAddress Connection::local_address() const {
+  return core_->cm->local_address();
+}
+hw::CmAddress Connection::remote_address() const {
+  return core_->cm->remote_address();
+}
+uint32_t Connection::qpn() const {
+  return core_->qp->qpn;
+}
+
+}  // namespace rnicdv
