@@ -132,6 +132,9 @@ class Harness {
     run();
   }
 
+  DeviceCounters requester_counters() const { return a_.dev->counters(); }
+  DeviceCounters responder_counters() const { return b_.dev->counters(); }
+
  private:
   void drain(Side& s) {
     const mlx5dv_cq& dv = s.cq->view().dv;
@@ -157,6 +160,13 @@ void fuzz_execute_send_queue(const uint8_t* data, size_t len) {
 
 void fuzz_receive_datagram(const uint8_t* data, size_t len) {
   harness().receive_datagram(data, len);
+}
+
+DeviceCounters fuzz_requester_counters() {
+  return harness().requester_counters();
+}
+DeviceCounters fuzz_responder_counters() {
+  return harness().responder_counters();
 }
 
 }  // namespace rnicdv::sim

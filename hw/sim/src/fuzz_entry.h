@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rnicdv/sim/sim.h"
+
 namespace rnicdv::sim {
 
 // Copies `data` into the SQ ring of a connected QP in RTS (wrapping at the ring's size),
@@ -17,5 +19,10 @@ void fuzz_execute_send_queue(const uint8_t* data, size_t len);
 // Hands `data` to the receive path as a datagram from the connected peer, then runs the
 // fabric.
 void fuzz_receive_datagram(const uint8_t* data, size_t len);
+
+// The counters of the harness's two devices (requester, responder), to check that inputs
+// reach the code under test.
+DeviceCounters fuzz_requester_counters();
+DeviceCounters fuzz_responder_counters();
 
 }  // namespace rnicdv::sim
