@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Slicing-by-8 CRC-32: eight 256-entry tables, where table k maps a byte to its CRC
-// contribution k bytes further along the message, let one step fold eight bytes with eight
-// independent lookups (Kounavis and Berry, "A Systematic Approach to Building High
-// Performance Software-Based CRC Generators", 2005).
+// Slicing-by-16 CRC-32: sixteen 256-entry tables, where table k maps a byte to its CRC
+// contribution k bytes further along the message, let one step fold sixteen bytes with
+// sixteen independent lookups (the slicing-by-N method of Kounavis and Berry, "A Systematic
+// Approach to Building High Performance Software-Based CRC Generators", 2005). The tables
+// (16 KiB) stay in L1 while a datagram is processed.
 #include "wire/crc32.h"
 
 #include <array>
@@ -13,7 +14,7 @@ namespace rnicdv::sim {
 namespace {
 
 constexpr uint32_t kPolynomial = 0xEDB88320u;  // bit-reversed 0x04C11DB7
-constexpr int kSlices = 8;
+constexpr int kSlices = 16;
 
 using CrcTables = std::array<std::array<uint32_t, 256>, kSlices>;
 
@@ -47,16 +48,20 @@ uint32_t crc32_advance(uint32_t state, const uint8_t* data, size_t len) noexcept
   if constexpr (std::endian::native != std::endian::little) {
     return advance_bytewise(state, data, len);
   } else {
-    while (len >= 8) {
-      uint64_t word;
-      std::memcpy(&word, data, sizeof(word));
-      word ^= state;
-      state = kTables[7][word & 0xFF] ^ kTables[6][(word >> 8) & 0xFF] ^
-              kTables[5][(word >> 16) & 0xFF] ^ kTables[4][(word >> 24) & 0xFF] ^
-              kTables[3][(word >> 32) & 0xFF] ^ kTables[2][(word >> 40) & 0xFF] ^
-              kTables[1][(word >> 48) & 0xFF] ^ kTables[0][word >> 56];
-      data += 8;
-      len -= 8;
+    while (len >= 16) {
+      uint64_t lo, hi;
+      std::memcpy(&lo, data, sizeof(lo));
+      std::memcpy(&hi, data + 8, sizeof(hi));
+      lo ^= state;
+      state = kTables[15][lo & 0xFF] ^ kTables[14][(lo >> 8) & 0xFF] ^
+              kTables[13][(lo >> 16) & 0xFF] ^ kTables[12][(lo >> 24) & 0xFF] ^
+              kTables[11][(lo >> 32) & 0xFF] ^ kTables[10][(lo >> 40) & 0xFF] ^
+              kTables[9][(lo >> 48) & 0xFF] ^ kTables[8][lo >> 56] ^ kTables[7][hi & 0xFF] ^
+              kTables[6][(hi >> 8) & 0xFF] ^ kTables[5][(hi >> 16) & 0xFF] ^
+              kTables[4][(hi >> 24) & 0xFF] ^ kTables[3][(hi >> 32) & 0xFF] ^
+              kTables[2][(hi >> 40) & 0xFF] ^ kTables[1][(hi >> 48) & 0xFF] ^ kTables[0][hi >> 56];
+      data += 16;
+      len -= 16;
     }
     return advance_bytewise(state, data, len);
   }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // CRC-32 (IEEE 802.3: reflected, polynomial 0xEDB88320), the CRC that RoCEv2's ICRC uses
-// (IBA Annex A17.3.3; Linux rxe_icrc.c). Table-driven, eight bytes per step.
+// (IBA Annex A17.3.3; Linux rxe_icrc.c). Table-driven, sixteen bytes per step.
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <new>
 
 #include "wire/wire_frame.h"
 
@@ -17,16 +18,22 @@ bool later(const WireFrame* a, const WireFrame* b) {
 }  // namespace
 
 bool HeldFrames::hold(const WireFrame& frame) {
-  if (heap_.size() >= limit_) return false;
+  if (heap_.size() >= limit_ || frame.len > kMaxWireDatagramLen) return false;
   WireFrame* copy;
   if (!free_.empty()) {
     copy = free_.back();
     free_.pop_back();
   } else {
-    storage_.push_back(std::make_unique_for_overwrite<WireFrame>());
-    copy = storage_.back().get();
-    // recycle() and clear() then never allocate.
-    free_.reserve(storage_.size());
+    // Memory for held frames is allocated on first use; running out of it drops the frame
+    // like a full holding area, rather than throwing out of the wire.
+    try {
+      storage_.push_back(std::make_unique_for_overwrite<WireFrame>());
+      copy = storage_.back().get();
+      heap_.reserve(storage_.size());
+      free_.reserve(storage_.size());  // recycle() and clear() then never allocate
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
   }
   std::memcpy(copy, &frame, offsetof(WireFrame, bytes) + frame.len);
   heap_.push_back(copy);
