@@ -3,6 +3,7 @@
 // The umbrella header for applications.
 #pragma once
 
+#include "rnicdv/connection.h"  // IWYU pragma: export
 #include "rnicdv/cq.h"        // IWYU pragma: export
 #include "rnicdv/device.h"    // IWYU pragma: export
 #include "rnicdv/pd.h"        // IWYU pragma: export
