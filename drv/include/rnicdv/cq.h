@@ -38,15 +38,23 @@ class CompletionQueue {
   uint32_t cqn() const;
   uint32_t entries() const;  // ring size
 
-  // Completions dropped because their QP had been destroyed (reported, not leaked).
+  // Completions dropped because their QP had been destroyed (reported, not leaked). CQEs
+  // that name no outstanding work of a live QP (left over from before a RESET) count too.
   uint64_t orphaned_completions() const;
+
+  // The device reported CQ_ERR (an overrun: CQEs were lost). poll() keeps returning what
+  // is in the ring; the QPs using this CQ should be considered failed.
+  bool in_error() const;
 
   detail::CqCore* core() { return core_.get(); }
 
  private:
   friend class Device;
-  explicit CompletionQueue(std::unique_ptr<detail::CqCore> core);
-  std::unique_ptr<detail::CqCore> core_;
+  explicit CompletionQueue(std::shared_ptr<detail::CqCore> core);
+  // Shared with the QPs that use this CQ, so that either may be destroyed first.
+  std::shared_ptr<detail::CqCore> core_;
 };
 
 }  // namespace rnicdv
+
+#include "rnicdv/detail/cq_inl.h"  // IWYU pragma: export

@@ -34,9 +34,10 @@ class ProtectionDomain {
 
  private:
   friend class Device;
-  ProtectionDomain(std::shared_ptr<detail::DeviceCore> dev, std::unique_ptr<hw::Pd> pd);
+  ProtectionDomain(std::shared_ptr<detail::DeviceCore> dev, std::shared_ptr<hw::Pd> pd);
   std::shared_ptr<detail::DeviceCore> dev_;
-  std::unique_ptr<hw::Pd> pd_;
+  // Shared with the MRs and QPs created in it, so that the PD may be destroyed first.
+  std::shared_ptr<hw::Pd> pd_;
 };
 
 class MemoryRegion {
@@ -56,8 +57,10 @@ class MemoryRegion {
 
  private:
   friend class ProtectionDomain;
-  MemoryRegion(std::shared_ptr<detail::DeviceCore> dev, std::unique_ptr<hw::Mr> mr);
+  MemoryRegion(std::shared_ptr<detail::DeviceCore> dev, std::shared_ptr<hw::Pd> pd,
+               std::unique_ptr<hw::Mr> mr);
   std::shared_ptr<detail::DeviceCore> dev_;
+  std::shared_ptr<hw::Pd> pd_;
   std::unique_ptr<hw::Mr> mr_;
   uint8_t* addr_ = nullptr;
   size_t length_ = 0;

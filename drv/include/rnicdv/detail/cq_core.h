@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The state behind a CompletionQueue. Public only so that poll() (cq_inl.h) can be inlined;
+// nothing here is API.
+//
+// One thread polls a CQ at a time. The QPs it serves are found by QPN: a cached pointer when
+// the CQ serves a single QP, else the device's QP table. A destroyed QP's core is not freed at
+// once: it is parked in the graveyard of each CQ it used and freed at the start of that CQ's
+// next poll(), when the poller can no longer hold a pointer to it. Its CQEs still in the ring
+// are then found with no QP and counted as orphaned.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rnicdv/detail/qp_core.h"
+#include "rnicdv/detail/qp_table.h"
+#include "rnicdv/detail/spinlock.h"
+#include "rnicdv/hw/device.h"
+#include "rnicdv/wqe/cqe.h"
+#include "rnicdv/wqe/work_request.h"
+
+namespace rnicdv::detail {
+
+struct DeviceCore;
+
+struct CqCore {
+  CqCore() = default;
+  CqCore(const CqCore&) = delete;
+  CqCore& operator=(const CqCore&) = delete;
+  ~CqCore();
+
+  // ---- Fast path (cq_inl.h) ---------------------------------------------------------------
+  int poll(Completion* out, int max) noexcept;
+  QpCore* find_qp(uint32_t qpn) const noexcept {
+    QpCore* qp = sole_qp.load(std::memory_order_acquire);
+    if (qp && qp->qpn == qpn) [[likely]]
+      return qp;
+    return qp_table->find(qpn);
+  }
+  void count_orphan() noexcept {
+    orphaned.store(orphaned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  // ---- Slow paths (cq.cc) -----------------------------------------------------------------
+  void reap_graveyard() noexcept;
+  int poll_software(Completion* out, int max) noexcept;
+  // QPs with software completions (posters and the control path add them).
+  void add_software_qp(QpCore* qp) noexcept;
+  void remove_software_qp(QpCore* qp) noexcept;
+  void attach(QpCore* qp);
+  void detach(QpCore* qp) noexcept;
+  void bury(std::shared_ptr<QpCore> qp);
+
+  // ---- Fixed at creation -------------------------------------------------------------------
+  wqe::CqRing ring;
+  __be32* dbrec = nullptr;  // [MLX5_CQ_SET_CI], [MLX5_CQ_ARM_DB]
+  hw::ProgressHook progress;
+  const QpTable* qp_table = nullptr;
+  uint32_t cqn = 0;
+
+  // ---- Poller ------------------------------------------------------------------------------
+  alignas(64) uint32_t ci = 0;  // consumer index, free-running
+  std::atomic<QpCore*> sole_qp{nullptr};
+  std::atomic<bool> graveyard_pending{false};
+  std::atomic<bool> software_pending{false};
+  std::atomic<uint64_t> orphaned{0};
+  std::atomic<bool> in_error{false};  // the device reported CQ_ERR (overrun)
+
+  // ---- Cold --------------------------------------------------------------------------------
+  alignas(64) Spinlock software_lock;
+  QpCore* software_head = nullptr;
+  std::mutex attach_mutex;
+  std::vector<QpCore*> attached;
+  std::mutex graveyard_mutex;
+  std::vector<std::shared_ptr<QpCore>> graveyard;
+  std::shared_ptr<DeviceCore> device;
+  std::unique_ptr<hw::Cq> hw_cq;
+};
+
+}  // namespace rnicdv::detail

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The state behind a QueuePair. Public only so that the fast path (qp_inl.h, cq_inl.h) can be
+// inlined into the application; nothing here is API.
+//
+// Send queue bookkeeping, in 64-byte basic blocks (BBs), all free-running 32-bit counters:
+//
+//   sq_tail            hw_pi                          sq_pi
+//      |  the device's   |  built, not yet rung:        |
+//      |  (DBR written)  |  staged (RTS) or withheld    |
+//
+//  * sq_pi    next free block; advanced by posters.
+//  * hw_pi    the value last stored into the SQ doorbell record. The device owns
+//             [sq_tail, hw_pi); nothing at or past hw_pi has been announced to it.
+//  * ring_pi  end of the WQEs in the SQ that are the device's: rung, or staged in RTS (a
+//             scanning device may run those before the doorbell). Withheld WQEs are not
+//             included: a CQE naming one is a device fault and is dropped.
+//  * sq_tail  first block not yet retired; advanced by the send CQ's poller when a CQE's
+//             wqe_counter names a WQE: that WQE and every earlier (unsignaled) one retire.
+//  * [sw_begin, sw_end)  in ERR, work the driver completes itself with WR_FLUSH_ERR (withheld
+//             WRs, and WRs posted in ERR); delivered by the send CQ once sq_tail reaches
+//             sw_begin, i.e. after everything the device was given has been retired.
+//
+// sq_entries[start block] records each WQE's wr_id and size; a CQE's wqe_counter is the start
+// block of the WQE it completes (rdma-core cq.c: wrid[wqe_counter & (wqe_cnt - 1)]).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "rnicdv/detail/spinlock.h"
+#include "rnicdv/doorbell/send_doorbell.h"
+#include "rnicdv/hw/device.h"
+#include "rnicdv/qp_config.h"
+#include "rnicdv/status.h"
+#include "rnicdv/wqe/recv_wqe.h"
+#include "rnicdv/wqe/send_wqe.h"
+#include "rnicdv/wqe/work_request.h"
+
+namespace rnicdv::detail {
+
+struct CqCore;
+struct DeviceCore;
+
+// What the send queue remembers about a WQE, stored at the WQE's first block.
+struct SqEntry {
+  uint64_t wr_id;
+  uint8_t bbs;     // blocks the WQE spans; a software-completed entry spans one
+  uint8_t opcode;  // MLX5_OPCODE_* (the opcode reported with a flush error)
+  uint8_t kind;    // SqEntryKind
+  uint8_t reserved[5];
+};
+static_assert(sizeof(SqEntry) == 16);
+
+enum SqEntryKind : uint8_t {
+  kUserWqe = 0,
+  // A signaled NOP the driver adds when software completions start while the device still
+  // owns WQEs: its CQE (a flush error in ERR) retires everything before it. Never reported.
+  kDrainMarker = 1,
+};
+
+// What a CQE did to its QP.
+enum class Retired : uint8_t {
+  report,  // a completion for the application
+  silent,  // a drain marker's: retires earlier WQEs, reports nothing
+  stale,   // names no WQE outstanding in this incarnation of the QP (e.g. before a RESET)
+};
+
+struct QpCore {
+  QpCore() = default;
+  QpCore(const QpCore&) = delete;
+  QpCore& operator=(const QpCore&) = delete;
+  ~QpCore();
+
+  // ---- Fast path (qp_inl.h) ---------------------------------------------------------------
+  Errc post_send(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  // The RTS/SQD path: build into the SQ and, if `ring`, ring once for everything unrung.
+  Errc post_ready(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  void ring_unrung() noexcept;
+  void ring_send() noexcept;
+  Errc post_recv(const RecvWr* wrs, size_t count, size_t* bad_index) noexcept;
+  // Poller side: retire the WQE a CQE names and fill `out` when it is to be reported.
+  Retired retire_send(const mlx5_cqe64* cqe, Completion* out) noexcept;
+  Retired retire_recv(const mlx5_cqe64* cqe, Completion* out) noexcept;
+
+  // ---- Slow paths (qp_post.cc) ------------------------------------------------------------
+  // single_poster below RTS: take the lock, then post_gated.
+  Errc post_send_locked(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  // With the post lock held (or on the owner thread): dispatch on the state.
+  Errc post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  Errc post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) noexcept;
+  Errc post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) noexcept;
+  void ring_send_gated() noexcept;
+  // Delivers software completions (send CQ poller; called with the CQ's software lock held).
+  int poll_software(Completion* out, int max) noexcept;
+
+  // ---- Control path (qp_control.cc) -------------------------------------------------------
+  Status modify(const hw::QpAttr& attr, uint32_t mask);
+  void on_async_error(hw::AsyncEventType type);
+  // The flush: with post_lock held and the device already in RTS.
+  void release_withheld_locked() noexcept;
+  void enter_error_locked(hw::QpState to) noexcept;
+  void reset_locked() noexcept;
+  // Destroys the device QP and hands this core to its CQs' graveyards.
+  static void destroy(std::unique_ptr<QpCore> core) noexcept;
+
+  bool locks_posts() const noexcept { return threading != Threading::single; }
+  wqe::SqRing build_ring() const noexcept { return shadow.buf ? shadow : sq; }
+
+  // ---- Fixed at creation -------------------------------------------------------------------
+  uint32_t qpn = 0;
+  Threading threading = Threading::thread_safe;
+  EarlyPost early_post = EarlyPost::in_place;
+  uint8_t sig_all_bits = 0;  // MLX5_WQE_CTRL_CQ_UPDATE when sq_sig_all
+  wqe::SqLimits limits;
+  wqe::SqRing sq;      // the ring the device reads
+  wqe::SqRing shadow;  // EarlyPost::shadow: the driver's ring; buf null otherwise
+  uint32_t sq_mask = 0;
+  __be32* dbrec = nullptr;  // [MLX5_RCV_DBR], [MLX5_SND_DBR]
+  SqEntry* sq_entries = nullptr;
+  wqe::RqRing rq;
+  uint32_t rq_mask = 0;
+  uint32_t rq_max_sge = 0;
+  uint64_t* rq_wr_ids = nullptr;
+  doorbell::SendDoorbell doorbell;
+
+  // ---- Producer side: posting threads -----------------------------------------------------
+  alignas(64) uint32_t sq_pi = 0;
+  uint32_t unrung = 0;          // WRs built since the last doorbell (staged or withheld)
+  uint32_t last_wqe_pi = 0;     // start block of the newest of them
+  uint8_t last_ds = 0;          // and its size in 16-byte units
+  bool ever_rts = false;        // the device may own WQEs of this incarnation (since RESET)
+  bool software_flush = false;  // in ERR: posts complete in software from sw_begin on
+  bool device_failed = false;   // DEVICE_FATAL: nothing will complete any more
+  Spinlock post_lock;
+  uint32_t rq_head = 0;
+  Spinlock rq_lock;
+
+  // ---- Shared between posters, the flush and pollers -----------------------------------
+  std::atomic<hw::QpState> state{hw::QpState::reset};
+  std::atomic<uint32_t> hw_pi{0};
+  std::atomic<uint32_t> ring_pi{0};
+  std::atomic<uint32_t> sw_begin{0};
+  std::atomic<uint32_t> sw_end{0};
+  std::atomic<uint32_t> withheld{0};
+  std::atomic<uint32_t> rq_posted{0};
+
+  // ---- Consumer side: the CQ pollers ------------------------------------------------------
+  alignas(64) std::atomic<uint32_t> sq_tail{0};
+  std::atomic<uint32_t> rq_tail{0};
+  // Link in the send CQ's list of QPs with software completions (its software_lock).
+  QpCore* software_next = nullptr;
+  bool on_software_list = false;
+
+  // ---- Control path -------------------------------------------------------------------------
+  alignas(64) std::mutex control_mutex;  // modify, async events, destroy
+  std::shared_ptr<DeviceCore> device;
+  std::shared_ptr<hw::Pd> pd;
+  std::shared_ptr<CqCore> send_cq;
+  std::shared_ptr<CqCore> recv_cq;
+  std::unique_ptr<hw::Qp> hw_qp;
+  hw::QpCaps granted;
+  std::unique_ptr<SqEntry[]> sq_entry_storage;
+  std::unique_ptr<uint64_t[]> rq_wr_id_storage;
+  uint8_t* shadow_storage = nullptr;  // 64-byte aligned; freed by ~QpCore
+  // Guarded by the device's mutex (async events are dispatched under it).
+  void (*comm_est_fn)(void*) = nullptr;
+  void* comm_est_ctx = nullptr;
+  bool comm_est_seen = false;
+};
+
+}  // namespace rnicdv::detail

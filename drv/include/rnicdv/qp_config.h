@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What a QP is created with: queue sizes, the early-posting policy, the doorbell mode and the
+// threading model. Included by rnicdv/qp.h.
+#pragma once
+
+#include <cstdint>
+
+#include "rnicdv/doorbell/send_doorbell.h"
+#include "rnicdv/hw/device.h"
+
+namespace rnicdv {
+
+// How work posted in RTR is withheld (design.md, "Two ways to withhold").
+enum class EarlyPost : uint8_t {
+  strict,     // IB semantics: post_send below RTS fails with Errc::bad_state
+  automatic,  // from the device profile: shadow if it fetches beyond the DBR, else in place
+  in_place,   // WQEs written into the SQ; DBR and UAR untouched until RTS
+  shadow,     // WQEs built in a driver-owned ring of the same layout, copied at the flush
+};
+const char* early_post_name(EarlyPost e) noexcept;  // "strict", "auto", "in_place", "shadow"
+
+// Which threads may use the QP (chosen once, at creation).
+enum class Threading : uint8_t {
+  // One thread posts, polls and delivers CM/async events: no lock anywhere.
+  single,
+  // One posting thread; CM/async events (and so the RTS flush) on another thread. Posting in
+  // RTS takes no lock (the state is read with acquire); below RTS it takes the QP lock and
+  // re-reads the state; the flush holds the lock and publishes RTS last.
+  single_poster,
+  // Any number of posting threads: each post call holds the QP's post lock (as libmlx5's
+  // sq.lock does), and the early-post gate is checked under it.
+  thread_safe,
+};
+const char* threading_name(Threading t) noexcept;
+
+struct QpConfig {
+  hw::QpCaps caps;          // queue sizes; the device may round up
+  bool sq_sig_all = false;  // every send WQE requests a CQE
+  EarlyPost early_post = EarlyPost::automatic;
+  doorbell::DoorbellMode doorbell = doorbell::DoorbellMode::automatic;
+  Threading threading = Threading::thread_safe;
+};
+
+// The local end's addressing that a peer needs to reach this QP (exchanged out of band or by
+// the connection manager).
+struct QpEndpoint {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;  // first PSN this side will send
+  hw::Gid gid;
+};
+
+}  // namespace rnicdv

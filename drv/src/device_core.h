@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The state behind a Device, shared by every object created from it (each keeps it alive).
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rnicdv/detail/qp_table.h"
+#include "rnicdv/hw/device.h"
+
+namespace rnicdv::detail {
+
+struct CqCore;
+struct QpCore;
+
+struct DeviceCore {
+  explicit DeviceCore(std::shared_ptr<hw::Device> device)
+      : hw(std::move(device)), progress(hw->progress_hook()) {}
+
+  std::shared_ptr<hw::Device> hw;
+  hw::ProgressHook progress;
+
+  // Guards the registries below and the QPs' comm-est handlers. Async events are dispatched
+  // under it, so a QP or CQ found here stays alive until the event is handled.
+  std::mutex mutex;
+  QpTable qp_table;          // read without the mutex by pollers
+  std::vector<QpCore*> qps;  // live QPs, for device-wide events
+  std::vector<CqCore*> cqs;  // live CQs, found by CQN for CQ_ERR
+  bool fatal = false;        // DEVICE_FATAL seen
+
+  template <class T>
+  static void erase_from(std::vector<T*>& v, T* item) {
+    v.erase(std::remove(v.begin(), v.end(), item), v.end());
+  }
+};
+
+}  // namespace rnicdv::detail

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// QueuePair: the control-path surface and destruction.
+#include "rnicdv/qp.h"
+
+#include <mutex>
+#include <new>
+#include <utility>
+
+#include "device_core.h"
+#include "rnicdv/detail/cq_core.h"
+#include "rnicdv/detail/qp_core.h"
+
+namespace rnicdv {
+
+const char* early_post_name(EarlyPost e) noexcept {
+  switch (e) {
+    case EarlyPost::strict:
+      return "strict";
+    case EarlyPost::automatic:
+      return "auto";
+    case EarlyPost::in_place:
+      return "in_place";
+    case EarlyPost::shadow:
+      return "shadow";
+  }
+  return "?";
+}
+
+const char* threading_name(Threading t) noexcept {
+  switch (t) {
+    case Threading::single:
+      return "single";
+    case Threading::single_poster:
+      return "single_poster";
+    case Threading::thread_safe:
+      return "thread_safe";
+  }
+  return "?";
+}
+
+QueuePair::QueuePair(std::unique_ptr<detail::QpCore> core) : core_(std::move(core)) {}
+QueuePair::QueuePair(QueuePair&&) noexcept = default;
+
+QueuePair& QueuePair::operator=(QueuePair&& other) noexcept {
+  if (this != &other) {
+    if (core_) detail::QpCore::destroy(std::move(core_));
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+QueuePair::~QueuePair() {
+  if (core_) detail::QpCore::destroy(std::move(core_));
+}
+
+Status QueuePair::modify(const hw::QpAttr& attr, uint32_t mask) {
+  return core_->modify(attr, mask);
+}
+
+Status QueuePair::to_init(uint32_t remote_access) {
+  hw::QpAttr attr;
+  attr.state = hw::QpState::init;
+  attr.access_flags = remote_access;
+  attr.pkey_index = 0;
+  attr.port_num = 1;
+  return modify(attr, hw::qp_attr::state | hw::qp_attr::access_flags | hw::qp_attr::port);
+}
+
+Status QueuePair::to_rtr(const QpEndpoint& remote, hw::Mtu mtu, uint8_t max_dest_rd_atomic,
+                         uint8_t min_rnr_timer) {
+  hw::QpAttr attr;
+  attr.state = hw::QpState::rtr;
+  attr.path_mtu = mtu;
+  attr.dest_qpn = remote.qpn;
+  attr.rq_psn = remote.psn;
+  attr.remote_gid = remote.gid;
+  attr.max_dest_rd_atomic = max_dest_rd_atomic;
+  attr.min_rnr_timer = min_rnr_timer;
+  namespace a = hw::qp_attr;
+  return modify(attr, a::state | a::path_mtu | a::dest_qpn | a::rq_psn | a::av |
+                          a::max_dest_rd_atomic | a::min_rnr_timer);
+}
+
+Status QueuePair::to_rts(uint32_t sq_psn, uint8_t timeout, uint8_t retry_cnt, uint8_t rnr_retry,
+                         uint8_t max_rd_atomic) {
+  hw::QpAttr attr;
+  attr.state = hw::QpState::rts;
+  attr.sq_psn = sq_psn;
+  attr.timeout = timeout;
+  attr.retry_cnt = retry_cnt;
+  attr.rnr_retry = rnr_retry;
+  attr.max_rd_atomic = max_rd_atomic;
+  namespace a = hw::qp_attr;
+  return modify(attr,
+                a::state | a::sq_psn | a::timeout | a::retry_cnt | a::rnr_retry | a::max_rd_atomic);
+}
+
+Status QueuePair::to_error() {
+  hw::QpAttr attr;
+  attr.state = hw::QpState::err;
+  return modify(attr, hw::qp_attr::state);
+}
+
+Status QueuePair::reset() {
+  hw::QpAttr attr;
+  attr.state = hw::QpState::reset;
+  return modify(attr, hw::qp_attr::state);
+}
+
+hw::QpState QueuePair::state() const noexcept {
+  return core_->state.load(std::memory_order_acquire);
+}
+uint32_t QueuePair::qpn() const noexcept {
+  return core_->qpn;
+}
+
+QpEndpoint QueuePair::local_endpoint(uint32_t psn) const {
+  return QpEndpoint{core_->qpn, psn & 0xffffff, core_->device->hw->info().gid};
+}
+
+EarlyPost QueuePair::early_post() const noexcept {
+  return core_->early_post;
+}
+doorbell::DoorbellMode QueuePair::doorbell_mode() const noexcept {
+  return core_->doorbell.mode();
+}
+Threading QueuePair::threading() const noexcept {
+  return core_->threading;
+}
+const hw::QpCaps& QueuePair::caps() const noexcept {
+  return core_->granted;
+}
+uint32_t QueuePair::withheld() const noexcept {
+  return core_->withheld.load(std::memory_order_relaxed);
+}
+
+void QueuePair::set_comm_est_handler(void (*fn)(void* ctx), void* ctx) {
+  std::lock_guard lock(core_->device->mutex);
+  core_->comm_est_fn = fn;
+  core_->comm_est_ctx = ctx;
+}
+
+namespace detail {
+
+QpCore::~QpCore() {
+  hw_qp.reset();
+  ::operator delete (shadow_storage, std::align_val_t{wqe::kBbBytes});
+}
+
+void QpCore::destroy(std::unique_ptr<QpCore> core) noexcept {
+  QpCore* qp = core.get();
+  {
+    // Async events can no longer find it.
+    std::lock_guard lock(qp->device->mutex);
+    qp->device->qp_table.erase(qp->qpn);
+    DeviceCore::erase_from(qp->device->qps, qp);
+  }
+  {
+    std::lock_guard control(qp->control_mutex);
+    OptionalSpinGuard post(qp->post_lock, qp->locks_posts());
+    // The device QP goes now: the device stops executing it, and withheld work (never given
+    // to it) is simply dropped with the rings.
+    qp->hw_qp.reset();
+    qp->send_cq->remove_software_qp(qp);
+    qp->state.store(hw::QpState::reset, std::memory_order_release);
+  }
+  qp->send_cq->detach(qp);
+  if (qp->recv_cq != qp->send_cq) qp->recv_cq->detach(qp);
+  // A poller may still hold a pointer to this core: park it in each CQ's graveyard, freed at
+  // that CQ's next poll. CQEs left for this QPN are then counted as orphaned.
+  std::shared_ptr<QpCore> shared(std::move(core));
+  std::shared_ptr<CqCore> send = std::move(shared->send_cq);
+  std::shared_ptr<CqCore> recv = std::move(shared->recv_cq);
+  try {
+    send->bury(shared);
+    if (recv != send) recv->bury(shared);
+  } catch (const std::bad_alloc&) {
+    // No memory to park it: keep it for the life of the process rather than free memory a
+    // poller might still read.
+    new (std::nothrow) std::shared_ptr<QpCore>(shared);
+  }
+  shared.reset();
+  // Dropping these may destroy a CQ whose handle is gone (and, with it, this core).
+}
+
+}  // namespace detail
+}  // namespace rnicdv

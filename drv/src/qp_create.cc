@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Device::create_qp: validates the request, creates the device QP, and resolves once what the
+// fast path will do for the QP's whole life (doorbell mode, early-posting strategy).
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <utility>
+
+#include "device_core.h"
+#include "rnicdv/cq.h"
+#include "rnicdv/detail/cq_core.h"
+#include "rnicdv/detail/qp_core.h"
+#include "rnicdv/device.h"
+#include "rnicdv/pd.h"
+#include "rnicdv/qp.h"
+
+namespace rnicdv {
+
+namespace {
+
+bool is_pow2(uint32_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+Status check_caps(const hw::DeviceInfo& info, const QpConfig& config) {
+  const hw::QpCaps& want = config.caps;
+  const hw::DeviceCaps& have = info.caps;
+  const char* dev = info.name.c_str();
+  if (want.max_send_wr == 0)
+    return Status::error(Errc::invalid_argument, "%s: create_qp: max_send_wr is 0", dev);
+  struct Limit {
+    const char* name;
+    uint32_t requested, limit;
+  };
+  const Limit limits[] = {{"max_send_wr", want.max_send_wr, have.max_qp_wr},
+                          {"max_recv_wr", want.max_recv_wr, have.max_qp_wr},
+                          {"max_send_sge", want.max_send_sge, have.max_send_sge},
+                          {"max_recv_sge", want.max_recv_sge, have.max_recv_sge},
+                          {"max_inline_data", want.max_inline_data, have.max_inline_data}};
+  for (const Limit& l : limits)
+    if (l.requested > l.limit)
+      return Status::error(Errc::invalid_argument,
+                           "%s: create_qp: %s %u exceeds the device limit %u", dev, l.name,
+                           l.requested, l.limit);
+  if (static_cast<uint8_t>(config.early_post) > static_cast<uint8_t>(EarlyPost::shadow))
+    return Status::error(Errc::invalid_argument, "%s: create_qp: unknown early_post value %u", dev,
+                         static_cast<unsigned>(config.early_post));
+  if (static_cast<uint8_t>(config.threading) > static_cast<uint8_t>(Threading::thread_safe))
+    return Status::error(Errc::invalid_argument, "%s: create_qp: unknown threading value %u", dev,
+                         static_cast<unsigned>(config.threading));
+  return Status::ok();
+}
+
+Status check_view(const hw::QpView& view) {
+  const mlx5dv_qp& dv = view.dv;
+  if (!dv.dbrec || !dv.sq.buf || dv.sq.stride != wqe::kBbBytes || !is_pow2(dv.sq.wqe_cnt) ||
+      dv.sq.wqe_cnt > 0x10000)
+    return Status::error(Errc::internal,
+                         "qp %#x: create: unusable send queue from the device (%u blocks of %u "
+                         "bytes)",
+                         view.qpn, dv.sq.wqe_cnt, dv.sq.stride);
+  if (dv.rq.wqe_cnt != 0 &&
+      (!dv.rq.buf || !is_pow2(dv.rq.wqe_cnt) || !is_pow2(dv.rq.stride) || dv.rq.stride < 16))
+    return Status::error(Errc::internal,
+                         "qp %#x: create: unusable receive queue from the device (%u WQEs of %u "
+                         "bytes)",
+                         view.qpn, dv.rq.wqe_cnt, dv.rq.stride);
+  return Status::ok();
+}
+
+EarlyPost resolve_early_post(EarlyPost requested, const hw::DeviceProfile& profile) {
+  if (requested != EarlyPost::automatic) return requested;
+  // A device that may fetch WQEs past the doorbell record would find withheld WQEs in the SQ:
+  // keep them out of it until the flush.
+  return profile.fetches_beyond_dbr ? EarlyPost::shadow : EarlyPost::in_place;
+}
+
+}  // namespace
+
+Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_cq,
+                                    CompletionQueue& recv_cq, const QpConfig& config) {
+  const hw::DeviceInfo& dev_info = info();
+  if (Status s = check_caps(dev_info, config); !s) return s;
+  if (send_cq.core()->device != core_ || recv_cq.core()->device != core_)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: the completion queues belong to another device",
+                         dev_info.name.c_str());
+
+  auto created =
+      core_->hw->create_qp(pd.hw(), *send_cq.core()->hw_cq, *recv_cq.core()->hw_cq, config.caps);
+  if (!created) return created.status();
+  std::unique_ptr<hw::Qp> hw_qp = std::move(created.value());
+  const hw::QpView& view = hw_qp->view();
+  if (Status s = check_view(view); !s) return s;
+  const mlx5dv_qp& dv = view.dv;
+
+  auto qp = std::make_unique<detail::QpCore>();
+  qp->qpn = view.qpn;
+  qp->threading = config.threading;
+  qp->early_post = resolve_early_post(config.early_post, dev_info.profile);
+  qp->sig_all_bits = config.sq_sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+  qp->granted = view.granted;
+  qp->limits = wqe::SqLimits{view.granted.max_send_sge, view.granted.max_inline_data};
+  qp->sq = wqe::SqRing{static_cast<uint8_t*>(dv.sq.buf), dv.sq.wqe_cnt};
+  qp->sq_mask = dv.sq.wqe_cnt - 1;
+  qp->dbrec = dv.dbrec;
+  qp->rq = wqe::RqRing{static_cast<uint8_t*>(dv.rq.buf), dv.rq.wqe_cnt, dv.rq.stride};
+  qp->rq_mask = dv.rq.wqe_cnt ? dv.rq.wqe_cnt - 1 : 0;
+  qp->rq_max_sge = dv.rq.wqe_cnt ? view.granted.max_recv_sge : 0;
+
+  if (const Errc err = qp->doorbell.init(dv.bf.reg, dv.bf.size, view.bf_shared, config.doorbell);
+      err != Errc::ok)
+    return Status::error(err, "qp %#x: create: doorbell mode %s on a %s register of %u bytes",
+                         view.qpn, doorbell::doorbell_mode_name(config.doorbell),
+                         view.bf_shared ? "shared" : "dedicated", dv.bf.size);
+
+  qp->sq_entry_storage.reset(new (std::nothrow) detail::SqEntry[dv.sq.wqe_cnt]());
+  qp->rq_wr_id_storage.reset(new (std::nothrow) uint64_t[dv.rq.wqe_cnt ? dv.rq.wqe_cnt : 1]());
+  if (!qp->sq_entry_storage || !qp->rq_wr_id_storage)
+    return Status::error(Errc::no_resources, "qp %#x: create: out of memory for the WQE tables",
+                         view.qpn);
+  qp->sq_entries = qp->sq_entry_storage.get();
+  qp->rq_wr_ids = qp->rq_wr_id_storage.get();
+  const size_t sq_bytes = size_t{dv.sq.wqe_cnt} * wqe::kBbBytes;
+  if (qp->early_post == EarlyPost::shadow) {
+    qp->shadow_storage = static_cast<uint8_t*>(
+        ::operator new (sq_bytes, std::align_val_t{wqe::kBbBytes}, std::nothrow));
+    if (!qp->shadow_storage)
+      return Status::error(Errc::no_resources, "qp %#x: create: out of memory for the shadow ring",
+                           view.qpn);
+    std::memset(qp->shadow_storage, 0, sq_bytes);
+    qp->shadow = wqe::SqRing{qp->shadow_storage, dv.sq.wqe_cnt};
+  }
+  // The QP is in RESET: the device reads nothing yet. A clean ring means a scanning device
+  // never mistakes stale bytes for a WQE.
+  std::memset(qp->sq.buf, 0, sq_bytes);
+
+  qp->device = core_;
+  qp->pd = pd.pd_;
+  qp->send_cq = send_cq.core_;
+  qp->recv_cq = recv_cq.core_;
+  qp->hw_qp = std::move(hw_qp);
+  {
+    std::lock_guard lock(core_->mutex);
+    if (!core_->qp_table.insert(qp->qpn, qp.get()))
+      return Status::error(Errc::no_resources, "qp %#x: create: out of memory for the QP table",
+                           qp->qpn);
+    core_->qps.push_back(qp.get());
+  }
+  qp->send_cq->attach(qp.get());
+  if (qp->recv_cq != qp->send_cq) qp->recv_cq->attach(qp.get());
+  return QueuePair(std::move(qp));
+}
+
+}  // namespace rnicdv

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The cold side of posting: every state but RTS. Runs with the QP's post lock held (or on the
+// owner thread of a Threading::single QP). design.md, "The central mechanism".
+#include <cstring>
+
+#include "rnicdv/detail/cq_core.h"
+#include "rnicdv/detail/qp_core.h"
+#include "rnicdv/qp.h"
+#include "rnicdv/wqe/cqe.h"
+
+namespace rnicdv::detail {
+
+Errc QpCore::post_send_locked(const SendWr* wrs, size_t count, size_t* bad_index,
+                              bool ring) noexcept {
+  post_lock.lock();
+  // Re-read under the lock: the flush may have published RTS since the lock-free read.
+  const Errc err = state.load(std::memory_order_relaxed) == hw::QpState::rts
+                       ? post_ready(wrs, count, bad_index, ring)
+                       : post_gated(wrs, count, bad_index, ring);
+  post_lock.unlock();
+  return err;
+}
+
+Errc QpCore::post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept {
+  switch (state.load(std::memory_order_relaxed)) {
+    case hw::QpState::rts:
+    case hw::QpState::sqd:  // accepted and rung; the device starts them back in RTS
+      return post_ready(wrs, count, bad_index, ring);
+    case hw::QpState::rtr:
+      if (early_post != EarlyPost::strict) return post_withheld(wrs, count, bad_index);
+      [[fallthrough]];        // IBA C10-29
+    case hw::QpState::reset:  // C10-22
+    case hw::QpState::init:   // C10-25
+      if (count == 0) return Errc::ok;
+      if (bad_index) *bad_index = 0;
+      return Errc::bad_state;
+    case hw::QpState::sqe:
+    case hw::QpState::err:
+      return post_flushed(wrs, count, bad_index);
+  }
+  return Errc::bad_state;
+}
+
+// RTR: build the WQEs at their final SQ positions (in the SQ itself, or in the shadow ring of
+// the same layout) and touch neither the SQ doorbell record nor the UAR (invariant 1). The
+// whole withheld batch must fit in the SQ (invariant 5): a WQE that does not is queue_full.
+Errc QpCore::post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) noexcept {
+  const wqe::SqRing ring = build_ring();
+  uint32_t pi = sq_pi;
+  const uint32_t tail = sq_tail.load(std::memory_order_acquire);
+  Errc err = Errc::ok;
+  size_t i = 0;
+  wqe::EncodedWqe enc;
+  for (; i < count; ++i) {
+    const SendWr& wr = wrs[i];
+    err = wqe::encode_send_wqe(ring, pi, ring.bb_count - (pi - tail), qpn, wr, limits, sig_all_bits,
+                               &enc);
+    if (err != Errc::ok) break;
+    sq_entries[pi & sq_mask] =
+        SqEntry{wr.wr_id, enc.bbs, static_cast<uint8_t>(wr.opcode), kUserWqe, {}};
+    last_wqe_pi = pi;
+    last_ds = enc.ds;
+    pi += enc.bbs;
+  }
+  sq_pi = pi;
+  unrung += static_cast<uint32_t>(i);
+  withheld.store(withheld.load(std::memory_order_relaxed) + static_cast<uint32_t>(i),
+                 std::memory_order_relaxed);
+  if (err != Errc::ok && bad_index) *bad_index = i;
+  return err;
+}
+
+// ERR/SQE: the WR is accepted and completes with WR_FLUSH_ERR, made by the driver and delivered
+// by the send CQ after everything the device was given for this QP (IBA C10-96, as rdmavt and
+// siw do). The ring is not written. Malformed WRs are still rejected, as in RTS.
+Errc QpCore::post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) noexcept {
+  if (count == 0) return Errc::ok;
+  if (device_failed) [[unlikely]] {
+    if (bad_index) *bad_index = 0;
+    return Errc::qp_in_error;
+  }
+  if (!software_flush) {
+    // The QP reached RTS before failing, so the device may own WQEs that will never produce a
+    // CQE (unsignaled ones it executed). Hand it everything built so far and a signaled NOP:
+    // in ERR the device flushes them all, and the NOP's CQE retires every earlier block, so
+    // the software completions that follow are ordered after the device's.
+    const uint32_t tail = sq_tail.load(std::memory_order_acquire);
+    if (sq_pi != tail) {
+      wqe::EncodedWqe enc;
+      const Errc err = wqe::encode_nop_wqe(sq, sq_pi, sq.bb_count - (sq_pi - tail), qpn, 1,
+                                           MLX5_WQE_CTRL_CQ_UPDATE, &enc);
+      if (err != Errc::ok) {
+        if (bad_index) *bad_index = 0;
+        return Errc::queue_full;
+      }
+      sq_entries[sq_pi & sq_mask] = SqEntry{0, enc.bbs, MLX5_OPCODE_NOP, kDrainMarker, {}};
+      last_wqe_pi = sq_pi;
+      last_ds = enc.ds;
+      sq_pi += enc.bbs;
+      ++unrung;
+      ring_unrung();
+    }
+    sw_begin.store(sq_pi, std::memory_order_relaxed);
+    sw_end.store(sq_pi, std::memory_order_release);
+    software_flush = true;
+  }
+
+  uint32_t pi = sq_pi;
+  uint32_t tail = sq_tail.load(std::memory_order_acquire);
+  Errc err = Errc::ok;
+  size_t i = 0;
+  for (; i < count; ++i) {
+    const SendWr& wr = wrs[i];
+    uint8_t ds;
+    err = wqe::send_wqe_size(wr, limits, &ds);
+    if (err != Errc::ok) break;
+    if (pi - tail >= sq.bb_count) {
+      tail = sq_tail.load(std::memory_order_acquire);
+      if (pi - tail >= sq.bb_count) {
+        err = Errc::queue_full;
+        break;
+      }
+    }
+    sq_entries[pi & sq_mask] = SqEntry{wr.wr_id, 1, static_cast<uint8_t>(wr.opcode), kUserWqe, {}};
+    ++pi;
+  }
+  if (i != 0) {
+    sq_pi = pi;
+    // Release: the entries are written before the poller may read them.
+    sw_end.store(pi, std::memory_order_release);
+    send_cq->add_software_qp(this);
+  }
+  if (err != Errc::ok && bad_index) *bad_index = i;
+  return err;
+}
+
+void QpCore::ring_send_gated() noexcept {
+  switch (state.load(std::memory_order_relaxed)) {
+    case hw::QpState::rts:
+    case hw::QpState::sqd:
+      if (unrung) ring_unrung();
+      return;
+    case hw::QpState::sqe:
+    case hw::QpState::err:
+      // WQEs staged in RTS and rung in ERR: the device flushes them.
+      if (unrung && !software_flush) ring_unrung();
+      return;
+    case hw::QpState::reset:
+    case hw::QpState::init:
+    case hw::QpState::rtr:  // withheld until RTS
+      return;
+  }
+}
+
+int QpCore::poll_software(Completion* out, int max) noexcept {
+  uint32_t tail = sq_tail.load(std::memory_order_relaxed);
+  const uint32_t begin = sw_begin.load(std::memory_order_acquire);
+  const uint32_t end = sw_end.load(std::memory_order_acquire);
+  // Gate: until the device has retired everything before sw_begin, its completions (and
+  // flushes) for this QP are still to come, and must come first.
+  if (tail - begin > end - begin) return 0;
+  int n = 0;
+  while (tail != end && n < max) {
+    const SqEntry entry = sq_entries[tail & sq_mask];
+    Completion& c = out[n++];
+    std::memset(&c, 0, sizeof c);
+    c.wr_id = entry.wr_id;
+    c.status = IBV_WC_WR_FLUSH_ERR;
+    c.opcode = static_cast<uint8_t>(wqe::send_opcode_to_wc_opcode(entry.opcode));
+    c.qp_num = qpn;
+    c.wqe_counter = static_cast<uint16_t>(tail);
+    tail += entry.bbs;
+  }
+  sq_tail.store(tail, std::memory_order_release);
+  return n;
+}
+
+}  // namespace rnicdv::detail
