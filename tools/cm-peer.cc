@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -82,8 +83,11 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-void say(const char* fmt, auto... args) {
-  std::printf(fmt, args...);
+[[gnu::format(printf, 1, 2)]] void say(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::vprintf(fmt, ap);
+  va_end(ap);
   std::printf("\n");
   std::fflush(stdout);
 }
