@@ -10,15 +10,26 @@
 
 namespace rnicdv::detail {
 
-Errc QpCore::post_send_locked(const SendWr* wrs, size_t count, size_t* bad_index,
-                              bool ring) noexcept {
-  post_lock.lock();
-  // Re-read under the lock: the flush may have published RTS since the lock-free read.
-  const Errc err = state.load(std::memory_order_relaxed) == hw::QpState::rts
-                       ? post_ready(wrs, count, bad_index, ring)
-                       : post_gated(wrs, count, bad_index, ring);
-  post_lock.unlock();
-  return err;
+Errc QpCore::post_send_slow(const SendWr* wrs, size_t count, size_t* bad_index,
+                            bool ring) noexcept {
+  switch (threading) {
+    case Threading::single:
+      return post_gated(wrs, count, bad_index, ring);
+    case Threading::single_poster: {
+      post_lock.lock();
+      // Re-read under the lock: the flush may have published RTS since the lock-free read;
+      // if it has not, it cannot until this post is done.
+      const Errc err = post_gated(wrs, count, bad_index, ring);
+      post_lock.unlock();
+      return err;
+    }
+    case Threading::thread_safe:
+    default: {
+      const Errc err = post_gated(wrs, count, bad_index, ring);  // the caller locked
+      post_lock.unlock();
+      return err;
+    }
+  }
 }
 
 Errc QpCore::post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Send-WQE paths that are not per-post: atomics sizing, NOP WQEs, names.
+// Send-WQE paths off the per-post fast path: atomics and NOPs, padding NOPs, names.
 #include <cstring>
 
 #include "rnicdv/wqe/send_wqe.h"
@@ -8,10 +8,22 @@ namespace rnicdv::wqe {
 
 namespace detail {
 
-// ctrl + raddr + atomic + one data segment for the 8-byte result (libmlx5 _mlx5_post_send).
-Errc atomic_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_out) noexcept {
-  // The operands travel in the atomic segment; there is no payload to inline.
-  if (wr.flags & send_flags::inline_data) return Errc::invalid_argument;
+Errc fixed_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_out) noexcept {
+  const bool is_inline = (wr.flags & send_flags::inline_data) != 0;
+  switch (wr.opcode) {
+    case WrOpcode::nop:
+      if (is_inline) return Errc::invalid_argument;  // a NOP carries no payload
+      *ds_out = 1;
+      return Errc::ok;
+    case WrOpcode::atomic_cmp_swap:
+    case WrOpcode::atomic_fetch_add:
+      break;
+    default:
+      return Errc::invalid_argument;  // not an opcode this encoder builds
+  }
+  // ctrl + raddr + atomic + one data segment for the 8-byte result (libmlx5
+  // _mlx5_post_send). The operands travel in the atomic segment: nothing to inline.
+  if (is_inline) return Errc::invalid_argument;
   if (wr.num_sge > limits.max_sge) return Errc::too_many_sge;
   // The local buffer receives the original 64-bit value: exactly one 8-byte SGE.
   if (wr.num_sge != 1 || wr.sg_list == nullptr || wr.sg_list[0].length != kAtomicOperandBytes)
@@ -19,6 +31,35 @@ Errc atomic_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_out) 
   // IBA 9.4.5: the remote address of an atomic must be naturally aligned (8 bytes).
   if (wr.remote_addr & (kAtomicOperandBytes - 1)) return Errc::invalid_argument;
   *ds_out = 4;
+  return Errc::ok;
+}
+
+Errc encode_fixed_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, const SendWr& wr,
+                      const SqLimits& limits, uint8_t force_fm_ce_se, EncodedWqe* out) noexcept {
+  uint8_t ds;
+  if (const Errc err = fixed_wqe_size(wr, limits, &ds); err != Errc::ok) return err;
+  const uint32_t bbs = bbs_for(ds);
+  if (bbs > free_bbs || bbs > ring.bb_count) return Errc::queue_full;
+
+  uint8_t* const begin = ring.buf;
+  uint8_t* const end = ring.end();
+  uint8_t* const wqe = ring.bb(pi);
+  const uint8_t fm_ce_se = static_cast<uint8_t>(fm_ce_se_for(wr.flags) | force_fm_ce_se);
+  uint8_t* seg = put_segment(
+      wqe, ctrl_segment(pi, static_cast<uint8_t>(wr.opcode), qpn, ds, fm_ce_se, 0), begin, end);
+  if (wr.opcode != WrOpcode::nop) {
+    const bool cas = wr.opcode == WrOpcode::atomic_cmp_swap;
+    seg = put_segment(seg, raddr_segment(wr.remote_addr, wr.rkey), begin, end);
+    seg = put_segment(
+        seg, cas ? atomic_segment(wr.swap, wr.compare_add) : atomic_segment(wr.compare_add, 0),
+        begin, end);
+    // The local buffer receives the original remote value (MLX5_ATOMIC_SIZE bytes).
+    put_segment(seg, data_segment(kAtomicOperandBytes, wr.sg_list[0].lkey, wr.sg_list[0].addr),
+                begin, end);
+  }
+  out->ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
+  out->ds = ds;
+  out->bbs = static_cast<uint8_t>(bbs);
   return Errc::ok;
 }
 

@@ -77,7 +77,9 @@ struct QpCore {
   // ---- Fast path (qp_inl.h) ---------------------------------------------------------------
   Errc post_send(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
   // The RTS/SQD path: build into the SQ and, if `ring`, ring once for everything unrung.
-  Errc post_ready(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  // Flattened: the WQE encoder is inlined into it whatever the compiler's heuristics say.
+  [[gnu::always_inline, gnu::flatten]] Errc post_ready(const SendWr* wrs, size_t count,
+                                                       size_t* bad_index, bool ring) noexcept;
   void ring_unrung() noexcept;
   void ring_send() noexcept;
   Errc post_recv(const RecvWr* wrs, size_t count, size_t* bad_index) noexcept;
@@ -86,8 +88,10 @@ struct QpCore {
   Retired retire_recv(const mlx5_cqe64* cqe, Completion* out) noexcept;
 
   // ---- Slow paths (qp_post.cc) ------------------------------------------------------------
-  // single_poster below RTS: take the lock, then post_gated.
-  Errc post_send_locked(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  // Any state but RTS, reached from post_send: takes the lock where the model needs it (a
+  // thread_safe caller already holds it and has it released here), then post_gated.
+  [[gnu::cold]] Errc post_send_slow(const SendWr* wrs, size_t count, size_t* bad_index,
+                                    bool ring) noexcept;
   // With the post lock held (or on the owner thread): dispatch on the state.
   Errc post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
   Errc post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) noexcept;

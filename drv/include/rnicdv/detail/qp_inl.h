@@ -26,25 +26,27 @@ namespace detail {
 
 inline Errc QpCore::post_send(const SendWr* wrs, size_t count, size_t* bad_index,
                               bool ring) noexcept {
+  // One call site for post_ready, so that it and the WQE encoder inline into a single copy.
+  bool ready;
   switch (threading) {
     case Threading::single:
-      if (state.load(std::memory_order_relaxed) == hw::QpState::rts) [[likely]]
-        return post_ready(wrs, count, bad_index, ring);
-      return post_gated(wrs, count, bad_index, ring);
+      ready = state.load(std::memory_order_relaxed) == hw::QpState::rts;
+      break;
     case Threading::single_poster:
       // Acquire pairs with the flush's release store of RTS: seeing RTS means the withheld
       // batch has been rung, so this WQE lands after it in the SQ and on the wire.
-      if (state.load(std::memory_order_acquire) == hw::QpState::rts) [[likely]]
-        return post_ready(wrs, count, bad_index, ring);
-      return post_send_locked(wrs, count, bad_index, ring);
+      ready = state.load(std::memory_order_acquire) == hw::QpState::rts;
+      break;
     case Threading::thread_safe:
+    default:
+      post_lock.lock();
+      ready = state.load(std::memory_order_relaxed) == hw::QpState::rts;
       break;
   }
-  post_lock.lock();
-  const Errc err = state.load(std::memory_order_relaxed) == hw::QpState::rts
-                       ? post_ready(wrs, count, bad_index, ring)
-                       : post_gated(wrs, count, bad_index, ring);
-  post_lock.unlock();
+  if (!ready) [[unlikely]]
+    return post_send_slow(wrs, count, bad_index, ring);
+  const Errc err = post_ready(wrs, count, bad_index, ring);
+  if (threading == Threading::thread_safe) post_lock.unlock();
   return err;
 }
 
@@ -68,8 +70,11 @@ inline Errc QpCore::post_ready(const SendWr* wrs, size_t count, size_t* bad_inde
                                  &enc);
       if (err != Errc::ok) break;
     }
-    sq_entries[pi & sq_mask] =
-        SqEntry{wr.wr_id, enc.bbs, static_cast<uint8_t>(wr.opcode), kUserWqe, {}};
+    SqEntry& entry = sq_entries[pi & sq_mask];
+    entry.wr_id = wr.wr_id;
+    entry.bbs = enc.bbs;
+    entry.opcode = static_cast<uint8_t>(wr.opcode);
+    entry.kind = kUserWqe;
     last_wqe_pi = pi;
     last_ds = enc.ds;
     pi += enc.bbs;

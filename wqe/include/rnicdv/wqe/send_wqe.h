@@ -66,11 +66,14 @@ Errc encode_nop_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, u
 // "SEND", "RDMA_WRITE_IMM", ... for an MLX5_OPCODE_* value; "unknown" otherwise.
 const char* send_opcode_name(uint8_t mlx5_opcode) noexcept;
 
-// fm_ce_se byte for SendWr::flags (CQ_UPDATE, SOLICITED, FENCE).
+// fm_ce_se byte for SendWr::flags (CQ_UPDATE, SOLICITED, FENCE). The flag bits were chosen so
+// that each maps onto its fm_ce_se bit with a shift: no branches on the post path.
 constexpr uint8_t fm_ce_se_for(uint32_t flags) noexcept {
-  return static_cast<uint8_t>(((flags & send_flags::signaled) ? MLX5_WQE_CTRL_CQ_UPDATE : 0) |
-                              ((flags & send_flags::solicited) ? MLX5_WQE_CTRL_SOLICITED : 0) |
-                              ((flags & send_flags::fence) ? MLX5_WQE_CTRL_FENCE : 0));
+  static_assert(send_flags::signaled << 3 == MLX5_WQE_CTRL_CQ_UPDATE);
+  static_assert(send_flags::solicited == MLX5_WQE_CTRL_SOLICITED);
+  static_assert(send_flags::fence << 5 == MLX5_WQE_CTRL_FENCE);
+  return static_cast<uint8_t>(((flags & send_flags::signaled) << 3) |
+                              (flags & send_flags::solicited) | ((flags & send_flags::fence) << 5));
 }
 
 // Copies `bytes` (a multiple of 16) starting at BB `pi` out of the ring into `dst`, following
