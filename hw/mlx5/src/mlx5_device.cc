@@ -52,8 +52,9 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
   auto core = std::make_shared<DeviceCore>();
   core->ctx = ctx;
   core->name = name;
-  for (uint8_t port = 1; port <= attr.orig_attr.phys_port_cnt; ++port) {
-    Result<PortAddressing> addressing = query_port_addressing(ctx.get(), port);
+  for (int port = 1; port <= attr.orig_attr.phys_port_cnt; ++port) {
+    Result<PortAddressing> addressing =
+        query_port_addressing(ctx.get(), static_cast<uint8_t>(port));
     if (!addressing) return addressing.status().prepend(what);
     core->ports.push_back(*addressing);
   }

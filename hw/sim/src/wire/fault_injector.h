@@ -30,7 +30,7 @@ class FaultInjector {
  public:
   // A reordered frame is held for a time uniform in [kReorderHoldNs / 2, kReorderHoldNs]:
   // long enough that frames sent right after it overtake it, short next to a usual local
-  // ACK timeout (4.096 us * 2^timeout, IBA 9.7.6.1.3; 14 gives 67 ms).
+  // ACK timeout (4.096 us * 2^timeout; 14 gives 67 ms).
   static constexpr uint64_t kReorderHoldNs = 20'000;
 
   FaultInjector(const FaultConfig& config, uint64_t seed) noexcept;
