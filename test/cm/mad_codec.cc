@@ -250,7 +250,8 @@ template <class T>
 T random_fill(std::mt19937_64& rng);
 
 uint32_t bits(std::mt19937_64& rng, int n) {
-  return static_cast<uint32_t>(rng()) & ((1u << n) - 1);
+  return n >= 32 ? static_cast<uint32_t>(rng())
+                 : static_cast<uint32_t>(rng()) & ((uint32_t{1} << n) - 1);
 }
 
 template <size_t N>

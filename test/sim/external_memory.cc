@@ -17,7 +17,8 @@ namespace {
 struct Aligned {
   void* p = nullptr;
   Aligned(size_t align, size_t n) {
-    p = std::aligned_alloc(align, n);
+    // aligned_alloc wants a size that is a multiple of the alignment.
+    p = std::aligned_alloc(align, (n + align - 1) / align * align);
     std::memset(p, 0, n);
   }
   ~Aligned() { std::free(p); }

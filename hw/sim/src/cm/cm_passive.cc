@@ -168,7 +168,7 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
     rep.target_ack_delay = 0;
     rep.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
     rep.local_ca_guid = config_.ca_guid;
-    std::memcpy(rep.private_data.data(), p.private_data.data(), p.private_data.size());
+    std::copy(p.private_data.begin(), p.private_data.end(), rep.private_data.begin());
     r->pending = send(out, r->remote.ipv4, r->tid, rep);
     r->tries_left = r->max_cm_retries;
     r->state = State::rep_sent;

@@ -28,8 +28,8 @@ void CmAgent::send_rej(Outbox& out, const Record& r, uint16_t reason, uint8_t me
   rej.remote_comm_id = r.remote_id;
   rej.message_rejected = message_rejected;
   rej.reason = reason;
-  std::memcpy(rej.private_data.data(), private_data.data(),
-              std::min(private_data.size(), rej.private_data.size()));
+  std::copy_n(private_data.begin(), std::min(private_data.size(), rej.private_data.size()),
+              rej.private_data.begin());
   send(out, r.remote.ipv4, r.tid, rej);
 }
 
