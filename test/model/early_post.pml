@@ -28,8 +28,18 @@
  *   SHADOW          1: EarlyPost::shadow (WQEs built in a driver ring, copied at the flush);
  *                   0: EarlyPost::in_place.
  *   SCANNING        1: the device fetches valid-looking WQEs beyond the doorbell record.
+ *                   The search fails with it (a WR that never completes): on the RTS fast
+ *                   path post_ready writes the WQE before its sq_entries slot and ring_pi, so
+ *                   a scanning device can complete it first and the poller drops the CQE as
+ *                   stale. run_spin.sh leaves these configurations out of its default list.
  *   BROKEN_FLUSH_ORDER  the flush publishes RTS before it rings the doorbell: a known-bad
- *                   variant that the checks must reject (test/model/run_spin.sh).
+ *                   variant that the checks must reject (test/model/run_spin.sh broken).
+ *
+ * Steps: each Promela statement is one atomic step, so reads and writes of shared variables
+ * interleave as the real threads' loads and stores can. The poller's work on one CQE, and on
+ * one batch of software completions, is a single step: everything it reads there is stable
+ * while it runs (see the comments in Poller). Locals are zeroed when dead, so that states
+ * that differ only in them are not told apart.
  *
  * Scale: a send queue of 2 basic blocks, WQEs of one block each, and 3 or 4 WRs, so that
  * the queue fills in RTR (invariant 5), wraps in RTS, and every state is explored.
@@ -394,7 +404,7 @@ proctype Poster(byte p) {
     fi;
 #endif
     record(id, err);
-    i++
+    atomic { i++; id = 0; err = 0; st = 0; pi = 0; tail = 0; tmp = 0 } /* dead locals */
   :: else -> break
   od;
   posters_done++
@@ -418,7 +428,7 @@ proctype Owner() {
     :: else -> post_gated(id, err)
     fi;
     record(id, err);
-    i++
+    atomic { i++; id = 0; err = 0; st = 0; pi = 0; tail = 0; tmp = 0 } /* dead locals */
   :: !events_done -> one_event(); events_done = 1
   :: i >= NPOST && events_done -> break
   od;
@@ -474,60 +484,75 @@ end_device:
 
 proctype Poller() {
   byte ctr, tail, pos, id, begin, end;
-  bit flushed;
+  bit flushed, drain;
 end_poller:
   do
-  :: cq?ctr, flushed ->
-    /* QpCore::retire_send: a CQE naming no WQE the device was given is stale (dropped). */
-    tail = sq_tail;
-    pos = ctr;
-    if
-    :: D(pos, tail) >= D(ring_pi, tail) -> skip
-    :: else ->
-      id = entry_id[pos & MASK];
-      sq_tail = pos + 1;
+  :: atomic {
+      /* QpCore::retire_send, one step: everything it reads is stable while it runs (entries
+       * below ring_pi are not rewritten before sq_tail passes them, and only this thread
+       * moves sq_tail); a CQE naming no WQE the device was given is stale (dropped). */
+      cq?ctr, flushed;
+      tail = sq_tail;
+      pos = ctr;
       if
-      :: !entry_drain[pos & MASK] ->
-        completed[id]++;
-        assert(completed[id] == 1); /* invariant 3 */
-        assert(flushed || executed[id] == 1);
-      :: else -> skip
-      fi
-    fi
+      :: D(pos, tail) >= D(ring_pi, tail) -> skip
+      :: else ->
+        /* The entry is copied out before the release of sq_tail: a poster may reuse the
+         * slot as soon as it sees the new tail. */
+        id = entry_id[pos & MASK];
+        drain = entry_drain[pos & MASK];
+        sq_tail = pos + 1;
+        if
+        :: !drain ->
+          completed[id]++;
+          assert(completed[id] == 1); /* invariant 3 */
+          assert(flushed || executed[id] == 1)
+        :: else -> skip
+        fi
+      fi;
+      id = 0; tail = 0; pos = 0; ctr = 0; drain = 0; flushed = 0
+    }
   :: atomic {
       /* A poll that could only find the gate closed changes nothing: blocking instead of
        * spinning is the same for safety, and lets the end of the run be detected. */
       sw_pending && (sq_tail == sw_end || D(sq_tail, sw_begin) <= D(sw_end, sw_begin)) ->
       spin_lock(sw_lock)
     };
-    /* CqCore::poll_software -> QpCore::poll_software */
-    if
-    :: sw_listed ->
-      tail = sq_tail;
-      begin = sw_begin;
-      end = sw_end;
+    /* CqCore::poll_software -> QpCore::poll_software. One step: sw_begin is fixed once
+     * software completions start, and the entries below sw_end are written before it. */
+    atomic {
       if
-      :: D(tail, begin) > D(end, begin) -> skip /* the device still owns earlier WQEs */
-      :: else ->
-        do
-        :: tail != end ->
-          id = entry_id[tail & MASK];
-          completed[id]++;
-          assert(completed[id] == 1); /* invariant 3 */
-          assert(executed[id] == 0);
-          tail++
-        :: else -> break
-        od;
-        sq_tail = tail
-      fi;
-      if
-      :: sq_tail == sw_end -> sw_listed = 0
+      :: sw_listed ->
+        tail = sq_tail;
+        begin = sw_begin;
+        end = sw_end;
+        if
+        :: D(tail, begin) > D(end, begin) -> skip /* the device still owns earlier WQEs */
+        :: else ->
+          do
+          :: tail != end ->
+            id = entry_id[tail & MASK];
+            completed[id]++;
+            assert(completed[id] == 1); /* invariant 3 */
+            assert(executed[id] == 0);
+            tail++
+          :: else -> break
+          od;
+          sq_tail = tail
+        fi
       :: else -> skip
-      fi
-    :: else -> skip
-    fi;
-    sw_pending = sw_listed;
-    spin_unlock(sw_lock)
+      fi;
+      id = 0; tail = 0; begin = 0; end = 0
+    };
+    /* Drained (sw_end read again, after the QP's poll): leave the list. */
+    atomic {
+      if
+      :: sw_listed && sq_tail == sw_end -> sw_listed = 0
+      :: else -> skip
+      fi;
+      sw_pending = sw_listed;
+      spin_unlock(sw_lock)
+    }
   od
 }
 
