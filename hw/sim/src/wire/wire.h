@@ -64,6 +64,7 @@ struct WireConfig {
   std::string pcap_path;  // empty: no capture
   uint16_t udp_port = 4791;
   const Clock* clock = nullptr;
+  std::string dpdk_args;  // DPDK wire: EAL arguments and the wire's own (dpdk_args.h)
 };
 
 // Thread safety: transmit() may be called from any thread concurrently; poll(local) for a
@@ -105,10 +106,20 @@ class Wire {
   }
 
   virtual WireCounters counters() const = 0;
+
+  // What carries `local` beyond its address, for device descriptions (the DPDK wire: port,
+  // driver and MAC), or "" when there is nothing more to say.
+  virtual std::string endpoint_detail(const Endpoint& local) const {
+    (void)local;
+    return "";
+  }
 };
 
 Result<std::unique_ptr<Wire>> make_inproc_wire(const WireConfig& config);
 Result<std::unique_ptr<Wire>> make_udp_wire(const WireConfig& config);
+// Whole Ethernet/IPv4/UDP/RoCEv2 frames on DPDK ethdev ports (dpdk_wire.cc). Without libdpdk
+// it returns Errc::unsupported.
+Result<std::unique_ptr<Wire>> make_dpdk_wire(const WireConfig& config);
 
 // RoCEv2 ICRC of a datagram (BTH..pad) that travels src -> dst over IPv4/UDP with
 // IPv4 ID 0 and DF set (the header an unconnected DF socket produces). Returned as the value

@@ -141,6 +141,12 @@ void WireBase::capture(const WireFrame& frame, uint64_t timestamp_ns) noexcept {
   pcap_->write(timestamp_ns, parts, 2);
 }
 
+void WireBase::capture_frame(const uint8_t* frame, size_t len, uint64_t timestamp_ns) noexcept {
+  if (!pcap_) return;
+  iovec part{const_cast<uint8_t*>(frame), len};
+  pcap_->write(timestamp_ns, &part, 1);
+}
+
 bool WireBase::deliver(WireSink* sink, const Endpoint& src, const Endpoint& local,
                        const uint8_t* bytes, size_t len, EndpointRxCounters* rx) {
   if (len < kMinWireDatagramLen || len > kMaxWireDatagramLen) [[unlikely]] {

@@ -97,6 +97,8 @@ class WireBase : public Wire {
   // Writes a frame going on the link to the pcap (no-op without one).
   void capture(const TxFrame& tx, uint64_t timestamp_ns) noexcept;
   void capture(const WireFrame& frame, uint64_t timestamp_ns) noexcept;
+  // Writes a whole frame exactly as it went on the link (wires that build their own frames).
+  void capture_frame(const uint8_t* frame, size_t len, uint64_t timestamp_ns) noexcept;
 
   // Delivers a received datagram+ICRC to `sink` after the length and ICRC checks; counts.
   // Returns true when delivered.
