@@ -65,6 +65,7 @@ Result<std::shared_ptr<Fabric>> Fabric::create(const FabricConfig& config) {
   }
   wc.udp_port = config.udp_port;
   wc.clock = s.clock.get();
+  wc.dpdk_args = config.dpdk_args;
   Result<std::unique_ptr<Wire>> wire = Status();
   switch (config.wire) {
     case WireKind::inproc:
@@ -74,7 +75,8 @@ Result<std::shared_ptr<Fabric>> Fabric::create(const FabricConfig& config) {
       wire = make_udp_wire(wc);
       break;
     case WireKind::dpdk:
-      return Status::error(Errc::unsupported, "fabric: the DPDK wire is not available");
+      wire = make_dpdk_wire(wc);
+      break;
   }
   if (!wire) return wire.status().prepend("fabric");
   s.wire = std::move(wire).value();

@@ -112,6 +112,8 @@ Status Hca::start() {
   info_.gid_index = 0;
   info_.transport = std::string("sim ") + wire_kind_name(shared_.wire->kind()) + " " +
                     ipv4_string(endpoint_.ipv4) + ":" + std::to_string(endpoint_.port);
+  if (std::string detail = shared_.wire->endpoint_detail(endpoint_); !detail.empty())
+    info_.transport += " " + detail;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
     shared_.hcas.push_back(FabricShared::Member{this, weak_from_this()});
