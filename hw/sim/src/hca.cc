@@ -3,9 +3,11 @@
 #include "hca.h"
 
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "fabric_shared.h"
@@ -35,6 +37,20 @@ hw::DeviceCaps merge_caps(const hw::DeviceCaps& asked) {
   return c;
 }
 
+// The secret that scrambles this device's memory keys (mr_table.h). Deterministic fabrics
+// replay from their seed, so it comes from the seed; otherwise from the kernel, so that
+// keys differ from run to run and from device to device.
+uint64_t memory_key_secret(const FabricShared& shared, uint32_t index) {
+  uint64_t secret = shared.config.seed * 0x9e3779b97f4a7c15ull + index;
+  if (!shared.deterministic()) {
+    uint64_t random = 0;
+    if (::getrandom(&random, sizeof random, GRND_NONBLOCK) != sizeof random)
+      random = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    secret ^= random;
+  }
+  return secret;
+}
+
 std::string ipv4_string(uint32_t a) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff,
@@ -50,7 +66,7 @@ Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfi
       shared_(shared),
       config_(config),
       gsi_(*this),
-      mrs_(merge_caps(config.caps).max_mr) {
+      mrs_(merge_caps(config.caps).max_mr, memory_key_secret(shared, index)) {
   if (config_.name.empty()) config_.name = "sim" + std::to_string(index);
   config_.caps = merge_caps(config.caps);
   info_.name = config_.name;

@@ -2,9 +2,17 @@
 // Memory regions of one device: the keys the WQEs and the wire name, and the checks every
 // access goes through (IBA 10.6.3: key, PD, bounds, access rights).
 //
-// A key is `index << 8 | tag` (as rxe and mlx5 form them): the index selects the table slot
-// and the 8-bit tag changes each time the slot is reused, so a stale key of a deregistered
-// region never matches the region registered after it. lkey and rkey are the same value.
+// Inside, a key is `index << 8 | tag` (as rxe and mlx5 form them): the index selects the
+// table slot and the 8-bit tag changes each time the slot is reused, so a stale key of a
+// deregistered region never matches the region registered after it. lkey and rkey are the
+// same value.
+//
+// On the wire that structure would make keys guessable: slots are handed out from 1 up, so
+// 2^16 tries (256 slots x 256 tags) cover the first 256 regions of any device, and the first
+// region of every device would have the same key (rkey prediction, as in ReDMArk, USENIX
+// Security 2021). So the table publishes the structured value through a bijection of the
+// 32-bit key space keyed by a per-device secret: a key a peer has not been given is one of
+// 2^32 values, and a guess hits a live region with probability (regions / 2^32).
 #pragma once
 
 #include <cstddef>
@@ -35,7 +43,9 @@ const char* access_result_name(AccessResult r) noexcept;
 
 class MrTable {
  public:
-  explicit MrTable(uint32_t max_entries) : max_entries_(max_entries) {}
+  // `secret` keys the scrambling of published keys (any value; the device derives it from
+  // the fabric seed in deterministic mode and from the kernel's random source otherwise).
+  MrTable(uint32_t max_entries, uint64_t secret) noexcept;
 
   // Registers a region and returns its key.
   Result<uint32_t> add(uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access);
@@ -56,13 +66,19 @@ class MrTable {
   }
 
  private:
-  uint32_t key_of(uint32_t index) const noexcept { return (index << 8) | entries_[index].tag; }
+  uint32_t key_of(uint32_t index) const noexcept {
+    return scramble((index << 8) | entries_[index].tag);
+  }
+  // A 4-round Feistel network on the two 16-bit halves, and its inverse.
+  uint32_t scramble(uint32_t structured) const noexcept;
+  uint32_t unscramble(uint32_t key) const noexcept;
 
   uint32_t max_entries_;
   std::vector<MrEntry> entries_;
   std::vector<uint32_t> free_;
   size_t live_ = 0;
   uint8_t next_tag_ = 0x5a;
+  uint16_t round_keys_[4] = {};
 };
 
 }  // namespace rnicdv::sim
