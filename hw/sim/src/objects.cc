@@ -77,7 +77,9 @@ Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t a
       !(access & hw::access::local_write))
     return Status::error(Errc::invalid_argument,
                          "%s: reg_mr: remote write or atomic access needs local write", name);
-  return mrs_.add(pdn, static_cast<uint8_t*>(addr), length, access);
+  Result<uint32_t> key = mrs_.add(pdn, static_cast<uint8_t*>(addr), length, access);
+  if (!key) return Status(key.status()).prepend(info_.name);
+  return key;
 }
 
 void Hca::dereg_mr(uint32_t key) {
