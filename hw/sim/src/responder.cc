@@ -286,8 +286,12 @@ void Hca::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
   const uint32_t psn = p.bth.psn;
   if (info.kind == pkt::OpKind::send || info.kind == pkt::OpKind::write) {
-    if (p.bth.ack_req)
-      queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn_add(qp.epsn, kPsnMask));
+    // Acknowledged again whether or not it asks for an ACK (C9-105, as rxe does): a
+    // duplicate means the requester missed our ACK or NAK, and after a lost NAK it only
+    // learns where we are from an answer to a retransmission. Waiting for the next
+    // AckReq packet of a go-back-N round (up to 32 packets in) lets loss stall it for
+    // whole timeouts, and enough of those in a row exhaust retry_cnt on a healthy link.
+    queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn_add(qp.epsn, kPsnMask));
     return;
   }
   for (const RespResource& res : qp.resources) {
@@ -297,6 +301,14 @@ void Hca::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
       if (p.reth.rkey != res.rkey || p.reth.va != res.va + offset ||
           uint64_t{p.reth.dma_length} + offset != res.length)
         break;
+      // The requester asks again from `psn` on: a stream of this READ still queued or
+      // under way is superseded (as rxe restarts the resource), or every re-request would
+      // add another full stream and a lossy link would carry the remainder many times.
+      const uint32_t res_end = psn_add(res.first_psn, res.span);
+      std::erase_if(qp.resp_queue, [&](const RespJob& j) {
+        return j.kind == RespJob::Kind::read && psn_cmp(j.psn, res.first_psn) >= 0 &&
+               psn_cmp(j.psn, res_end) < 0;
+      });
       RespJob job;
       job.kind = RespJob::Kind::read;
       job.psn = psn;
