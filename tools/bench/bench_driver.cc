@@ -1,0 +1,710 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rnicdv-bench-driver: the driver's own costs on simulated HCA memory, each beside a baseline
+// measured in the same run (docs/performance.md).
+//
+//   post    post_write_1sge, post_send_inline_64, post_batch_32, post_read, post_atomic_fa:
+//           ns per post (median of repetitions) against the same stores written by hand;
+//   flush   flush_in_place_N and flush_shadow_N, N = 1, 64, 4096: from the device's move to
+//           RTS to the doorbell written and RTS published, against N = 1 (in place) and
+//           memcpy of the same bytes (shadow);
+//   poll    poll_1 and poll_batch_16: ns per CQE decoded against an owner-bit check plus a
+//           field load;
+//   memory  heap bytes per QP, per CQ and per simulated device.
+//
+// The device engine is paused (or, for polls, not running), so only the driver's work is
+// timed. Prints a JSON array of records (bench_util.h) on stdout.
+//
+// Options: --smoke (a few iterations), --callgrind (count instructions of one repetition per
+// case under callgrind; no timing), --only=post|flush|poll|memory (repeatable).
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+#include <malloc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "rnicdv/detail/qp_core.h"
+#include "rnicdv/doorbell/barrier.h"
+#include "rnicdv/doorbell/mmio.h"
+#include "rnicdv/rnicdv.h"
+#include "rnicdv/sim/sim.h"
+
+using namespace rnicdv;
+using rnicdv::bench::Record;
+
+namespace {
+
+// ---- Set-up helpers (the control path; failures end the program) ----------------------------
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "rnicdv-bench-driver: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <class T>
+T must(Result<T> r, const char* what) {
+  if (!r) fail(std::string(what) + ": " + r.status().message());
+  return std::move(r).value();
+}
+
+void must(const Status& s, const char* what) {
+  if (!s) fail(std::string(what) + ": " + s.message());
+}
+
+struct Options {
+  bool smoke = false;
+  bool callgrind = false;
+  std::set<std::string> only;
+  bool wants(const char* group) const { return only.empty() || only.count(group) != 0; }
+};
+
+// Escapes the optimiser: the pointed-to memory may be read by someone.
+inline void clobber(const void* p) {
+  asm volatile("" : : "r"(p) : "memory");
+}
+
+// Two simulated HCAs on a deterministic in-process fabric: `a` is measured, `b` only gives
+// its QPs an endpoint to connect to.
+struct SimPair {
+  std::shared_ptr<sim::Fabric> fabric;
+  std::shared_ptr<sim::Device> hw_a, hw_b;
+  std::optional<Device> a, b;
+  std::optional<ProtectionDomain> pd_a, pd_b;
+  std::vector<uint8_t> buf_a = std::vector<uint8_t>(1 << 16), buf_b = std::vector<uint8_t>(1 << 16);
+  std::optional<MemoryRegion> mr_a, mr_b;
+
+  SimPair() {
+    sim::FabricConfig fc;
+    fc.mode = sim::ExecMode::deterministic;
+    fc.wire = sim::WireKind::inproc;
+    fabric = must(sim::Fabric::create(fc), "fabric");
+    hw_a = must(fabric->add_device(), "device a");
+    hw_b = must(fabric->add_device(), "device b");
+    a.emplace(must(Device::wrap(hw_a), "wrap a"));
+    b.emplace(must(Device::wrap(hw_b), "wrap b"));
+    pd_a.emplace(must(a->alloc_pd(), "pd a"));
+    pd_b.emplace(must(b->alloc_pd(), "pd b"));
+    const uint32_t all = hw::access::local_write | hw::access::remote_write |
+                         hw::access::remote_read | hw::access::remote_atomic;
+    mr_a.emplace(must(pd_a->reg_mr(buf_a.data(), buf_a.size(), all), "mr a"));
+    mr_b.emplace(must(pd_b->reg_mr(buf_b.data(), buf_b.size(), all), "mr b"));
+  }
+};
+
+// A QP on `a` in RTS (or RTR when `stop_in_rtr`) connected to a fresh QP on `b`.
+struct Conn {
+  std::optional<CompletionQueue> cq, peer_cq;
+  std::optional<QueuePair> qp, peer;
+};
+
+Conn connect(SimPair& s, const QpConfig& config, uint32_t cq_entries, bool stop_in_rtr) {
+  Conn c;
+  c.cq.emplace(must(s.a->create_cq(cq_entries), "cq"));
+  c.peer_cq.emplace(must(s.b->create_cq(cq_entries), "peer cq"));
+  c.qp.emplace(must(s.a->create_qp(*s.pd_a, *c.cq, *c.cq, config), "qp"));
+  QpConfig peer_config = config;
+  peer_config.early_post = EarlyPost::automatic;
+  peer_config.doorbell = doorbell::DoorbellMode::automatic;
+  c.peer.emplace(must(s.b->create_qp(*s.pd_b, *c.peer_cq, *c.peer_cq, peer_config), "peer qp"));
+  must(c.qp->to_init(), "qp INIT");
+  must(c.peer->to_init(), "peer INIT");
+  must(c.qp->to_rtr(c.peer->local_endpoint(200), hw::Mtu::mtu1024), "qp RTR");
+  must(c.peer->to_rtr(c.qp->local_endpoint(100), hw::Mtu::mtu1024), "peer RTR");
+  must(c.peer->to_rts(200), "peer RTS");
+  if (!stop_in_rtr) must(c.qp->to_rts(100), "qp RTS");
+  return c;
+}
+
+// ---- Measurement -------------------------------------------------------------------------------
+
+// Alternates the driver's and the baseline's repetitions so that noise hits both alike; each
+// repetition runs `ops` operations between two clock reads. `prepare` runs untimed before
+// every repetition of either. Under --callgrind, one repetition of each is counted instead.
+struct Pairing {
+  std::string name, baseline_name, unit;
+  uint32_t ops = 0;  // operations per repetition (the divisor)
+  std::function<void()> prepare;
+  std::function<void()> driver;
+  std::function<void()> baseline;
+};
+
+void measure(const Pairing& p, const Options& o, std::vector<Record>* out) {
+  static const bench::Timer timer;
+  const int warmup = o.smoke ? 2 : 50;
+  const int reps = o.smoke ? 5 : 401;
+  for (int i = 0; i < warmup; ++i) {
+    p.prepare();
+    p.driver();
+    p.prepare();
+    p.baseline();
+  }
+  if (o.callgrind) {
+    p.prepare();
+    bench::count_begin();
+    p.driver();
+    bench::count_end(p.name, p.ops);
+    p.prepare();
+    bench::count_begin();
+    p.baseline();
+    bench::count_end(p.baseline_name, p.ops);
+    return;
+  }
+  std::vector<double> drv, base;
+  for (int i = 0; i < reps; ++i) {
+    p.prepare();
+    uint64_t t0 = timer.now();
+    p.driver();
+    uint64_t t1 = timer.now();
+    drv.push_back(timer.ns(t0, t1) / p.ops);
+    p.prepare();
+    t0 = timer.now();
+    p.baseline();
+    t1 = timer.now();
+    base.push_back(timer.ns(t0, t1) / p.ops);
+  }
+  out->push_back({p.name, bench::median(drv), p.unit, p.baseline_name, bench::median(base)});
+}
+
+// ---- The baseline: the stores of a post, written by hand ---------------------------------------
+
+// What the hand-written post needs: the same ring, doorbell record and register the driver
+// uses, taken from the device's view of the QP.
+struct HandQp {
+  uint8_t* sq = nullptr;
+  uint32_t mask = 0;  // bb_count - 1
+  uint32_t qpn = 0;
+  __be32* dbrec = nullptr;
+  uint8_t* reg = nullptr;
+  uint32_t bf_size = 0;
+  uint32_t bf_offset = 0;
+  uint32_t pi = 0;
+
+  explicit HandQp(detail::QpCore& core) {
+    const hw::QpView& v = core.hw_qp->view();
+    sq = static_cast<uint8_t*>(v.dv.sq.buf);
+    mask = v.dv.sq.wqe_cnt - 1;
+    qpn = v.qpn;
+    dbrec = v.dv.dbrec;
+    reg = static_cast<uint8_t*>(v.dv.bf.reg);
+    bf_size = v.dv.bf.size;
+  }
+
+  uint8_t* bb(uint32_t i) const { return sq + (size_t{i & mask} << 6); }
+
+  static void put_ctrl(uint8_t* w, uint32_t pi, uint8_t opcode, uint32_t qpn, uint32_t ds,
+                       uint8_t fm_ce_se) {
+    const uint32_t w0 = htobe32(((pi & 0xffff) << 8) | opcode);
+    const uint32_t w1 = htobe32((qpn << 8) | ds);
+    const uint32_t w2 = static_cast<uint32_t>(fm_ce_se) << 24;  // signature, 0, 0, fm_ce_se
+    const uint32_t w3 = 0;
+    std::memcpy(w + 0, &w0, 4);
+    std::memcpy(w + 4, &w1, 4);
+    std::memcpy(w + 8, &w2, 4);
+    std::memcpy(w + 12, &w3, 4);
+  }
+  static void put_raddr(uint8_t* s, uint64_t raddr, uint32_t rkey) {
+    const uint64_t a = htobe64(raddr);
+    const uint32_t k = htobe32(rkey), z = 0;
+    std::memcpy(s, &a, 8);
+    std::memcpy(s + 8, &k, 4);
+    std::memcpy(s + 12, &z, 4);
+  }
+  static void put_data(uint8_t* s, uint32_t len, uint32_t lkey, uint64_t addr) {
+    const uint32_t l = htobe32(len), k = htobe32(lkey);
+    const uint64_t a = htobe64(addr);
+    std::memcpy(s, &l, 4);
+    std::memcpy(s + 4, &k, 4);
+    std::memcpy(s + 8, &a, 8);
+  }
+
+  // DBR store, sfence, one 8-byte register store of ctrl bytes 0..7, sfence.
+  void ring_db(const uint8_t* last) {
+    asm volatile("" ::: "memory");
+    __atomic_store_n(&dbrec[MLX5_SND_DBR], htobe32(pi & 0xffff), __ATOMIC_RELEASE);
+    asm volatile("sfence" ::: "memory");
+    uint64_t head;
+    std::memcpy(&head, last, 8);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(static_cast<void*>(reg)), head, __ATOMIC_RELAXED);
+    asm volatile("sfence" ::: "memory");
+  }
+
+  // ctrl + raddr + data (WRITE, READ) at pi; returns the WQE.
+  uint8_t* rdma_wqe(const SendWr& wr, uint8_t opcode) {
+    uint8_t* w = bb(pi);
+    put_raddr(w + 16, wr.remote_addr, wr.rkey);
+    put_data(w + 32, wr.sg_list->length, wr.sg_list->lkey, wr.sg_list->addr);
+    put_ctrl(w, pi, opcode, qpn, 3, static_cast<uint8_t>((wr.flags & 1) << 3));
+    pi += 1;
+    return w;
+  }
+};
+
+// ---- Post path ---------------------------------------------------------------------------------
+
+constexpr uint32_t kOps = 64;  // posts per repetition; the SQ is retired between repetitions
+
+void post_cases(const Options& o, std::vector<Record>* out) {
+  SimPair s;
+  s.hw_a->pause();
+
+  auto make = [&](doorbell::DoorbellMode mode, uint32_t inline_bytes) {
+    QpConfig config;
+    config.threading = Threading::single;
+    config.doorbell = mode;
+    config.caps.max_send_wr = 1024;
+    config.caps.max_send_sge = 1;
+    config.caps.max_inline_data = inline_bytes;
+    return connect(s, config, 1024, false);
+  };
+  // The BlueFlame QP first: it gets a register of its own.
+  Conn bf = make(doorbell::DoorbellMode::bf, 64);
+  Conn db = make(doorbell::DoorbellMode::db, 0);
+  if (bf.qp->doorbell_mode() != doorbell::DoorbellMode::bf) fail("no BlueFlame register");
+
+  const Sge sge8{s.mr_a->addr(), 8, s.mr_a->lkey()};
+  const Sge sge64{s.mr_a->addr() + 64, 64, s.mr_a->lkey()};
+  std::memset(s.buf_a.data(), 0x5a, 256);
+
+  auto retire = [](Conn& c) {
+    detail::QpCore& core = *c.qp->core();
+    core.sq_tail.store(core.sq_pi, std::memory_order_release);
+  };
+
+  // One WR per post, signaled, a doorbell each.
+  // `hand` is the baseline's closure type, so that it inlines into the loop as the driver's
+  // post does.
+  auto single = [&](const char* name, const char* base_name, SendWr wr, Conn& c, auto hand) {
+    auto hq = std::make_shared<HandQp>(*c.qp->core());
+    auto wrp = std::make_shared<SendWr>(wr);
+    QueuePair* qp = &*c.qp;
+    measure({name, base_name, "ns/post", kOps,
+             [&c, &retire] { retire(c); },
+             [qp, wrp] {
+               for (uint32_t i = 0; i < kOps; ++i) {
+                 wrp->wr_id = i;
+                 if (qp->post_send(*wrp) != Errc::ok) [[unlikely]]
+                   fail("post_send failed");
+               }
+             },
+             [hq, wrp, hand] {
+               hq->pi = 0;
+               for (uint32_t i = 0; i < kOps; ++i) {
+                 wrp->wr_id = i;
+                 hand(*hq, *wrp);
+               }
+             }},
+            o, out);
+  };
+
+  {
+    SendWr wr;
+    wr.opcode = WrOpcode::rdma_write;
+    wr.flags = send_flags::signaled;
+    wr.sg_list = &sge8;
+    wr.num_sge = 1;
+    wr.remote_addr = s.mr_b->addr();
+    wr.rkey = s.mr_b->rkey();
+    single("post_write_1sge", "hand_write_1sge", wr, db, [](HandQp& h, const SendWr& w) {
+      h.ring_db(h.rdma_wqe(w, MLX5_OPCODE_RDMA_WRITE));
+    });
+    wr.opcode = WrOpcode::rdma_read;
+    single("post_read", "hand_read", wr, db, [](HandQp& h, const SendWr& w) {
+      h.ring_db(h.rdma_wqe(w, MLX5_OPCODE_RDMA_READ));
+    });
+  }
+  {
+    SendWr wr;
+    wr.opcode = WrOpcode::send;
+    wr.flags = send_flags::signaled | send_flags::inline_data;
+    wr.sg_list = &sge64;
+    wr.num_sge = 1;
+    // ctrl, then a 4-byte inline header, 64 payload bytes and 12 zero bytes: DS 6, 2 BBs;
+    // BlueFlame copy of both blocks with the register's halves alternating.
+    single("post_send_inline_64", "hand_send_inline_64", wr, bf, [](HandQp& h, const SendWr& w) {
+      uint8_t* q = h.bb(h.pi);
+      const uint32_t len = w.sg_list->length;
+      const uint32_t hdr = htobe32(len | MLX5_INLINE_SEG);
+      std::memcpy(q + 16, &hdr, 4);
+      std::memcpy(q + 20, reinterpret_cast<const void*>(static_cast<uintptr_t>(w.sg_list->addr)),
+                  64);
+      std::memset(q + 84, 0, 12);
+      HandQp::put_ctrl(q, h.pi, MLX5_OPCODE_SEND, h.qpn, 6, static_cast<uint8_t>((w.flags & 1) << 3));
+      h.pi += 2;
+      asm volatile("" ::: "memory");
+      __atomic_store_n(&h.dbrec[MLX5_SND_DBR], htobe32(h.pi & 0xffff), __ATOMIC_RELEASE);
+      asm volatile("sfence" ::: "memory");
+      wqe::SqRing ring{h.sq, h.mask + 1};
+      doorbell::bf_copy(h.reg + h.bf_offset, q, 128, ring);
+      asm volatile("sfence" ::: "memory");
+      h.bf_offset ^= h.bf_size;
+    });
+  }
+  {
+    const Sge sge8a{s.mr_a->addr() + 8, 8, s.mr_a->lkey()};
+    SendWr wr;
+    wr.opcode = WrOpcode::atomic_fetch_add;
+    wr.flags = send_flags::signaled;
+    wr.sg_list = &sge8a;
+    wr.num_sge = 1;
+    wr.remote_addr = s.mr_b->addr() + 64;
+    wr.rkey = s.mr_b->rkey();
+    wr.compare_add = 1;
+    // ctrl + raddr + atomic + data: DS 4, one BB.
+    single("post_atomic_fa", "hand_atomic_fa", wr, db, [](HandQp& h, const SendWr& w) {
+      uint8_t* q = h.bb(h.pi);
+      HandQp::put_raddr(q + 16, w.remote_addr, w.rkey);
+      const uint64_t add = htobe64(w.compare_add), zero = 0;
+      std::memcpy(q + 32, &add, 8);
+      std::memcpy(q + 40, &zero, 8);
+      HandQp::put_data(q + 48, w.sg_list->length, w.sg_list->lkey, w.sg_list->addr);
+      HandQp::put_ctrl(q, h.pi, MLX5_OPCODE_ATOMIC_FA, h.qpn, 4,
+                       static_cast<uint8_t>((w.flags & 1) << 3));
+      h.pi += 1;
+      h.ring_db(q);
+    });
+  }
+  {
+    // 32 WRITEs, only the last signaled, one post_send call and one doorbell.
+    constexpr uint32_t kBatch = 32;
+    auto wrs = std::make_shared<std::vector<SendWr>>(kBatch);
+    for (uint32_t i = 0; i < kBatch; ++i) {
+      SendWr& w = (*wrs)[i];
+      w.opcode = WrOpcode::rdma_write;
+      w.flags = i + 1 == kBatch ? send_flags::signaled : 0;
+      w.sg_list = &sge8;
+      w.num_sge = 1;
+      w.remote_addr = s.mr_b->addr() + 8 * i;
+      w.rkey = s.mr_b->rkey();
+      w.wr_id = i;
+    }
+    auto hq = std::make_shared<HandQp>(*db.qp->core());
+    QueuePair* qp = &*db.qp;
+    constexpr uint32_t kBatches = 2;  // 64 posts per repetition
+    measure({"post_batch_32", "hand_batch_32", "ns/post", kBatch * kBatches,
+             [&db, &retire] { retire(db); },
+             [qp, wrs] {
+               for (uint32_t b = 0; b < kBatches; ++b)
+                 if (qp->post_send(std::span<const SendWr>(*wrs)) != Errc::ok) [[unlikely]]
+                   fail("post_send failed");
+             },
+             [hq, wrs] {
+               hq->pi = 0;
+               for (uint32_t b = 0; b < kBatches; ++b) {
+                 for (const SendWr& w : *wrs) hq->rdma_wqe(w, MLX5_OPCODE_RDMA_WRITE);
+                 hq->ring_db(hq->bb(hq->pi - 1));
+               }
+             }},
+            o, out);
+  }
+}
+
+// ---- The early-post flush ----------------------------------------------------------------------
+
+// The mean of the middle 80 % of the samples: one flush lasts a few ticks of a virtual
+// machine's TSC (which advances in steps of about 10 ns), so a median would be one of a few
+// quantised values, and the plain mean would carry preemptions.
+double trimmed_mean(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t cut = v.size() / 10;
+  double sum = 0;
+  for (size_t i = cut; i < v.size() - cut; ++i) sum += v[i];
+  return sum / static_cast<double>(v.size() - 2 * cut);
+}
+
+void flush_cases(const Options& o, std::vector<Record>* out) {
+  static const bench::Timer timer;
+  SimPair s;
+  s.hw_a->pause();
+  const uint32_t sizes[] = {1, 64, 4096};
+  const int reps = o.smoke ? 2 : 64;
+  const uint32_t qps = 4;  // flushed in turn, each right after its own batch was posted
+  const Sge sge8{s.mr_a->addr(), 8, s.mr_a->lkey()};
+  const size_t max_bytes = size_t{4096} * wqe::kBbBytes;
+
+  std::vector<SendWr> wrs(4096);
+  for (uint32_t i = 0; i < wrs.size(); ++i) {
+    wrs[i].wr_id = i;
+    wrs[i].opcode = WrOpcode::rdma_write;
+    wrs[i].sg_list = &sge8;
+    wrs[i].num_sge = 1;
+    wrs[i].remote_addr = s.mr_b->addr();
+    wrs[i].rkey = s.mr_b->rkey();
+    wrs[i].flags = i % 64 == 63 ? send_flags::signaled : 0;
+  }
+  hw::QpAttr rts;
+  rts.state = hw::QpState::rts;
+  rts.sq_psn = 100;
+  namespace attr = hw::qp_attr;
+  const uint32_t rts_mask = attr::state | attr::sq_psn | attr::timeout | attr::retry_cnt |
+                            attr::rnr_retry | attr::max_rd_atomic;
+  // The memcpy baseline's buffers: the sizes of a shadow ring and an SQ, page-aligned as the
+  // rings are (glibc's memcpy slows down several times for some source-to-destination
+  // distances on this machine, so these must not depend on where the heap puts them).
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  auto page_buffer = [&] {
+    void* p = std::aligned_alloc(4096, max_bytes);
+    if (!p) fail("out of memory");
+    return std::unique_ptr<uint8_t, FreeDeleter>(static_cast<uint8_t*>(p));
+  };
+  auto src = page_buffer(), dst = page_buffer();
+  std::memset(src.get(), 0, max_bytes);
+  std::memset(dst.get(), 0, max_bytes);
+
+  for (EarlyPost strategy : {EarlyPost::in_place, EarlyPost::shadow}) {
+    const bool shadow = strategy == EarlyPost::shadow;
+    QpConfig config;
+    config.threading = Threading::single;
+    config.doorbell = doorbell::DoorbellMode::db;
+    config.early_post = strategy;
+    config.caps.max_send_wr = 4096;
+    std::vector<Conn> conns;
+    for (uint32_t q = 0; q < qps; ++q) {
+      conns.push_back(connect(s, config, 64, true));
+      if (conns.back().qp->early_post() != strategy) fail("early-post strategy not granted");
+    }
+    const std::string kind = shadow ? "shadow" : "in_place";
+
+    double base_one = 0;
+    for (uint32_t n : sizes) {
+      // One sample: the QP back to RTR with n withheld WRs and its device QP moved to RTS;
+      // then the driver's flush (release_withheld_locked, which QpCore::modify calls once the
+      // device is in RTS) is timed: the copy of a shadow batch, the DBR, one doorbell, RTS
+      // published.
+      auto arm = [&](Conn& c) {
+        must(c.qp->reset(), "reset");
+        must(c.qp->to_init(), "INIT");
+        must(c.qp->to_rtr(c.peer->local_endpoint(200), hw::Mtu::mtu1024), "RTR");
+        if (c.qp->post_send(std::span<const SendWr>(wrs.data(), n)) != Errc::ok)
+          fail("post in RTR failed");
+        if (c.qp->withheld() != n) fail("WRs not withheld");
+        must(c.qp->core()->hw_qp->modify(rts, rts_mask), "device RTS");
+      };
+      auto check = [&](Conn& c) {
+        const detail::QpCore& core = *c.qp->core();
+        if (c.qp->state() != hw::QpState::rts || c.qp->withheld() != 0 ||
+            core.hw_pi.load() != core.sq_pi)
+          fail("flush did not release the batch");
+      };
+      const size_t bytes = size_t{n} * wqe::kBbBytes;
+      // The same memory traffic as `arm`: the reset clears both rings whole, then the posts
+      // write the batch into the shadow ring.
+      // (The batch is written with ordinary stores, 48 of every 64 bytes as a WRITE WQE's
+      // segments are: glibc's memset of a large block may bypass the cache, the encoder's
+      // stores do not.)
+      auto arm_copy = [&](int r) {
+        std::memset(dst.get(), 0, max_bytes);
+        std::memset(src.get(), 0, max_bytes);
+        const uint64_t word = 0x0101010101010101ull * static_cast<uint8_t>(r);
+        for (size_t b = 0; b < bytes; b += wqe::kBbBytes)
+          for (size_t w = 0; w < 48; w += 8) std::memcpy(src.get() + b + w, &word, 8);
+        clobber(src.get());
+      };
+      const std::string name = "flush_" + kind + "_" + std::to_string(n);
+      const std::string base_name = shadow ? "memcpy_" + std::to_string(bytes) : "flush_in_place_1";
+      if (o.callgrind) {
+        // One uncounted flush and copy first: the first call of a library function also
+        // counts the dynamic linker's symbol lookup.
+        Conn& c = conns[0];
+        arm(c);
+        c.qp->core()->release_withheld_locked();
+        if (shadow) {
+          arm_copy(1);
+          std::memcpy(dst.get(), src.get(), bytes);
+          clobber(dst.get());
+        }
+        arm(c);
+        bench::count_begin();
+        c.qp->core()->release_withheld_locked();
+        bench::count_end(name, 1);
+        check(c);
+        if (shadow) {
+          arm_copy(1);
+          bench::count_begin();
+          std::memcpy(dst.get(), src.get(), bytes);
+          clobber(dst.get());
+          bench::count_end(base_name, 1);
+        }
+        continue;
+      }
+      std::vector<double> drv, base;
+      for (int r = 0; r < reps; ++r) {
+        for (Conn& c : conns) {
+          arm(c);
+          detail::QpCore* core = c.qp->core();
+          uint64_t t0 = timer.now();
+          core->release_withheld_locked();
+          uint64_t t1 = timer.now();
+          drv.push_back(timer.ns(t0, t1));
+          check(c);
+          if (shadow) {
+            arm_copy(r);
+            t0 = timer.now();
+            std::memcpy(dst.get(), src.get(), bytes);
+            clobber(dst.get());
+            t1 = timer.now();
+            base.push_back(timer.ns(t0, t1));
+          }
+        }
+      }
+      const double value = trimmed_mean(drv);
+      if (!shadow && n == 1) base_one = value;
+      out->push_back({name, value, "ns/flush", base_name, shadow ? trimmed_mean(base) : base_one});
+    }
+  }
+}
+
+// ---- Completions -------------------------------------------------------------------------------
+
+void poll_cases(const Options& o, std::vector<Record>* out) {
+  SimPair s;
+  QpConfig config;
+  config.threading = Threading::single;
+  config.caps.max_send_wr = 64;
+  Conn c = connect(s, config, 256, false);
+  // Time the driver as on hardware: the device is advanced by the benchmark between
+  // repetitions (fabric->step), never from inside poll().
+  c.cq->core()->progress = {};
+  detail::CqCore& cq = *c.cq->core();
+  constexpr int kBatch = 16;
+
+  std::vector<SendWr> wrs(kBatch);
+  const Sge sge8{s.mr_a->addr(), 8, s.mr_a->lkey()};
+  for (int i = 0; i < kBatch; ++i) {
+    wrs[i].wr_id = i;
+    wrs[i].opcode = WrOpcode::rdma_write;
+    wrs[i].flags = send_flags::signaled;
+    wrs[i].sg_list = &sge8;
+    wrs[i].num_sge = 1;
+    wrs[i].remote_addr = s.mr_b->addr();
+    wrs[i].rkey = s.mr_b->rkey();
+  }
+  // 16 real CQEs from the simulated device, in the ring and not yet consumed. `measure` runs
+  // this before the baseline's repetitions too, which read the CQEs without consuming them.
+  int pending = 0;
+  auto completions = std::make_shared<std::vector<Completion>>(kBatch);
+  auto fill = [&] {
+    if (pending != 0) {
+      if (pending != kBatch) fail("poll consumed " + std::to_string(kBatch - pending) + " of 16");
+      return;
+    }
+    for (const Completion& x : *completions)
+      if (x.status != IBV_WC_SUCCESS) fail("completion with an error");
+    const uint64_t before = s.hw_a->counters().cqes_written;
+    if (c.qp->post_send(wrs) != Errc::ok) fail("post failed");
+    if (!s.fabric->run_until([&] { return s.hw_a->counters().cqes_written >= before + kBatch; }))
+      fail("the device did not complete the batch");
+    pending = kBatch;
+  };
+  // The baseline: for each CQE, the owner-bit check and a load of one field, by hand.
+  auto hand = [&cq] {
+    uint32_t ci = cq.ci;
+    uint32_t sum = 0;
+    for (int i = 0; i < kBatch; ++i, ++ci) {
+      const mlx5_cqe64* e = cq.ring.cqe(ci);
+      const uint8_t op_own = __atomic_load_n(&e->op_own, __ATOMIC_ACQUIRE);
+      if ((op_own >> 4) == MLX5_CQE_INVALID || (op_own & 1) != ((ci & cq.ring.cqe_cnt) ? 1 : 0))
+        break;
+      sum += be16toh(e->wqe_counter);
+    }
+    asm volatile("" : : "r"(sum) : "memory");
+  };
+  CompletionQueue* pcq = &*c.cq;
+  measure({"poll_1", "hand_cqe_check_1", "ns/cqe", kBatch, fill,
+           [&] {
+             for (int i = 0; i < kBatch; ++i) pending -= pcq->poll(completions->data() + i, 1);
+           },
+           hand},
+          o, out);
+  measure({"poll_batch_16", "hand_cqe_check_16", "ns/cqe", kBatch, fill,
+           [&] { pending -= pcq->poll(completions->data(), kBatch); }, hand},
+          o, out);
+}
+
+// ---- Memory ------------------------------------------------------------------------------------
+
+size_t heap_bytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+void memory_cases(const Options& o, std::vector<Record>* out) {
+  const int count = o.smoke ? 4 : 32;
+  {
+    SimPair s;
+    std::vector<CompletionQueue> cqs;
+    cqs.reserve(count);
+    const size_t before = heap_bytes();
+    for (int i = 0; i < count; ++i) cqs.push_back(must(s.a->create_cq(256), "cq"));
+    const double per_cq = static_cast<double>(heap_bytes() - before) / count;
+    const double ring = static_cast<double>(cqs[0].entries()) * 64;
+    out->push_back({"memory_per_cq_256", per_cq, "bytes", "cqe_ring_bytes", ring});
+
+    QpConfig config;
+    config.caps.max_send_wr = 128;
+    config.caps.max_recv_wr = 128;
+    std::vector<QueuePair> qps;
+    qps.reserve(count);
+    CompletionQueue& cq = cqs[0];
+    const size_t before_qp = heap_bytes();
+    for (int i = 0; i < count; ++i) qps.push_back(must(s.a->create_qp(*s.pd_a, cq, cq, config), "qp"));
+    const double per_qp = static_cast<double>(heap_bytes() - before_qp) / count;
+    const detail::QpCore& core = *qps[0].core();
+    const double rings =
+        static_cast<double>(core.sq.bb_count) * wqe::kBbBytes +
+        static_cast<double>(core.rq.wqe_cnt) * core.rq.stride;
+    out->push_back({"memory_per_qp_128x128", per_qp, "bytes", "wq_ring_bytes", rings});
+  }
+  {
+    sim::FabricConfig fc;
+    fc.mode = sim::ExecMode::deterministic;
+    fc.wire = sim::WireKind::inproc;
+    auto fabric = must(sim::Fabric::create(fc), "fabric");
+    std::vector<Device> devices;
+    devices.reserve(count);
+    const size_t before = heap_bytes();
+    for (int i = 0; i < count; ++i)
+      devices.push_back(must(Device::wrap(must(fabric->add_device(), "device")), "wrap"));
+    const double per_dev = static_cast<double>(heap_bytes() - before) / count;
+    out->push_back({"memory_per_device", per_dev, "bytes", "", 0});
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--smoke") {
+      o.smoke = true;
+    } else if (arg == "--callgrind") {
+      o.callgrind = true;
+    } else if (arg.rfind("--only=", 0) == 0) {
+      const std::string g = arg.substr(7);
+      if (g != "post" && g != "flush" && g != "poll" && g != "memory")
+        fail("--only: unknown group '" + g + "' (post, flush, poll, memory)");
+      o.only.insert(g);
+    } else {
+      fail("unknown option '" + arg + "' (--smoke, --callgrind, --only=GROUP)");
+    }
+  }
+  if (o.callgrind && !bench::under_valgrind())
+    fail("--callgrind: run under valgrind --tool=callgrind --collect-atstart=no");
+  std::vector<Record> records;
+  if (o.wants("post")) post_cases(o, &records);
+  if (o.wants("flush")) flush_cases(o, &records);
+  if (o.wants("poll")) poll_cases(o, &records);
+  if (o.wants("memory") && !o.callgrind) memory_cases(o, &records);
+  bench::print_records(records, stdout);
+  return 0;
+}

@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""Runs the rnicdv benchmark suite and writes bench.json (docs/performance.md).
+
+    run.py --builddir DIR [--smoke] [--no-callgrind] [--out FILE]
+
+Runs, from DIR: tools/bench/rnicdv-bench-driver (post path, flush, completions, memory),
+the same under callgrind for instructions per operation (when valgrind is installed),
+tools/rnicperf/rnicperf for the simulated fabric, and tools/bench/rnicdv-bench-fabric for
+the fabric baselines. Writes a JSON array of records {"name", "value", "unit",
+"baseline_name", "baseline_value", "ratio"} (ratio = value / baseline_value, lower is
+better), checks it against that schema and the list of expected records, and prints a
+table. --smoke runs every case for a few iterations only: a test of the tool, whose figures
+mean nothing. Exit status 1 on any failure, with the reason on stderr.
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+FIELDS = ("name", "value", "unit", "baseline_name", "baseline_value", "ratio")
+
+POST_CASES = ["post_write_1sge", "post_send_inline_64", "post_batch_32", "post_read",
+              "post_atomic_fa"]
+FLUSH_CASES = [f"flush_{k}_{n}" for k in ("in_place", "shadow") for n in (1, 64, 4096)]
+POLL_CASES = ["poll_1", "poll_batch_16"]
+MEMORY_CASES = ["memory_per_qp_128x128", "memory_per_cq_256", "memory_per_device"]
+FABRIC_CASES = ["fabric_inproc_write_lat_8", "fabric_udp_write_lat_8",
+                "fabric_inproc_write_rate_64_pl32"]
+COUNTED_CASES = POST_CASES + FLUSH_CASES + POLL_CASES
+
+# The targets (ratio at most this); cases not listed have none.
+TARGETS = {**{c: 1.3 for c in POST_CASES}, **{c + "_instr": 1.3 for c in POST_CASES},
+           **{f"flush_in_place_{n}{s}": 2.0 for n in (1, 64, 4096) for s in ("", "_instr")},
+           **{f"flush_shadow_{n}{s}": 1.3 for n in (1, 64, 4096) for s in ("", "_instr")},
+           "fabric_inproc_write_lat_8": 1.5, "fabric_udp_write_lat_8": 1.5}
+
+
+class BenchError(Exception):
+    pass
+
+
+def say(msg):
+    print(f"==> {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, env=None, timeout=600):
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{' '.join(cmd)}: no result after {timeout} s")
+    if p.returncode != 0:
+        raise BenchError(f"{' '.join(cmd)}: exit status {p.returncode}\n{p.stderr.strip()}")
+    return p.stdout
+
+
+def record(name, value, unit, baseline_name=None, baseline_value=None):
+    has_base = baseline_name is not None and baseline_value
+    return {"name": name, "value": value, "unit": unit,
+            "baseline_name": baseline_name if has_base else None,
+            "baseline_value": baseline_value if has_base else None,
+            "ratio": value / baseline_value if has_base else None}
+
+
+# ---- The driver's cases -------------------------------------------------------------------
+
+def driver_records(builddir, smoke):
+    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-driver")
+    say("post path, flush, completions, memory")
+    raw = json.loads(run([exe] + (["--smoke"] if smoke else [])))
+    # The ratio again from the printed figures, so that it is exactly value / baseline_value.
+    return [record(r["name"], r["value"], r["unit"], r["baseline_name"], r["baseline_value"])
+            for r in raw]
+
+
+def callgrind_records(builddir, smoke, timed):
+    """Instructions per operation: one callgrind run; each counted region is one dump."""
+    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-driver")
+    say("instructions per operation (callgrind)")
+    with tempfile.TemporaryDirectory(prefix="rnicdv-cg-") as tmp:
+        run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+             f"--callgrind-out-file={tmp}/cg.out", exe, "--callgrind",
+             "--only=post", "--only=flush", "--only=poll"] + (["--smoke"] if smoke else []),
+            timeout=1800)
+        per_op = {}
+        for path in glob.glob(os.path.join(tmp, "cg.out*")):
+            desc = total = None
+            with open(path) as f:
+                for line in f:
+                    m = re.match(r"desc: Trigger: Client Request: (\S+) ops=(\d+)", line)
+                    if m:
+                        desc = (m.group(1), int(m.group(2)))
+                    m = re.match(r"(?:summary|totals): (\d+)", line)
+                    if m:
+                        total = int(m.group(1))
+            if desc and total is not None:
+                per_op[desc[0]] = total / desc[1]
+    out = []
+    for r in timed:
+        if r["name"] not in COUNTED_CASES:
+            continue
+        name, base = r["name"], r["baseline_name"]
+        if name not in per_op or base not in per_op:
+            raise BenchError(f"callgrind: no instruction count for {name} or {base}")
+        unit = "instr/" + r["unit"].split("/", 1)[1]
+        out.append(record(name + "_instr", per_op[name], unit, base + "_instr", per_op[base]))
+    return out
+
+
+# ---- The simulated fabric -----------------------------------------------------------------
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rnicperf_result(path):
+    with open(path) as f:
+        doc = json.load(f)
+    results = doc.get("results") or []
+    if not results:
+        raise BenchError(f"{path}: rnicperf wrote no results")
+    return results[0]
+
+
+def fabric_records(builddir, smoke):
+    rnicperf = os.path.join(builddir, "tools/rnicperf/rnicperf")
+    fabric = os.path.join(builddir, "tools/bench/rnicdv-bench-fabric")
+    lat_iters = 20 if smoke else 2000
+    rate_iters = 640 if smoke else 64000
+    env = dict(os.environ)
+    env.pop("RNICDV_PCAP", None)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="rnicdv-bench-") as tmp:
+        # In-process: both ends in one process, the server end on a thread.
+        say("fabric: in-process write latency")
+        # Without $RNICDV_SIM_WIRE, --loopback puts both HCAs on a private in-process wire.
+        inproc = {k: v for k, v in env.items() if k != "RNICDV_SIM_WIRE"}
+        j = os.path.join(tmp, "inproc_lat.json")
+        run([rnicperf, "write_lat", "--loopback", "-s", "8", "-n", str(lat_iters), "-F",
+             f"--out_json_file={j}"], env=inproc)
+        value = rnicperf_result(j)["t_typical"] * 1000
+        base = json.loads(run([fabric, "ring-pingpong", "--iters", str(lat_iters),
+                               "--size", "8"]))["t_typical"] * 1000
+        out.append(record("fabric_inproc_write_lat_8", value, "ns", "ring_pingpong_8", base))
+
+        # UDP: two processes.
+        say("fabric: UDP write latency, two processes")
+        udp = dict(env, RNICDV_SIM_WIRE="udp")
+        port = str(free_port())
+        js, jc = os.path.join(tmp, "udp_server.json"), os.path.join(tmp, "udp_client.json")
+        common = ["write_lat", "-s", "8", "-n", str(lat_iters), "-F", "-p", port]
+        server = subprocess.Popen([rnicperf] + common + [f"--out_json_file={js}"], env=udp,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            run([rnicperf] + common + [f"--out_json_file={jc}", "127.0.0.1"], env=udp)
+            _, err = server.communicate(timeout=120)
+        except BaseException:
+            server.kill()
+            server.wait()
+            raise
+        if server.returncode != 0:
+            raise BenchError(f"rnicperf server: exit status {server.returncode}\n{err.strip()}")
+        value = rnicperf_result(jc)["t_typical"] * 1000
+        base = json.loads(run([fabric, "udp-pingpong", "--iters", str(lat_iters),
+                               "--size", "8"]))["t_typical"] * 1000
+        out.append(record("fabric_udp_write_lat_8", value, "ns", "udp_pingpong_8", base))
+
+        # Message rate: 64-byte WRITEs, post lists of 32, in process.
+        say("fabric: 64-byte write message rate, post list 32")
+        j = os.path.join(tmp, "inproc_bw.json")
+        run([rnicperf, "write_bw", "--loopback", "-s", "64", "-l", "32", "-n",
+             str(rate_iters), "-F", f"--out_json_file={j}"], env=inproc)
+        mpps = rnicperf_result(j)["MsgRate"]
+        if not mpps > 0:
+            raise BenchError("rnicperf write_bw: message rate 0")
+        base = json.loads(run([fabric, "ring-stream", "--iters", str(rate_iters), "--size",
+                               "64", "--burst", "32"]))["ns_per_msg"]
+        out.append(record("fabric_inproc_write_rate_64_pl32", 1000.0 / mpps, "ns/msg",
+                          "ring_stream_64_burst32", base))
+    return out
+
+
+# ---- Schema, table ------------------------------------------------------------------------
+
+def validate(records, expected):
+    if not isinstance(records, list) or not records:
+        raise BenchError("bench.json: not a non-empty JSON array")
+    seen = set()
+    for r in records:
+        if not isinstance(r, dict) or tuple(sorted(r)) != tuple(sorted(FIELDS)):
+            raise BenchError(f"bench.json: record {r!r}: fields must be exactly {FIELDS}")
+        name = r["name"]
+        if not isinstance(name, str) or not name or name in seen:
+            raise BenchError(f"bench.json: record name {name!r} empty or repeated")
+        seen.add(name)
+        v = r["value"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise BenchError(f"bench.json: {name}: value {v!r} is not a finite number >= 0")
+        if not isinstance(r["unit"], str) or not r["unit"]:
+            raise BenchError(f"bench.json: {name}: unit missing")
+        b, bv, ratio = r["baseline_name"], r["baseline_value"], r["ratio"]
+        if b is None:
+            if bv is not None or ratio is not None:
+                raise BenchError(f"bench.json: {name}: baseline_value/ratio without a baseline")
+            continue
+        if not isinstance(b, str) or not b:
+            raise BenchError(f"bench.json: {name}: baseline_name {b!r}")
+        if isinstance(bv, bool) or not isinstance(bv, (int, float)) or not bv > 0:
+            raise BenchError(f"bench.json: {name}: baseline_value {bv!r} is not > 0")
+        if not isinstance(ratio, (int, float)) or not math.isclose(ratio, v / bv, rel_tol=1e-9):
+            raise BenchError(f"bench.json: {name}: ratio {ratio!r} != value / baseline_value")
+    missing = [n for n in expected if n not in seen]
+    if missing:
+        raise BenchError(f"bench.json: missing records: {', '.join(missing)}")
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v >= 1e5:
+        return f"{v:.0f}"
+    return f"{v:.4g}" if v < 100 else f"{v:.1f}"
+
+
+def table(records):
+    rows = [("name", "value", "unit", "baseline", "baseline value", "ratio", "target")]
+    for r in records:
+        t = TARGETS.get(r["name"])
+        verdict = "-"
+        if t is not None and r["ratio"] is not None:
+            verdict = f"<= {t} " + ("met" if r["ratio"] <= t else "MISSED")
+        rows.append((r["name"], fmt(r["value"]), r["unit"], r["baseline_name"] or "-",
+                     fmt(r["baseline_value"]),
+                     "-" if r["ratio"] is None else f"{r['ratio']:.2f}", verdict))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, row in enumerate(rows):
+        lines.append("| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(row)) + " |")
+        if k == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--builddir", required=True)
+    ap.add_argument("--smoke", action="store_true", help="a few iterations per case")
+    ap.add_argument("--no-callgrind", action="store_true", help="skip instruction counts")
+    ap.add_argument("--out", help="output file (default BUILDDIR/bench.json)")
+    args = ap.parse_args()
+    out = args.out or os.path.join(args.builddir, "bench.json")
+    try:
+        records = driver_records(args.builddir, args.smoke)
+        expected = COUNTED_CASES + MEMORY_CASES + FABRIC_CASES
+        if not args.no_callgrind and shutil.which("valgrind"):
+            records += callgrind_records(args.builddir, args.smoke, records)
+            expected += [c + "_instr" for c in COUNTED_CASES]
+        elif not args.no_callgrind:
+            say("valgrind is not installed: no instruction counts")
+        records += fabric_records(args.builddir, args.smoke)
+        validate(records, expected)
+    except BenchError as e:
+        print(f"run.py: {e}", file=sys.stderr)
+        return 1
+    with open(out, "w") as f:
+        json.dump(records, f, indent=1)
+        f.write("\n")
+    print(table(records))
+    say(f"{len(records)} records in {out}" + (" (smoke: the figures mean nothing)"
+                                              if args.smoke else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
