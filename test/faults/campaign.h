@@ -134,6 +134,7 @@ struct Totals {
   OpTally per_opcode[kOpcodes];
   OpTally per_size[3];
   std::vector<uint64_t> failed_seeds;
+  std::vector<uint64_t> gave_up_seeds;
 
   void add(const RunResult& r);
 };

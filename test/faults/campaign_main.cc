@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   std::sort(failed.begin(), failed.end(),
             [](const RunResult& x, const RunResult& y) { return x.spec.seed < y.spec.seed; });
   std::sort(totals.failed_seeds.begin(), totals.failed_seeds.end());
+  std::sort(totals.gave_up_seeds.begin(), totals.gave_up_seeds.end());
   std::printf("\n%s", format_table(totals).c_str());
   if (!json_path.empty()) {
     char label[128];

@@ -27,7 +27,10 @@ void Totals::add(const RunResult& r) {
   duplicated += r.duplicated;
   gave_up += r.gave_up;
   flushed += r.flushed;
-  if (r.gave_up) ++runs_gave_up;
+  if (r.gave_up) {
+    ++runs_gave_up;
+    gave_up_seeds.push_back(r.spec.seed);
+  }
   withheld_in_rtr += r.withheld_in_rtr;
   faults_injected += r.faults_injected;
   faults_dropped += r.faults_dropped;
@@ -128,6 +131,11 @@ std::string format_table(const Totals& t) {
     appendf(&s, "  %-26s %" PRIu64 " / %" PRIu64 ", %" PRIu64 "\n",
             size_class_name(static_cast<SizeClass>(i)), t.per_size[i].ok, t.per_size[i].wrs,
             t.per_size[i].bytes);
+  if (!t.gave_up_seeds.empty()) {
+    s += "seeds where the transport gave up:";
+    for (uint64_t seed : t.gave_up_seeds) appendf(&s, " %" PRIu64, seed);
+    s += "\n";
+  }
   if (!t.failed_seeds.empty()) {
     s += "failed seeds:";
     for (uint64_t seed : t.failed_seeds) appendf(&s, " %" PRIu64, seed);
@@ -180,7 +188,10 @@ std::string format_json(const Totals& t, const std::vector<RunResult>& failed,
     appendf(&s, "%s\"%s\": {\"posted\": %" PRIu64 ", \"ok\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
             i ? ", " : "", size_class_name(static_cast<SizeClass>(i)), t.per_size[i].wrs,
             t.per_size[i].ok, t.per_size[i].bytes);
-  s += "},\n  \"failed\": [";
+  s += "},\n  \"gave_up_seeds\": [";
+  for (size_t i = 0; i < t.gave_up_seeds.size(); ++i)
+    appendf(&s, "%s%" PRIu64, i ? ", " : "", t.gave_up_seeds[i]);
+  s += "],\n  \"failed\": [";
   for (size_t i = 0; i < failed.size(); ++i) {
     const RunResult& r = failed[i];
     appendf(&s, "%s\n    {\"seed\": %" PRIu64 ", \"run\": \"%s\", \"failures\": [", i ? "," : "",
