@@ -161,3 +161,24 @@ TEST_CASE("help and version need no test", "[options]") {
   CHECK(rnicperf::usage_text().find("sweep-max") == std::string::npos);
   CHECK(parse({"--version"})->version);
 }
+
+TEST_CASE("--wire, --dpdk-args and --dpdk-mem are parsed and checked", "[options]") {
+  auto o = parse({"write_bw", "--wire", "dpdk", "--dpdk-args",
+                  "--vdev=net_af_packet0,iface=veth0 --no-pci", "--dpdk-mem", "10.0.0.1"});
+  REQUIRE(o.is_ok());
+  CHECK(o->wire == "dpdk");
+  CHECK(o->dpdk_args == "--vdev=net_af_packet0,iface=veth0 --no-pci");
+  CHECK(o->dpdk_mem);
+  CHECK(o->server == "10.0.0.1");
+  auto defaults = parse({"write_bw"});
+  REQUIRE(defaults.is_ok());
+  CHECK(defaults->wire.empty());
+  CHECK_FALSE(defaults->dpdk_mem);
+  CHECK(parse({"write_bw", "--wire=udp"}).is_ok());
+  CHECK(parse({"write_bw", "--wire=inproc", "--loopback"}).is_ok());
+  CHECK(error_of({"write_bw", "--wire", "ib"}) == "--wire 'ib': one of inproc, udp, dpdk");
+  CHECK(error_of({"write_bw", "--dpdk-args=--no-pci"}) ==
+        "--dpdk-args applies with --wire dpdk only");
+  CHECK(error_of({"write_bw", "--wire=inproc"}).find("add --loopback") != std::string::npos);
+  CHECK(rnicperf::usage_text().find("--dpdk-args") != std::string::npos);
+}

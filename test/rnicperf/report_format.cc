@@ -37,6 +37,26 @@ TEST_CASE("the latency header block matches perftest's layout", "[format]") {
   CHECK(format_header(h) == expected);
 }
 
+TEST_CASE("a DPDK wire's header names the port, driver and MAC, and DPDK heap buffers",
+          "[format]") {
+  HeaderInfo h;
+  h.test = {Verb::write, Kind::bandwidth};
+  h.device = "sim0";
+  h.tx_depth = 128;
+  h.cq_mod = 100;
+  h.mtu_bytes = 1024;
+  h.gid_index = 0;
+  h.sim_wire =
+      "dpdk 10.9.0.2:4791 port 0 net_af_packet0 (net_af_packet) mac 02:00:0a:09:00:02 max frame "
+      "1514";
+  h.device_profile = "mlx5";
+  h.buffers = "DPDK heap, hugepages";
+  const std::string text = format_header(h);
+  CHECK(text.find(" Sim wire        : dpdk 10.9.0.2:4791 port 0 net_af_packet0 (net_af_packet) "
+                  "mac 02:00:0a:09:00:02 max frame 1514\n Device profile  : mlx5\n"
+                  " Buffers         : DPDK heap, hugepages\n") != std::string::npos);
+}
+
 TEST_CASE("the bandwidth header shows CQ moderation, post list and outstanding reads", "[format]") {
   HeaderInfo h;
   h.test = {Verb::read, Kind::bandwidth};

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "rnicdv/sim/dpdk.h"
 #include "rnicdv/sim/sim.h"
 
 namespace rnicperf {
@@ -55,6 +56,7 @@ Result<std::unique_ptr<TestEndpoint>> TestEndpoint::open(const EndpointConfig& c
   if (!dev) return dev.status();
   std::unique_ptr<TestEndpoint> ep(new TestEndpoint);
   ep->dev_.emplace(std::move(dev.value()));
+  ep->dpdk_memory_ = config.dpdk_memory;
   return ep;
 }
 
@@ -63,7 +65,8 @@ TestEndpoint::~TestEndpoint() {
   qps_.clear();
   for (auto& r : regions_) {
     r.mr.reset();
-    if (r.base) ::munmap(r.base, r.bytes);
+    if (r.base && r.dpdk_heap) rnicdv::sim::dpdk_free(r.base);
+    else if (r.base) ::munmap(r.base, r.bytes);
   }
 }
 
@@ -140,14 +143,24 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
 
     Region r;
     r.bytes = 2 * half_;
-    void* mem =
-        ::mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED)
-      return Status::error(Errc::no_resources, "cannot allocate %zu bytes of buffers", r.bytes);
-    r.base = static_cast<uint8_t*>(mem);
+    if (dpdk_memory_) {
+      auto mem = rnicdv::sim::dpdk_alloc(r.bytes, kPage);
+      if (!mem) return mem.status().prepend("--dpdk-mem");
+      r.base = static_cast<uint8_t*>(mem.value());
+      r.dpdk_heap = true;
+    } else {
+      void* mem =
+          ::mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem == MAP_FAILED)
+        return Status::error(Errc::no_resources, "cannot allocate %zu bytes of buffers", r.bytes);
+      r.base = static_cast<uint8_t*>(mem);
+    }
     auto mr = pd_->reg_mr(r.base, r.bytes, access);
     if (!mr) {
-      ::munmap(r.base, r.bytes);
+      if (r.dpdk_heap)
+        rnicdv::sim::dpdk_free(r.base);
+      else
+        ::munmap(r.base, r.bytes);
       return mr.status();
     }
     r.mr.emplace(std::move(mr.value()));
@@ -234,6 +247,7 @@ void TestEndpoint::describe(HeaderInfo* h) const {
     h->sim_wire = t;
     h->device_profile = rnicdv::sim::profile_name(info.profile);
   }
+  if (dpdk_memory_) h->buffers = "DPDK heap, " + rnicdv::sim::dpdk_memory_mode();
 }
 
 AddressInfo TestEndpoint::local_address(size_t i) const {

@@ -23,6 +23,7 @@ namespace rnicperf {
 struct EndpointConfig {
   std::string device_name;  // resolved: never empty
   rnicdv::DeviceOptions device_options;
+  bool dpdk_memory = false;  // registered buffers from DPDK's heap (--dpdk-mem)
 };
 
 class TestEndpoint {
@@ -75,6 +76,7 @@ class TestEndpoint {
     size_t bytes = 0;
     std::optional<rnicdv::MemoryRegion> mr;
     uint32_t psn = 0;
+    bool dpdk_heap = false;  // from rnicdv::sim::dpdk_alloc, else mmap
   };
   std::optional<rnicdv::Device> dev_;
   std::optional<rnicdv::ProtectionDomain> pd_;
@@ -87,6 +89,7 @@ class TestEndpoint {
   uint32_t out_reads_ = 16;
   uint32_t rx_depth_ = 0;
   uint8_t qp_timeout_ = 14;
+  bool dpdk_memory_ = false;
 };
 
 }  // namespace rnicperf

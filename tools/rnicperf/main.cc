@@ -35,6 +35,18 @@ bool is_sim_name(const std::string& name, unsigned* index) {
   return true;
 }
 
+// A threaded fabric on the wire --wire names.
+rnicdv::Result<std::shared_ptr<rnicdv::sim::Fabric>> make_fabric(const std::string& wire,
+                                                                 const std::string& dpdk_args) {
+  rnicdv::sim::FabricConfig config;
+  config.mode = rnicdv::sim::ExecMode::threaded;
+  config.wire = wire == "dpdk"  ? rnicdv::sim::WireKind::dpdk
+                : wire == "udp" ? rnicdv::sim::WireKind::udp
+                                : rnicdv::sim::WireKind::inproc;
+  config.dpdk_args = dpdk_args;
+  return rnicdv::sim::Fabric::create(config);
+}
+
 // Both ends in one process: two simulated HCAs on a private in-process fabric (or on the
 // default fabric when $RNICDV_SIM_WIRE names one), or two QPs on one real device.
 int run_loopback(const Options& o, const std::string& device) {
@@ -51,14 +63,15 @@ int run_loopback(const Options& o, const std::string& device) {
   unsigned index = 0;
   if (is_sim_name(device, &index)) {
     client.device_name = "sim" + std::to_string(index + 1);
-    if (!std::getenv("RNICDV_SIM_WIRE")) {
-      rnicdv::sim::FabricConfig config;
-      config.mode = rnicdv::sim::ExecMode::threaded;
-      config.wire = rnicdv::sim::WireKind::inproc;
-      auto fabric = rnicdv::sim::Fabric::create(config);
+    if (!o.wire.empty() || !std::getenv("RNICDV_SIM_WIRE")) {
+      auto fabric = make_fabric(o.wire.empty() ? "inproc" : o.wire, o.dpdk_args);
       if (!fabric) return fail(fabric.status());
       server.device_options.fabric = client.device_options.fabric = fabric.value();
     }
+  } else if (!o.wire.empty()) {
+    return fail(Status::error(rnicdv::Errc::invalid_argument,
+                              "--wire %s: %s is not a simulated HCA (simN)", o.wire.c_str(),
+                              device.c_str()));
   }
   Status server_status;
   std::thread server_thread([&] { server_status = rnicperf::run_session(server); });
@@ -84,13 +97,27 @@ int main(int argc, char** argv) {
     std::printf("rnicperf %s (perftest-compatible; rnicdv)\n", RNICPERF_VERSION);
     return 0;
   }
-  const std::string device = o.device.empty() ? rnicdv::Device::default_name() : o.device;
+  // A wire is the simulated HCA's: --wire without -d means sim0.
+  const std::string device = !o.device.empty() ? o.device
+                             : o.wire.empty()  ? rnicdv::Device::default_name()
+                                               : std::string("sim0");
   if (o.loopback) return run_loopback(o, device);
 
   rnicperf::SessionSetup setup;
   setup.options = o;
   setup.client = !o.server.empty();
   setup.device_name = device;
+  // --wire dpdk (or udp): this process's own fabric, on which the device is created.
+  unsigned index = 0;
+  if (!o.wire.empty() && o.wire != "inproc") {
+    if (!is_sim_name(device, &index))
+      return fail(Status::error(rnicdv::Errc::invalid_argument,
+                                "--wire %s: %s is not a simulated HCA (simN)", o.wire.c_str(),
+                                device.c_str()));
+    auto fabric = make_fabric(o.wire, o.dpdk_args);
+    if (!fabric) return fail(fabric.status());
+    setup.device_options.fabric = fabric.value();
+  }
   Status st = rnicperf::run_session(setup);
   if (!st) return fail(st);
   return 0;

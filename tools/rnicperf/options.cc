@@ -45,6 +45,9 @@ enum class Opt : uint8_t {
   loopback,
   timeout,
   sweep_max,
+  wire,
+  dpdk_args,
+  dpdk_mem,
 };
 
 struct OptSpec {
@@ -85,6 +88,9 @@ constexpr OptSpec kOpts[] = {
     {0, "loopback", false, Opt::loopback},
     {0, "timeout", true, Opt::timeout},
     {0, "sweep-max", true, Opt::sweep_max},  // for tests: caps the -a sweep; not in -h
+    {0, "wire", true, Opt::wire},
+    {0, "dpdk-args", true, Opt::dpdk_args},
+    {0, "dpdk-mem", false, Opt::dpdk_mem},
 };
 
 const OptSpec* find_short(char c) {
@@ -232,6 +238,18 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       opts.sweep_max = *v;
       return Status::ok();
     }
+    case Opt::wire:
+      if (value != "inproc" && value != "udp" && value != "dpdk")
+        return Status::error(Errc::invalid_argument,
+                             "--wire '%s': one of inproc, udp, dpdk", value.c_str());
+      opts.wire = value;
+      return Status::ok();
+    case Opt::dpdk_args:
+      opts.dpdk_args = value;
+      return Status::ok();
+    case Opt::dpdk_mem:
+      opts.dpdk_mem = true;
+      return Status::ok();
   }
   return Status::error(Errc::internal, "unhandled option");
 }
@@ -410,6 +428,11 @@ Status resolve_defaults(Options& o) {
       return Status::error(Errc::invalid_argument,
                            "--early-post times the RTR window of the TCP exchange; not with -R");
   }
+  if (!o.dpdk_args.empty() && o.wire != "dpdk")
+    return Status::error(Errc::invalid_argument, "--dpdk-args applies with --wire dpdk only");
+  if (o.wire == "inproc" && !o.loopback)
+    return Status::error(Errc::invalid_argument,
+                         "--wire inproc joins two simulated HCAs in one process: add --loopback");
   if (o.rdma_cm && o.num_qps != 1)
     return Status::error(Errc::invalid_argument, "-R: one QP per connection (-q %u)", o.num_qps);
   return Status::ok();
@@ -457,6 +480,12 @@ rnicperf's own:
                             on one device)
       --timeout=<sec>       Bound on every wait: connect, exchange, completions
                             (default 20)
+      --wire=<wire>         The simulated HCA's wire: inproc (with --loopback), udp, or
+                            dpdk (RoCEv2 frames on a DPDK ethdev port; docs/dpdk.md)
+      --dpdk-args=<args>    With --wire dpdk: EAL arguments (e.g. --vdev=net_af_packet0,
+                            iface=veth0) and the wire's --port/--ip/--mac/--peer
+      --dpdk-mem            Allocate the registered buffers from DPDK's heap
+                            (hugepage-backed when the machine has free hugepages)
 )";
 }
 

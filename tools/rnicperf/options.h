@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Command-line options: perftest's names, defaults and limits (perftest_parameters.h), plus
-// rnicperf's own (--early-post, --histogram, --loopback, --timeout).
+// rnicperf's own (--early-post, --histogram, --loopback, --timeout, --wire, --dpdk-args,
+// --dpdk-mem).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,9 @@ struct Options {
   bool histogram = false;
   bool loopback = false;
   uint32_t timeout_s = 20;  // --timeout: every blocking wait is bounded by this
+  std::string wire;         // --wire: "inproc", "udp", "dpdk"; empty: the default fabric's
+  std::string dpdk_args;    // --dpdk-args: EAL and DPDK wire arguments (with --wire dpdk)
+  bool dpdk_mem = false;    // --dpdk-mem: buffers from DPDK's heap (hugepages if any)
 
   // What the user set explicitly (a default may depend on it).
   bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;

@@ -108,6 +108,7 @@ std::string format_header(const HeaderInfo& h) {
   if (!h.early_post.empty()) out += kv("Early post", h.early_post) + "\n";
   if (!h.sim_wire.empty()) out += kv("Sim wire", h.sim_wire) + "\n";
   if (!h.device_profile.empty()) out += kv("Device profile", h.device_profile) + "\n";
+  if (!h.buffers.empty()) out += kv("Buffers", h.buffers) + "\n";
   if (!h.clock.empty()) out += kv("Clock", h.clock) + "\n";
   out += result_line();
   return out;

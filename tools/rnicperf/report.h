@@ -41,6 +41,7 @@ struct HeaderInfo {
   std::string early_post;      // "16 writes in RTR (withheld in_place)"
   std::string sim_wire;        // "udp 127.0.0.2:4791"
   std::string device_profile;  // "mlx5 (keeps_rtr_doorbell)"
+  std::string buffers;         // "DPDK heap, hugepages" (--dpdk-mem)
   std::string clock;           // Clock::description()
 };
 

@@ -105,6 +105,7 @@ std::string JsonReport::text() const {
   if (!h.early_post.empty()) w.field("Early_post", h.early_post);
   if (!h.sim_wire.empty()) w.field("Sim_wire", h.sim_wire);
   if (!h.device_profile.empty()) w.field("Device_profile", h.device_profile);
+  if (!h.buffers.empty()) w.field("Buffers", h.buffers);
   if (!h.clock.empty()) w.field("Clock", h.clock);
   if (h.test.kind == Kind::bandwidth)
     w.field("BW_unit", unit_ == BwUnit::mib_per_sec ? "MiB/sec" : "Gb/sec");
