@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "wire/dpdk_port.h"
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -18,9 +24,12 @@ constexpr uint16_t kRxDescriptors = 1024, kTxDescriptors = 1024;
 constexpr unsigned kLinkRingSize = 1024;
 // The sender's mbufs wait in the in-process link's ring until the receiver frees them, so a
 // pool holds more than a ring's worth.
-constexpr unsigned kPoolMbufs = 4095;
-// Room for the largest RoCEv2 frame (42 + 4164 + 4 bytes) without chaining mbufs.
-constexpr uint16_t kMbufDataRoom = RTE_PKTMBUF_HEADROOM + 4352;
+constexpr unsigned kPoolMbufs = 2047;
+static_assert(kPoolMbufs > kLinkRingSize);
+// A jumbo frame's room: the largest RoCEv2 frame (42 + 4164 + 4 bytes) fits without chaining,
+// and so does what net_af_packet asks of an RX mbuf when its frames are large enough for a
+// 4096-byte path MTU (framesz=8192).
+constexpr uint16_t kMbufDataRoom = RTE_PKTMBUF_HEADROOM + 9216;
 static_assert(kMbufDataRoom - RTE_PKTMBUF_HEADROOM >= kMaxRoceFrameLen);
 
 struct PortSlot {
@@ -107,6 +116,18 @@ Result<uint16_t> resolve(const std::string& wanted) {
   return port;
 }
 
+// The MTU of kernel interface `if_index`, or -1.
+int interface_mtu(uint32_t if_index) {
+  if (if_index == 0) return -1;
+  ifreq req{};
+  if (::if_indextoname(if_index, req.ifr_name) == nullptr) return -1;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int rc = ::ioctl(fd, SIOCGIFMTU, &req);
+  ::close(fd);
+  return rc == 0 ? req.ifr_mtu : -1;
+}
+
 Result<DpdkPort> describe_port(Registry& r, uint16_t id) {
   DpdkPort p;
   p.id = id;
@@ -127,6 +148,11 @@ Result<DpdkPort> describe_port(Registry& r, uint16_t id) {
   rte_eth_dev_get_mtu(id, &mtu);
   if (p.driver == "net_ring") {
     p.max_frame = static_cast<uint32_t>(kMaxRoceFrameLen);  // rings carry any mbuf
+  } else if (const int kernel_mtu = interface_mtu(p.if_index); kernel_mtu > 0) {
+    // af_packet and tap send through a kernel interface, whose MTU is the limit (their ethdev
+    // MTU and max_rx_pktlen are fixed defaults, not the interface's).
+    p.max_frame = static_cast<uint32_t>(
+        std::min<uint64_t>(uint64_t(kernel_mtu) + kEthHeaderLen, kMaxRoceFrameLen));
   } else {
     uint64_t max = uint64_t{mtu} + kEthHeaderLen;
     if (info.max_rx_pktlen > RTE_ETHER_CRC_LEN)
