@@ -193,6 +193,12 @@ TEST_CASE("a QP drops requests from an HCA it is not connected to (UDP wire, thr
 
 namespace {
 
+// Addresses this test binds itself: 127.3.N.x with N from the process ID, so that two runs of
+// the suite on one machine do not collide.
+uint32_t own_address(uint32_t host) {
+  return 0x7f030000u | ((static_cast<uint32_t>(::getpid()) % 250 + 2) << 8) | host;
+}
+
 sockaddr_in bound_address(sim::Fabric& fabric, uint32_t ipv4) {
   const int fd = fabric.impl().shared.wire->wait_fd(sim::Endpoint{ipv4, 4791});
   REQUIRE(fd >= 0);
@@ -245,15 +251,15 @@ TEST_CASE("the UDP wire binds only the address it is given, loopback by default"
   CHECK((automatic->ipv4() >> 24) == 127);  // loopback when no address is given
   CHECK(ntohs(a.sin_port) == 4791);
   sim::DeviceConfig dc;
-  dc.ipv4 = 0x7f0003d5;  // 127.0.3.213, given explicitly
+  dc.ipv4 = own_address(213);  // given explicitly
   auto given = must(fabric->add_device(dc));
   const sockaddr_in g = bound_address(*fabric, given->ipv4());
-  CHECK(ntohl(g.sin_addr.s_addr) == 0x7f0003d5u);
+  CHECK(ntohl(g.sin_addr.s_addr) == own_address(213));
   // Not the wildcard: another process may bind port 4791 on any other address.
   const int other = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(0x7f0003d6);
+  sa.sin_addr.s_addr = htonl(own_address(214));
   sa.sin_port = htons(4791);
   CHECK(::bind(other, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
   ::close(other);
@@ -273,7 +279,7 @@ TEST_CASE("a datagram forged by a local process from another address is dropped 
   const uint64_t dropped = p.b.counters().rx_dropped;
   const uint64_t received = p.b.counters().packets_rx;
   // From a stranger's address: a correct frame in every other respect.
-  const uint32_t stranger = 0x7f0003d7;
+  const uint32_t stranger = own_address(215);
   const int fd = raw_socket(stranger);
   send_forged(fd, stranger, p.b.dev->ipv4(), frame);
   REQUIRE(p.run_until([&] { return p.b.counters().packets_rx > received; }, 5'000'000'000ull));
