@@ -166,3 +166,41 @@ TEST_CASE("a fenced WQE waits for the READ before it; an unfenced one does not")
     p.a.dev->impl().hca->set_tx_tap({});
   }
 }
+
+TEST_CASE("a paused device's overdue timer does not stop virtual time for the others") {
+  FabricOptions fo;
+  fo.faults.drop = 1.0;  // every frame lost: only timers move these QPs forward
+  Pair p(fo);
+  Host c(p.fabric, Pair::default_host());
+  Host d(p.fabric, Pair::default_host());
+  ConnectOptions o;
+  o.timeout = 10;  // ~4 ms
+  o.retry_cnt = 0;
+  p.connect(o, o);
+  simtest::connect(c, d, o, o);
+  Buffer ba = p.a.reg(64);
+  Buffer bc = c.reg(64);
+  Sge sa{ba.addr(), 64, ba.lkey()};
+  Sge sc{bc.addr(), 64, bc.lkey()};
+  auto write = [](Sge* sge) {
+    SendWr w = make_wr(WrOpcode::rdma_write, sge, 1);
+    w.remote_addr = 0x1000;
+    w.rkey = 0x100;
+    return w;
+  };
+  // a sends and arms its retransmit timer; then it is paused with the timer pending.
+  REQUIRE(p.a.post_and_ring(write(&sa)) == Errc::ok);
+  REQUIRE(p.run_until([&] { return p.a.snapshot().wqes_executed > 0; }));
+  CHECK(p.a.counters().timeouts == 0);
+  p.a.dev->pause();
+  p.fabric->advance_time(1'000'000);
+  // c's timer is due after a's. Reaching it means jumping past a's, which a cannot act on.
+  REQUIRE(c.post_and_ring(write(&sc)) == Errc::ok);
+  Completion comp{};
+  REQUIRE(p.run_until([&] { return c.poll_send(&comp); }, 1'000'000'000ull));
+  CHECK(comp.status == IBV_WC_RETRY_EXC_ERR);
+  CHECK_FALSE(p.a.poll_send(&comp));  // paused: its timer waits for resume
+  p.a.dev->resume();
+  REQUIRE(p.run_until([&] { return p.a.poll_send(&comp); }, 1'000'000'000ull));
+  CHECK(comp.status == IBV_WC_RETRY_EXC_ERR);
+}

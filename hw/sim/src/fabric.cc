@@ -127,10 +127,16 @@ bool FabricShared::step() {
   if (deterministic()) {
     for (auto& h : live) did |= h->run_once();
     if (!did) {
-      // Nothing was ready: jump to the next timer or held-back frame.
+      // Nothing was ready: jump to the next timer or held-back frame. A deadline already
+      // passed belongs to a device that could not act on it (a paused one): it must not hold
+      // the clock back for everyone else, so only future deadlines count.
+      const uint64_t now = clock->now_ns();
       uint64_t next = UINT64_MAX;
-      for (auto& h : live) next = std::min(next, h->next_deadline_ns());
-      if (next != UINT64_MAX && next > clock->now_ns()) {
+      for (auto& h : live) {
+        const uint64_t d = h->next_deadline_ns();
+        if (d > now) next = std::min(next, d);
+      }
+      if (next != UINT64_MAX) {
         virtual_clock->advance_to(next);
         did = true;
       }
