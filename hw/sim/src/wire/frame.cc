@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "wire/frame.h"
 
+#include <bit>
 #include <cstring>
 
 namespace rnicdv::sim {
@@ -25,8 +26,32 @@ inline uint32_t get32(const uint8_t* p) {
 }
 
 // RFC 1071: 16-bit big-endian words summed in 32 bits, carries folded at the end. An odd
-// trailing byte is the high byte of a word padded with zero.
+// trailing byte is the high byte of a word padded with zero. The bulk goes eight bytes at a
+// time in host order with end-around carries: the one's-complement sum is the same modulo
+// 0xFFFF for any word width that is a multiple of 16 bits, and byte order only swaps the
+// folded result (RFC 1071 section 2 (A), (B)).
 uint32_t ones_complement_add(uint32_t sum, const uint8_t* p, size_t len) {
+  if (len >= 16) {
+    uint64_t acc = 0;
+    while (len >= 8) {
+      uint64_t word;
+      std::memcpy(&word, p, sizeof(word));
+      acc += word;
+      acc += acc < word;  // end-around carry
+      p += 8;
+      len -= 8;
+    }
+    acc = (acc & 0xFFFFFFFFu) + (acc >> 32);
+    acc = (acc & 0xFFFFFFFFu) + (acc >> 32);
+    acc = (acc & 0xFFFFu) + (acc >> 16);
+    acc = (acc & 0xFFFFu) + (acc >> 16);
+    acc = (acc & 0xFFFFu) + (acc >> 16);
+    auto folded = static_cast<uint16_t>(acc);
+    if constexpr (std::endian::native == std::endian::little)
+      folded = static_cast<uint16_t>(folded << 8 | folded >> 8);
+    sum += folded;
+    if (sum & 0x80000000u) sum = (sum & 0xFFFF) + (sum >> 16);
+  }
   while (len >= 2) {
     sum += get16(p);
     p += 2;
