@@ -112,16 +112,17 @@ search() {
   [ "${errors:-x}" = 0 ]
 }
 
-fail=0
-for c in "$@"; do
+# Checks one configuration; prints its report; returns 0 when it came out as expected.
+check() {
+  local c=$1 t0 dir want_ltl bad=0
   t0=$(now)
   dir="$work/$mode-$c"
   if [ "$mode" = broken ]; then
     echo "$c, BROKEN_FLUSH_ORDER (must fail):"
-    build "$dir" 0 ${configs[$c]} -DBROKEN_FLUSH_ORDER || { fail=1; continue; }
+    build "$dir" 0 ${configs[$c]} -DBROKEN_FLUSH_ORDER || return 1
     if search "$dir" assertions ./pan-safety -m100000; then
       echo "  NOT REJECTED: the model accepts a flush that publishes RTS before the doorbell"
-      fail=1
+      bad=1
     else
       # Name what caught it: the first violated assertion of the counterexample.
       grep -m1 -e 'assertion violated' -e 'invalid end state' "$dir/assertions.log" |
@@ -131,14 +132,35 @@ for c in "$@"; do
     echo "$c:"
     want_ltl=1
     [ "${SPIN_LTL:-1}" != 0 ] || want_ltl=0
-    build "$dir" $want_ltl ${configs[$c]} || { fail=1; continue; }
-    search "$dir" assertions ./pan-safety -m100000 || fail=1
-    if [ "${SPIN_LTL:-1}" != 0 ]; then
+    build "$dir" $want_ltl ${configs[$c]} || return 1
+    search "$dir" assertions ./pan-safety -m100000 || bad=1
+    if [ $want_ltl = 1 ]; then
       for p in "${ltls[@]}"; do
-        search "$dir" "$p" ./pan-ltl -a -m100000 -N "$p" || fail=1
+        search "$dir" "$p" ./pan-ltl -a -m100000 -N "$p" || bad=1
       done
     fi
   fi
   echo "  ($c: $(since "$t0") s)"
-done
+  return $bad
+}
+
+# SPIN_JOBS=N checks N configurations at a time (each search is single-threaded).
+jobs=${SPIN_JOBS:-1}
+fail=0
+if [ "$jobs" -le 1 ]; then
+  for c in "$@"; do check "$c" || fail=1; done
+else
+  pids=()
+  for c in "$@"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+    check "$c" >"$work/$c.report" 2>&1 &
+    pids+=($!)
+  done
+  i=0
+  for c in "$@"; do
+    wait "${pids[$i]}" || fail=1
+    cat "$work/$c.report"
+    i=$((i + 1))
+  done
+fi
 exit $fail
