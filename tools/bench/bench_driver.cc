@@ -632,9 +632,15 @@ void poll_cases(const Options& o, std::vector<Record>* out) {
 
 // ---- Memory ------------------------------------------------------------------------------------
 
-size_t heap_bytes() {
+double heap_bytes() {
   const struct mallinfo2 m = mallinfo2();
-  return m.uordblks + m.hblkhd;
+  return static_cast<double>(m.uordblks + m.hblkhd);
+}
+
+// Bytes added between two readings, per object; 0 when the allocator reports nothing (a
+// sanitizer's allocator does not fill mallinfo2).
+double per_object(double before, double after, int count) {
+  return after > before ? (after - before) / count : 0;
 }
 
 void memory_cases(const Options& o, std::vector<Record>* out) {
@@ -643,9 +649,9 @@ void memory_cases(const Options& o, std::vector<Record>* out) {
     SimPair s;
     std::vector<CompletionQueue> cqs;
     cqs.reserve(count);
-    const size_t before = heap_bytes();
+    const double before = heap_bytes();
     for (int i = 0; i < count; ++i) cqs.push_back(must(s.a->create_cq(256), "cq"));
-    const double per_cq = static_cast<double>(heap_bytes() - before) / count;
+    const double per_cq = per_object(before, heap_bytes(), count);
     const double ring = static_cast<double>(cqs[0].entries()) * 64;
     out->push_back({"memory_per_cq_256", per_cq, "bytes", "cqe_ring_bytes", ring});
 
@@ -655,9 +661,9 @@ void memory_cases(const Options& o, std::vector<Record>* out) {
     std::vector<QueuePair> qps;
     qps.reserve(count);
     CompletionQueue& cq = cqs[0];
-    const size_t before_qp = heap_bytes();
+    const double before_qp = heap_bytes();
     for (int i = 0; i < count; ++i) qps.push_back(must(s.a->create_qp(*s.pd_a, cq, cq, config), "qp"));
-    const double per_qp = static_cast<double>(heap_bytes() - before_qp) / count;
+    const double per_qp = per_object(before_qp, heap_bytes(), count);
     const detail::QpCore& core = *qps[0].core();
     const double rings =
         static_cast<double>(core.sq.bb_count) * wqe::kBbBytes +
@@ -671,10 +677,10 @@ void memory_cases(const Options& o, std::vector<Record>* out) {
     auto fabric = must(sim::Fabric::create(fc), "fabric");
     std::vector<Device> devices;
     devices.reserve(count);
-    const size_t before = heap_bytes();
+    const double before = heap_bytes();
     for (int i = 0; i < count; ++i)
       devices.push_back(must(Device::wrap(must(fabric->add_device(), "device")), "wrap"));
-    const double per_dev = static_cast<double>(heap_bytes() - before) / count;
+    const double per_dev = per_object(before, heap_bytes(), count);
     out->push_back({"memory_per_device", per_dev, "bytes", "", 0});
   }
 }
