@@ -165,13 +165,30 @@ Result<DpdkPort> describe_port(Registry& r, uint16_t id) {
   return p;
 }
 
+// The EAL arguments that ask for devices: --vdev, -a/--allow (PCI).
+std::string named_devices(const std::vector<std::string>& eal_args) {
+  std::string out;
+  for (size_t i = 0; i < eal_args.size(); ++i) {
+    const std::string& a = eal_args[i];
+    const bool takes_next = a == "--vdev" || a == "-a" || a == "--allow";
+    const bool inline_value = a.rfind("--vdev=", 0) == 0 || a.rfind("--allow=", 0) == 0 ||
+                              (a.size() > 2 && a[0] == '-' && a[1] == 'a');
+    if (!takes_next && !inline_value) continue;
+    if (!out.empty()) out += ' ';
+    out += a;
+    if (takes_next && i + 1 < eal_args.size()) out += ' ' + eal_args[++i];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string DpdkPort::describe() const {
   return "port " + std::to_string(id) + " " + name + " (" + driver + ")";
 }
 
-Result<std::vector<DpdkPort>> claim_dpdk_ports(const std::vector<std::string>& wanted) {
+Result<std::vector<DpdkPort>> claim_dpdk_ports(const std::vector<std::string>& wanted,
+                                               const std::vector<std::string>& eal_args) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   std::vector<uint16_t> ids;
@@ -200,6 +217,11 @@ Result<std::vector<DpdkPort>> claim_dpdk_ports(const std::vector<std::string>& w
       return Status::error(Errc::busy,
                            "dpdk wire: every ethdev port is in use by another DPDK wire");
     if (ids.empty()) {
+      if (const std::string named = named_devices(eal_args); !named.empty())
+        return Status::error(Errc::not_found,
+                             "dpdk wire: EAL probed no ethdev port for '%s' (see DPDK's "
+                             "messages above for why)",
+                             named.c_str());
       if (Status st = make_link(r); !st) return st;
       if (r.slots[r.link_ports[0]].claimed || r.slots[r.link_ports[1]].claimed)
         return Status::error(Errc::busy,

@@ -34,9 +34,11 @@ struct DpdkPort {
 };
 
 // Claims ports for one wire: `wanted` names them (port ids or ethdev names); empty means every
-// port EAL probed that no other wire holds, or the in-process link when EAL probed none.
-// EAL must be running. Errors name the port and the reason.
-Result<std::vector<DpdkPort>> claim_dpdk_ports(const std::vector<std::string>& wanted);
+// port EAL probed that no other wire holds, or the in-process link when EAL probed none and
+// `eal_args` named no device (a --vdev or PCI device that failed to probe is an error, not a
+// reason to fall back). EAL must be running. Errors name the port and the reason.
+Result<std::vector<DpdkPort>> claim_dpdk_ports(const std::vector<std::string>& wanted,
+                                               const std::vector<std::string>& eal_args);
 void release_dpdk_ports(const std::vector<DpdkPort>& ports);
 
 // Configures one RX and one TX queue, starts the port and sets promiscuous mode (frames for

@@ -408,7 +408,7 @@ Result<std::unique_ptr<Wire>> make_dpdk_wire(const WireConfig& config) {
     pcap = std::move(*opened);
   }
   if (Status eal = eal_start(options->eal_args); !eal) return eal;
-  Result<std::vector<DpdkPort>> ports = claim_dpdk_ports(options->ports);
+  Result<std::vector<DpdkPort>> ports = claim_dpdk_ports(options->ports, options->eal_args);
   if (!ports) return ports.status();
   for (size_t i = 0; i < ports->size(); ++i) {
     if (Status started = start_dpdk_port((*ports)[i]); !started) {
