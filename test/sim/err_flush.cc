@@ -23,7 +23,11 @@ std::vector<wqe::CqeFields> drain(Pair& p, TestCq& cq) {
 
 TEST_CASE("modify to ERR flushes every posted WQE of both queues, in order") {
   Pair p;
-  p.connect();
+  // No retransmit timer: the steps below jump virtual time forward, and the sends must still
+  // be outstanding (not failed with RETRY_EXC_ERR) when the QP is moved to ERR.
+  ConnectOptions o;
+  o.timeout = 0;
+  p.connect(o, o);
   Buffer buf = p.a.reg(4096);
   // Receives: four posted.
   for (int i = 0; i < 4; ++i) REQUIRE(p.a.post_recv(buf, 0, 64) == Errc::ok);
