@@ -80,6 +80,8 @@ struct DeviceCounters {
   uint64_t rx_dropped = 0;        // bad ICRC, unknown QPN, wrong state, malformed
   uint64_t cqes_written = 0;
   uint64_t cq_overflows = 0;
+  uint64_t cq_arms = 0;           // completion-event arm requests taken (CQs with a handler)
+  uint64_t cq_events = 0;         // completion events raised
   uint64_t comm_est_raised = 0;
   uint64_t error_cqes = 0;
 };
