@@ -4,7 +4,8 @@
 // Locking: `mu_` protects everything below it. The control path (create, modify, destroy,
 // counters, dump) and the engine (run_once) take it; the driver's fast path never does: it
 // only writes ring memory, doorbell records and UAR registers, which the engine reads with
-// acquire loads. GSI handlers and timers run after the lock is released (see gsi.h).
+// acquire loads. GSI handlers and timers, and completion-event handlers, run after the lock
+// is released (see gsi.h and handles.h).
 //
 // The engine's work is split by concern over several files: doorbells and the engine loop
 // (engine.cc), SQ fetching and WQE validation (sq_executor.cc), request packets
@@ -94,6 +95,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Status attach_uar_page(uint8_t* page);
   void detach_uar_page(uint8_t* page);
   void set_user_index(QpObj* qp, uint32_t user_index);
+  // Completion events of `cq` go to `fn` (empty: off). See handles.h set_cq_event_handler.
+  Status set_cq_event_handler(CqObj* cq, std::function<void()> fn);
 
   DeviceCounters counters() const;
   Result<QpSnapshot> qp_snapshot(uint32_t qpn) const;
@@ -205,6 +208,11 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void dump_qp(std::string& out, const QpObj& qp) const;
 
   void raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn);
+  // Completion events (engine.cc).
+  bool scan_cq_arms_locked();
+  bool check_new_arms_locked();
+  void raise_cq_event_locked(CqObj& cq);
+  bool deliver_cq_events(std::vector<std::pair<uint32_t, uint32_t>>& fired);
   QpObj* find_qp(uint32_t qpn);
   Result<BfRegister*> bind_register(QpObj& qp);
   Result<BfRegister*> bind_external_register(QpObj& qp, uint8_t* base);
@@ -242,6 +250,18 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   std::unordered_map<uint32_t, QpObj*> qp_by_num_;
   std::atomic<bool> paused_{false};
   std::vector<CqObj*> overflowed_cqs_;  // CQ_ERR raised; their QPs go to ERR
+  std::vector<CqObj*> evented_cqs_;     // CQs with an event handler: their arms are watched
+  // Completion events raised under mu_ and delivered after it is released: (cqn, handler_gen).
+  std::vector<std::pair<uint32_t, uint32_t>> fired_cq_events_;
+
+  // Completion-event handlers by CQN. event_mu_ guards them and is held while one runs, so a
+  // handler removed under it is never called again. Lock order: event_mu_, then mu_.
+  struct CqEventHandler {
+    uint32_t gen;
+    std::function<void()> fn;
+  };
+  std::mutex event_mu_;
+  std::unordered_map<uint32_t, CqEventHandler> cq_event_handlers_;
 
   // Scratch for decoding and framing (engine only, under mu_).
   std::unique_ptr<wqe::DecodedSendWqe> decoded_;
