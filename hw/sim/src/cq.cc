@@ -3,7 +3,23 @@
 
 #include <endian.h>
 
+#include <algorithm>
+
 namespace rnicdv::sim {
+
+namespace {
+
+// 24-bit distance from `from` to `to`; indices "behind" come out as values >= 2^23.
+inline uint32_t ahead24(uint32_t from, uint32_t to) {
+  return (to - from) & 0xffffff;
+}
+inline constexpr uint32_t kBehind24 = 0x800000;
+
+bool is_error_cqe_opcode(uint8_t opcode) {
+  return opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR;
+}
+
+}  // namespace
 
 uint32_t cq_consumer_index(const CqObj& cq) noexcept {
   const uint32_t raw = __atomic_load_n(&cq.dbrec[kCqDbrConsumerIndex], __ATOMIC_ACQUIRE);
@@ -21,6 +37,65 @@ CqPush cq_push(CqObj& cq, const wqe::CqeInit& init) noexcept {
   ++cq.pi;
   ++cq.cqes_written;
   return CqPush::written;
+}
+
+bool cq_apply_arm(CqObj& cq, uint32_t arm_word) noexcept {
+  const uint32_t cmd = arm_word & kCqArmCmdMask;
+  if ((cmd != 0 && cmd != kCqArmSolicited) || cq.overflowed) return false;
+  const auto sn = static_cast<uint8_t>((arm_word >> 28) & 3);
+  if (sn == cq.fired_sn) return false;  // the event for this sn was raised already
+  const CqArm mode = cmd == kCqArmSolicited ? CqArm::solicited : CqArm::next;
+  const uint32_t ci = arm_word & 0xffffff;
+  if (cq.arm != CqArm::off && sn == cq.arm_sn) {
+    // The same request seen again (through the register and the record, or re-sent). It may
+    // widen the pending arm, never narrow it (IBA 11.4.2.2: a request for the next completion
+    // is not weakened by a later one for a solicited completion), and its consumer index only
+    // moves forward: a stale copy must not bring back CQEs the consumer has polled.
+    const bool widens = mode == CqArm::next && cq.arm == CqArm::solicited;
+    const bool advances = ahead24(cq.arm_ci, ci) != 0 && ahead24(cq.arm_ci, ci) < kBehind24;
+    if (!widens && !advances) return false;
+    if (widens) cq.arm = CqArm::next;
+    if (advances) cq.arm_ci = ci;
+  } else {
+    cq.arm = mode;
+    cq.arm_sn = sn;
+    cq.arm_ci = ci;
+  }
+  cq.arm_check_pending = true;
+  return true;
+}
+
+bool cq_arm_met_by_ring(const CqObj& cq) noexcept {
+  if (cq.arm == CqArm::off) return false;
+  const uint32_t pending = ahead24(cq.arm_ci, cq.pi);
+  if (pending == 0 || pending >= kBehind24) return false;
+  if (cq.arm == CqArm::next) return true;
+  // Solicited: read what the consumer has not polled yet (at most one ring's worth).
+  const uint32_t n = std::min(pending, cq.ring.cqe_cnt);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint8_t op_own = __atomic_load_n(&cq.ring.cqe(cq.pi - n + i)->op_own, __ATOMIC_RELAXED);
+    if ((op_own & wqe::kCqeSolicitedBit) || is_error_cqe_opcode(op_own >> 4)) return true;
+  }
+  return false;
+}
+
+bool cq_arm_met_by_cqe(const CqObj& cq, uint32_t index, const wqe::CqeInit& init) noexcept {
+  if (cq.arm == CqArm::off || ahead24(cq.arm_ci, index) >= kBehind24) return false;
+  return cq.arm == CqArm::next || init.solicited || is_error_cqe_opcode(init.cqe_opcode);
+}
+
+void cq_disarm_fired(CqObj& cq) noexcept {
+  cq.arm = CqArm::off;
+  cq.arm_check_pending = false;
+  cq.fired_sn = static_cast<int8_t>(cq.arm_sn);
+  ++cq.events_raised;
+}
+
+void cq_reset_arming(CqObj& cq) noexcept {
+  cq.arm = CqArm::off;
+  cq.arm_check_pending = false;
+  cq.fired_sn = -1;
+  cq.seen_arm_word = __atomic_load_n(&cq.dbrec[kCqDbrArm], __ATOMIC_ACQUIRE);
 }
 
 }  // namespace rnicdv::sim

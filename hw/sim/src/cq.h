@@ -1,6 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A completion queue as the device sees it: the CQE ring, the doorbell record the driver
-// publishes its consumer index in, and the device's producer index.
+// publishes its consumer index in, the device's producer index, and completion-event arming.
+//
+// Completion events (rdma-core mlx5_arm_cq; IBA 11.4.2.2 Request Completion Notification).
+// The consumer arms a CQ with a word (sn << 28 | cmd | ci): sn is its event sequence number
+// (it adds one each time it takes an event), cmd is 0 for the next completion or 1 << 24 for
+// the next solicited one, ci its consumer index. The word goes to dbrec[kCqDbrArm], then with
+// the CQN to the UAR page's CQ doorbell. An armed CQ raises one event as soon as it holds a
+// CQE at or beyond ci (at once if there already is one) and is then disarmed. In solicited
+// mode only a receive CQE with the solicited bit or an error CQE counts. An arm that repeats
+// the sequence number of the arm that last raised an event is a repeat, not a new request,
+// and is ignored: the consumer re-arms with the next number once it has taken the event.
+// Only CQs with an event handler (set_cq_event_handler, handles.h) are watched at all.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +26,8 @@ namespace rnicdv::sim {
 inline constexpr unsigned kCqDbrConsumerIndex = 0;
 inline constexpr unsigned kCqDbrArm = 1;
 
+enum class CqArm : uint8_t { off, next, solicited };
+
 struct CqObj {
   uint32_t cqn = 0;
   wqe::CqRing ring;
@@ -27,6 +40,17 @@ struct CqObj {
   uint32_t* owned_dbrec = nullptr;
   hw::CqView view;
   uint64_t cqes_written = 0;
+
+  // Completion events: only while events_on (a handler is set) is any of this used.
+  bool events_on = false;
+  CqArm arm = CqArm::off;
+  bool arm_check_pending = false;  // look for CQEs already beyond arm_ci in the next pass
+  uint8_t arm_sn = 0;
+  int8_t fired_sn = -1;        // sn of the arm that last raised an event; -1: none yet
+  uint32_t arm_ci = 0;         // 24 bits
+  uint32_t seen_arm_word = 0;  // dbrec[kCqDbrArm] as the device last read it (big-endian)
+  uint32_t handler_gen = 0;    // changes whenever a handler is set where there was none
+  uint64_t events_raised = 0;
 };
 
 enum class CqPush : uint8_t { written, overflow, dead };
@@ -38,5 +62,28 @@ CqPush cq_push(CqObj& cq, const wqe::CqeInit& init) noexcept;
 
 // The consumer index the driver last published.
 uint32_t cq_consumer_index(const CqObj& cq) noexcept;
+
+// ---- Completion-event arming ----
+inline constexpr uint32_t kCqArmSolicited = 1u << 24;  // MLX5_CQ_DB_REQ_NOT_SOL
+inline constexpr uint32_t kCqArmCmdMask = 7u << 24;
+
+// Applies an arm word (host order). Returns true when the CQ is now armed by it (a new
+// request, or a repeat that widens a solicited arm to any completion); false when it was
+// ignored: a reserved command, an overflowed CQ, or the sequence number of the arm that last
+// raised an event.
+bool cq_apply_arm(CqObj& cq, uint32_t arm_word) noexcept;
+
+// Whether an armed CQ already holds a CQE at or beyond its armed consumer index that
+// satisfies the arm (for solicited arms the CQEs there are read).
+bool cq_arm_met_by_ring(const CqObj& cq) noexcept;
+
+// Whether the CQE just written at `index` with `init` satisfies the CQ's arm.
+bool cq_arm_met_by_cqe(const CqObj& cq, uint32_t index, const wqe::CqeInit& init) noexcept;
+
+// Disarms after an event and remembers its sequence number.
+void cq_disarm_fired(CqObj& cq) noexcept;
+
+// Forgets every arm (a handler is set where there was none, or removed).
+void cq_reset_arming(CqObj& cq) noexcept;
 
 }  // namespace rnicdv::sim

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // sim::Device: the hw::Device a simulated HCA presents to the driver.
+#include <functional>
 #include <memory>
 
 #include "device_impl.h"
@@ -138,6 +139,15 @@ Status attach_uar_page(Device& device, void* page) {
 
 void detach_uar_page(Device& device, void* page) {
   device.impl().hca->detach_uar_page(static_cast<uint8_t*>(page));
+}
+
+Status set_cq_event_handler(hw::Cq& cq, std::function<void()> fn) {
+  auto* c = dynamic_cast<SimCq*>(&cq);
+  if (!c)
+    return Status::error(Errc::invalid_argument,
+                         "set_cq_event_handler: cq %#x is not a CQ of a simulated device",
+                         cq.view().dv.cqn);
+  return c->hca_ref().set_cq_event_handler(c->obj(), std::move(fn));
 }
 
 void set_qp_user_index(hw::Qp& qp, uint32_t user_index) {

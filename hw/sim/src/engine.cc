@@ -31,25 +31,35 @@ uint64_t Hca::now() const {
 
 bool Hca::run_once() {
   bool did;
+  std::vector<std::pair<uint32_t, uint32_t>> fired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     transmitted_ = false;
     did = engine_pass_locked(now());
     if (transmitted_ && !shared_.deterministic()) shared_.kick_sleepers(this);
+    if (!fired_cq_events_.empty()) [[unlikely]]
+      fired.swap(fired_cq_events_);
   }
+  if (!fired.empty()) [[unlikely]]
+    did |= deliver_cq_events(fired);
   did |= gsi_.dispatch();
   return did;
 }
 
 bool Hca::try_run_once() {
   bool did;
+  std::vector<std::pair<uint32_t, uint32_t>> fired;
   {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
     transmitted_ = false;
     did = engine_pass_locked(now());
     if (transmitted_ && !shared_.deterministic()) shared_.kick_sleepers(this);
+    if (!fired_cq_events_.empty()) [[unlikely]]
+      fired.swap(fired_cq_events_);
   }
+  if (!fired.empty()) [[unlikely]]
+    did |= deliver_cq_events(fired);
   did |= gsi_.dispatch();
   return did;
 }
@@ -57,7 +67,11 @@ bool Hca::try_run_once() {
 bool Hca::engine_pass_locked(uint64_t now_ns) {
   bool did = scan_doorbells_locked();
   for (auto& qp : qps_) did |= observe_dbrs_locked(*qp);
+  if (!evented_cqs_.empty()) [[unlikely]]
+    did |= scan_cq_arms_locked();
   if (paused_.load(std::memory_order_relaxed)) return did;
+  if (!evented_cqs_.empty()) [[unlikely]]
+    did |= check_new_arms_locked();
 
   for (auto& qp : qps_) {
     if (!qp->db_pending) continue;
@@ -166,6 +180,100 @@ bool Hca::observe_dbrs_locked(QpObj& qp) {
     }
   }
   return did;
+}
+
+// Completion-event arming (cq.h), for CQs with a handler only. Two sources, because the CQ
+// doorbell at page + 0x20 is one register for every CQ of the page (in libmlx5's static-UAR
+// mode, every CQ of the context): a second CQ's arm may overwrite the first one's before the
+// device reads it. The register names the CQ; the arm word in each handled CQ's doorbell
+// record is compared with what the device saw last, so an overwritten arm is still found.
+// Residual: an arm whose word equals the record's previous value (the very first arm of a
+// CQ at ci 0, sn 0 for the next completion is 0, the record's initial value) is seen through
+// the register only; if another CQ's arm overwrites it before the device reads it, it is lost.
+// Arming makes no syscall: a device thread asleep when it happens sees it on waking, within
+// its back-off (at most about 1 ms, device_thread.cc).
+bool Hca::scan_cq_arms_locked() {
+  bool did = false;
+  const auto from_register = [&](uint8_t* page) {
+    CqArmWrite w;
+    if (!consume_cq_doorbell(page, &w)) return;
+    did = true;
+    for (CqObj* cq : evented_cqs_) {
+      if (cq->cqn == w.cqn) {
+        if (cq_apply_arm(*cq, w.arm_word)) ++counters_.cq_arms;
+        break;
+      }
+    }
+  };
+  for (uint8_t* page : owned_pages_) from_register(page);
+  for (uint8_t* page : external_pages_) from_register(page);
+  for (CqObj* cq : evented_cqs_) {
+    const uint32_t raw = __atomic_load_n(&cq->dbrec[kCqDbrArm], __ATOMIC_ACQUIRE);
+    if (raw == cq->seen_arm_word) continue;
+    cq->seen_arm_word = raw;
+    if (cq_apply_arm(*cq, be32toh(raw))) ++counters_.cq_arms;
+    did = true;
+  }
+  return did;
+}
+
+// An arm that finds CQEs already at or beyond its consumer index fires at once.
+bool Hca::check_new_arms_locked() {
+  bool did = false;
+  for (CqObj* cq : evented_cqs_) {
+    if (!cq->arm_check_pending) continue;
+    cq->arm_check_pending = false;
+    if (cq_arm_met_by_ring(*cq)) {
+      raise_cq_event_locked(*cq);
+      did = true;
+    }
+  }
+  return did;
+}
+
+void Hca::raise_cq_event_locked(CqObj& cq) {
+  cq_disarm_fired(cq);
+  ++counters_.cq_events;
+  fired_cq_events_.emplace_back(cq.cqn, cq.handler_gen);
+}
+
+// Without the device lock. event_mu_ is held while handlers run: set_cq_event_handler and
+// release_cq take it, so once they return, a removed handler is never called again.
+bool Hca::deliver_cq_events(std::vector<std::pair<uint32_t, uint32_t>>& fired) {
+  std::lock_guard<std::mutex> lock(event_mu_);
+  for (const auto& [cqn, gen] : fired) {
+    auto it = cq_event_handlers_.find(cqn);
+    if (it != cq_event_handlers_.end() && it->second.gen == gen) it->second.fn();
+  }
+  fired.clear();
+  return true;
+}
+
+Status Hca::set_cq_event_handler(CqObj* cq, std::function<void()> fn) {
+  std::lock_guard<std::mutex> events(event_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cq->handle_alive)
+    return Status::error(Errc::invalid_argument, "%s: cq %#x: set_cq_event_handler: destroyed",
+                         info_.name.c_str(), cq->cqn);
+  if (!fn) {
+    cq_event_handlers_.erase(cq->cqn);
+    if (cq->events_on) {
+      cq->events_on = false;
+      cq_reset_arming(*cq);
+      evented_cqs_.erase(std::remove(evented_cqs_.begin(), evented_cqs_.end(), cq),
+                         evented_cqs_.end());
+    }
+    return Status::ok();
+  }
+  if (!cq->events_on) {
+    // A new handler never sees events raised for an earlier one.
+    ++cq->handler_gen;
+    cq->events_on = true;
+    cq_reset_arming(*cq);
+    evented_cqs_.push_back(cq);
+  }
+  cq_event_handlers_[cq->cqn] = CqEventHandler{cq->handler_gen, std::move(fn)};
+  return Status::ok();
 }
 
 bool Hca::run_timers_locked(QpObj& qp, uint64_t now_ns) {

@@ -21,6 +21,10 @@ void Hca::push_cqe(QpObj& qp, CqObj* cq, const wqe::CqeInit& init) {
   switch (cq_push(*cq, init)) {
     case CqPush::written:
       ++counters_.cqes_written;
+      // Only a CQ with an event handler is ever armed (cq.h).
+      if (cq->arm != CqArm::off) [[unlikely]] {
+        if (cq_arm_met_by_cqe(*cq, cq->pi - 1, init)) raise_cq_event_locked(*cq);
+      }
       return;
     case CqPush::dead:
       return;
@@ -29,6 +33,10 @@ void Hca::push_cqe(QpObj& qp, CqObj* cq, const wqe::CqeInit& init) {
   }
   // CQ overrun (IBA 11.4.2.1, C11-...): CQ_ERR, nothing overwritten, and every QP that
   // completes into this CQ goes to ERR. The moves are done once the current work is over.
+  // An overrun CQ raises no completion event any more: the CQE that would have fired it was
+  // never written, the consumer learns of the overrun from CQ_ERR, and later arms are ignored.
+  cq->arm = CqArm::off;
+  cq->arm_check_pending = false;
   ++counters_.cq_overflows;
   raise_event(hw::AsyncEventType::cq_err, 0, cq->cqn);
   overflowed_cqs_.push_back(cq);

@@ -3,6 +3,7 @@
 // creation paths for queues in memory the device did not allocate (external.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "external.h"
@@ -48,6 +49,7 @@ class SimCq final : public hw::Cq {
   const hw::CqView& view() const override { return view_; }
   CqObj* obj() const { return cq_; }
   const Hca* hca() const { return hca_.get(); }
+  Hca& hca_ref() const { return *hca_; }
 
  private:
   std::shared_ptr<Hca> hca_;
@@ -75,6 +77,26 @@ class SimQp final : public hw::Qp {
 
 // A CQ whose ring and doorbell record someone else allocated (libmlx5 under the shim).
 Result<std::unique_ptr<hw::Cq>> create_cq_external(Device& device, const ExternalCqMemory& mem);
+
+// Completion events (cq.h): once a handler is set, the device watches the CQ's arm requests,
+// written as libmlx5 mlx5_arm_cq writes them (dbrec[MLX5_CQ_ARM_DB], then the CQ doorbell at
+// page + 0x20 of a UAR page the device owns or was given with attach_uar_page), and calls
+// `fn` once for every event the armed CQ raises. An empty `fn` turns events off.
+//
+// `fn` runs on the thread that runs the device's engine (the device thread, a progress hook
+// or Fabric::step), after the device lock is released, one handler at a time per device. It
+// must be quick and must not block, throw, or call back into the device or any of its
+// objects (create, destroy, modify, set_cq_event_handler, progress): a handler that runs
+// holds the lock that destroying a CQ takes, so doing so deadlocks. Writing 8 bytes to a
+// non-blocking pipe is the intended use. Once set_cq_event_handler(cq, {}) or the CQ's
+// destruction returns, its handler is never called again; a handler running on another
+// thread at that moment is waited for.
+//
+// Latency: an arm is a plain memory store, so a threaded device that is asleep sees it on
+// waking, within its idle back-off (at most about 1 ms); CQEs written by the engine fire
+// their event in the same pass. Events raised by a control-path call (a modify to ERR that
+// flushes into an armed CQ) are delivered at the device's next engine pass.
+Status set_cq_event_handler(hw::Cq& cq, std::function<void()> fn);
 
 // A QP whose buffers, doorbell record and register someone else placed. The register must be
 // in a page given to attach_uar_page() first.

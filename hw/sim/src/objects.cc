@@ -147,6 +147,8 @@ Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
 
 void Hca::maybe_free_cq(CqObj* cq) {
   if (cq->handle_alive || cq->qp_refs != 0) return;
+  evented_cqs_.erase(std::remove(evented_cqs_.begin(), evented_cqs_.end(), cq),
+                     evented_cqs_.end());
   std::free(cq->owned_buf);
   std::free(cq->owned_dbrec);
   cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(),
@@ -155,7 +157,18 @@ void Hca::maybe_free_cq(CqObj* cq) {
 }
 
 void Hca::release_cq(CqObj* cq) {
+  // event_mu_ first: a handler of this CQ that is running finishes before it is removed, and
+  // none is called after this returns (engine.cc deliver_cq_events).
+  std::lock_guard<std::mutex> events(event_mu_);
   std::lock_guard<std::mutex> lock(mu_);
+  cq_event_handlers_.erase(cq->cqn);
+  if (cq->events_on) {
+    cq->events_on = false;
+    cq->arm = CqArm::off;
+    cq->arm_check_pending = false;
+    evented_cqs_.erase(std::remove(evented_cqs_.begin(), evented_cqs_.end(), cq),
+                       evented_cqs_.end());
+  }
   cq->handle_alive = false;
   maybe_free_cq(cq);
 }

@@ -32,6 +32,19 @@ int consume_register(BfRegister& reg, DoorbellWrite out[2]) noexcept {
   return n;
 }
 
+bool consume_cq_doorbell(uint8_t* page, CqArmWrite* out) noexcept {
+  auto* reg = reinterpret_cast<uint64_t*>(page + kCqDoorbellOffset);
+  if (__atomic_load_n(reg, __ATOMIC_RELAXED) == 0) return false;
+  // Acquire: the arm word was stored in the doorbell record before this register.
+  const uint64_t value = __atomic_exchange_n(reg, 0, __ATOMIC_ACQUIRE);
+  if (value == 0) return false;
+  uint8_t bytes[8];
+  std::memcpy(bytes, &value, sizeof bytes);
+  out->arm_word = pkt::load_be32(bytes);
+  out->cqn = pkt::load_be32(bytes + 4) & 0xffffff;
+  return true;
+}
+
 uint8_t* alloc_uar_page() {
   void* p = std::aligned_alloc(kUarPageBytes, kUarPageBytes);
   if (p) std::memset(p, 0, kUarPageBytes);

@@ -6,7 +6,8 @@
 // (mlx5dv_qp.bf.size = 256). A driver rings by storing the first 8 bytes of a WQE's control
 // segment into the current half, or by copying the whole WQE there (BlueFlame). The device
 // consumes a half by exchanging its first 8 bytes with zero. The CQ arm doorbell is at
-// page + 0x20 (MLX5_CQ_DOORBELL).
+// page + 0x20 (MLX5_CQ_DOORBELL): one 8-byte big-endian store of (arm word << 32) | CQN
+// (rdma-core mlx5_arm_cq), shared by every CQ whose arm requests go to that page.
 #pragma once
 
 #include <cstddef>
@@ -46,6 +47,16 @@ struct DoorbellWrite {
 // 8-byte loads and exchanges: the register is shared with the driver's stores. Returns the
 // number of writes stored in `out` (at most 2).
 int consume_register(BfRegister& reg, DoorbellWrite out[2]) noexcept;
+
+// What one consumed CQ doorbell said.
+struct CqArmWrite {
+  uint32_t arm_word;  // the word libmlx5 also stores in dbrec[MLX5_CQ_ARM_DB], host order
+  uint32_t cqn;
+};
+
+// Consumes the CQ doorbell of the UAR page at `page` (8-byte aligned, atomic load; exchanged
+// with zero only when non-zero). False when nothing was written since the last call.
+bool consume_cq_doorbell(uint8_t* page, CqArmWrite* out) noexcept;
 
 // Page allocation for registers the device owns (zeroed, page-aligned).
 uint8_t* alloc_uar_page();
