@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The character device: open, stat, the command descriptor's ioctl/mmap/close, and the
+// registry of open contexts.
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "context.h"
+#include "handles.h"
+#include "shim.h"
+
+namespace rnicdv::uverbs {
+
+namespace {
+
+struct ContextRegistry {
+  std::mutex mu;
+  std::unordered_map<int, std::shared_ptr<Context>> by_fd;
+  std::unordered_map<uintptr_t, std::weak_ptr<Context>> by_uar;  // first mappings of UAR pages
+  std::atomic<size_t> uar_count{0};
+};
+
+ContextRegistry& contexts() {
+  static auto* r = new ContextRegistry();  // outlives exit; see devices.cc
+  return *r;
+}
+
+std::atomic<uint64_t> g_owner_keys{1};
+
+constexpr const char kCdevPrefix[] = "/dev/infiniband/uverbs";
+
+}  // namespace
+
+uint64_t next_owner_key() { return g_owner_keys.fetch_add(1, std::memory_order_relaxed); }
+
+int uverbs_index_of(const char* path) noexcept {
+  if (!path) return -3;
+  if (strncmp(path, kCdevPrefix, sizeof kCdevPrefix - 1) != 0) return -1;
+  const char* digits = path + sizeof kCdevPrefix - 1;
+  if (*digits < '0' || *digits > '9') return -1;
+  char* end = nullptr;
+  const unsigned long n = strtoul(digits, &end, 10);
+  if (*end != '\0' || n >= config().devices) return -1;
+  return static_cast<int>(n);
+}
+
+int fake_stat_uverbs(uint32_t index, struct stat* st) noexcept {
+  std::memset(st, 0, sizeof *st);
+  st->st_mode = S_IFCHR | 0666;
+  st->st_rdev = makedev(kUverbsMajor, kUverbsMinorBase + index);
+  st->st_nlink = 1;
+  st->st_blksize = 4096;
+  return 0;
+}
+
+int fstat_command_fd(int fd, struct stat* st) {
+  std::shared_ptr<Context> ctx = context_of(fd);
+  if (!ctx) {
+    errno = EBADF;
+    return -1;
+  }
+  return fake_stat_uverbs(ctx->dev->index, st);
+}
+
+int open_uverbs(uint32_t index, int flags) {
+  if ((flags & O_ACCMODE) != O_RDWR) {
+    errno = EACCES;  // the kernel's uverbs cdev needs read and write
+    return -1;
+  }
+  Result<SimDevice*> dev = device_for(index);
+  if (!dev) {
+    log_line("%s", dev.status().message().c_str());
+    errno = ENODEV;
+    return -1;
+  }
+  const int fd = ::eventfd(0, (flags & O_CLOEXEC) ? EFD_CLOEXEC : 0);
+  if (fd < 0) return -1;
+  auto ctx = std::make_shared<Context>();
+  ctx->cmd_fd = fd;
+  ctx->dev = dev.value();
+  {
+    std::lock_guard<std::mutex> lock(contexts().mu);
+    contexts().by_fd[fd] = ctx;
+  }
+  set_fd_kind(fd, FdKind::command);
+  return fd;
+}
+
+std::shared_ptr<Context> context_of(int cmd_fd) {
+  std::lock_guard<std::mutex> lock(contexts().mu);
+  auto it = contexts().by_fd.find(cmd_fd);
+  return it == contexts().by_fd.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Context>> contexts_on(uint32_t index) {
+  std::vector<std::shared_ptr<Context>> out;
+  std::lock_guard<std::mutex> lock(contexts().mu);
+  for (auto& [fd, ctx] : contexts().by_fd)
+    if (ctx->dev->index == index) out.push_back(ctx);
+  return out;
+}
+
+ssize_t command_write(int fd, const void* buf, size_t n) {
+  std::shared_ptr<Context> ctx = context_of(fd);
+  if (!ctx) {
+    errno = EBADF;
+    return -1;
+  }
+  std::lock_guard<std::mutex> lock(ctx->mu);
+  return dispatch_write(*ctx, static_cast<const uint8_t*>(buf), n);
+}
+
+// The ioctl interface (RDMA_VERBS_IOCTL) is not provided, as on kernels before it existed:
+// ENOTTY makes libibverbs use write() for every command (its has_ioctl_write probe), mark
+// every ioctl-first method unsupported, and take the write fallback.
+int command_ioctl(int fd, unsigned long request, void* arg) {
+  (void)fd;
+  (void)request;
+  (void)arg;
+  errno = ENOTTY;
+  return -1;
+}
+
+// libmlx5 maps UAR page `idx` at offset ((cmd << 8) | idx) * page size (mlx5_ib_mmap_cmd:
+// 0 regular, 2 write-combining, 3 non-cached; the same page in each case). The page lives in
+// a memfd, so a second mapping of one index aliases the first, as the hardware page would.
+void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t off) {
+  std::shared_ptr<Context> ctx = context_of(fd);
+  if (!ctx) {
+    errno = EBADF;
+    return MAP_FAILED;
+  }
+  std::lock_guard<std::mutex> lock(ctx->mu);
+  const uint64_t pgoff = static_cast<uint64_t>(off) / kPage;
+  const uint32_t cmd = (pgoff >> 8) & 0xff;
+  const uint32_t idx = static_cast<uint32_t>((pgoff & 0xff) | ((pgoff >> 16) << 8));
+  if (off % kPage != 0 || len != kPage || !(flags & MAP_SHARED)) {
+    fail(EINVAL, Status::error(Errc::invalid_argument,
+                               "%s: mmap offset %#llx length %zu: one shared page at a page "
+                               "offset expected",
+                               device_name(ctx->dev->index).c_str(),
+                               static_cast<unsigned long long>(off), len));
+    return MAP_FAILED;
+  }
+  if (cmd != 0 && cmd != 2 && cmd != 3) {
+    unimplemented("mmap command", cmd);
+    errno = EINVAL;
+    return MAP_FAILED;
+  }
+  if (!ctx->have_ucontext || idx >= ctx->uar_pages.size()) {
+    fail(EINVAL, Status::error(Errc::invalid_argument, "%s: mmap UAR page %u: only %zu pages",
+                               device_name(ctx->dev->index).c_str(), idx,
+                               ctx->uar_pages.size()));
+    return MAP_FAILED;
+  }
+  void* p = libc::mmap(addr, len, prot | PROT_READ | PROT_WRITE, flags, ctx->uar_memfd,
+                       static_cast<off_t>(idx * kPage));
+  if (p == MAP_FAILED) return p;
+  if (!ctx->uar_pages[idx]) {
+    auto* page = static_cast<uint8_t*>(p);
+    Status st = sim::attach_uar_page(*ctx->dev->dev, page);
+    if (!st) {
+      libc::munmap(p, len);
+      fail(EINVAL, st);
+      return MAP_FAILED;
+    }
+    ctx->uar_pages[idx] = page;
+    std::lock_guard<std::mutex> rl(contexts().mu);
+    contexts().by_uar[reinterpret_cast<uintptr_t>(page)] = ctx;
+    contexts().uar_count.fetch_add(1, std::memory_order_release);
+  }
+  return p;
+}
+
+// The device reads a UAR page through its first mapping; while a QP still rings a register
+// in it the page stays mapped (until the context is torn down) even if libmlx5 unmaps it.
+bool command_munmap(void* addr, size_t len) {
+  ContextRegistry& r = contexts();
+  if (r.uar_count.load(std::memory_order_acquire) == 0 || len != kPage) return false;
+  std::shared_ptr<Context> ctx;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.by_uar.find(reinterpret_cast<uintptr_t>(addr));
+    if (it == r.by_uar.end()) return false;
+    ctx = it->second.lock();
+    r.by_uar.erase(it);
+    r.uar_count.fetch_sub(1, std::memory_order_release);
+  }
+  if (!ctx) return false;
+  std::lock_guard<std::mutex> lock(ctx->mu);
+  auto* page = static_cast<uint8_t*>(addr);
+  for (auto& p : ctx->uar_pages)
+    if (p == page) p = nullptr;
+  if (!ctx->qps.empty()) {
+    ctx->kept_mappings.emplace_back(page, len);
+    return true;
+  }
+  sim::detach_uar_page(*ctx->dev->dev, page);
+  return false;
+}
+
+void teardown_locked(Context& ctx) {
+  for (auto& [h, q] : ctx.qps) {
+    if (ctx.async) ctx.async->purge(q.key);
+  }
+  ctx.qps.clear();
+  for (auto& [h, c] : ctx.cqs) {
+    (void)sim::set_cq_event_handler(*c.cq, {});
+    if (c.channel) c.channel->purge(c.key);
+    if (ctx.async) ctx.async->purge(c.key);
+  }
+  ctx.cqs.clear();
+  ctx.mrs.clear();
+  ctx.pds.clear();
+  {
+    std::lock_guard<std::mutex> rl(contexts().mu);
+    for (uint8_t* page : ctx.uar_pages) {
+      if (!page) continue;
+      if (contexts().by_uar.erase(reinterpret_cast<uintptr_t>(page)))
+        contexts().uar_count.fetch_sub(1, std::memory_order_release);
+    }
+  }
+  for (uint8_t* page : ctx.uar_pages)
+    if (page) sim::detach_uar_page(*ctx.dev->dev, page);
+  for (auto& [page, len] : ctx.kept_mappings) {
+    sim::detach_uar_page(*ctx.dev->dev, page);
+    libc::munmap(page, len);
+  }
+  ctx.kept_mappings.clear();
+  // The application's own mappings of the pages stay valid (memfd pages outlive the fd).
+  ctx.uar_pages.clear();
+  if (ctx.uar_memfd >= 0) libc::close(ctx.uar_memfd);
+  ctx.uar_memfd = -1;
+  ctx.channels.clear();
+  ctx.async.reset();
+}
+
+void command_close(int fd) {
+  std::shared_ptr<Context> ctx;
+  {
+    std::lock_guard<std::mutex> lock(contexts().mu);
+    auto it = contexts().by_fd.find(fd);
+    if (it == contexts().by_fd.end()) return;
+    ctx = std::move(it->second);
+    contexts().by_fd.erase(it);
+  }
+  set_fd_kind(fd, FdKind::none);
+  std::lock_guard<std::mutex> lock(ctx->mu);
+  teardown_locked(*ctx);
+}
+
+void shutdown_contexts() {
+  std::unordered_map<int, std::shared_ptr<Context>> all;
+  {
+    std::lock_guard<std::mutex> lock(contexts().mu);
+    all.swap(contexts().by_fd);
+  }
+  for (auto& [fd, ctx] : all) {
+    set_fd_kind(fd, FdKind::none);
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    teardown_locked(*ctx);
+  }
+}
+
+}  // namespace rnicdv::uverbs

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Settings read once at load time, logging, and errno mapping.
+//
+// SYSFS_PATH: libibverbs looks for devices under $SYSFS_PATH/class/infiniband_verbs. When it
+// is not set, the shim writes its tree under $XDG_RUNTIME_DIR (or /tmp) and sets SYSFS_PATH
+// to it before libibverbs first reads it; presenting that tree is what preloading the shim
+// asks for. A SYSFS_PATH set by the user is left alone.
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "shim.h"
+
+namespace rnicdv::uverbs {
+
+namespace {
+
+std::string default_sysfs_root(uint32_t devices) {
+  const char* base = getenv("XDG_RUNTIME_DIR");
+  std::string dir = (base && *base) ? base : "/tmp";
+  dir += "/rnicdv-uverbs-" + std::to_string(getuid());
+  dir += "/sysfs-" + std::to_string(devices);
+  return dir;
+}
+
+Config load_config() {
+  Config g_config;
+  if (const char* n = getenv("RNICDV_UVERBS_DEVICES")) {
+    char* end = nullptr;
+    const unsigned long v = strtoul(n, &end, 10);
+    if (end && *end == '\0' && v >= 1 && v <= kMaxDevices) {
+      g_config.devices = static_cast<uint32_t>(v);
+    } else {
+      log_line("RNICDV_UVERBS_DEVICES='%s' is not a number from 1 to %u; using %u", n,
+               kMaxDevices, g_config.devices);
+    }
+  }
+  if (const char* l = getenv("RNICDV_UVERBS_LOG")) g_config.log_errors = strcmp(l, "0") != 0;
+  if (const char* s = getenv("SYSFS_PATH"); s && *s) {
+    g_config.sysfs_root = s;
+    while (g_config.sysfs_root.size() > 1 && g_config.sysfs_root.back() == '/')
+      g_config.sysfs_root.pop_back();
+    return g_config;
+  }
+  g_config.sysfs_root = default_sysfs_root(g_config.devices);
+  Status st = write_sysfs_tree(g_config.sysfs_root, g_config.devices);
+  if (!st) {
+    log_line("cannot write the sysfs tree: %s; no simulated devices will be found",
+             st.message().c_str());
+    return g_config;
+  }
+  setenv("SYSFS_PATH", g_config.sysfs_root.c_str(), 1);
+  return g_config;
+}
+
+// At load time, before the program's main() and so before libibverbs reads SYSFS_PATH.
+__attribute__((constructor)) void apply_config() { (void)config(); }
+
+}  // namespace
+
+const Config& config() {
+  static const Config c = load_config();
+  return c;
+}
+
+void log_line(const char* fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "%s: %s\n", kLogPrefix, line);
+}
+
+int errno_of(const Status& s) noexcept {
+  switch (s.code()) {
+    case Errc::ok:
+      return 0;
+    case Errc::invalid_argument:
+    case Errc::bad_state:
+    case Errc::too_many_sge:
+    case Errc::inline_too_large:
+      return EINVAL;
+    case Errc::access_denied:
+      return EACCES;
+    case Errc::queue_full:
+    case Errc::unsupported:
+      return EOPNOTSUPP;
+    case Errc::not_found:
+      return ENOENT;
+    case Errc::no_resources:
+      return ENOMEM;
+    case Errc::busy:
+      return EBUSY;
+    default:
+      return EIO;
+  }
+}
+
+int fail(int err, const Status& why) {
+  if (config().log_errors) log_line("%s (%s)", why.message().c_str(), strerror(err));
+  errno = err;
+  return -1;
+}
+
+int unimplemented(const char* what, uint32_t number) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  const std::string key = std::string(what) + "/" + std::to_string(number);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (seen.insert(key).second)
+      log_line("%s (%u) is not implemented by the simulated HCA: %s", what, number,
+               strerror(EOPNOTSUPP));
+  }
+  errno = EOPNOTSUPP;
+  return -1;
+}
+
+}  // namespace rnicdv::uverbs

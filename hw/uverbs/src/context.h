@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// One open /dev/infiniband/uverbsN: a verbs context and the objects created through it, as
+// the kernel's ib_uverbs_file and its uobjects. Handles are per context; closing the command
+// descriptor destroys everything left, in dependency order (QPs, CQs, MRs, PDs).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "devices.h"
+#include "events.h"
+#include "rnicdv/hw/device.h"
+
+namespace rnicdv::uverbs {
+
+inline constexpr uint32_t kBfRegSize = 512;       // mlx5_ib_alloc_ucontext_resp.bf_reg_size
+inline constexpr uint32_t kBfRegsPerUar = 4;      // libmlx5 MLX5_NUM_BFREGS_PER_UAR
+inline constexpr uint32_t kNonFpBfRegsPerUar = 2; // MLX5_NON_FP_BFREGS_PER_UAR
+inline constexpr uint32_t kMaxUarPages = 64;
+inline constexpr size_t kPage = 4096;
+
+struct PdObject {
+  std::unique_ptr<hw::Pd> pd;
+  uint32_t users = 0;  // MRs and QPs
+};
+
+struct MrObject {
+  std::unique_ptr<hw::Mr> mr;
+  uint32_t pd = 0;
+};
+
+struct CqObject {
+  std::unique_ptr<hw::Cq> cq;
+  uint64_t user_handle = 0;
+  uint64_t key = 0;  // owner key of its queued events
+  std::shared_ptr<EventFile> channel;
+  ReadCounter comp_read = std::make_shared<std::atomic<uint32_t>>(0);
+  ReadCounter async_read = std::make_shared<std::atomic<uint32_t>>(0);
+  uint32_t users = 0;  // QPs
+};
+
+struct QpObject {
+  std::unique_ptr<hw::Qp> qp;
+  uint64_t user_handle = 0;
+  uint64_t key = 0;
+  uint32_t qpn = 0;
+  uint32_t pd = 0, send_cq = 0, recv_cq = 0;
+  uint32_t bfreg = 0;  // libmlx5 bfs[] index
+  ReadCounter async_read = std::make_shared<std::atomic<uint32_t>>(0);
+  // What QUERY_QP reports besides the state: the attributes last applied.
+  hw::QpAttr attr;
+  uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0,
+           max_inline = 0;
+  uint8_t sq_sig_all = 0;
+};
+
+struct Context {
+  int cmd_fd = -1;
+  SimDevice* dev = nullptr;
+  std::mutex mu;
+  bool have_ucontext = false;
+  std::shared_ptr<EventFile> async;
+  uint32_t tot_bfregs = 0;
+  int uar_memfd = -1;
+  std::vector<uint8_t*> uar_pages;  // the first mapping of each UAR page index
+  std::vector<std::pair<uint8_t*, size_t>> kept_mappings;  // munmap deferred to teardown
+  std::vector<uint32_t> bfreg_users;  // QPs per libmlx5 bfs[] index
+  uint32_t next_handle = 0;
+  std::map<uint32_t, PdObject> pds;
+  std::map<uint32_t, MrObject> mrs;
+  std::map<uint32_t, CqObject> cqs;
+  std::map<uint32_t, QpObject> qps;
+  std::vector<std::shared_ptr<EventFile>> channels;
+};
+
+std::shared_ptr<Context> context_of(int cmd_fd);
+// Every live context on device `index` (for event delivery).
+std::vector<std::shared_ptr<Context>> contexts_on(uint32_t index);
+// Destroys every object of `ctx` (the caller holds ctx.mu).
+void teardown_locked(Context& ctx);
+
+// Write commands (commands.cc). `in` is the whole write() buffer.
+ssize_t dispatch_write(Context& ctx, const uint8_t* in, size_t len);
+
+// Owner keys for queued events: unique per process.
+uint64_t next_owner_key();
+
+}  // namespace rnicdv::uverbs

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "devices.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "shim.h"
+
+namespace rnicdv::uverbs {
+
+void shutdown_contexts();  // contexts.cc
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::array<std::unique_ptr<SimDevice>, kMaxDevices> devices;
+  std::thread events;
+  int wake_fd = -1;
+  std::atomic<bool> stop{false};
+  std::atomic<AsyncSink> sink{nullptr};
+  bool exit_hook = false;
+};
+
+// Never destroyed: the atexit hook below releases the devices while the rest of the process
+// (the sim's statics, libibverbs) is still intact.
+Registry& registry() {
+  static auto* r = new Registry();
+  return *r;
+}
+
+void event_loop() {
+  Registry& r = registry();
+  std::vector<pollfd> fds;
+  std::vector<SimDevice*> devs;
+  while (!r.stop.load(std::memory_order_acquire)) {
+    fds.clear();
+    devs.clear();
+    fds.push_back(pollfd{r.wake_fd, POLLIN, 0});
+    {
+      std::lock_guard<std::mutex> lock(r.mu);
+      for (auto& d : r.devices) {
+        if (!d) continue;
+        fds.push_back(pollfd{d->dev->async_fd(), POLLIN, 0});
+        devs.push_back(d.get());
+      }
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t n = libc::read(r.wake_fd, &v, sizeof v);
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & POLLIN)) continue;
+      hw::AsyncEvent ev{};
+      while (devs[i - 1]->dev->next_async_event(&ev)) {
+        AsyncSink sink = r.sink.load(std::memory_order_acquire);
+        if (sink) sink(devs[i - 1]->index, ev);
+      }
+    }
+  }
+}
+
+void wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = libc::write(registry().wake_fd, &one, sizeof one);
+}
+
+// At exit: contexts first (their QPs and CQs hold the devices), then the event thread and
+// the devices themselves, so that no device thread runs while the process tears down.
+void at_exit() {
+  Registry& r = registry();
+  shutdown_contexts();
+  r.stop.store(true, std::memory_order_release);
+  wake();
+  if (r.events.joinable()) r.events.join();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& d : r.devices) d.reset();
+}
+
+}  // namespace
+
+void set_async_sink(AsyncSink sink) { registry().sink.store(sink, std::memory_order_release); }
+
+Result<SimDevice*> device_for(uint32_t index) {
+  Registry& r = registry();
+  if (index >= config().devices)
+    return Status::error(Errc::not_found, "uverbs%u: no such device (RNICDV_UVERBS_DEVICES=%u)",
+                         index, config().devices);
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.devices[index]) return r.devices[index].get();
+  Result<std::shared_ptr<sim::Fabric>> fabric = sim::default_fabric();
+  if (!fabric) return fabric.status().prepend("open " + device_name(index));
+  sim::DeviceConfig cfg;
+  cfg.name = device_name(index);
+  Result<std::shared_ptr<sim::Device>> dev = fabric.value()->add_device(cfg);
+  if (!dev) return dev.status().prepend("open " + device_name(index));
+  auto sd = std::make_unique<SimDevice>();
+  sd->index = index;
+  sd->dev = std::move(dev.value());
+  r.devices[index] = std::move(sd);
+  if (r.wake_fd < 0) {
+    r.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r.wake_fd < 0)
+      return Status::error(Errc::io_error, "open %s: eventfd: %s", device_name(index).c_str(),
+                           strerror(errno));
+    r.events = std::thread(event_loop);
+  } else {
+    wake();  // poll the new device's async fd too
+  }
+  if (!r.exit_hook) {
+    r.exit_hook = true;
+    ::atexit(at_exit);
+  }
+  return r.devices[index].get();
+}
+
+}  // namespace rnicdv::uverbs

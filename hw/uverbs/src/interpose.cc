@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The libc functions the shim interposes when it is loaded with LD_PRELOAD. Each one looks
+// at the path or descriptor first and hands everything that is not the shim's straight to
+// the next definition (glibc), so a process that never touches RDMA is unaffected.
+//
+// libibverbs 44 and libmlx5 44 import open, openat, stat, fstat, read, write, ioctl, mmap,
+// munmap, close and socket (nm -D); the 64-bit and __xstat spellings are covered as well for
+// programs built against other glibc versions.
+#undef _FORTIFY_SOURCE
+// Each spelling (open and open64, mmap and mmap64, ...) is defined here under its own name;
+// with 64-bit file offsets glibc's headers would rename one onto the other.
+#undef _FILE_OFFSET_BITS
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "events.h"
+#include "shim.h"
+
+namespace rnicdv::uverbs {
+
+namespace {
+
+constexpr int kMaxTrackedFd = 1 << 16;
+std::atomic<uint8_t> g_fd_kinds[kMaxTrackedFd];
+
+template <typename Fn>
+Fn next_symbol(Fn& cache, const char* name) {
+  Fn fn = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+  if (!fn) {
+    fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+    __atomic_store_n(&cache, fn, __ATOMIC_RELEASE);
+  }
+  return fn;
+}
+
+using open_fn = int (*)(const char*, int, ...);
+using openat_fn = int (*)(int, const char*, int, ...);
+using stat_fn = int (*)(const char*, struct stat*);
+using fstat_fn = int (*)(int, struct stat*);
+using xstat_fn = int (*)(int, const char*, struct stat*);
+using fxstat_fn = int (*)(int, int, struct stat*);
+using read_fn = ssize_t (*)(int, void*, size_t);
+using write_fn = ssize_t (*)(int, const void*, size_t);
+using close_fn = int (*)(int);
+using ioctl_fn = int (*)(int, unsigned long, ...);
+using mmap_fn = void* (*)(void*, size_t, int, int, int, off_t);
+using munmap_fn = int (*)(void*, size_t);
+using socket_fn = int (*)(int, int, int);
+using fcntl_fn = int (*)(int, int, ...);
+
+open_fn g_open, g_open64;
+openat_fn g_openat, g_openat64;
+stat_fn g_stat, g_stat64;
+fstat_fn g_fstat, g_fstat64;
+xstat_fn g_xstat, g_xstat64;
+fxstat_fn g_fxstat, g_fxstat64;
+read_fn g_read;
+write_fn g_write;
+close_fn g_close;
+ioctl_fn g_ioctl;
+mmap_fn g_mmap, g_mmap64;
+munmap_fn g_munmap;
+socket_fn g_socket;
+fcntl_fn g_fcntl, g_fcntl64;
+
+// Event descriptors are non-blocking underneath; O_NONBLOCK as the application sets and
+// reads it is kept aside and decides whether read() waits.
+int event_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
+  std::shared_ptr<EventFile> f = event_file(fd);
+  if (f && cmd == F_GETFL) {
+    const int flags = real(fd, F_GETFL);
+    if (flags < 0) return flags;
+    return f->app_nonblocking() ? flags : flags & ~O_NONBLOCK;
+  }
+  if (f && cmd == F_SETFL) {
+    f->set_app_nonblocking((arg & O_NONBLOCK) != 0);
+    return real(fd, F_SETFL, static_cast<int>(arg | O_NONBLOCK));
+  }
+  return real(fd, cmd, arg);
+}
+
+bool wants_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
+
+// The cdev and the per-process sysfs files; -2 means "not ours".
+int open_special(const char* path, int flags) {
+  const int index = uverbs_index_of(path);
+  if (index >= 0) return open_uverbs(static_cast<uint32_t>(index), flags);
+  if (index == -3) return -2;  // null path: libc reports it
+  return open_dynamic_sysfs_file(path);
+}
+
+int stat_special(const char* path, struct stat* st) {
+  const int index = uverbs_index_of(path);  // null-safe
+  if (index < 0) return -2;
+  return fake_stat_uverbs(static_cast<uint32_t>(index), st);
+}
+
+}  // namespace
+
+FdKind fd_kind(int fd) noexcept {
+  if (fd < 0 || fd >= kMaxTrackedFd) return FdKind::none;
+  return static_cast<FdKind>(g_fd_kinds[fd].load(std::memory_order_acquire));
+}
+
+void set_fd_kind(int fd, FdKind kind) noexcept {
+  if (fd < 0 || fd >= kMaxTrackedFd) return;
+  g_fd_kinds[fd].store(static_cast<uint8_t>(kind), std::memory_order_release);
+}
+
+namespace libc {
+int open(const char* path, int flags, mode_t mode) {
+  return next_symbol(g_open, "open")(path, flags, mode);
+}
+ssize_t read(int fd, void* buf, size_t n) { return next_symbol(g_read, "read")(fd, buf, n); }
+ssize_t write(int fd, const void* buf, size_t n) {
+  return next_symbol(g_write, "write")(fd, buf, n);
+}
+int close(int fd) { return next_symbol(g_close, "close")(fd); }
+void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
+}
+int munmap(void* addr, size_t len) { return next_symbol(g_munmap, "munmap")(addr, len); }
+}  // namespace libc
+
+}  // namespace rnicdv::uverbs
+
+using namespace rnicdv::uverbs;
+
+extern "C" {
+
+int open(const char* path, int flags, ...) {
+  mode_t mode = 0;
+  if (wants_mode(flags)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  const int fd = open_special(path, flags);
+  if (fd != -2) return fd;
+  return next_symbol(g_open, "open")(path, flags, mode);
+}
+
+int open64(const char* path, int flags, ...) {
+  mode_t mode = 0;
+  if (wants_mode(flags)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  const int fd = open_special(path, flags);
+  if (fd != -2) return fd;
+  return next_symbol(g_open64, "open64")(path, flags, mode);
+}
+
+int __open_2(const char* path, int flags) { return open(path, flags); }
+int __open64_2(const char* path, int flags) { return open64(path, flags); }
+
+int openat(int dirfd, const char* path, int flags, ...) {
+  mode_t mode = 0;
+  if (wants_mode(flags)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  {
+    const int fd = open_special(path, flags);  // absolute paths only match; null-safe
+    if (fd != -2) return fd;
+  }
+  return next_symbol(g_openat, "openat")(dirfd, path, flags, mode);
+}
+
+int openat64(int dirfd, const char* path, int flags, ...) {
+  mode_t mode = 0;
+  if (wants_mode(flags)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, mode_t);
+    va_end(ap);
+  }
+  {
+    const int fd = open_special(path, flags);  // absolute paths only match; null-safe
+    if (fd != -2) return fd;
+  }
+  return next_symbol(g_openat64, "openat64")(dirfd, path, flags, mode);
+}
+
+int stat(const char* path, struct stat* st) {
+  const int r = stat_special(path, st);
+  if (r != -2) return r;
+  return next_symbol(g_stat, "stat")(path, st);
+}
+
+int stat64(const char* path, struct stat64* st) {
+  const int r = stat_special(path, reinterpret_cast<struct stat*>(st));
+  if (r != -2) return r;
+  return next_symbol(g_stat64, "stat64")(path, reinterpret_cast<struct stat*>(st));
+}
+
+int fstat(int fd, struct stat* st) {
+  if (fd_kind(fd) == FdKind::command) return fstat_command_fd(fd, st);
+  return next_symbol(g_fstat, "fstat")(fd, st);
+}
+
+int fstat64(int fd, struct stat64* st) {
+  if (fd_kind(fd) == FdKind::command) return fstat_command_fd(fd, reinterpret_cast<struct stat*>(st));
+  return next_symbol(g_fstat64, "fstat64")(fd, reinterpret_cast<struct stat*>(st));
+}
+
+// The pre-2.33 glibc spellings, still exported for old binaries.
+int __xstat(int ver, const char* path, struct stat* st) {
+  const int r = stat_special(path, st);
+  if (r != -2) return r;
+  return next_symbol(g_xstat, "__xstat")(ver, path, st);
+}
+int __xstat64(int ver, const char* path, struct stat64* st) {
+  const int r = stat_special(path, reinterpret_cast<struct stat*>(st));
+  if (r != -2) return r;
+  return next_symbol(g_xstat64, "__xstat64")(ver, path, reinterpret_cast<struct stat*>(st));
+}
+int __fxstat(int ver, int fd, struct stat* st) {
+  if (fd_kind(fd) == FdKind::command) return fstat_command_fd(fd, st);
+  return next_symbol(g_fxstat, "__fxstat")(ver, fd, st);
+}
+int __fxstat64(int ver, int fd, struct stat64* st) {
+  if (fd_kind(fd) == FdKind::command) return fstat_command_fd(fd, reinterpret_cast<struct stat*>(st));
+  return next_symbol(g_fxstat64, "__fxstat64")(ver, fd, reinterpret_cast<struct stat*>(st));
+}
+
+ssize_t read(int fd, void* buf, size_t n) {
+  if (fd_kind(fd) == FdKind::event) return event_read(fd, buf, n);
+  return next_symbol(g_read, "read")(fd, buf, n);
+}
+
+ssize_t write(int fd, const void* buf, size_t n) {
+  if (fd_kind(fd) == FdKind::command) return command_write(fd, buf, n);
+  return next_symbol(g_write, "write")(fd, buf, n);
+}
+
+int close(int fd) {
+  switch (fd_kind(fd)) {
+    case FdKind::command:
+      command_close(fd);
+      break;
+    case FdKind::event:
+      event_close(fd);
+      break;
+    case FdKind::none:
+      break;
+  }
+  return next_symbol(g_close, "close")(fd);
+}
+
+int ioctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  if (fd_kind(fd) == FdKind::command) return command_ioctl(fd, request, arg);
+  return next_symbol(g_ioctl, "ioctl")(fd, request, arg);
+}
+
+void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  if (fd_kind(fd) == FdKind::command) return command_mmap(fd, addr, len, prot, flags, off);
+  return next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
+}
+
+void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  if (fd_kind(fd) == FdKind::command) return command_mmap(fd, addr, len, prot, flags, off);
+  return next_symbol(g_mmap64, "mmap64")(addr, len, prot, flags, fd, off);
+}
+
+int munmap(void* addr, size_t len) {
+  if (command_munmap(addr, len)) return 0;
+  return next_symbol(g_munmap, "munmap")(addr, len);
+}
+
+int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const long arg = va_arg(ap, long);
+  va_end(ap);
+  fcntl_fn real = next_symbol(g_fcntl, "fcntl");
+  if (fd_kind(fd) == FdKind::event) return event_fcntl(real, fd, cmd, arg);
+  return real(fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  const long arg = va_arg(ap, long);
+  va_end(ap);
+  fcntl_fn real = next_symbol(g_fcntl64, "fcntl64");
+  if (fd_kind(fd) == FdKind::event) return event_fcntl(real, fd, cmd, arg);
+  return real(fd, cmd, arg);
+}
+
+// RDMA netlink (NETLINK_RDMA = 20) is where libibverbs looks for devices before sysfs; a
+// kernel without RDMA refuses the protocol, and so does the shim, so that the simulated
+// devices in the sysfs tree are the ones found.
+int socket(int domain, int type, int protocol) {
+  if (domain == AF_NETLINK && protocol == 20) {
+    errno = EPROTONOSUPPORT;
+    return -1;
+  }
+  return next_symbol(g_socket, "socket")(domain, type, protocol);
+}
+
+}  // extern "C"

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The uverbs shim: presents simulated HCAs to the unmodified libibverbs and libmlx5.
+//
+// libibverbs finds devices in a sysfs tree (SYSFS_PATH), opens /dev/infiniband/uverbsN and
+// speaks the kernel's uverbs command interface on that descriptor: write() commands, ioctl()
+// methods and mmap() of UAR pages. The shim answers all three for descriptors it created and
+// lets every other descriptor through to libc. Behind each opened device is a sim::Device of
+// the process-wide default fabric; libmlx5's rings, doorbell records and UAR pages are given
+// to it as external memory, so its WQEs, doorbells and CQ polling run against the model.
+//
+// Layouts and command numbers come from the kernel ABI headers rdma-core installs
+// (rdma/ib_user_verbs.h, rdma/mlx5-abi.h); the ioctl interface is answered with ENOTTY, as
+// an older kernel would, which makes libibverbs 44 use the write() commands throughout.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rnicdv/status.h"
+
+namespace rnicdv::uverbs {
+
+inline constexpr const char* kLogPrefix = "rnicdv-uverbs";
+inline constexpr uint32_t kUverbsMajor = 231;       // the kernel's infiniband_verbs cdev major
+inline constexpr uint32_t kUverbsMinorBase = 192;   // uverbs0
+inline constexpr uint32_t kMaxDevices = 8;
+inline constexpr uint32_t kGidTableLen = 8;
+inline constexpr uint16_t kPkeyTableLen = 1;
+
+// ---- libc entry points (interpose.cc) ----
+// The real functions, resolved with dlsym(RTLD_NEXT) on first use.
+namespace libc {
+int open(const char* path, int flags, mode_t mode);
+ssize_t read(int fd, void* buf, size_t n);
+ssize_t write(int fd, const void* buf, size_t n);
+int close(int fd);
+void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off);
+int munmap(void* addr, size_t len);
+}  // namespace libc
+
+// What a descriptor the shim created stands for. Looked up on every read/write/close/mmap of
+// any descriptor, so the table is a flat array of atomics.
+enum class FdKind : uint8_t { none = 0, command, event };
+FdKind fd_kind(int fd) noexcept;
+void set_fd_kind(int fd, FdKind kind) noexcept;
+
+// ---- configuration (config.cc) ----
+struct Config {
+  uint32_t devices = 2;        // RNICDV_UVERBS_DEVICES (1..8)
+  bool log_errors = false;     // RNICDV_UVERBS_LOG=1: every failed command, with the reason
+  std::string sysfs_root;      // SYSFS_PATH as libibverbs will read it
+};
+const Config& config();
+
+// One line on stderr: "rnicdv-uverbs: <message>".
+void log_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Reports a failed command when RNICDV_UVERBS_LOG=1 and returns -1 with errno = err.
+int fail(int err, const Status& why);
+// Reports an unimplemented command once per process (always) and returns -1/EOPNOTSUPP.
+int unimplemented(const char* what, uint32_t number);
+int errno_of(const Status& s) noexcept;
+
+// ---- sysfs (sysfs.cc) ----
+std::string device_name(uint32_t index);  // "rnicsim0"
+// Writes the static tree (class/infiniband_verbs, class/infiniband/<dev>/...) for `devices`
+// devices under `root`, atomically (a temporary directory renamed into place).
+Status write_sysfs_tree(const std::string& root, uint32_t devices);
+// If `path` names a per-process sysfs file under the shim's root (a GID table entry, whose
+// content depends on the address this process's device got), returns a descriptor holding
+// its content; -2 when `path` is not such a file.
+int open_dynamic_sysfs_file(const char* path);
+
+// ---- cdev and commands (cdev.cc, commands*.cc) ----
+// Parses "/dev/infiniband/uverbsN"; returns N, -1 for another path, -3 for a null one.
+int uverbs_index_of(const char* path) noexcept;
+int open_uverbs(uint32_t index, int flags);
+int fake_stat_uverbs(uint32_t index, struct stat* st) noexcept;
+int fstat_command_fd(int fd, struct stat* st);
+ssize_t command_write(int fd, const void* buf, size_t n);
+int command_ioctl(int fd, unsigned long request, void* arg);
+void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t off);
+// True if [addr, addr+len) is a UAR page the shim keeps mapped; the caller then skips munmap.
+bool command_munmap(void* addr, size_t len);
+void command_close(int fd);
+
+// ---- event descriptors (events.cc) ----
+ssize_t event_read(int fd, void* buf, size_t n);
+void event_close(int fd);
+
+}  // namespace rnicdv::uverbs
