@@ -11,6 +11,7 @@
 // mode only a receive CQE with the solicited bit or an error CQE counts. An arm that repeats
 // the sequence number of the arm that last raised an event is a repeat, not a new request,
 // and is ignored: the consumer re-arms with the next number once it has taken the event.
+// An overrun CQ (CQ_ERR) raises no completion event any more and ignores later arms.
 // Only CQs with an event handler (set_cq_event_handler, handles.h) are watched at all.
 #pragma once
 
