@@ -789,6 +789,9 @@ void deliver_async_event(uint32_t index, const hw::AsyncEvent& ev) {
     case hw::AsyncEventType::port_active: d.event_type = IBV_EVENT_PORT_ACTIVE; qp_event = false; break;
     case hw::AsyncEventType::port_err: d.event_type = IBV_EVENT_PORT_ERR; qp_event = false; break;
   }
+  if (config().log_errors)
+    log_line("%s: async event %s (qp %#x, cq %#x)", device_name(index).c_str(),
+             hw::async_event_name(ev.type), ev.qpn, ev.cqn);
   for (const std::shared_ptr<Context>& ctx : contexts_on(index)) {
     std::lock_guard<std::mutex> lock(ctx->mu);
     if (!ctx->async) continue;

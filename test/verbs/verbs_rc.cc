@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A verbs program that knows nothing of rnicdv: it is linked against libibverbs only and run
+// with librnicdv-uverbs.so preloaded, so every verb goes through the unmodified libibverbs
+// and libmlx5 of the system (WQEs, doorbells and CQ polling are libmlx5's own) to two
+// simulated HCAs in this process, connected over the simulated wire.
+#include <catch2/catch.hpp>
+
+#include <infiniband/verbs.h>
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr uint8_t kGidIndex = 3;  // ::ffff:a.b.c.d, RoCE v2
+
+struct Device {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  explicit Device(const char* name) {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    REQUIRE(list);
+    for (int i = 0; i < n; ++i)
+      if (std::string(ibv_get_device_name(list[i])) == name) ctx = ibv_open_device(list[i]);
+    ibv_free_device_list(list);
+    REQUIRE(ctx);
+    pd = ibv_alloc_pd(ctx);
+    REQUIRE(pd);
+  }
+  ~Device() {
+    CHECK(ibv_dealloc_pd(pd) == 0);
+    CHECK(ibv_close_device(ctx) == 0);
+  }
+};
+
+struct Buffer {
+  std::vector<uint8_t> bytes;
+  ibv_mr* mr = nullptr;
+  Buffer(ibv_pd* pd, size_t n, int access) : bytes(n, 0) {
+    mr = ibv_reg_mr(pd, bytes.data(), n, access);
+    REQUIRE(mr);
+  }
+  ~Buffer() { CHECK(ibv_dereg_mr(mr) == 0); }
+  uint64_t addr(size_t off = 0) const { return reinterpret_cast<uintptr_t>(bytes.data()) + off; }
+};
+
+constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+struct Endpoint {
+  Device& dev;
+  ibv_comp_channel* channel = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  Endpoint(Device& d, bool with_channel = false) : dev(d) {
+    if (with_channel) {
+      channel = ibv_create_comp_channel(d.ctx);
+      REQUIRE(channel);
+    }
+    cq = ibv_create_cq(d.ctx, 64, this, channel, 0);
+    REQUIRE(cq);
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 32;
+    init.cap.max_recv_wr = 32;
+    init.cap.max_send_sge = 2;
+    init.cap.max_recv_sge = 2;
+    init.cap.max_inline_data = 64;
+    qp = ibv_create_qp(d.pd, &init);
+    REQUIRE(qp);
+  }
+  ~Endpoint() {
+    CHECK(ibv_destroy_qp(qp) == 0);
+    CHECK(ibv_destroy_cq(cq) == 0);
+    if (channel) CHECK(ibv_destroy_comp_channel(channel) == 0);
+  }
+  ibv_gid gid() const {
+    ibv_gid g{};
+    REQUIRE(ibv_query_gid(dev.ctx, 1, kGidIndex, &g) == 0);
+    return g;
+  }
+  // RESET -> INIT -> RTR (-> RTS), as perftest's mask sets do.
+  void to_rtr(const Endpoint& peer) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = peer.qp->qp_num;
+    a.rq_psn = 100;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = peer.gid();
+    a.ah_attr.grh.sgid_index = kGidIndex;
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                      IBV_QP_MIN_RNR_TIMER) == 0);
+  }
+  void to_rts() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = 100;
+    a.max_rd_atomic = 4;
+    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  }
+  void post(ibv_send_wr& wr) {
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(qp, &wr, &bad) == 0);
+  }
+  void post_recv(const Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
+    ibv_sge sge{b.addr(off), len, b.mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    REQUIRE(ibv_post_recv(qp, &wr, &bad) == 0);
+  }
+  // Busy-polls for one completion (the simulated device runs on its own thread).
+  ibv_wc wait() {
+    ibv_wc wc{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      const int n = ibv_poll_cq(cq, 1, &wc);
+      REQUIRE(n >= 0);
+      if (n == 1) return wc;
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::yield();
+    }
+  }
+};
+
+struct Pair {
+  Device da{"rnicsim0"}, db{"rnicsim1"};
+  Endpoint a{da}, b{db};
+  Pair() {
+    a.to_rtr(b);
+    b.to_rtr(a);
+    a.to_rts();
+    b.to_rts();
+  }
+};
+
+ibv_send_wr make_wr(ibv_wr_opcode op, ibv_sge* sge, int n, uint64_t wr_id) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.sg_list = sge;
+  wr.num_sge = n;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  return wr;
+}
+
+void fill(std::vector<uint8_t>& v, uint8_t seed) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>(seed + i * 7);
+}
+
+}  // namespace
+
+TEST_CASE("the simulated HCAs are listed, opened through libmlx5 and described like a ConnectX") {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  REQUIRE(list);
+  REQUIRE(n >= 2);
+  CHECK(std::string(ibv_get_device_name(list[0])) == "rnicsim0");
+  CHECK(ibv_get_device_guid(list[0]) != 0);
+  ibv_free_device_list(list);
+
+  Device d("rnicsim0");
+  ibv_device_attr attr{};
+  REQUIRE(ibv_query_device(d.ctx, &attr) == 0);
+  CHECK(attr.vendor_id == 0x02c9);
+  CHECK(attr.phys_port_cnt == 1);
+  CHECK(attr.atomic_cap == IBV_ATOMIC_HCA);
+  CHECK(attr.max_qp_wr >= 1024);
+  ibv_port_attr port{};
+  REQUIRE(ibv_query_port(d.ctx, 1, &port) == 0);
+  CHECK(port.state == IBV_PORT_ACTIVE);
+  CHECK(port.link_layer == IBV_LINK_LAYER_ETHERNET);
+  ibv_gid gid{};
+  REQUIRE(ibv_query_gid(d.ctx, 1, kGidIndex, &gid) == 0);
+  // ::ffff:127.0.0.x on the UDP wire.
+  const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  CHECK(std::memcmp(gid.raw, prefix, 12) == 0);
+  CHECK(ibv_query_port(d.ctx, 2, &port) != 0);
+}
+
+TEST_CASE("SEND with immediate lands in the posted receive buffer with its length and immediate") {
+  Pair p;
+  Buffer src(p.da.pd, 4096, kAllAccess), dst(p.db.pd, 4096, kAllAccess);
+  fill(src.bytes, 3);
+  for (int round = 0; round < 40; ++round) {  // wraps the 32-entry queues
+    p.b.post_recv(dst, 0, 4096, 500 + round);
+    const uint32_t len = 100 + round * 50;
+    ibv_sge sge{src.addr(), len, src.mr->lkey};
+    ibv_send_wr wr = make_wr(IBV_WR_SEND_WITH_IMM, &sge, 1, 900 + round);
+    wr.imm_data = htonl(0xabc0 + round);
+    p.a.post(wr);
+    ibv_wc s = p.a.wait();
+    REQUIRE(s.status == IBV_WC_SUCCESS);
+    CHECK(s.wr_id == 900u + round);
+    CHECK(s.opcode == IBV_WC_SEND);
+    ibv_wc r = p.b.wait();
+    REQUIRE(r.status == IBV_WC_SUCCESS);
+    CHECK(r.wr_id == 500u + round);
+    CHECK(r.opcode == IBV_WC_RECV);
+    CHECK(r.byte_len == len);
+    CHECK((r.wc_flags & IBV_WC_WITH_IMM) != 0);
+    CHECK(ntohl(r.imm_data) == 0xabc0u + round);
+    CHECK(r.qp_num == p.b.qp->qp_num);
+    CHECK(std::memcmp(src.bytes.data(), dst.bytes.data(), len) == 0);
+  }
+}
+
+TEST_CASE("an inline SEND with two SGEs on the receive side scatters in order") {
+  Pair p;
+  Buffer src(p.da.pd, 64, kAllAccess), dst(p.db.pd, 256, kAllAccess);
+  fill(src.bytes, 9);
+  ibv_sge rs[2] = {{dst.addr(0), 20, dst.mr->lkey}, {dst.addr(128), 40, dst.mr->lkey}};
+  ibv_recv_wr rwr{};
+  rwr.wr_id = 1;
+  rwr.sg_list = rs;
+  rwr.num_sge = 2;
+  ibv_recv_wr* bad = nullptr;
+  REQUIRE(ibv_post_recv(p.b.qp, &rwr, &bad) == 0);
+  ibv_sge sge{src.addr(), 50, src.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, 2);
+  wr.send_flags |= IBV_SEND_INLINE;
+  p.a.post(wr);
+  REQUIRE(p.a.wait().status == IBV_WC_SUCCESS);
+  ibv_wc r = p.b.wait();
+  REQUIRE(r.status == IBV_WC_SUCCESS);
+  CHECK(r.byte_len == 50);
+  CHECK(std::memcmp(dst.bytes.data(), src.bytes.data(), 20) == 0);
+  CHECK(std::memcmp(dst.bytes.data() + 128, src.bytes.data() + 20, 30) == 0);
+}
+
+TEST_CASE("RDMA WRITE and WRITE with immediate place the bytes at the remote address") {
+  Pair p;
+  Buffer src(p.da.pd, 1 << 20, kAllAccess), dst(p.db.pd, 1 << 20, kAllAccess);
+  fill(src.bytes, 11);
+  ibv_sge sge{src.addr(), 1 << 20, src.mr->lkey};  // a multi-packet message
+  ibv_send_wr wr = make_wr(IBV_WR_RDMA_WRITE, &sge, 1, 7);
+  wr.wr.rdma.remote_addr = dst.addr();
+  wr.wr.rdma.rkey = dst.mr->rkey;
+  p.a.post(wr);
+  ibv_wc c = p.a.wait();
+  REQUIRE(c.status == IBV_WC_SUCCESS);
+  CHECK(c.opcode == IBV_WC_RDMA_WRITE);
+  CHECK(src.bytes == dst.bytes);
+
+  p.b.post_recv(dst, 0, 0, 77);  // WRITE with immediate consumes a receive
+  ibv_sge small{src.addr(100), 32, src.mr->lkey};
+  wr = make_wr(IBV_WR_RDMA_WRITE_WITH_IMM, &small, 1, 8);
+  wr.wr.rdma.remote_addr = dst.addr(5000);
+  wr.wr.rdma.rkey = dst.mr->rkey;
+  wr.imm_data = htonl(0x5eed);
+  std::memset(dst.bytes.data() + 5000, 0, 32);
+  p.a.post(wr);
+  REQUIRE(p.a.wait().status == IBV_WC_SUCCESS);
+  ibv_wc r = p.b.wait();
+  REQUIRE(r.status == IBV_WC_SUCCESS);
+  CHECK(r.opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+  CHECK(ntohl(r.imm_data) == 0x5eed);
+  CHECK(std::memcmp(dst.bytes.data() + 5000, src.bytes.data() + 100, 32) == 0);
+}
+
+TEST_CASE("RDMA READ brings the remote bytes into the local buffer") {
+  Pair p;
+  Buffer local(p.da.pd, 300000, kAllAccess), remote(p.db.pd, 300000, kAllAccess);
+  fill(remote.bytes, 21);
+  ibv_sge sge{local.addr(), 300000, local.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_RDMA_READ, &sge, 1, 9);
+  wr.wr.rdma.remote_addr = remote.addr();
+  wr.wr.rdma.rkey = remote.mr->rkey;
+  p.a.post(wr);
+  ibv_wc c = p.a.wait();
+  REQUIRE(c.status == IBV_WC_SUCCESS);
+  CHECK(c.opcode == IBV_WC_RDMA_READ);
+  CHECK(c.byte_len == 300000);
+  CHECK(local.bytes == remote.bytes);
+}
+
+TEST_CASE("atomic fetch-and-add and compare-and-swap return the old value and update the word") {
+  Pair p;
+  Buffer local(p.da.pd, 64, kAllAccess), remote(p.db.pd, 64, kAllAccess);
+  uint64_t init = 1000;
+  std::memcpy(remote.bytes.data(), &init, 8);
+  ibv_sge sge{local.addr(), 8, local.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_ATOMIC_FETCH_AND_ADD, &sge, 1, 10);
+  wr.wr.atomic.remote_addr = remote.addr();
+  wr.wr.atomic.rkey = remote.mr->rkey;
+  wr.wr.atomic.compare_add = 42;
+  p.a.post(wr);
+  ibv_wc c = p.a.wait();
+  REQUIRE(c.status == IBV_WC_SUCCESS);
+  CHECK(c.opcode == IBV_WC_FETCH_ADD);
+  uint64_t v = 0;
+  std::memcpy(&v, local.bytes.data(), 8);
+  CHECK(v == 1000);
+  std::memcpy(&v, remote.bytes.data(), 8);
+  CHECK(v == 1042);
+
+  wr = make_wr(IBV_WR_ATOMIC_CMP_AND_SWP, &sge, 1, 11);
+  wr.wr.atomic.remote_addr = remote.addr();
+  wr.wr.atomic.rkey = remote.mr->rkey;
+  wr.wr.atomic.compare_add = 1042;
+  wr.wr.atomic.swap = 7;
+  p.a.post(wr);
+  c = p.a.wait();
+  REQUIRE(c.status == IBV_WC_SUCCESS);
+  CHECK(c.opcode == IBV_WC_COMP_SWAP);
+  std::memcpy(&v, local.bytes.data(), 8);
+  CHECK(v == 1042);
+  std::memcpy(&v, remote.bytes.data(), 8);
+  CHECK(v == 7);
+}
+
+TEST_CASE("a WRITE to a bad rkey completes with a remote access error and flushes what follows") {
+  Pair p;
+  Buffer src(p.da.pd, 4096, kAllAccess), dst(p.db.pd, 4096, IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge sge{src.addr(), 64, src.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_RDMA_WRITE, &sge, 1, 1);
+  wr.wr.rdma.remote_addr = dst.addr();
+  wr.wr.rdma.rkey = dst.mr->rkey ^ 0x5a5a00;  // no such key
+  ibv_send_wr next = make_wr(IBV_WR_SEND, &sge, 1, 2);
+  wr.next = &next;
+  p.a.post(wr);
+  ibv_wc c = p.a.wait();
+  CHECK(c.wr_id == 1);
+  CHECK(c.status == IBV_WC_REM_ACCESS_ERR);
+  c = p.a.wait();
+  CHECK(c.wr_id == 2);
+  CHECK(c.status == IBV_WC_WR_FLUSH_ERR);
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  REQUIRE(ibv_query_qp(p.a.qp, &qa, IBV_QP_STATE, &qi) == 0);
+  CHECK(qa.qp_state == IBV_QPS_ERR);
+  CHECK(std::all_of(dst.bytes.begin(), dst.bytes.end(), [](uint8_t x) { return x == 0; }));
+}
+
+TEST_CASE("an armed CQ raises one completion event on its channel, which destroy accounts for") {
+  Device da("rnicsim0"), db("rnicsim1");
+  Endpoint a(da), b(db, /*with_channel=*/true);
+  a.to_rtr(b);
+  b.to_rtr(a);
+  a.to_rts();
+  b.to_rts();
+  Buffer src(da.pd, 256, kAllAccess), dst(db.pd, 256, kAllAccess);
+  for (int round = 0; round < 5; ++round) {
+    REQUIRE(ibv_req_notify_cq(b.cq, 0) == 0);
+    b.post_recv(dst, 0, 256, round);
+    ibv_sge sge{src.addr(), 16, src.mr->lkey};
+    ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, round);
+    a.post(wr);
+    REQUIRE(a.wait().status == IBV_WC_SUCCESS);
+    pollfd pfd{b.channel->fd, POLLIN, 0};
+    REQUIRE(poll(&pfd, 1, 30000) == 1);
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    REQUIRE(ibv_get_cq_event(b.channel, &ev_cq, &ev_ctx) == 0);
+    CHECK(ev_cq == b.cq);
+    CHECK(ev_ctx == &b);
+    ibv_ack_cq_events(b.cq, 1);
+    ibv_wc wc{};
+    REQUIRE(ibv_poll_cq(b.cq, 1, &wc) == 1);  // the CQE is there before its event
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.wr_id == static_cast<uint64_t>(round));
+    // Not re-armed yet: no second event.
+    CHECK(poll(&pfd, 1, 0) == 0);
+  }
+  // Destroying the CQ (in ~Endpoint) returns only if every event read was acknowledged.
+}
+
+TEST_CASE("COMM_EST reaches the async fd when a QP still in RTR receives its first request") {
+  Device da("rnicsim0"), db("rnicsim1");
+  Endpoint a(da), b(db);
+  a.to_rtr(b);
+  b.to_rtr(a);
+  a.to_rts();  // b stays in RTR
+  Buffer src(da.pd, 256, kAllAccess), dst(db.pd, 256, kAllAccess);
+  b.post_recv(dst, 0, 256, 1);
+  ibv_sge sge{src.addr(), 16, src.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, 1);
+  a.post(wr);
+  REQUIRE(b.wait().status == IBV_WC_SUCCESS);
+  pollfd pfd{db.ctx->async_fd, POLLIN, 0};
+  REQUIRE(poll(&pfd, 1, 30000) == 1);
+  ibv_async_event ev{};
+  REQUIRE(ibv_get_async_event(db.ctx, &ev) == 0);
+  CHECK(ev.event_type == IBV_EVENT_COMM_EST);
+  CHECK(ev.element.qp == b.qp);
+  ibv_ack_async_event(&ev);
+  REQUIRE(a.wait().status == IBV_WC_SUCCESS);
+  b.to_rts();
+}
+
+TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a crash") {
+  Device d("rnicsim0");
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  errno = 0;
+  CHECK(ibv_create_srq(d.pd, &sa) == nullptr);
+  CHECK(errno != 0);
+  ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_UD;
+  init.cap.max_send_wr = 4;
+  init.cap.max_recv_wr = 4;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  errno = 0;
+  CHECK(ibv_create_qp(d.pd, &init) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(ibv_alloc_mw(d.pd, IBV_MW_TYPE_1) == nullptr);
+  // A CQ a QP does not use can go; the device is still usable afterwards.
+  CHECK(ibv_destroy_cq(cq) == 0);
+  // A PD with an MR is busy.
+  Buffer b(d.pd, 64, IBV_ACCESS_LOCAL_WRITE);
+  CHECK(ibv_dealloc_pd(d.pd) == EBUSY);
+}
+
+TEST_CASE("closing a context with live objects releases them and the device opens again") {
+  for (int i = 0; i < 3; ++i) {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    REQUIRE(n >= 1);
+    ibv_context* ctx = ibv_open_device(list[0]);
+    ibv_free_device_list(list);
+    REQUIRE(ctx);
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    REQUIRE(pd);
+    ibv_cq* cq = ibv_create_cq(ctx, 8, nullptr, nullptr, 0);
+    REQUIRE(cq);
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 4;
+    init.cap.max_recv_wr = 4;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    REQUIRE(ibv_create_qp(pd, &init));
+    // Nothing destroyed: closing the command descriptor ends them all, as in the kernel.
+    CHECK(ibv_close_device(ctx) == 0);
+  }
+}
