@@ -259,6 +259,32 @@ TEST_CASE("a solicited arm fires at once only for a solicited or error CQE alrea
   }
 }
 
+TEST_CASE("an overrun CQ raises no completion event, even when armed over its CQEs") {
+  HostOptions small = Pair::default_host();
+  small.cqe = 4;
+  Pair p(FabricOptions{}, small, Pair::default_host());
+  p.connect();
+  Buffer a = p.a.reg(64), b = p.b.reg(64);
+  int events = 0;
+  must_ok(sim::set_cq_event_handler(*p.a.scq->cq, [&events] { ++events; }));
+  REQUIRE(p.a.scq->cq->view().dv.cqe_cnt == 4);
+  Sge sge{a.addr(), 8, a.lkey()};
+  for (int i = 0; i < 6; ++i) {
+    SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
+    w.remote_addr = b.addr();
+    w.rkey = b.rkey();
+    REQUIRE(p.a.post(w) == Errc::ok);
+  }
+  p.a.ring();
+  p.settle();
+  REQUIRE(p.a.counters().cq_overflows == 1);
+  // Four unpolled CQEs sit beyond ci 0: an arm of a healthy CQ would fire at once.
+  arm_like_libmlx5(*p.a.scq, 0, false);
+  p.settle();
+  CHECK(events == 0);
+  CHECK(p.a.counters().cq_arms == 0);
+}
+
 TEST_CASE("two CQs armed through the same page register before the device looks both fire") {
   Fixture f;
   int send_events = 0, recv_events = 0;
