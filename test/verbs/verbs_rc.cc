@@ -8,10 +8,16 @@
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -173,6 +179,27 @@ ibv_send_wr make_wr(ibv_wr_opcode op, ibv_sge* sge, int n, uint64_t wr_id) {
 
 void fill(std::vector<uint8_t>& v, uint8_t seed) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>(seed + i * 7);
+}
+
+// Runs `fn` with stderr sent to a file; returns what was written.
+template <typename Fn>
+std::string capture_stderr(Fn fn) {
+  char path[] = "/tmp/verbs_rc_stderr.XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  fflush(stderr);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  fn();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  unlink(path);
+  return ss.str();
 }
 
 }  // namespace
@@ -421,8 +448,11 @@ TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a 
   sa.attr.max_wr = 16;
   sa.attr.max_sge = 1;
   errno = 0;
-  CHECK(ibv_create_srq(d.pd, &sa) == nullptr);
-  CHECK(errno != 0);
+  const std::string said = capture_stderr([&] { CHECK(ibv_create_srq(d.pd, &sa) == nullptr); });
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(said.find("CREATE_SRQ") != std::string::npos);
+  CHECK(said.find("not implemented") != std::string::npos);
+  CHECK(std::count(said.begin(), said.end(), '\n') == 1);
   ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
   REQUIRE(cq);
   ibv_qp_init_attr init{};
@@ -434,8 +464,9 @@ TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a 
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   errno = 0;
-  CHECK(ibv_create_qp(d.pd, &init) == nullptr);
+  const std::string ud = capture_stderr([&] { CHECK(ibv_create_qp(d.pd, &init) == nullptr); });
   CHECK(errno == EOPNOTSUPP);
+  CHECK(ud.find("QP type 4") != std::string::npos);
   CHECK(ibv_alloc_mw(d.pd, IBV_MW_TYPE_1) == nullptr);
   // A CQ a QP does not use can go; the device is still usable afterwards.
   CHECK(ibv_destroy_cq(cq) == 0);
@@ -468,4 +499,35 @@ TEST_CASE("closing a context with live objects releases them and the device open
     // Nothing destroyed: closing the command descriptor ends them all, as in the kernel.
     CHECK(ibv_close_device(ctx) == 0);
   }
+}
+
+TEST_CASE("raw commands the shim does not know fail with the kernel's errno and one line") {
+  Device d("rnicsim0");
+  const int fd = d.ctx->cmd_fd;
+  // An unknown write command: header {command, in_words, out_words}.
+  const uint32_t cmd[2] = {45, 2};  // in_words = 2 (the 8-byte header), out_words = 0
+  errno = 0;
+  const std::string said = capture_stderr([&] { CHECK(write(fd, cmd, sizeof cmd) == -1); });
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(said.find("unknown command (45) is not implemented") != std::string::npos);
+  // A header whose length disagrees with the write.
+  uint32_t bad[4] = {3, 7, 0, 0};  // ALLOC_PD claiming 28 bytes
+  errno = 0;
+  CHECK(write(fd, bad, sizeof bad) == -1);
+  CHECK(errno == EINVAL);
+  // The ioctl interface is absent, as on kernels before it.
+  errno = 0;
+  CHECK(ioctl(fd, 0xc0181b01, nullptr) == -1);
+  CHECK(errno == ENOTTY);
+  // A UAR page beyond the context's, and an mmap command that does not exist.
+  errno = 0;
+  CHECK(mmap(nullptr, 4096, PROT_WRITE, MAP_SHARED, fd, 200 * 4096) == MAP_FAILED);
+  CHECK(errno == EINVAL);
+  errno = 0;
+  CHECK(mmap(nullptr, 4096, PROT_WRITE, MAP_SHARED, fd, (9 << 8) * 4096) == MAP_FAILED);
+  CHECK(errno == EINVAL);
+  // The context still works.
+  ibv_pd* pd = ibv_alloc_pd(d.ctx);
+  REQUIRE(pd);
+  CHECK(ibv_dealloc_pd(pd) == 0);
 }

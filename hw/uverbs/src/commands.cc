@@ -733,8 +733,10 @@ ssize_t dispatch_write(Context& ctx, const uint8_t* in, size_t len) {
     return c.error(EINVAL, "command word %#x has reserved bits set", hdr.command);
   const Handler* h = handler_for(c.number, c.extended);
   if (!h) {
-    const std::string what = std::string(c.extended ? "extended command " : "command ") +
-                             command_name(c.number);
+    const char* name = command_name(c.number);
+    const std::string what = std::strcmp(name, "unknown command") == 0
+                                 ? std::string(c.extended ? "unknown extended command" : name)
+                                 : std::string(c.extended ? "extended command " : "command ") + name;
     return unimplemented(what.c_str(), c.number);
   }
   if (c.extended) {

@@ -105,7 +105,16 @@ int errno_of(const Status& s) noexcept {
 }
 
 int fail(int err, const Status& why) {
-  if (config().log_errors) log_line("%s (%s)", why.message().c_str(), strerror(err));
+  // What the model cannot do is always said (once per reason); other failures are the
+  // caller's input errors, reported with RNICDV_UVERBS_LOG=1.
+  bool say = config().log_errors;
+  if (!say && err == EOPNOTSUPP) {
+    static std::mutex mu;
+    static std::set<std::string> seen;
+    std::lock_guard<std::mutex> lock(mu);
+    say = seen.insert(why.message()).second;
+  }
+  if (say) log_line("%s (%s)", why.message().c_str(), strerror(err));
   errno = err;
   return -1;
 }
