@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Runs the rnicdv benchmark suite and writes bench.json (docs/performance.md).
 
-    run.py --builddir DIR [--smoke] [--no-callgrind] [--out FILE]
+    run.py --builddir DIR [--smoke] [--no-callgrind] [--uverbs-shim SO] [--out FILE]
 
 Runs, from DIR: tools/bench/rnicdv-bench-driver (post path, flush, completions, memory),
-the same under callgrind for instructions per operation (when valgrind is installed),
-tools/rnicperf/rnicperf for the simulated fabric, and tools/bench/rnicdv-bench-fabric for
-the fabric baselines. Writes a JSON array of records {"name", "value", "unit",
+tools/bench/rnicdv-bench-libmlx5 with the uverbs shim (SO, default
+DIR/hw/uverbs/librnicdv-uverbs.so) preloaded (rnicdv's post path beside the unmodified
+libmlx5's), both again under callgrind for instructions per operation (when valgrind is
+installed), tools/rnicperf/rnicperf for the simulated fabric, and
+tools/bench/rnicdv-bench-fabric for the fabric baselines. Writes a JSON array of records {"name", "value", "unit",
 "baseline_name", "baseline_value", "ratio"} (ratio = value / baseline_value, lower is
 better), checks it against that schema and the list of expected records, and prints a
 table. --smoke runs every case for a few iterations only: a test of the tool, whose figures
@@ -36,6 +38,10 @@ MEMORY_CASES = ["memory_per_qp_128x128", "memory_per_cq_256", "memory_per_device
 FABRIC_CASES = ["fabric_inproc_write_lat_8", "fabric_udp_write_lat_8",
                 "fabric_inproc_write_rate_64_pl32"]
 COUNTED_CASES = POST_CASES + FLUSH_CASES + POLL_CASES
+# rnicdv against libmlx5 (rnicdv-bench-libmlx5): each is printed after the rnicdv case it
+# repeats, and its baseline is libmlx5's figure.
+LIBMLX5_CASES = {"post_write_1sge_libmlx5": "post_write_1sge"}
+LIBMLX5_BASELINES = {"post_write_1sge_libmlx5": "libmlx5_write_1sge"}
 
 # The targets (ratio at most this); cases not listed have none.
 TARGETS = {**{c: 1.3 for c in POST_CASES}, **{c + "_instr": 1.3 for c in POST_CASES},
@@ -81,15 +87,12 @@ def driver_records(builddir, smoke):
             for r in raw]
 
 
-def callgrind_records(builddir, smoke, timed):
-    """Instructions per operation: one callgrind run; each counted region is one dump."""
-    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-driver")
-    say("instructions per operation (callgrind)")
+def callgrind_counts(cmd, env=None):
+    """Instructions per operation of every counted region of one callgrind run of `cmd`
+    (each region is one dump)."""
     with tempfile.TemporaryDirectory(prefix="rnicdv-cg-") as tmp:
         run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
-             f"--callgrind-out-file={tmp}/cg.out", exe, "--callgrind",
-             "--only=post", "--only=flush", "--only=poll"] + (["--smoke"] if smoke else []),
-            timeout=1800)
+             f"--callgrind-out-file={tmp}/cg.out"] + cmd, env=env, timeout=1800)
         per_op = {}
         for path in glob.glob(os.path.join(tmp, "cg.out*")):
             desc = total = None
@@ -103,9 +106,14 @@ def callgrind_records(builddir, smoke, timed):
                         total = int(m.group(1))
             if desc and total is not None:
                 per_op[desc[0]] = total / desc[1]
+    return per_op
+
+
+def instr_records(per_op, timed, names):
+    """The `_instr` record of every timed record named in `names`."""
     out = []
     for r in timed:
-        if r["name"] not in COUNTED_CASES:
+        if r["name"] not in names:
             continue
         name, base = r["name"], r["baseline_name"]
         if name not in per_op or base not in per_op:
@@ -113,6 +121,66 @@ def callgrind_records(builddir, smoke, timed):
         unit = "instr/" + r["unit"].split("/", 1)[1]
         out.append(record(name + "_instr", per_op[name], unit, base + "_instr", per_op[base]))
     return out
+
+
+def callgrind_records(builddir, smoke, timed):
+    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-driver")
+    say("instructions per operation (callgrind)")
+    per_op = callgrind_counts([exe, "--callgrind", "--only=post", "--only=flush", "--only=poll"]
+                              + (["--smoke"] if smoke else []))
+    return instr_records(per_op, timed, COUNTED_CASES)
+
+
+# ---- rnicdv beside the unmodified libmlx5 -------------------------------------------------
+
+def libmlx5_env(shim):
+    """The environment of rnicdv-bench-libmlx5: the shim preloaded, two simulated HCAs on an
+    in-process wire (the devices are paused while posts are timed; the wire only carries the
+    WRITEs that free libmlx5's SQ between repetitions), libmlx5 posting as rnicdv's QP does
+    (no locks, an 8-byte doorbell)."""
+    if not os.path.isfile(shim):
+        raise BenchError(f"{shim}: no uverbs shim (build the uverbs_shim target)")
+    env = dict(os.environ)
+    for k in ("RNICDV_PCAP", "RNICDV_SIM_ADDR", "RNICDV_SIM_PROFILE", "SYSFS_PATH"):
+        env.pop(k, None)
+    env.update({"LD_PRELOAD": shim, "RNICDV_UVERBS_DEVICES": "2", "RNICDV_SIM_WIRE": "inproc",
+                "MLX5_SINGLE_THREADED": "1", "MLX5_POST_SEND_PREFER_BF": "0"})
+    # gcc's shared sanitizer runtime would otherwise insist on being first in the load order.
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"),
+                                                 "verify_asan_link_order=0"]))
+    return env
+
+
+def libmlx5_records(builddir, shim, smoke):
+    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-libmlx5")
+    say("post path: rnicdv beside libmlx5 (uverbs shim)")
+    raw = json.loads(run([exe] + (["--smoke"] if smoke else []), env=libmlx5_env(shim)))
+    return [record(r["name"], r["value"], r["unit"], r["baseline_name"], r["baseline_value"])
+            for r in raw]
+
+
+def libmlx5_callgrind_records(builddir, shim, smoke, timed):
+    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-libmlx5")
+    say("instructions per operation, rnicdv beside libmlx5 (callgrind)")
+    per_op = callgrind_counts([exe, "--callgrind"] + (["--smoke"] if smoke else []),
+                              env=libmlx5_env(shim))
+    return instr_records(per_op, timed, list(LIBMLX5_CASES))
+
+
+def place_libmlx5(records):
+    """Moves each rnicdv-against-libmlx5 record (and its _instr) right after the rnicdv
+    record it repeats, so that the table shows them together."""
+    moved = {}
+    for name, after in LIBMLX5_CASES.items():
+        for suffix in ("", "_instr"):
+            moved[name + suffix] = after + suffix
+    rest = [r for r in records if r["name"] not in moved]
+    out = []
+    for r in rest:
+        out.append(r)
+        out += [m for m in records if moved.get(m["name"]) == r["name"]]
+    placed = {r["name"] for r in out}
+    return out + [r for r in records if r["name"] not in placed]
 
 
 # ---- The simulated fabric -----------------------------------------------------------------
@@ -219,6 +287,12 @@ def validate(records, expected):
             raise BenchError(f"bench.json: {name}: baseline_value {bv!r} is not > 0")
         if not isinstance(ratio, (int, float)) or not math.isclose(ratio, v / bv, rel_tol=1e-9):
             raise BenchError(f"bench.json: {name}: ratio {ratio!r} != value / baseline_value")
+    for r in records:
+        for case, base in LIBMLX5_BASELINES.items():
+            for suffix in ("", "_instr"):
+                if r["name"] == case + suffix and r["baseline_name"] != base + suffix:
+                    raise BenchError(f"bench.json: {r['name']}: baseline must be {base + suffix}, "
+                                     f"not {r['baseline_name']!r}")
     missing = [n for n in expected if n not in seen]
     if missing:
         raise BenchError(f"bench.json: missing records: {', '.join(missing)}")
@@ -256,19 +330,26 @@ def main():
     ap.add_argument("--builddir", required=True)
     ap.add_argument("--smoke", action="store_true", help="a few iterations per case")
     ap.add_argument("--no-callgrind", action="store_true", help="skip instruction counts")
+    ap.add_argument("--uverbs-shim", help="librnicdv-uverbs.so "
+                    "(default BUILDDIR/hw/uverbs/librnicdv-uverbs.so)")
     ap.add_argument("--out", help="output file (default BUILDDIR/bench.json)")
     args = ap.parse_args()
     out = args.out or os.path.join(args.builddir, "bench.json")
+    shim = args.uverbs_shim or os.path.join(args.builddir, "hw/uverbs/librnicdv-uverbs.so")
     try:
         records = driver_records(args.builddir, args.smoke)
-        expected = COUNTED_CASES + MEMORY_CASES + FABRIC_CASES
+        lm_records = libmlx5_records(args.builddir, shim, args.smoke)
+        records += lm_records
+        expected = COUNTED_CASES + list(LIBMLX5_CASES) + MEMORY_CASES + FABRIC_CASES
         if not args.no_callgrind and shutil.which("valgrind"):
             records += callgrind_records(args.builddir, args.smoke, records)
-            expected += [c + "_instr" for c in COUNTED_CASES]
+            records += libmlx5_callgrind_records(args.builddir, shim, args.smoke, lm_records)
+            expected += [c + "_instr" for c in COUNTED_CASES + list(LIBMLX5_CASES)]
         elif not args.no_callgrind:
             say("valgrind is not installed: no instruction counts")
         records += fabric_records(args.builddir, args.smoke)
         validate(records, expected)
+        records = place_libmlx5(records)
     except BenchError as e:
         print(f"run.py: {e}", file=sys.stderr)
         return 1

@@ -20,11 +20,14 @@ done
 [ "$builddir" = build ] && [ -z "$sanitize" ] && builddir=build-bench
 [ -n "$sanitize" ] && say "warning: benchmarking a sanitizer build; the figures are not the driver's"
 
-# valgrind gives the instruction counts; without it run.py reports time only.
-ensure_pkgs "${build_pkgs[@]}" python3 valgrind
+# valgrind gives the instruction counts; without it run.py reports time only. The mlx5
+# provider (ibverbs-providers) is the libmlx5 that rnicdv's post path is compared with, run on
+# the simulated HCAs through the uverbs shim.
+ensure_pkgs "${build_pkgs[@]}" python3 valgrind ibverbs-providers
 configure -Dbuildtype=release -Db_ndebug=true
 say "building the benchmarks in $builddir"
-bench_targets=(tools/bench/rnicdv-bench-driver tools/bench/rnicdv-bench-fabric tools/rnicperf/rnicperf)
+bench_targets=(tools/bench/rnicdv-bench-driver tools/bench/rnicdv-bench-fabric
+               tools/bench/rnicdv-bench-libmlx5 hw/uverbs/librnicdv-uverbs.so tools/rnicperf/rnicperf)
 ninja -C "$builddir" "${bench_targets[@]}" >/dev/null || ninja -C "$builddir" "${bench_targets[@]}"
 say "running the benchmark suite"
 exec python3 "$top/tools/bench/run.py" --builddir "$builddir" "${bench_args[@]}"
