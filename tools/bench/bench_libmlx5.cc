@@ -15,11 +15,15 @@
 //   SQ is marked retired between repetitions, as in rnicdv-bench-driver;
 // - libmlx5's QP is on the shim's device, which runs threaded. Paused, its thread still wakes
 //   (every 20 us to 1 ms) to note doorbells: it clears the register and reads the doorbell
-//   record. A repetition it meets pays for those cache lines; the median leaves such
-//   repetitions out. libmlx5 frees SQ slots only as it polls completions, so when the next
-//   repetition would not fit, the device is resumed, every WR executes and completes over the
-//   simulated wire, the CQ is polled empty and the device is paused again (untimed, before
-//   the repetition, like the retiring of rnicdv's SQ).
+//   record, and after seeing one it polls for a while. Beside the posting thread on another
+//   CPU it would take those cache lines from under the posts (in some runs most repetitions
+//   paid for it, several times over). So the process is pinned to one CPU before the shim
+//   starts its threads, which inherit that: the device thread then runs only when the posting
+//   thread does not, a repetition interrupted by it is an outlier the median leaves out, and
+//   nothing touches the QP's memory while posts run. libmlx5 frees SQ slots only as it polls
+//   completions, so when the next repetition would not fit, the device is resumed, every WR
+//   executes and completes over the simulated wire, the CQ is polled empty and the device is
+//   paused again (untimed, before the repetition, like the retiring of rnicdv's SQ).
 // libmlx5 is configured to post as rnicdv's QP does, unless the environment says otherwise:
 // MLX5_SINGLE_THREADED=1 (no spinlocks, as Threading::single has none) and
 // MLX5_POST_SEND_PREFER_BF=0 (an 8-byte doorbell, not a BlueFlame copy, for a WQE that is not
@@ -28,7 +32,9 @@
 // Options: --smoke (a few iterations), --callgrind (one counted repetition of each, under
 // valgrind --tool=callgrind --collect-atstart=no). Prints a JSON array of records on stdout.
 #include <infiniband/verbs.h>
+#include <sched.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -251,6 +257,23 @@ void compare(const Options& o, std::vector<Record>* out) {
   drain();  // nothing posted is left behind when the QPs are destroyed
 }
 
+// This thread, and every thread created after it, on the CPU it runs on now.
+void pin_to_one_cpu() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    fail(std::string("sched_getaffinity: ") + std::strerror(errno));
+  int cpu = sched_getcpu();
+  if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed))
+    for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed); ++cpu) {
+    }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0)
+    fail("sched_setaffinity to CPU " + std::to_string(cpu) + ": " + std::strerror(errno));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -270,6 +293,8 @@ int main(int argc, char** argv) {
   // Before libmlx5 reads them, when its first context is opened.
   setenv("MLX5_SINGLE_THREADED", "1", 0);
   setenv("MLX5_POST_SEND_PREFER_BF", "0", 0);
+  // Before the first device is opened: the shim starts the device threads then.
+  pin_to_one_cpu();
   std::vector<Record> records;
   compare(o, &records);
   print_records(records, stdout);
