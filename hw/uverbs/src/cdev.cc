@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+#include <rdma/mlx5-abi.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -144,7 +145,7 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
   std::lock_guard<std::mutex> lock(ctx->mu);
   const uint64_t pgoff = static_cast<uint64_t>(off) / kPage;
   const uint32_t cmd = (pgoff >> 8) & 0xff;
-  const uint32_t idx = static_cast<uint32_t>((pgoff & 0xff) | ((pgoff >> 16) << 8));
+  uint32_t idx = static_cast<uint32_t>((pgoff & 0xff) | ((pgoff >> 16) << 8));
   if (off % kPage != 0 || len != kPage || !(flags & MAP_SHARED)) {
     fail(EINVAL, Status::error(Errc::invalid_argument,
                                "%s: mmap offset %#llx length %zu: one shared page at a page "
@@ -153,17 +154,21 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
                                static_cast<unsigned long long>(off), len));
     return MAP_FAILED;
   }
-  if (cmd != 0 && cmd != 2 && cmd != 3) {
+  const bool dynamic = cmd == MLX5_IB_MMAP_ALLOC_WC;
+  if (cmd != MLX5_IB_MMAP_REGULAR_PAGE && cmd != MLX5_IB_MMAP_WC_PAGE &&
+      cmd != MLX5_IB_MMAP_NC_PAGE && !dynamic) {
     unimplemented("mmap command", cmd);
     errno = EINVAL;
     return MAP_FAILED;
   }
-  if (!ctx->have_ucontext || idx >= ctx->uar_pages.size()) {
-    fail(EINVAL, Status::error(Errc::invalid_argument, "%s: mmap UAR page %u: only %zu pages",
-                               device_name(ctx->dev->index).c_str(), idx,
-                               ctx->uar_pages.size()));
+  const uint32_t limit = dynamic ? kDynUarPages : ctx->static_pages;
+  if (!ctx->have_ucontext || idx >= limit) {
+    fail(EINVAL, Status::error(Errc::invalid_argument, "%s: mmap %s UAR page %u: only %u pages",
+                               device_name(ctx->dev->index).c_str(),
+                               dynamic ? "dynamic" : "static", idx, limit));
     return MAP_FAILED;
   }
+  if (dynamic) idx += ctx->static_pages;
   void* p = libc::mmap(addr, len, prot | PROT_READ | PROT_WRITE, flags, ctx->uar_memfd,
                        static_cast<off_t>(idx * kPage));
   if (p == MAP_FAILED) return p;

@@ -138,7 +138,8 @@ int get_context(Cmd& c) {
     return c.error(EINVAL, "%u BlueFlame registers exceed %u UAR pages", tot, kMaxUarPages);
 
   const int memfd = ::memfd_create("rnicdv-uverbs-uar", MFD_CLOEXEC);
-  if (memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(pages * kPage)) != 0) {
+  const uint32_t all_pages = pages + kDynUarPages;
+  if (memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(all_pages * kPage)) != 0) {
     const int err = errno;
     if (memfd >= 0) libc::close(memfd);
     return c.error(err, "UAR memory: %s", strerror(err));
@@ -152,9 +153,10 @@ int get_context(Cmd& c) {
   register_event_file(async);
   ctx.async = async;
   ctx.uar_memfd = memfd;
-  ctx.uar_pages.assign(pages, nullptr);
-  ctx.bfreg_users.assign(pages * kBfRegsPerUar, 0);
+  ctx.uar_pages.assign(all_pages, nullptr);
+  ctx.bfreg_users.assign(all_pages * kBfRegsPerUar, 0);
   ctx.tot_bfregs = tot;
+  ctx.static_pages = pages;
   ctx.have_ucontext = true;
 
   const hw::DeviceCaps& caps = ctx.dev->dev->info().caps;
@@ -177,7 +179,9 @@ int get_context(Cmd& c) {
   m.eth_min_inline = MLX5_USER_INLINE_MODE_NONE;  // no L2 header inline (raw QPs only)
   m.log_uar_size = 12;
   m.num_uars_per_page = 1;
-  m.num_dyn_bfregs = 0;
+  // Dynamic registers: libmlx5 maps their pages with MLX5_IB_MMAP_ALLOC_WC and gives one to
+  // each thread domain, lock-free (mlx5_attach_dedicated_bf).
+  m.num_dyn_bfregs = kDynBfRegs;
   m.response_length = static_cast<uint32_t>(std::min(sizeof m, c.resp_drv_len));
   c.reply(&core, sizeof core, &m, sizeof m);
   return 0;
@@ -339,8 +343,8 @@ int create_cq(Cmd& c) {
     return c.error(EINVAL, "cqe %u: the ring (cqe + 1 entries) must be a power of two", req.cqe);
   if (req.comp_vector != 0) return c.error(EINVAL, "completion vector %u (only 0)", req.comp_vector);
   if (m.cqe_comp_en) return c.error(EOPNOTSUPP, "CQE compression");
-  if (m.uar_page_index >= ctx.uar_pages.size())
-    return c.error(EINVAL, "UAR page %u of %zu", m.uar_page_index, ctx.uar_pages.size());
+  if (m.uar_page_index >= ctx.static_pages)
+    return c.error(EINVAL, "UAR page %u of %u", m.uar_page_index, ctx.static_pages);
   std::shared_ptr<EventFile> channel;
   if (req.comp_channel >= 0) {
     channel = event_file(req.comp_channel);
@@ -421,7 +425,7 @@ uint32_t bfreg_of(uint32_t page, uint32_t k) { return page * kBfRegsPerUar + k; 
 // later QPs share the medium ones (least used first). Register 0 is never handed out: it
 // is the doorbell-only register libmlx5 keeps for itself.
 uint32_t pick_bfreg(Context& ctx) {
-  const uint32_t pages = static_cast<uint32_t>(ctx.uar_pages.size());
+  const uint32_t pages = ctx.static_pages;
   const uint32_t low_latency = 4;
   std::vector<uint32_t> regs;  // in the kernel's bfregn order
   for (uint32_t n = 0; n < pages * kNonFpBfRegsPerUar; ++n)
@@ -446,7 +450,8 @@ int create_qp(Cmd& c) {
   if (req.qp_type != IBV_QPT_RC)
     return c.error(EOPNOTSUPP, "QP type %u (the simulated HCA runs RC only)", req.qp_type);
   if (req.is_srq) return c.error(EOPNOTSUPP, "shared receive queues");
-  if (m.flags & ~(MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_ALLOW_SCATTER_CQE))
+  if (m.flags & ~(MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_ALLOW_SCATTER_CQE |
+                  MLX5_QP_FLAG_BFREG_INDEX))
     return c.error(EOPNOTSUPP, "mlx5 QP flags %#x", m.flags);
   auto pd = ctx.pds.find(req.pd_handle);
   auto scq = ctx.cqs.find(req.send_cq_handle);
@@ -458,7 +463,15 @@ int create_qp(Cmd& c) {
   if (m.rq_wqe_count && (m.rq_wqe_shift < 4 || m.rq_wqe_shift > 12))
     return c.error(EINVAL, "receive WQE stride 2^%u", m.rq_wqe_shift);
 
-  const uint32_t bfreg = pick_bfreg(ctx);
+  // A thread domain's QP names its dynamic register (the kernel's bfregn_to_uar_index with
+  // dyn_bfreg); otherwise the register is assigned here.
+  const bool dynamic = (m.flags & MLX5_QP_FLAG_BFREG_INDEX) != 0;
+  if (dynamic && m.bfreg_index >= kDynBfRegs)
+    return c.error(EINVAL, "dynamic register %u of %u", m.bfreg_index, kDynBfRegs);
+  const uint32_t bfreg = dynamic ? (ctx.static_pages + m.bfreg_index / kNonFpBfRegsPerUar) *
+                                           kBfRegsPerUar +
+                                       m.bfreg_index % kNonFpBfRegsPerUar
+                                 : pick_bfreg(ctx);
   const uint32_t page = bfreg / kBfRegsPerUar;
   if (!ctx.uar_pages[page])
     return c.error(EINVAL, "UAR page %u of register %u is not mapped", page, bfreg);
@@ -515,7 +528,7 @@ int create_qp(Cmd& c) {
   r.max_recv_sge = req.max_recv_sge;
   r.max_inline_data = req.max_inline_data;
   mlx5_ib_create_qp_resp mr{};
-  mr.bfreg_index = bfreg;
+  mr.bfreg_index = dynamic ? UINT32_MAX : bfreg;  // the kernel's MLX5_IB_INVALID_BFREG
   c.reply(&r, sizeof r, &mr, sizeof mr);
   return 0;
 }

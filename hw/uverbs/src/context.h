@@ -20,7 +20,9 @@ namespace rnicdv::uverbs {
 inline constexpr uint32_t kBfRegSize = 512;       // mlx5_ib_alloc_ucontext_resp.bf_reg_size
 inline constexpr uint32_t kBfRegsPerUar = 4;      // libmlx5 MLX5_NUM_BFREGS_PER_UAR
 inline constexpr uint32_t kNonFpBfRegsPerUar = 2; // MLX5_NON_FP_BFREGS_PER_UAR
-inline constexpr uint32_t kMaxUarPages = 64;
+inline constexpr uint32_t kMaxUarPages = 64;     // static UAR pages
+inline constexpr uint32_t kDynBfRegs = 32;       // dynamic registers (thread domains), 2 a page
+inline constexpr uint32_t kDynUarPages = kDynBfRegs / 2;
 inline constexpr size_t kPage = 4096;
 
 struct PdObject {
@@ -49,7 +51,7 @@ struct QpObject {
   uint64_t key = 0;
   uint32_t qpn = 0;
   uint32_t pd = 0, send_cq = 0, recv_cq = 0;
-  uint32_t bfreg = 0;  // libmlx5 bfs[] index
+  uint32_t bfreg = 0;  // page * 4 + k (static pages: libmlx5's bfs[] index)
   ReadCounter async_read = std::make_shared<std::atomic<uint32_t>>(0);
   // What QUERY_QP reports besides the state: the attributes last applied.
   hw::QpAttr attr;
@@ -65,10 +67,11 @@ struct Context {
   bool have_ucontext = false;
   std::shared_ptr<EventFile> async;
   uint32_t tot_bfregs = 0;
+  uint32_t static_pages = 0;  // uar_pages[0, static_pages) static, the rest dynamic
   int uar_memfd = -1;
-  std::vector<uint8_t*> uar_pages;  // the first mapping of each UAR page index
+  std::vector<uint8_t*> uar_pages;  // the first mapping of each UAR page (static, then dynamic)
   std::vector<std::pair<uint8_t*, size_t>> kept_mappings;  // munmap deferred to teardown
-  std::vector<uint32_t> bfreg_users;  // QPs per libmlx5 bfs[] index
+  std::vector<uint32_t> bfreg_users;  // QPs per register, indexed page * 4 + k
   uint32_t next_handle = 0;
   std::map<uint32_t, PdObject> pds;
   std::map<uint32_t, MrObject> mrs;
