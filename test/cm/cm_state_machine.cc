@@ -223,6 +223,37 @@ TEST_CASE("a consumer reject reaches the requester with reason 28 and its privat
   CHECK(req.request->accept(accept_params()).code() == Errc::bad_state);
 }
 
+TEST_CASE("a REJ from an address other than the peer's is ignored") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto active = p.a->connect(connect_params());
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  REQUIRE(req.type == hw::CmEventType::connect_request);
+  // The requester's communication ID, from its REQ on the wire.
+  uint32_t a_id = 0;
+  for (const auto& s : p.fab.log()) {
+    if (s.src != kA) continue;
+    Result<CmMad> m = decode_cm_mad(s.mad);
+    if (m && std::holds_alternative<ReqMsg>(m->body)) a_id = std::get<ReqMsg>(m->body).local_comm_id;
+  }
+  REQUIRE(a_id != 0);
+  CmMad forged;
+  forged.header.tid = 1;
+  RejMsg rej;
+  rej.remote_comm_id = a_id;  // names the requester's connection, as the peer's REJ would
+  rej.reason = hw::reject_reason::consumer_defined;
+  forged.body = rej;
+  const uint64_t unmatched = p.a->counters().rx_unmatched;
+  p.fab.inject(0x7f000009, kA, encode_cm_mad(forged));  // from 127.0.0.9, not the peer
+  p.fab.run_until([] { return false; }, 1'000'000);
+  CHECK_FALSE(has_event(**active));
+  CHECK(p.a->counters().rx_unmatched == unmatched + 1);
+  // The real peer still completes the handshake.
+  REQUIRE(req.request->accept(accept_params()).is_ok());
+  hw::CmEvent rep = wait_event(p.fab, **active);
+  CHECK(rep.type == hw::CmEventType::connect_response);
+}
+
 TEST_CASE("a lost REQ is sent again by its timer") {
   Pair p;
   auto listener = p.b->listen({0, kPort});

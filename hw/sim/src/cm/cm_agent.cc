@@ -251,7 +251,7 @@ void CmAgent::on_mad(uint32_t src_ipv4, std::span<const uint8_t> bytes) {
           else if constexpr (std::is_same_v<M, RtuMsg>)
             on_rtu(m);
           else if constexpr (std::is_same_v<M, RejMsg>)
-            on_rej(m, t);
+            on_rej(src_ipv4, m, t);
           else if constexpr (std::is_same_v<M, MraMsg>)
             on_mra(m, t);
           else if constexpr (std::is_same_v<M, DreqMsg>)

@@ -174,7 +174,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m, uint64_t now);
   void on_rep(Outbox& out, uint32_t src, const MadHeader& hdr, const RepMsg& m);
   void on_rtu(const RtuMsg& m);
-  void on_rej(const RejMsg& m, uint64_t now);
+  void on_rej(uint32_t src, const RejMsg& m, uint64_t now);
   void on_mra(const MraMsg& m, uint64_t now);
   void on_dreq(Outbox& out, uint32_t src, const MadHeader& hdr, const DreqMsg& m, uint64_t now);
   void on_drep(const DrepMsg& m, uint64_t now);

@@ -96,7 +96,7 @@ Status CmAgent::reject(uint32_t id, uint16_t reason, std::span<const uint8_t> pr
   return Status::ok();
 }
 
-void CmAgent::on_rej(const RejMsg& m, uint64_t now) {
+void CmAgent::on_rej(uint32_t src, const RejMsg& m, uint64_t now) {
   Record* r = nullptr;
   if (m.reason == hw::reject_reason::timeout && m.reject_info_length >= 8)
     r = find_by_remote(load_guid(m.ari), m.local_comm_id);
@@ -106,6 +106,9 @@ void CmAgent::on_rej(const RejMsg& m, uint64_t now) {
     if (r && r->remote_id != 0 && m.local_comm_id != 0 && m.local_comm_id != r->remote_id)
       r = nullptr;
   }
+  // Only the peer may reject: a REJ from any other address is not for this connection, as
+  // a DREQ from another address is not (on_dreq).
+  if (r && src != r->remote.ipv4) r = nullptr;
   if (!r) {
     ++counters_.rx_unmatched;
     return;
