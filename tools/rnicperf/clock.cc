@@ -55,7 +55,7 @@ const Clock& Clock::get() {
     bool want_tsc = !(force && std::strcmp(force, "monotonic") == 0);
 #if RNICPERF_HAVE_TSC
     if (want_tsc && tsc_is_invariant(read_cpuinfo())) {
-      uint64_t tsc0, ns0, tsc1, ns1;
+      uint64_t tsc0 = 0, ns0 = 0, tsc1 = 0, ns1 = 0;
       paired_read(&tsc0, &ns0);
       timespec pause{0, 100'000'000};
       while (nanosleep(&pause, &pause) != 0) {

@@ -77,7 +77,7 @@ bool Gsi::dispatch() {
   if (!running.owns_lock()) return false;
   bool did = false;
   for (;;) {
-    Inbound in;
+    Inbound in{};
     MadHandler handler;
     std::function<void()> timer_fn;
     {
