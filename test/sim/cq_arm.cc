@@ -96,11 +96,17 @@ struct Fixture {
 TEST_CASE("an armed CQ raises one event for a CQE written after the arm (register write)") {
   Fixture f;
   int events = 0;
-  f.watch(*f.p.b.rcq, &events);
-  // sn 0, next completion, ci 0: the word is 0, the record's initial value, so only the
-  // register can tell the device about this arm.
-  arm_like_libmlx5(*f.p.b.rcq, 0, false);
-  REQUIRE(be32toh(f.p.b.rcq->cq->view().dv.dbrec[kMlx5CqArmDb]) == 0);
+  SECTION("armed once the handler is set") {
+    f.watch(*f.p.b.rcq, &events);
+    arm_like_libmlx5(*f.p.b.rcq, 0, false);
+  }
+  SECTION("armed before the handler is set: only the register still tells") {
+    // No CQ of the device has a handler yet, so nothing reads the register; the record
+    // keeps the word 0, which the device then takes as the CQ's initial state.
+    arm_like_libmlx5(*f.p.b.rcq, 0, false);
+    f.p.settle();
+    f.watch(*f.p.b.rcq, &events);
+  }
   REQUIRE(cq_register(*f.p.b.rcq) != 0);
   f.p.settle();
   CHECK(cq_register(*f.p.b.rcq) == 0);  // consumed
@@ -293,18 +299,22 @@ TEST_CASE("two CQs armed through the same page register before the device looks 
   REQUIRE(scq.cq->view().dv.cq_uar == rcq.cq->view().dv.cq_uar);
   f.watch(scq, &send_events);
   f.watch(rcq, &recv_events);
-  // One CQE polled on each, so that the arm words (ci 1) differ from the records' initial 0.
-  f.send_to_b(false);
-  f.send_from_b();
-  REQUIRE(f.drain(rcq) == 1);
-  REQUIRE(f.drain(scq) == 1);
-  f.p.settle();
 
+  SECTION("first arms, whose words are 0 (perftest arms both CQs so at start)") {
+  }
+  SECTION("later arms, after a CQE polled on each") {
+    f.send_to_b(false);
+    f.send_from_b();
+    REQUIRE(f.drain(rcq) == 1);
+    REQUIRE(f.drain(scq) == 1);
+    f.p.settle();
+  }
   arm_like_libmlx5(scq, 0, false);
   arm_like_libmlx5(rcq, 0, false);  // overwrites the send CQ's register write
   REQUIRE((be64toh(cq_register(rcq)) & 0xffffff) == rcq.cq->view().dv.cqn);
+  const uint64_t arms_before = f.p.b.counters().cq_arms;
   f.p.fabric->step();  // one engine pass of every device
-  CHECK(f.p.b.counters().cq_arms == 2);
+  CHECK(f.p.b.counters().cq_arms - arms_before == 2);
   f.send_to_b(false);
   f.send_from_b();
   CHECK(recv_events == 1);

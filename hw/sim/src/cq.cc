@@ -98,4 +98,14 @@ void cq_reset_arming(CqObj& cq) noexcept {
   cq.seen_arm_word = __atomic_load_n(&cq.dbrec[kCqDbrArm], __ATOMIC_ACQUIRE);
 }
 
+void cq_watch_arms(CqObj& cq) noexcept {
+  cq_reset_arming(cq);
+  uint32_t initial = 0;
+  // Only a record still at 0: a word the consumer stored is an arm made before the device
+  // watched, and stays as it is.
+  __atomic_compare_exchange_n(&cq.dbrec[kCqDbrArm], &initial, htobe32(kCqArmWatchMark), false,
+                              __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  cq.seen_arm_word = __atomic_load_n(&cq.dbrec[kCqDbrArm], __ATOMIC_ACQUIRE);
+}
+
 }  // namespace rnicdv::sim

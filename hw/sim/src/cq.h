@@ -87,4 +87,15 @@ void cq_disarm_fired(CqObj& cq) noexcept;
 // Forgets every arm (a handler is set where there was none, or removed).
 void cq_reset_arming(CqObj& cq) noexcept;
 
+// The arm word the device leaves in a record that still holds its initial 0 when it starts
+// watching a CQ: a reserved command, which no consumer writes and cq_apply_arm ignores. The
+// first arm of a CQ (sn 0, next completion, ci 0) is the word 0 itself; against this mark it
+// is a change the device sees in the record, even when another CQ's arm has overwritten it
+// in the shared register. libmlx5 only ever stores to this word.
+inline constexpr uint32_t kCqArmWatchMark = 7u << 24;
+
+// Starts watching the CQ's arm requests: forgets earlier arms, marks the record (above) and
+// takes its current word as seen.
+void cq_watch_arms(CqObj& cq) noexcept;
+
 }  // namespace rnicdv::sim

@@ -185,11 +185,13 @@ bool Hca::observe_dbrs_locked(QpObj& qp) {
 // Completion-event arming (cq.h), for CQs with a handler only. Two sources, because the CQ
 // doorbell at page + 0x20 is one register for every CQ of the page (in libmlx5's static-UAR
 // mode, every CQ of the context): a second CQ's arm may overwrite the first one's before the
-// device reads it. The register names the CQ; the arm word in each handled CQ's doorbell
-// record is compared with what the device saw last, so an overwritten arm is still found.
-// Residual: an arm whose word equals the record's previous value (the very first arm of a
-// CQ at ci 0, sn 0 for the next completion is 0, the record's initial value) is seen through
-// the register only; if another CQ's arm overwrites it before the device reads it, it is lost.
+// device reads it (perftest arms its send and receive CQs back to back). The register names
+// the CQ; the arm word in each handled CQ's doorbell record is compared with what the device
+// saw last, so an overwritten arm is still found. A new request always changes the word: its
+// sn moves after every event, its ci or command otherwise, and the very first one (the word
+// 0) differs from the mark the device leaves in the record (cq.h kCqArmWatchMark).
+// Residual: a CQ armed before its handler was set and re-armed with the same word afterwards
+// is seen through the register only, so it is lost if another CQ's arm overwrites that.
 // Arming makes no syscall: a device thread asleep when it happens sees it on waking, within
 // its back-off (at most about 1 ms, device_thread.cc).
 bool Hca::scan_cq_arms_locked() {
@@ -269,7 +271,7 @@ Status Hca::set_cq_event_handler(CqObj* cq, std::function<void()> fn) {
     // A new handler never sees events raised for an earlier one.
     ++cq->handler_gen;
     cq->events_on = true;
-    cq_reset_arming(*cq);
+    cq_watch_arms(*cq);
     evented_cqs_.push_back(cq);
   }
   cq_event_handlers_[cq->cqn] = CqEventHandler{cq->handler_gen, std::move(fn)};
