@@ -81,7 +81,10 @@ Result<std::unique_ptr<hw::Cq>> create_cq_external(Device& device, const Externa
 // Completion events (cq.h): once a handler is set, the device watches the CQ's arm requests,
 // written as libmlx5 mlx5_arm_cq writes them (dbrec[MLX5_CQ_ARM_DB], then the CQ doorbell at
 // page + 0x20 of a UAR page the device owns or was given with attach_uar_page), and calls
-// `fn` once for every event the armed CQ raises. An empty `fn` turns events off.
+// `fn` once for every event the armed CQ raises. An empty `fn` turns events off. Setting a
+// handler stores a mark (a reserved arm command) into dbrec[MLX5_CQ_ARM_DB] if that word is
+// still 0, so that the CQ's first arm is seen even when another CQ's arm overwrote it in the
+// shared register (cq.h kCqArmWatchMark); libmlx5 never reads that word.
 //
 // `fn` runs on the thread that runs the device's engine (the device thread, a progress hook
 // or Fabric::step), after the device lock is released, one handler at a time per device. It
