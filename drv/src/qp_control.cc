@@ -135,6 +135,11 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
 void QpCore::release_withheld_locked() noexcept {
   if (unrung != 0) {
     const uint32_t begin = hw_pi.load(std::memory_order_relaxed);
+    if (scanning_device) {
+      // The device is in RTS and may run each copied WQE as soon as it is in the SQ.
+      ring_pi.store(sq_pi, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+    }
     if (shadow.buf) wqe::copy_between_rings(shadow, sq, begin, (sq_pi - begin) * wqe::kBbBytes);
     ring_unrung();
   }

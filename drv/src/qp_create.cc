@@ -98,6 +98,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   qp->qpn = view.qpn;
   qp->threading = config.threading;
   qp->early_post = resolve_early_post(config.early_post, dev_info.profile);
+  qp->scanning_device = dev_info.profile.fetches_beyond_dbr;
   qp->sig_all_bits = config.sq_sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
   qp->granted = view.granted;
   qp->limits = wqe::SqLimits{view.granted.max_send_sge, view.granted.max_inline_data};

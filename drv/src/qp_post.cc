@@ -84,6 +84,61 @@ Errc QpCore::post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) n
 // ERR/SQE: the WR is accepted and completes with WR_FLUSH_ERR, made by the driver and delivered
 // by the send CQ after everything the device was given for this QP (IBA C10-96, as rdmavt and
 // siw do). The ring is not written. Malformed WRs are still rejected, as in RTS.
+// A device that runs valid-looking WQEs past the doorbell record can complete a WQE the
+// moment its ctrl segment is in the SQ. So each WQE's sq_entries slot is written and ring_pi
+// moved past it first, and a release fence orders both before the WQE's bytes: the CQE can
+// then never name a WQE the poller does not know (it would drop it as stale, and the WR would
+// never complete). The size comes from send_wqe_size, which encodes nothing.
+Errc QpCore::post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_index,
+                                 bool ring) noexcept {
+  uint32_t pi = sq_pi;
+  uint32_t tail = sq_tail.load(std::memory_order_acquire);
+  Errc err = Errc::ok;
+  size_t i = 0;
+  for (; i < count; ++i) {
+    const SendWr& wr = wrs[i];
+    uint8_t ds = 0;
+    err = wqe::send_wqe_size(wr, limits, &ds);
+    if (err != Errc::ok) break;
+    const uint32_t bbs = (ds + 3u) / 4u;
+    if (sq.bb_count - (pi - tail) < bbs) {
+      tail = sq_tail.load(std::memory_order_acquire);
+      if (sq.bb_count - (pi - tail) < bbs) {
+        err = Errc::queue_full;
+        break;
+      }
+    }
+    SqEntry& entry = sq_entries[pi & sq_mask];
+    entry.wr_id = wr.wr_id;
+    entry.bbs = static_cast<uint8_t>(bbs);
+    entry.opcode = static_cast<uint8_t>(wr.opcode);
+    entry.kind = kUserWqe;
+    // sq_pi too: the poller may retire this WQE as soon as it is written, and sq_tail must
+    // never pass sq_pi.
+    sq_pi = pi + bbs;
+    ring_pi.store(pi + bbs, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    wqe::EncodedWqe enc;
+    err = wqe::encode_send_wqe(sq, pi, sq.bb_count - (pi - tail), qpn, wr, limits, sig_all_bits,
+                               &enc);
+    if (err != Errc::ok) [[unlikely]] {
+      sq_pi = pi;  // nothing was written
+      ring_pi.store(pi, std::memory_order_relaxed);
+      break;
+    }
+    last_wqe_pi = pi;
+    last_ds = enc.ds;
+    pi += enc.bbs;
+  }
+  unrung += static_cast<uint32_t>(i);
+  if (ring && unrung != 0)
+    ring_unrung();
+  else
+    ring_pi.store(pi, std::memory_order_relaxed);
+  if (err != Errc::ok && bad_index) *bad_index = i;
+  return err;
+}
+
 Errc QpCore::post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) noexcept {
   if (count == 0) return Errc::ok;
   if (device_failed) [[unlikely]] {
@@ -97,17 +152,32 @@ Errc QpCore::post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) no
     // the software completions that follow are ordered after the device's.
     const uint32_t tail = sq_tail.load(std::memory_order_acquire);
     if (sq_pi != tail) {
-      wqe::EncodedWqe enc;
-      const Errc err = wqe::encode_nop_wqe(sq, sq_pi, sq.bb_count - (sq_pi - tail), qpn, 1,
-                                           MLX5_WQE_CTRL_CQ_UPDATE, &enc);
-      if (err != Errc::ok) {
+      if (sq.bb_count - (sq_pi - tail) == 0) {
         if (bad_index) *bad_index = 0;
         return Errc::queue_full;
       }
-      sq_entries[sq_pi & sq_mask] = SqEntry{0, enc.bbs, MLX5_OPCODE_NOP, kDrainMarker, {}};
-      last_wqe_pi = sq_pi;
+      // The marker is one block. Its entry (and, for a scanning device, which flushes
+      // valid-looking WQEs in ERR, ring_pi) is published before the NOP is written.
+      sq_entries[sq_pi & sq_mask] = SqEntry{0, 1, MLX5_OPCODE_NOP, kDrainMarker, {}};
+      const uint32_t published = ring_pi.load(std::memory_order_relaxed);
+      const uint32_t marker = sq_pi;
+      if (scanning_device) {
+        sq_pi = marker + 1;
+        ring_pi.store(marker + 1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+      }
+      wqe::EncodedWqe enc;
+      const Errc err = wqe::encode_nop_wqe(sq, marker, sq.bb_count - (marker - tail), qpn, 1,
+                                           MLX5_WQE_CTRL_CQ_UPDATE, &enc);
+      if (err != Errc::ok) [[unlikely]] {
+        sq_pi = marker;
+        ring_pi.store(published, std::memory_order_relaxed);
+        if (bad_index) *bad_index = 0;
+        return Errc::queue_full;
+      }
+      last_wqe_pi = marker;
       last_ds = enc.ds;
-      sq_pi += enc.bbs;
+      sq_pi = marker + enc.bbs;
       ++unrung;
       ring_unrung();
     }

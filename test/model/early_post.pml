@@ -28,12 +28,14 @@
  *   SHADOW          1: EarlyPost::shadow (WQEs built in a driver ring, copied at the flush);
  *                   0: EarlyPost::in_place.
  *   SCANNING        1: the device fetches valid-looking WQEs beyond the doorbell record.
- *                   The search fails with it (a WR that never completes): on the RTS fast
- *                   path post_ready writes the WQE before its sq_entries slot and ring_pi, so
- *                   a scanning device can complete it first and the poller drops the CQE as
- *                   stale. run_spin.sh leaves these configurations out of its default list.
+ *                   The driver then publishes each WQE's sq_entries slot and ring_pi before
+ *                   the WQE itself (post_ready_scanning, the drain NOP, the shadow copy);
+ *                   written in the other order, the device could complete a WQE first and
+ *                   the poller would drop its CQE as stale (SCANNING_BROKEN_ORDER).
  *   BROKEN_FLUSH_ORDER  the flush publishes RTS before it rings the doorbell: a known-bad
  *                   variant that the checks must reject (test/model/run_spin.sh broken).
+ *   SCANNING_BROKEN_ORDER  with SCANNING, post_ready writes the WQE before its entry and
+ *                   ring_pi, as the plain fast path does: also known-bad, also rejected.
  *
  * Steps: each Promela statement is one atomic step, so reads and writes of shared variables
  * interleave as the real threads' loads and stores can. The poller's work on one CQE, and on
@@ -189,10 +191,21 @@ inline post_ready(id, err) {
   fi;
   if
   :: D(pi, tail) < DEPTH ->
+#if SCANNING && !defined(SCANNING_BROKEN_ORDER)
+    /* post_ready_scanning (qp_post.cc): the entry and ring_pi, then a release fence, then
+     * the WQE, so that the device cannot complete a WQE the poller does not know. */
+    entry_id[pi & MASK] = id;
+    entry_drain[pi & MASK] = 0;
+    sq_pi = pi + 1;
+    ring_pi = pi + 1;
+    sq_id[pi & MASK] = id;  /* encode_send_wqe: the segments, then the ctrl segment last */
+    sq_idx[pi & MASK] = pi;
+#else
     sq_idx[pi & MASK] = pi; /* encode_send_wqe into the SQ */
     sq_id[pi & MASK] = id;
     entry_id[pi & MASK] = id;
     entry_drain[pi & MASK] = 0;
+#endif
     last_wqe_pi = pi;
     pi = pi + 1;
     err = OK
@@ -249,12 +262,19 @@ inline post_flushed(id, err) {
       /* Hand the device everything built so far and a signaled NOP (the drain marker). */
       if
       :: D(sq_pi, tail) < DEPTH ->
-        sq_idx[sq_pi & MASK] = sq_pi;
-        sq_id[sq_pi & MASK] = NOP_ID;
+        /* The marker's entry first; a scanning device also needs ring_pi past it before the
+         * NOP is written (in ERR it flushes valid-looking WQEs). */
         entry_id[sq_pi & MASK] = 0;
         entry_drain[sq_pi & MASK] = 1;
-        last_wqe_pi = sq_pi;
-        sq_pi = sq_pi + 1;
+        pi = sq_pi; /* the marker's block */
+#if SCANNING
+        sq_pi = pi + 1;
+        ring_pi = pi + 1;
+#endif
+        sq_id[pi & MASK] = NOP_ID;  /* encode_nop_wqe: one ctrl segment */
+        sq_idx[pi & MASK] = pi;
+        last_wqe_pi = pi;
+        sq_pi = pi + 1;
         tmp = unrung;
         unrung = tmp + 1;
         ring_unrung()
@@ -308,6 +328,9 @@ inline release_withheld_locked() {
   if
   :: unrung != 0 ->
     begin = hw_pi;
+#if SCANNING
+    ring_pi = sq_pi; /* the device is in RTS: each copied WQE may run at once */
+#endif
 #if SHADOW
     b = begin; /* wqe::copy_between_rings(shadow, sq, begin, ...) */
     do

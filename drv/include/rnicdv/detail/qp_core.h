@@ -12,8 +12,9 @@
 //  * hw_pi    the value last stored into the SQ doorbell record. The device owns
 //             [sq_tail, hw_pi); nothing at or past hw_pi has been announced to it.
 //  * ring_pi  end of the WQEs in the SQ that are the device's: rung, or staged in RTS (a
-//             scanning device may run those before the doorbell). Withheld WQEs are not
-//             included: a CQE naming one is a device fault and is dropped.
+//             scanning device may run those before the doorbell, so for one it is moved
+//             before each WQE is written). Withheld WQEs are not included: a CQE naming one
+//             is a device fault and is dropped.
 //  * sq_tail  first block not yet retired; advanced by the send CQ's poller when a CQE's
 //             wqe_counter names a WQE: that WQE and every earlier (unsignaled) one retire.
 //  * [sw_begin, sw_end)  in ERR, work the driver completes itself with WR_FLUSH_ERR (withheld
@@ -94,6 +95,9 @@ struct QpCore {
                                     bool ring) noexcept;
   // With the post lock held (or on the owner thread): dispatch on the state.
   Errc post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  // post_ready for a scanning device (qp_post.cc): entry and ring_pi first, then the WQE.
+  Errc post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_index,
+                           bool ring) noexcept;
   Errc post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) noexcept;
   Errc post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) noexcept;
   void ring_send_gated() noexcept;
@@ -117,6 +121,10 @@ struct QpCore {
   uint32_t qpn = 0;
   Threading threading = Threading::thread_safe;
   EarlyPost early_post = EarlyPost::in_place;
+  // The device may run valid-looking WQEs past the doorbell record (DeviceProfile::
+  // fetches_beyond_dbr): every WQE's sq_entries slot and ring_pi are published before its
+  // bytes reach the SQ, so that its CQE can never arrive before the poller knows it.
+  bool scanning_device = false;
   uint8_t sig_all_bits = 0;  // MLX5_WQE_CTRL_CQ_UPDATE when sq_sig_all
   wqe::SqLimits limits;
   wqe::SqRing sq;      // the ring the device reads

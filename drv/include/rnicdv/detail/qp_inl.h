@@ -52,6 +52,8 @@ inline Errc QpCore::post_send(const SendWr* wrs, size_t count, size_t* bad_index
 
 inline Errc QpCore::post_ready(const SendWr* wrs, size_t count, size_t* bad_index,
                                bool ring) noexcept {
+  if (scanning_device) [[unlikely]]
+    return post_ready_scanning(wrs, count, bad_index, ring);
   uint32_t pi = sq_pi;
   // Acquire pairs with the poller's release of sq_tail: the blocks it retired are no longer
   // read by the device, and their sq_entries have been consumed.
