@@ -368,11 +368,8 @@ int create_cq(Cmd& c) {
   obj.channel = channel;
   if (channel) {
     // Every CQ arms through UAR page 0 + 0x20 in static-UAR mode, so one arm can overwrite
-    // another before the device reads the register; the device then sees the arm as a change
-    // of the CQ's doorbell-record arm word. libmlx5's first arm writes 0 (sn 0, ci 0), which
-    // is also the word it initialised, so the word is set to a value no arm writes (a
-    // reserved command) first. libmlx5 only ever writes that word, never reads it.
-    __atomic_store_n(&mem.dbrec[1], 0xffffffffu, __ATOMIC_RELEASE);
+    // another before the device reads the register; the device also watches each handled
+    // CQ's doorbell-record arm word, which it marks so that even a first arm (word 0) shows.
     std::weak_ptr<EventFile> weak = channel;
     const uint64_t user_handle = req.user_handle, key = obj.key;
     ReadCounter counter = obj.comp_read;
