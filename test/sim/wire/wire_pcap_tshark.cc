@@ -1,74 +1,22 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // tshark, an independent decoder, reads the wires' captures as RoCEv2 with the right fields.
 // Skipped (exit code 77, which meson reports as SKIP) where tshark is not installed.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <cstdlib>
-#include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tshark.h"
 #include "wire/wire.h"
 #include "wire_test_util.h"
 
 using namespace rnicdv;
 using namespace rnicdv::sim;
 using namespace rnicdv::sim::test;
+using namespace rnicdv::test;
 
 namespace {
-
-bool have_tshark() {
-  return std::system("command -v tshark >/dev/null 2>&1") == 0;
-}
-
-void skip_without_tshark() {
-  if (!have_tshark()) {
-    std::fprintf(stderr, "SKIP: tshark is not installed (Debian package tshark)\n");
-    std::exit(77);
-  }
-}
-
-// Runs tshark on `path` and returns stdout (stderr, e.g. the warning about running as root,
-// is discarded). Payload heuristics are disabled: they would parse arbitrary SEND payloads
-// as RPC-over-RDMA, NVMe-oF, iSER... and report them malformed (softrnic.md §4.2).
-std::string tshark(const std::string& path, const std::string& args) {
-  const std::string cmd =
-      "tshark -n -r '" + path + "'" +
-      " --disable-protocol rpcordma --disable-protocol nvme-rdma --disable-protocol iser"
-      " --disable-protocol smb_direct --disable-protocol lnet --disable-protocol infiniband_sdp"
-      " --disable-protocol smc --disable-protocol fcoib --disable-protocol infiniband.eoib " +
-      args + " 2>/dev/null";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  INFO(cmd);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  return out;
-}
-
-std::vector<std::vector<std::string>> rows(const std::string& text) {
-  std::vector<std::vector<std::string>> out;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::vector<std::string> fields;
-    std::string field;
-    std::istringstream cols(line);
-    while (std::getline(cols, field, '\t')) fields.push_back(field);
-    if (!line.empty() && line.back() == '\t') fields.emplace_back();
-    out.push_back(fields);
-  }
-  return out;
-}
 
 struct Sample {
   std::vector<uint8_t> bytes;
@@ -92,11 +40,11 @@ std::vector<Sample> samples() {
 }
 
 void check_capture(const std::string& path, size_t expected_frames) {
-  const auto fields =
-      rows(tshark(path,
-                  "-T fields -e frame.protocols -e infiniband.bth.opcode -e infiniband.bth.destqp "
-                  "-e infiniband.bth.psn -e infiniband.reth.r_key -e infiniband.reth.dmalen "
-                  "-e infiniband.aeth.msn -e _ws.malformed"));
+  const auto fields = tshark_rows(
+      tshark(path,
+             "-T fields -e frame.protocols -e infiniband.bth.opcode -e infiniband.bth.destqp "
+             "-e infiniband.bth.psn -e infiniband.reth.r_key -e infiniband.reth.dmalen "
+             "-e infiniband.aeth.msn -e _ws.malformed"));
   const auto expect = samples();
   REQUIRE(fields.size() == expected_frames);
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -161,8 +109,9 @@ TEST_CASE("tshark decodes the UDP wire's capture, written to a per-process path"
   const std::string path = dir.file("udp-" + std::to_string(::getpid()) + ".pcap");
   // The endpoints use a free port, not 4791: tell tshark it is RoCEv2 too.
   const std::string port_arg = "-d udp.port==" + std::to_string(ea->port) + ",infiniband ";
-  const auto fields = rows(tshark(path, port_arg + "-T fields -e frame.protocols "
-                                                   "-e infiniband.bth.opcode -e _ws.malformed"));
+  const auto fields =
+      tshark_rows(tshark(path, port_arg + "-T fields -e frame.protocols "
+                                          "-e infiniband.bth.opcode -e _ws.malformed"));
   REQUIRE(fields.size() == 3);
   const auto expect = samples();
   for (size_t i = 0; i < 3; ++i) {
