@@ -3,45 +3,21 @@
 // READ, both atomics, an RNR NAK and ACKs) decodes in tshark as RoCEv2
 // (eth:ethertype:ip:udp:infiniband) with no malformed frame. Skipped (exit code 77) where
 // tshark is absent.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
-#include <cstdlib>
 #include <set>
 #include <sstream>
 
 #include "sim_harness.h"
+#include "tshark.h"
 
 using namespace simtest;
+using rnicdv::test::skip_without_tshark;
+using rnicdv::test::tshark;
 
 namespace {
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  INFO(cmd);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  return out;
-}
-
-// Payload heuristics would parse arbitrary SEND data as RPC-over-RDMA, NVMe-oF, iSER... and
-// call it malformed (softrnic.md §4.2); they are switched off one by one.
-std::string tshark(const std::string& path, const std::string& args) {
-  return run("tshark -n -r '" + path + "'" +
-             " --disable-protocol rpcordma --disable-protocol nvme-rdma --disable-protocol iser"
-             " --disable-protocol smb_direct --disable-protocol lnet"
-             " --disable-protocol infiniband_sdp --disable-protocol smc"
-             " --disable-protocol fcoib --disable-protocol infiniband.eoib " +
-             args + " 2>/dev/null");
-}
 
 void traffic(const std::string& pcap) {
   FabricOptions fo;
@@ -90,10 +66,7 @@ void traffic(const std::string& pcap) {
 }  // namespace
 
 TEST_CASE("a capture of a real run decodes as RoCEv2 in tshark, nothing malformed") {
-  if (std::system("command -v tshark >/dev/null 2>&1") != 0) {
-    std::fprintf(stderr, "SKIP: tshark is not installed (Debian package tshark)\n");
-    std::exit(77);
-  }
+  skip_without_tshark();
   char dir[] = "/tmp/rnicdv-sim-pcap-XXXXXX";
   REQUIRE(::mkdtemp(dir) != nullptr);
   const std::string pcap = std::string(dir) + "/run.pcap";
