@@ -592,7 +592,10 @@ TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a 
   CHECK(ibv_dealloc_pd(d.pd) == EBUSY);
 }
 
-TEST_CASE("closing a context with live objects releases them and the device opens again") {
+// The PD, CQ and QP structures libmlx5 allocated are never freed (the program drops them, as a
+// crashing process would); meson runs this case on its own, without leak detection.
+TEST_CASE("closing a context with live objects releases them and the device opens again",
+          "[leaks_on_purpose]") {
   for (int i = 0; i < 3; ++i) {
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
