@@ -81,9 +81,17 @@ Errc QpCore::post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) n
   return err;
 }
 
-// ERR/SQE: the WR is accepted and completes with WR_FLUSH_ERR, made by the driver and delivered
-// by the send CQ after everything the device was given for this QP (IBA C10-96, as rdmavt and
-// siw do). The ring is not written. Malformed WRs are still rejected, as in RTS.
+namespace {
+
+// Room for `bbs` blocks at `pi`. When the cached tail says no, the poller's is read again once.
+bool room_for(const QpCore& qp, uint32_t pi, uint32_t* tail, uint32_t bbs) noexcept {
+  if (qp.sq.bb_count - (pi - *tail) >= bbs) return true;
+  *tail = qp.sq_tail.load(std::memory_order_acquire);
+  return qp.sq.bb_count - (pi - *tail) >= bbs;
+}
+
+}  // namespace
+
 // A device that runs valid-looking WQEs past the doorbell record can complete a WQE the
 // moment its ctrl segment is in the SQ. So each WQE's sq_entries slot is written and ring_pi
 // moved past it first, and a release fence orders both before the WQE's bytes: the CQE can
@@ -101,12 +109,9 @@ Errc QpCore::post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_in
     err = wqe::send_wqe_size(wr, limits, &ds);
     if (err != Errc::ok) break;
     const uint32_t bbs = (ds + 3u) / 4u;
-    if (sq.bb_count - (pi - tail) < bbs) {
-      tail = sq_tail.load(std::memory_order_acquire);
-      if (sq.bb_count - (pi - tail) < bbs) {
-        err = Errc::queue_full;
-        break;
-      }
+    if (!room_for(*this, pi, &tail, bbs)) {
+      err = Errc::queue_full;
+      break;
     }
     SqEntry& entry = sq_entries[pi & sq_mask];
     entry.wr_id = wr.wr_id;
@@ -139,6 +144,9 @@ Errc QpCore::post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_in
   return err;
 }
 
+// ERR/SQE: the WR is accepted and completes with WR_FLUSH_ERR, made by the driver and delivered
+// by the send CQ after everything the device was given for this QP (IBA C10-96, as rdmavt and
+// siw do). The ring is not written. Malformed WRs are still rejected, as in RTS.
 Errc QpCore::post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) noexcept {
   if (count == 0) return Errc::ok;
   if (device_failed) [[unlikely]] {
@@ -195,12 +203,9 @@ Errc QpCore::post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) no
     uint8_t ds;
     err = wqe::send_wqe_size(wr, limits, &ds);
     if (err != Errc::ok) break;
-    if (pi - tail >= sq.bb_count) {
-      tail = sq_tail.load(std::memory_order_acquire);
-      if (pi - tail >= sq.bb_count) {
-        err = Errc::queue_full;
-        break;
-      }
+    if (!room_for(*this, pi, &tail, 1)) {  // one block each: the entry only
+      err = Errc::queue_full;
+      break;
     }
     sq_entries[pi & sq_mask] = SqEntry{wr.wr_id, 1, static_cast<uint8_t>(wr.opcode), kUserWqe, {}};
     ++pi;

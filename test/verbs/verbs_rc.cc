@@ -64,18 +64,21 @@ constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 struct Endpoint {
   Device& dev;
   ibv_comp_channel* channel = nullptr;
-  ibv_cq* cq = nullptr;
+  ibv_cq* cq = nullptr;       // send completions, and receive ones unless split
+  ibv_cq* recv_cq = nullptr;  // split: a CQ of its own for receives (same channel)
   ibv_qp* qp = nullptr;
-  Endpoint(Device& d, bool with_channel = false) : dev(d) {
+  Endpoint(Device& d, bool with_channel = false, bool split_cqs = false) : dev(d) {
     if (with_channel) {
       channel = ibv_create_comp_channel(d.ctx);
       REQUIRE(channel);
     }
     cq = ibv_create_cq(d.ctx, 64, this, channel, 0);
     REQUIRE(cq);
+    recv_cq = split_cqs ? ibv_create_cq(d.ctx, 64, this, channel, 0) : cq;
+    REQUIRE(recv_cq);
     ibv_qp_init_attr init{};
     init.send_cq = cq;
-    init.recv_cq = cq;
+    init.recv_cq = recv_cq;
     init.qp_type = IBV_QPT_RC;
     init.cap.max_send_wr = 32;
     init.cap.max_recv_wr = 32;
@@ -87,6 +90,7 @@ struct Endpoint {
   }
   ~Endpoint() {
     CHECK(ibv_destroy_qp(qp) == 0);
+    if (recv_cq != cq) CHECK(ibv_destroy_cq(recv_cq) == 0);
     CHECK(ibv_destroy_cq(cq) == 0);
     if (channel) CHECK(ibv_destroy_comp_channel(channel) == 0);
   }
@@ -423,117 +427,40 @@ TEST_CASE("two CQs armed back to back on one channel each raise their event") {
   // libmlx5 arms every CQ through the same UAR register (page 0 + 0x20), and both first arms
   // write the same word (sn 0, ci 0): neither may be lost.
   Device da("rnicsim0"), db("rnicsim1");
-  ibv_comp_channel* ch = ibv_create_comp_channel(da.ctx);
-  REQUIRE(ch);
-  int tag_send = 1, tag_recv = 2;
-  ibv_cq* scq = ibv_create_cq(da.ctx, 16, &tag_send, ch, 0);
-  ibv_cq* rcq = ibv_create_cq(da.ctx, 16, &tag_recv, ch, 0);
-  REQUIRE(scq);
-  REQUIRE(rcq);
-  ibv_qp_init_attr init{};
-  init.send_cq = scq;
-  init.recv_cq = rcq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_wr = 8;
-  init.cap.max_recv_wr = 8;
-  init.cap.max_send_sge = 1;
-  init.cap.max_recv_sge = 1;
-  ibv_qp* qp = ibv_create_qp(da.pd, &init);
-  REQUIRE(qp);
-  {
-    Endpoint peer(db);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    ibv_gid peer_gid = peer.gid(), my_gid{};
-    REQUIRE(ibv_query_gid(da.ctx, 1, kGidIndex, &my_gid) == 0);
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = peer.qp->qp_num;
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = peer_gid;
-    a.ah_attr.grh.sgid_index = kGidIndex;
-    a.ah_attr.port_num = 1;
-    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                      IBV_QP_MIN_RNR_TIMER) == 0);
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = 100;
-    a.max_rd_atomic = 1;
-    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-    // The peer: a QP connected back to this one.
-    ibv_qp_attr pa{};
-    pa.qp_state = IBV_QPS_INIT;
-    pa.port_num = 1;
-    pa.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    REQUIRE(ibv_modify_qp(peer.qp, &pa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    pa = a;
-    pa.qp_state = IBV_QPS_RTR;
-    pa.path_mtu = IBV_MTU_1024;
-    pa.dest_qp_num = qp->qp_num;
-    pa.rq_psn = 100;
-    pa.max_dest_rd_atomic = 1;
-    pa.min_rnr_timer = 12;
-    pa.ah_attr.is_global = 1;
-    pa.ah_attr.grh.dgid = my_gid;
-    pa.ah_attr.grh.sgid_index = kGidIndex;
-    pa.ah_attr.port_num = 1;
-    REQUIRE(ibv_modify_qp(peer.qp, &pa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                            IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-    peer.to_rts();
-
-    Buffer mine(da.pd, 64, kAllAccess), theirs(db.pd, 64, kAllAccess);
-    REQUIRE(ibv_req_notify_cq(scq, 0) == 0);  // both first arms: the same word
-    REQUIRE(ibv_req_notify_cq(rcq, 0) == 0);
-    ibv_sge rs{mine.addr(), 64, mine.mr->lkey};
-    ibv_recv_wr rwr{};
-    rwr.sg_list = &rs;
-    rwr.num_sge = 1;
-    ibv_recv_wr* rbad = nullptr;
-    REQUIRE(ibv_post_recv(qp, &rwr, &rbad) == 0);
-    ibv_sge ss{mine.addr(), 8, mine.mr->lkey};
-    ibv_send_wr w = make_wr(IBV_WR_SEND, &ss, 1, 1);
-    ibv_send_wr* sbad = nullptr;
-    peer.post_recv(theirs, 0, 64, 2);
-    REQUIRE(ibv_post_send(qp, &w, &sbad) == 0);  // completes into scq
-    ibv_sge ps{theirs.addr(), 8, theirs.mr->lkey};
-    ibv_send_wr pw = make_wr(IBV_WR_SEND, &ps, 1, 3);
-    peer.post(pw);  // lands in rcq
-    bool got_send = false, got_recv = false;
-    for (int i = 0; i < 2; ++i) {
-      pollfd pfd{ch->fd, POLLIN, 0};
-      REQUIRE(poll(&pfd, 1, 30000) == 1);
-      ibv_cq* ev_cq = nullptr;
-      void* ev_ctx = nullptr;
-      REQUIRE(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0);
-      if (ev_cq == scq) got_send = true;
-      if (ev_cq == rcq) got_recv = true;
-      ibv_ack_cq_events(ev_cq, 1);
-    }
-    CHECK(got_send);
-    CHECK(got_recv);
-    ibv_wc wc{};
-    CHECK(ibv_poll_cq(scq, 1, &wc) == 1);
-    CHECK(ibv_poll_cq(rcq, 1, &wc) == 1);
-    REQUIRE(peer.wait().status == IBV_WC_SUCCESS);
-    REQUIRE(peer.wait().status == IBV_WC_SUCCESS);
+  Endpoint a(da, /*with_channel=*/true, /*split_cqs=*/true), b(db);
+  a.to_rtr(b);
+  b.to_rtr(a);
+  a.to_rts();
+  b.to_rts();
+  Buffer mine(da.pd, 64, kAllAccess), theirs(db.pd, 64, kAllAccess);
+  REQUIRE(ibv_req_notify_cq(a.cq, 0) == 0);  // both first arms: the same word
+  REQUIRE(ibv_req_notify_cq(a.recv_cq, 0) == 0);
+  a.post_recv(mine, 0, 64, 1);
+  b.post_recv(theirs, 0, 64, 2);
+  ibv_sge ss{mine.addr(), 8, mine.mr->lkey};
+  ibv_send_wr w = make_wr(IBV_WR_SEND, &ss, 1, 3);
+  a.post(w);  // completes into a.cq
+  ibv_sge ps{theirs.addr(), 8, theirs.mr->lkey};
+  ibv_send_wr pw = make_wr(IBV_WR_SEND, &ps, 1, 4);
+  b.post(pw);  // lands in a.recv_cq
+  bool got_send = false, got_recv = false;
+  for (int i = 0; i < 2; ++i) {
+    pollfd pfd{a.channel->fd, POLLIN, 0};
+    REQUIRE(poll(&pfd, 1, 30000) == 1);
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    REQUIRE(ibv_get_cq_event(a.channel, &ev_cq, &ev_ctx) == 0);
+    got_send |= ev_cq == a.cq;
+    got_recv |= ev_cq == a.recv_cq;
+    ibv_ack_cq_events(ev_cq, 1);
   }
-  CHECK(ibv_destroy_qp(qp) == 0);
-  CHECK(ibv_destroy_cq(scq) == 0);
-  CHECK(ibv_destroy_cq(rcq) == 0);
-  CHECK(ibv_destroy_comp_channel(ch) == 0);
+  CHECK(got_send);
+  CHECK(got_recv);
+  ibv_wc wc{};
+  CHECK(ibv_poll_cq(a.cq, 1, &wc) == 1);
+  CHECK(ibv_poll_cq(a.recv_cq, 1, &wc) == 1);
+  REQUIRE(b.wait().status == IBV_WC_SUCCESS);  // b's send, then b's receive
+  REQUIRE(b.wait().status == IBV_WC_SUCCESS);
 }
 
 TEST_CASE("COMM_EST reaches the async fd when a QP still in RTR receives its first request") {

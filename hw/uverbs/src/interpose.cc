@@ -137,64 +137,45 @@ using namespace rnicdv::uverbs;
 
 extern "C" {
 
-int open(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (wants_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
+// The mode argument exists only when the flags create a file.
+#define RNICDV_OPEN_MODE(flags, mode)    \
+  mode_t mode = 0;                       \
+  if (wants_mode(flags)) {               \
+    va_list ap;                          \
+    va_start(ap, flags);                 \
+    mode = va_arg(ap, mode_t);           \
+    va_end(ap);                          \
   }
+
+int open(const char* path, int flags, ...) {
+  RNICDV_OPEN_MODE(flags, mode)
   const int fd = open_special(path, flags);
-  if (fd != -2) return fd;
-  return next_symbol(g_open, "open")(path, flags, mode);
+  return fd != -2 ? fd : next_symbol(g_open, "open")(path, flags, mode);
 }
 
 int open64(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (wants_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
+  RNICDV_OPEN_MODE(flags, mode)
   const int fd = open_special(path, flags);
-  if (fd != -2) return fd;
-  return next_symbol(g_open64, "open64")(path, flags, mode);
+  return fd != -2 ? fd : next_symbol(g_open64, "open64")(path, flags, mode);
 }
 
 int __open_2(const char* path, int flags) { return open(path, flags); }
 int __open64_2(const char* path, int flags) { return open64(path, flags); }
 
+// Absolute paths only can name the device or the sysfs files; open_special checks.
 int openat(int dirfd, const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (wants_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  {
-    const int fd = open_special(path, flags);  // absolute paths only match; null-safe
-    if (fd != -2) return fd;
-  }
-  return next_symbol(g_openat, "openat")(dirfd, path, flags, mode);
+  RNICDV_OPEN_MODE(flags, mode)
+  const int fd = open_special(path, flags);
+  return fd != -2 ? fd : next_symbol(g_openat, "openat")(dirfd, path, flags, mode);
 }
 
 int openat64(int dirfd, const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (wants_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  {
-    const int fd = open_special(path, flags);  // absolute paths only match; null-safe
-    if (fd != -2) return fd;
-  }
-  return next_symbol(g_openat64, "openat64")(dirfd, path, flags, mode);
+  RNICDV_OPEN_MODE(flags, mode)
+  const int fd = open_special(path, flags);
+  return fd != -2 ? fd : next_symbol(g_openat64, "openat64")(dirfd, path, flags, mode);
 }
+
+#undef RNICDV_OPEN_MODE
 
 int stat(const char* path, struct stat* st) {
   const int r = stat_special(path, st);
