@@ -58,6 +58,20 @@ struct Buffer {
   uint64_t addr(size_t off = 0) const { return reinterpret_cast<uintptr_t>(bytes.data()) + off; }
 };
 
+// QP attributes with `depth` WRs and `sge` SGEs each way.
+ibv_qp_init_attr qp_init(ibv_cq* send_cq, ibv_cq* recv_cq, ibv_qp_type type, uint32_t depth,
+                         uint32_t sge) {
+  ibv_qp_init_attr init{};
+  init.send_cq = send_cq;
+  init.recv_cq = recv_cq;
+  init.qp_type = type;
+  init.cap.max_send_wr = depth;
+  init.cap.max_recv_wr = depth;
+  init.cap.max_send_sge = sge;
+  init.cap.max_recv_sge = sge;
+  return init;
+}
+
 constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
@@ -76,14 +90,7 @@ struct Endpoint {
     REQUIRE(cq);
     recv_cq = split_cqs ? ibv_create_cq(d.ctx, 64, this, channel, 0) : cq;
     REQUIRE(recv_cq);
-    ibv_qp_init_attr init{};
-    init.send_cq = cq;
-    init.recv_cq = recv_cq;
-    init.qp_type = IBV_QPT_RC;
-    init.cap.max_send_wr = 32;
-    init.cap.max_recv_wr = 32;
-    init.cap.max_send_sge = 2;
-    init.cap.max_recv_sge = 2;
+    ibv_qp_init_attr init = qp_init(cq, recv_cq, IBV_QPT_RC, 32, 2);
     init.cap.max_inline_data = 64;
     qp = ibv_create_qp(d.pd, &init);
     REQUIRE(qp);
@@ -499,14 +506,7 @@ TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a 
   CHECK(std::count(said.begin(), said.end(), '\n') == 1);
   ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
   REQUIRE(cq);
-  ibv_qp_init_attr init{};
-  init.send_cq = cq;
-  init.recv_cq = cq;
-  init.qp_type = IBV_QPT_UD;
-  init.cap.max_send_wr = 4;
-  init.cap.max_recv_wr = 4;
-  init.cap.max_send_sge = 1;
-  init.cap.max_recv_sge = 1;
+  ibv_qp_init_attr init = qp_init(cq, cq, IBV_QPT_UD, 4, 1);
   errno = 0;
   const std::string ud = capture_stderr([&] { CHECK(ibv_create_qp(d.pd, &init) == nullptr); });
   CHECK(errno == EOPNOTSUPP);
@@ -534,14 +534,7 @@ TEST_CASE("closing a context with live objects releases them and the device open
     REQUIRE(pd);
     ibv_cq* cq = ibv_create_cq(ctx, 8, nullptr, nullptr, 0);
     REQUIRE(cq);
-    ibv_qp_init_attr init{};
-    init.send_cq = cq;
-    init.recv_cq = cq;
-    init.qp_type = IBV_QPT_RC;
-    init.cap.max_send_wr = 4;
-    init.cap.max_recv_wr = 4;
-    init.cap.max_send_sge = 1;
-    init.cap.max_recv_sge = 1;
+    ibv_qp_init_attr init = qp_init(cq, cq, IBV_QPT_RC, 4, 1);
     REQUIRE(ibv_create_qp(pd, &init));
     // Nothing destroyed: closing the command descriptor ends them all, as in the kernel.
     CHECK(ibv_close_device(ctx) == 0);
