@@ -140,7 +140,21 @@ void QpCore::release_withheld_locked() noexcept {
       ring_pi.store(sq_pi, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_release);
     }
-    if (shadow.buf) wqe::copy_between_rings(shadow, sq, begin, (sq_pi - begin) * wqe::kBbBytes);
+    if (shadow.buf && scanning_device) {
+      // One WQE at a time, each ctrl segment last: the device may fetch each as soon as it
+      // looks valid. The sizes are in the entries post_withheld wrote.
+      for (uint32_t pos = begin; pos != sq_pi;) {
+        const uint32_t bbs = sq_entries[pos & sq_mask].bbs;
+        if (bbs == 0 || bbs > sq_pi - pos) [[unlikely]] {  // cannot happen: copy the rest whole
+          wqe::copy_between_rings(shadow, sq, pos, (sq_pi - pos) * wqe::kBbBytes);
+          break;
+        }
+        wqe::copy_wqe_ctrl_last(shadow, sq, pos, bbs);
+        pos += bbs;
+      }
+    } else if (shadow.buf) {
+      wqe::copy_between_rings(shadow, sq, begin, (sq_pi - begin) * wqe::kBbBytes);
+    }
     ring_unrung();
   }
   withheld.store(0, std::memory_order_relaxed);

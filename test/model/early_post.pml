@@ -334,7 +334,12 @@ inline release_withheld_locked() {
 #if SHADOW
     b = begin; /* wqe::copy_between_rings(shadow, sq, begin, ...) */
     do
+#if SCANNING
+    /* wqe::copy_wqe_ctrl_last, one WQE at a time: the body, then the ctrl segment */
+    :: b != sq_pi -> sq_id[b & MASK] = sh_id[b & MASK]; sq_idx[b & MASK] = sh_idx[b & MASK]; b++
+#else
     :: b != sq_pi -> sq_idx[b & MASK] = sh_idx[b & MASK]; sq_id[b & MASK] = sh_id[b & MASK]; b++
+#endif
     :: else -> break
     od;
 #endif

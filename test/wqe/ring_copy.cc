@@ -68,3 +68,23 @@ TEST_CASE("copy_between_rings of unequal rings stays inside both", "[wqe]") {
   REQUIRE(std::equal(small.mem.data(), small.mem.data() + 64, big.mem.data() + 4 * 64));
   REQUIRE(std::equal(small.mem.data() + 64, small.mem.data() + 128, big.mem.data() + 3 * 64));
 }
+
+TEST_CASE("copy_wqe_ctrl_last copies a whole WQE, wrapped or not, and nothing else", "[wqe]") {
+  for (uint32_t first = 0; first < 8; ++first) {
+    for (uint32_t bbs = 1; bbs <= 4; ++bbs) {
+      test::TestSq shadow(8);
+      fill_pattern(shadow);
+      test::TestSq sq(8);
+      wqe::copy_wqe_ctrl_last(shadow.ring, sq.ring, first + 8 * 3, bbs);
+      for (uint32_t bb = 0; bb < 8; ++bb) {
+        const bool copied = ((bb - first) & 7) < bbs;
+        const uint8_t* got = sq.mem.data() + bb * 64;
+        INFO("first " << first << " bbs " << bbs << " bb " << bb);
+        if (copied)
+          REQUIRE(std::equal(got, got + 64, shadow.mem.data() + bb * 64));
+        else
+          REQUIRE(test::all_bytes_are(got, 64, test::kCanary));
+      }
+    }
+  }
+}

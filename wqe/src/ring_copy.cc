@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copies of WQE bytes out of and between send rings, following the wrap at the ring's end.
-// The shadow-queue flush copies a withheld batch into the SQ at the same BB offsets.
+// The shadow-queue flush copies a withheld batch into the SQ at the same BB offsets; for a
+// device that runs valid-looking WQEs past the doorbell record, one WQE at a time with its
+// ctrl segment last.
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 
@@ -35,14 +38,16 @@ void copy_from_ring(SqRing ring, uint32_t pi, uint32_t bytes, uint8_t* dst) noex
   }
 }
 
-void copy_between_rings(SqRing src, SqRing dst, uint32_t pi, uint32_t bytes) noexcept {
-  if (src.bb_count == 0 || dst.bb_count == 0) return;
-  // Equal sizes are the contract; each side still wraps at its own end so that a mismatch can
-  // never read or write outside either ring.
+namespace {
+
+// `bytes` from byte `skip` of BB `pi` on, to the same place in `dst`. Equal sizes are the
+// contract; each side still wraps at its own end so that a mismatch can never read or write
+// outside either ring.
+void copy_span(SqRing src, SqRing dst, uint32_t pi, size_t skip, size_t bytes) noexcept {
   const size_t src_size = ring_bytes(src);
   const size_t dst_size = ring_bytes(dst);
-  size_t src_offset = bb_offset(src, pi);
-  size_t dst_offset = bb_offset(dst, pi);
+  size_t src_offset = (bb_offset(src, pi) + skip) % src_size;
+  size_t dst_offset = (bb_offset(dst, pi) + skip) % dst_size;
   size_t left = bytes;
   while (left != 0) {
     const size_t chunk = std::min({left, src_size - src_offset, dst_size - dst_offset});
@@ -53,6 +58,21 @@ void copy_between_rings(SqRing src, SqRing dst, uint32_t pi, uint32_t bytes) noe
     if (src_offset == src_size) src_offset = 0;
     if (dst_offset == dst_size) dst_offset = 0;
   }
+}
+
+}  // namespace
+
+void copy_between_rings(SqRing src, SqRing dst, uint32_t pi, uint32_t bytes) noexcept {
+  if (src.bb_count == 0 || dst.bb_count == 0) return;
+  copy_span(src, dst, pi, 0, bytes);
+}
+
+void copy_wqe_ctrl_last(SqRing src, SqRing dst, uint32_t pi, uint32_t bbs) noexcept {
+  if (src.bb_count == 0 || dst.bb_count == 0 || bbs == 0) return;
+  constexpr size_t kCtrl = sizeof(mlx5_wqe_ctrl_seg);
+  copy_span(src, dst, pi, kCtrl, size_t{bbs} * kBbBytes - kCtrl);
+  std::atomic_thread_fence(std::memory_order_release);
+  copy_span(src, dst, pi, 0, kCtrl);
 }
 
 }  // namespace rnicdv::wqe
