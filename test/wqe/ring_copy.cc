@@ -15,6 +15,20 @@ void fill_pattern(test::TestSq& sq) {
   for (size_t i = 0; i < sq.mem.size(); ++i) sq.mem.data()[i] = static_cast<uint8_t>(i * 13 + 1);
 }
 
+// BBs [first, first + bbs) of `sq` (mod 8) hold the shadow's bytes; the others are untouched.
+void require_copied_only(const test::TestSq& shadow, const test::TestSq& sq, uint32_t first,
+                         uint32_t bbs) {
+  for (uint32_t bb = 0; bb < 8; ++bb) {
+    const bool copied = ((bb - first) & 7) < bbs;
+    const uint8_t* got = sq.mem.data() + bb * 64;
+    INFO("first " << first << " bbs " << bbs << " bb " << bb);
+    if (copied)
+      REQUIRE(std::equal(got, got + 64, shadow.mem.data() + bb * 64));
+    else
+      REQUIRE(test::all_bytes_are(got, 64, test::kCanary));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("copy_from_ring reads a WQE that wraps the ring's end", "[wqe]") {
@@ -45,15 +59,7 @@ TEST_CASE("copy_between_rings moves a batch to the same offsets and touches noth
       fill_pattern(shadow);
       test::TestSq sq(8);
       wqe::copy_between_rings(shadow.ring, sq.ring, first + 8 * 5, bbs * 64);
-      for (uint32_t bb = 0; bb < 8; ++bb) {
-        const bool copied = ((bb - first) & 7) < bbs;
-        const uint8_t* got = sq.mem.data() + bb * 64;
-        INFO("first " << first << " bbs " << bbs << " bb " << bb);
-        if (copied)
-          REQUIRE(std::equal(got, got + 64, shadow.mem.data() + bb * 64));
-        else
-          REQUIRE(test::all_bytes_are(got, 64, test::kCanary));
-      }
+      require_copied_only(shadow, sq, first, bbs);
     }
   }
 }
@@ -76,15 +82,7 @@ TEST_CASE("copy_wqe_ctrl_last copies a whole WQE, wrapped or not, and nothing el
       fill_pattern(shadow);
       test::TestSq sq(8);
       wqe::copy_wqe_ctrl_last(shadow.ring, sq.ring, first + 8 * 3, bbs);
-      for (uint32_t bb = 0; bb < 8; ++bb) {
-        const bool copied = ((bb - first) & 7) < bbs;
-        const uint8_t* got = sq.mem.data() + bb * 64;
-        INFO("first " << first << " bbs " << bbs << " bb " << bb);
-        if (copied)
-          REQUIRE(std::equal(got, got + 64, shadow.mem.data() + bb * 64));
-        else
-          REQUIRE(test::all_bytes_are(got, 64, test::kCanary));
-      }
+      require_copied_only(shadow, sq, first, bbs);
     }
   }
 }
