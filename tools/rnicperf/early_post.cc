@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "early_post.h"
 
+#include <algorithm>
+
 namespace rnicperf {
 
 using rnicdv::Completion;
@@ -13,27 +15,40 @@ namespace {
 
 constexpr uint32_t kEarlyReady = 10;
 constexpr uint32_t kEarlyDone = 11;
+constexpr uint32_t kAfterRtsReady = 12;
 
-// Polls the send CQ for `n` completions; times the first and the last from `t0`.
-Status collect(RunContext& c, uint32_t n, uint64_t t0, EarlyPostRow* row) {
+// Polls `cq` for `n` successful completions (never more, so a later row's are left alone).
+// With `row`, times the first and the last from `t0`.
+Status await_completions(RunContext& c, rnicdv::CompletionQueue& cq, uint32_t n, const char* what,
+                         uint64_t t0, EarlyPostRow* row) {
   StallGuard guard(c.clock, c.stall_ticks);
   Completion wc[16];
   uint32_t got = 0;
   while (got < n) {
-    int k = c.ep.send_cq().poll(wc, 16);
+    int k = cq.poll(wc, static_cast<int>(std::min<uint32_t>(16, n - got)));
     if (k == 0) {
-      if (!guard.idle()) return stall_error("early post", "completion", c.o.timeout_s);
+      if (!guard.idle()) return stall_error("early post", what, c.o.timeout_s);
       continue;
     }
     const uint64_t now = c.clock.now();
     for (int i = 0; i < k; ++i)
       if (wc[i].status != IBV_WC_SUCCESS) return completion_error("early post", wc[i]);
-    if (got == 0) row->t_first_us = c.clock.to_us(now - t0);
+    if (row) {
+      if (got == 0) row->t_first_us = c.clock.to_us(now - t0);
+      row->t_last_us = c.clock.to_us(now - t0);
+    }
     got += static_cast<uint32_t>(k);
-    row->t_last_us = c.clock.to_us(now - t0);
     guard.progressed();
   }
   return Status::ok();
+}
+
+Status collect(RunContext& c, uint32_t n, uint64_t t0, EarlyPostRow* row) {
+  return await_completions(c, c.ep.send_cq(), n, "completion", t0, row);
+}
+
+Status await_receives(RunContext& c, uint32_t n) {
+  return await_completions(c, c.ep.recv_cq(), n, "SEND from the client", 0, nullptr);
 }
 
 }  // namespace
@@ -70,8 +85,11 @@ Status run_early_post_client(RunContext& c, uint32_t n, EarlyPostResult* out) {
   for (size_t q = 1; q < c.ep.num_qps(); ++q)
     if (Status s = c.ep.to_rts(q); !s) return s;
 
-  // The same batch once established, for comparison.
+  // The same batch once established, for comparison. Both rows start right after a barrier,
+  // so both find the two devices in the same (idle) state: the row after RTS must not gain
+  // from devices still warm from the first batch.
   out->after_rts.posts = n;
+  if (Status s = c.oob.barrier(kAfterRtsReady); !s) return s;
   const uint64_t t0 = c.clock.now();
   for (uint32_t k = 0; k < n; ++k) {
     wr.wr_id = n + k;
@@ -83,24 +101,14 @@ Status run_early_post_client(RunContext& c, uint32_t n, EarlyPostResult* out) {
 }
 
 Status run_early_post_server(RunContext& c, uint32_t n) {
+  // For SENDs, N receives per row were posted on top of the test's own.
+  const bool send = c.o.test.verb == Verb::send;
   if (Status s = c.oob.barrier(kEarlyReady); !s) return s;
-  if (c.o.test.verb == Verb::send) {
-    // 2N receives were posted for these on top of the test's own.
-    StallGuard guard(c.clock, c.stall_ticks);
-    Completion wc[16];
-    uint32_t got = 0;
-    while (got < 2 * n) {
-      int k = c.ep.recv_cq().poll(wc, 16);
-      if (k == 0) {
-        if (!guard.idle()) return stall_error("early post", "SEND from the client", c.o.timeout_s);
-        continue;
-      }
-      for (int i = 0; i < k; ++i)
-        if (wc[i].status != IBV_WC_SUCCESS) return completion_error("early post", wc[i]);
-      got += static_cast<uint32_t>(k);
-      guard.progressed();
-    }
-  }
+  if (send)
+    if (Status s = await_receives(c, n); !s) return s;
+  if (Status s = c.oob.barrier(kAfterRtsReady, c.o.timeout_s * 1000u); !s) return s;
+  if (send)
+    if (Status s = await_receives(c, n); !s) return s;
   return c.oob.barrier(kEarlyDone, c.o.timeout_s * 1000u);
 }
 
