@@ -15,9 +15,6 @@ namespace rnicdv::sim {
 void Hca::push_cqe(QpObj& qp, CqObj* cq, const wqe::CqeInit& init) {
   (void)qp;
   if (!cq) return;
-  if (init.cqe_opcode == MLX5_CQE_REQ_ERR || init.cqe_opcode == MLX5_CQE_RESP_ERR) {
-    // error_cqes counts real errors; flushes are counted with every other CQE.
-  }
   switch (cq_push(*cq, init)) {
     case CqPush::written:
       ++counters_.cqes_written;
