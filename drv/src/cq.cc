@@ -57,16 +57,16 @@ CompletionQueue& CompletionQueue::operator=(CompletionQueue&&) noexcept = defaul
 CompletionQueue::~CompletionQueue() = default;
 
 uint32_t CompletionQueue::cqn() const {
-  return core_->cqn;
+  return core_ ? core_->cqn : 0;
 }
 uint32_t CompletionQueue::entries() const {
-  return core_->ring.cqe_cnt;
+  return core_ ? core_->ring.cqe_cnt : 0;
 }
 uint64_t CompletionQueue::orphaned_completions() const {
-  return core_->orphaned.load(std::memory_order_relaxed);
+  return core_ ? core_->orphaned.load(std::memory_order_relaxed) : 0;
 }
 bool CompletionQueue::in_error() const {
-  return core_->in_error.load(std::memory_order_acquire);
+  return core_ && core_->in_error.load(std::memory_order_acquire);
 }
 
 namespace detail {

@@ -53,7 +53,19 @@ QueuePair::~QueuePair() {
   if (core_) detail::QpCore::destroy(std::move(core_));
 }
 
+namespace {
+
+Status moved_from(const char* operation) {
+  return Status::error(Errc::invalid_argument,
+                       "queue pair: %s: this QueuePair was moved from and holds no QP", operation);
+}
+
+const hw::QpCaps kNoCaps{};
+
+}  // namespace
+
 Status QueuePair::modify(const hw::QpAttr& attr, uint32_t mask) {
+  if (!core_) return moved_from("modify");
   return core_->modify(attr, mask);
 }
 
@@ -108,33 +120,36 @@ Status QueuePair::reset() {
 }
 
 hw::QpState QueuePair::state() const noexcept {
+  if (!core_) return hw::QpState::reset;
   return core_->state.load(std::memory_order_acquire);
 }
 uint32_t QueuePair::qpn() const noexcept {
-  return core_->qpn;
+  return core_ ? core_->qpn : 0;
 }
 
 QpEndpoint QueuePair::local_endpoint(uint32_t psn) const {
+  if (!core_) return QpEndpoint{};
   return QpEndpoint{core_->qpn, psn & 0xffffff, core_->device->hw->info().gid};
 }
 
 EarlyPost QueuePair::early_post() const noexcept {
-  return core_->early_post;
+  return core_ ? core_->early_post : EarlyPost::strict;
 }
 doorbell::DoorbellMode QueuePair::doorbell_mode() const noexcept {
-  return core_->doorbell.mode();
+  return core_ ? core_->doorbell.mode() : doorbell::DoorbellMode::automatic;
 }
 Threading QueuePair::threading() const noexcept {
-  return core_->threading;
+  return core_ ? core_->threading : Threading::thread_safe;
 }
 const hw::QpCaps& QueuePair::caps() const noexcept {
-  return core_->granted;
+  return core_ ? core_->granted : kNoCaps;
 }
 uint32_t QueuePair::withheld() const noexcept {
-  return core_->withheld.load(std::memory_order_relaxed);
+  return core_ ? core_->withheld.load(std::memory_order_relaxed) : 0;
 }
 
 void QueuePair::set_comm_est_handler(void (*fn)(void* ctx), void* ctx) {
+  if (!core_) return;
   std::lock_guard lock(core_->device->mutex);
   core_->comm_est_fn = fn;
   core_->comm_est_ctx = ctx;

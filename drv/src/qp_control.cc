@@ -209,6 +209,20 @@ void QpCore::on_async_error(hw::AsyncEventType type) {
   std::lock_guard control(control_mutex);
   OptionalSpinGuard post(post_lock, locks_posts());
   if (type == hw::AsyncEventType::device_fatal) device_failed = true;
+  follow_device_to_error_locked();
+}
+
+// An error CQE (a bad lkey, a remote access error, retries exhausted, ...) means the device
+// has moved the QP to ERR (IBA 10.3.1: a completion error takes an RC QP to the error
+// state). The driver's view follows, as ibv_query_qp would report: posts from now on complete
+// with WR_FLUSH_ERR after what the device flushes.
+void QpCore::on_error_completion() noexcept {
+  std::lock_guard control(control_mutex);
+  OptionalSpinGuard post(post_lock, locks_posts());
+  follow_device_to_error_locked();
+}
+
+void QpCore::follow_device_to_error_locked() noexcept {
   const QpState s = state.load(std::memory_order_relaxed);
   if (s == QpState::reset || s == QpState::err) return;
   enter_error_locked(QpState::err);

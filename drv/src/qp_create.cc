@@ -75,12 +75,28 @@ EarlyPost resolve_early_post(EarlyPost requested, const hw::DeviceProfile& profi
   return profile.fetches_beyond_dbr ? EarlyPost::shadow : EarlyPost::in_place;
 }
 
+// Withholding in place leaves valid WQEs in the SQ with no doorbell. A device that runs
+// valid-looking WQEs past the doorbell record takes them the moment its QP reaches RTS, before
+// the driver has announced them, and in ERR it flushes them beside the driver's own flush
+// errors: completions would be dropped or doubled. Refused rather than run unsafely.
+Status check_early_post(const hw::DeviceInfo& info, EarlyPost resolved) {
+  if (resolved == EarlyPost::in_place && info.profile.fetches_beyond_dbr)
+    return Status::error(Errc::unsupported,
+                         "%s: create_qp: early_post=in_place is unsafe on this device: its "
+                         "profile '%s' fetches WQEs beyond the doorbell record, so withheld WQEs "
+                         "would run unannounced (use shadow or automatic)",
+                         info.name.c_str(), hw::device_profile_name(info.profile));
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_cq,
                                     CompletionQueue& recv_cq, const QpConfig& config) {
   const hw::DeviceInfo& dev_info = info();
   if (Status s = check_caps(dev_info, config); !s) return s;
+  const EarlyPost early_post = resolve_early_post(config.early_post, dev_info.profile);
+  if (Status s = check_early_post(dev_info, early_post); !s) return s;
   if (send_cq.core()->device != core_ || recv_cq.core()->device != core_)
     return Status::error(Errc::invalid_argument,
                          "%s: create_qp: the completion queues belong to another device",
@@ -97,7 +113,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   auto qp = std::make_unique<detail::QpCore>();
   qp->qpn = view.qpn;
   qp->threading = config.threading;
-  qp->early_post = resolve_early_post(config.early_post, dev_info.profile);
+  qp->early_post = early_post;
   qp->scanning_device = dev_info.profile.fetches_beyond_dbr;
   qp->sig_all_bits = config.sq_sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
   qp->granted = view.granted;

@@ -38,6 +38,42 @@ const char* async_event_name(AsyncEventType t) noexcept {
   return "?";
 }
 
+namespace {
+
+struct NamedProfile {
+  const char* name;
+  bool fetches_beyond_dbr;
+  bool keeps_rtr_doorbell;
+};
+
+constexpr NamedProfile kProfiles[] = {
+    {"mlx5", false, true},
+    {"scanning", true, true},
+    {"forgetful", false, false},
+    {"scanning-forgetful", true, false},
+};
+
+}  // namespace
+
+const char* device_profile_name(const DeviceProfile& profile) noexcept {
+  for (const NamedProfile& p : kProfiles)
+    if (p.fetches_beyond_dbr == profile.fetches_beyond_dbr &&
+        p.keeps_rtr_doorbell == profile.keeps_rtr_doorbell)
+      return p.name;
+  return "?";
+}
+
+bool device_profile_from_name(const char* name, DeviceProfile* out) noexcept {
+  for (const NamedProfile& p : kProfiles) {
+    if (std::strcmp(name, p.name) == 0) {
+      out->fetches_beyond_dbr = p.fetches_beyond_dbr;
+      out->keeps_rtr_doorbell = p.keeps_rtr_doorbell;
+      return true;
+    }
+  }
+  return false;
+}
+
 Gid Gid::from_ipv4(uint32_t ipv4_host_order) noexcept {
   Gid g;
   g.raw[10] = 0xff;

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // How the early-posting strategy is chosen, and why: EarlyPost::automatic picks the shadow
 // queue on a device that fetches beyond the doorbell record and in-place withholding on the
-// mlx5 profile; strict keeps IB's immediate error in RTR. Forcing in-place onto a scanning
-// device shows the hazard the shadow queue avoids: the device finds the withheld WQEs with no
-// doorbell at all.
+// mlx5 profile; strict keeps IB's immediate error in RTR. In-place withholding is refused on a
+// scanning device, and the hazard it would meet is shown: the device runs WQEs it finds in
+// the SQ with no doorbell at all.
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <string>
 
 #include "sim_env.h"
 
@@ -20,10 +21,43 @@ TEST_CASE("automatic early posting follows the device profile", "[drv][early_pos
   CHECK(mlx5.a.qp->early_post() == EarlyPost::in_place);
 
   QpConfig forced = default_qp_config();
-  forced.early_post = EarlyPost::in_place;
-  CHECK(make_pair(scanning_profile(), forced).a.qp->early_post() == EarlyPost::in_place);
   forced.early_post = EarlyPost::shadow;
   CHECK(make_pair(mlx5_profile(), forced).a.qp->early_post() == EarlyPost::shadow);
+  CHECK(make_pair(scanning_profile(), forced).a.qp->early_post() == EarlyPost::shadow);
+}
+
+TEST_CASE("in-place withholding is refused on a device that fetches beyond the doorbell record",
+          "[drv][early_post]") {
+  const char* name = GENERATE("mlx5", "forgetful", "scanning", "scanning-forgetful");
+  INFO("profile " << name);
+  hw::DeviceProfile profile;
+  REQUIRE(hw::device_profile_from_name(name, &profile));
+  auto fabric = make_fabric();
+  sim::DeviceConfig dc;
+  dc.profile = profile;
+  auto sim_dev = take(fabric->add_device(dc));
+  Device dev = take(Device::wrap(sim_dev));
+  ProtectionDomain pd = take(dev.alloc_pd());
+  CompletionQueue cq = take(dev.create_cq(64));
+  QpConfig config = default_qp_config();
+  config.early_post = EarlyPost::in_place;
+  auto qp = dev.create_qp(pd, cq, cq, config);
+  if (!profile.fetches_beyond_dbr) {
+    REQUIRE(qp.is_ok());
+    CHECK(qp.value().early_post() == EarlyPost::in_place);
+    return;
+  }
+  REQUIRE_FALSE(qp.is_ok());
+  CHECK(qp.status().code() == Errc::unsupported);
+  const std::string message = qp.status().message();
+  INFO(message);
+  CHECK(message.find(dev.name()) != std::string::npos);  // the object
+  CHECK(message.find("create_qp") != std::string::npos);  // the operation
+  CHECK(message.find(std::string("'") + name + "'") != std::string::npos);  // the profile
+  CHECK(message.find("beyond the doorbell record") != std::string::npos);  // the reason
+  // The same device still gives a QP that withholds safely.
+  config.early_post = EarlyPost::automatic;
+  CHECK(take(dev.create_qp(pd, cq, cq, config)).early_post() == EarlyPost::shadow);
 }
 
 TEST_CASE("strict early posting rejects sends in RTR with bad_state", "[drv][early_post]") {
@@ -47,30 +81,42 @@ TEST_CASE("strict early posting rejects sends in RTR with bad_state", "[drv][ear
 
 namespace {
 
-// Withholds four signaled WRITEs of 0xab bytes into b, then moves a's device QP to RTS behind
-// the driver's back (no flush, no doorbell) and lets the device run.
+// Four signaled WRITEs of 0xab bytes into b sit in a's SQ with no doorbell: withheld by a
+// shadow-queue QP, or written straight into the SQ as in-place withholding would leave them
+// (built here with the driver's encoder, since the driver refuses that policy on this
+// device). Then a's device QP is moved to RTS behind the driver's back (no flush, no
+// doorbell) and the device runs.
 struct ScanOutcome {
   uint64_t beyond_dbr = 0;
   uint64_t executed = 0;
   bool remote_written = false;
 };
 
-ScanOutcome run_device_in_rts_without_doorbell(EarlyPost mode) {
+ScanOutcome run_device_in_rts_without_doorbell(bool wqes_in_sq) {
   QpConfig config = default_qp_config();
-  config.early_post = mode;
+  config.early_post = EarlyPost::shadow;
   Pair p = make_pair(scanning_profile(), config);
   to_rtr(p);
   to_rts(p.b, kPsnB);
   std::memset(p.a.bytes(0), 0xab, 64);
   const Sge sge = p.a.sge(0, 64);
-  for (uint32_t i = 0; i < 4; ++i)
-    REQUIRE(p.a.qp->post_send(write_wr(i, &sge, 1, p.b.addr(64 * i), p.b.rkey())) == Errc::ok);
+  detail::QpCore& core = *p.a.qp->core();
+  for (uint32_t i = 0; i < 4; ++i) {
+    const SendWr wr = write_wr(i, &sge, 1, p.b.addr(64 * i), p.b.rkey());
+    if (wqes_in_sq) {
+      wqe::EncodedWqe enc;
+      REQUIRE(wqe::encode_send_wqe(core.sq, i, core.sq.bb_count - i, core.qpn, wr, core.limits,
+                                   0, &enc) == Errc::ok);
+    } else {
+      REQUIRE(p.a.qp->post_send(wr) == Errc::ok);
+    }
+  }
 
   hw::QpAttr attr;
   attr.state = hw::QpState::rts;
   attr.sq_psn = kPsnA;
   namespace q = hw::qp_attr;
-  check(p.a.qp->core()->hw_qp->modify(
+  check(core.hw_qp->modify(
       attr, q::state | q::sq_psn | q::timeout | q::retry_cnt | q::rnr_retry | q::max_rd_atomic));
   step(*p.fabric, 200);
   ScanOutcome out;
@@ -83,25 +129,24 @@ ScanOutcome run_device_in_rts_without_doorbell(EarlyPost mode) {
 
 }  // namespace
 
-TEST_CASE("in-place withholding on a scanning device lets it execute withheld WQEs",
+TEST_CASE("a scanning device executes WQEs left in the SQ without a doorbell, and none in a "
+          "shadow queue",
           "[drv][early_post][hazard]") {
-  const ScanOutcome in_place = run_device_in_rts_without_doorbell(EarlyPost::in_place);
-  CHECK(in_place.beyond_dbr > 0);
-  CHECK(in_place.executed > 0);
-  CHECK(in_place.remote_written);
+  const ScanOutcome in_sq = run_device_in_rts_without_doorbell(true);
+  CHECK(in_sq.beyond_dbr == 4);
+  CHECK(in_sq.executed == 4);
+  CHECK(in_sq.remote_written);
 
-  const ScanOutcome shadow = run_device_in_rts_without_doorbell(EarlyPost::shadow);
+  const ScanOutcome shadow = run_device_in_rts_without_doorbell(false);
   CHECK(shadow.beyond_dbr == 0);
   CHECK(shadow.executed == 0);
   CHECK_FALSE(shadow.remote_written);
 }
 
-TEST_CASE("in-place withholding on a scanning device lets ERR flush withheld WQEs twice",
-          "[drv][early_post][hazard]") {
-  const EarlyPost mode = GENERATE(EarlyPost::in_place, EarlyPost::shadow);
-  INFO("early_post " << early_post_name(mode));
+TEST_CASE("a shadow queue on a scanning device completes each withheld WR once on ERR",
+          "[drv][early_post]") {
   QpConfig config = default_qp_config();
-  config.early_post = mode;
+  config.early_post = EarlyPost::shadow;
   Pair p = make_pair(scanning_profile(), config);
   to_rtr(p);
   const Sge sge = p.a.sge(0, 8);
@@ -110,16 +155,12 @@ TEST_CASE("in-place withholding on a scanning device lets ERR flush withheld WQE
   check(p.a.qp->to_error());
   const auto got = poll_n(*p.fabric, *p.a.cq, 5);
   CHECK(poll_for(*p.fabric, *p.a.cq).empty());
-  // The application sees each WR once either way: the driver completes the withheld WRs...
   REQUIRE(got.size() == 5);
-  for (uint32_t i = 0; i < 5; ++i) CHECK(got[i].wr_id == i);
-  if (mode == EarlyPost::in_place) {
-    // ...but the scanning device also found them in the SQ and flushed them itself: CQEs for
-    // work it was never given, which the driver can only drop.
-    CHECK(p.a.counters().wqes_beyond_dbr == 5);
-    CHECK(p.a.cq->orphaned_completions() == 5);
-  } else {
-    CHECK(p.a.counters().wqes_beyond_dbr == 0);
-    CHECK(p.a.cq->orphaned_completions() == 0);
+  for (uint32_t i = 0; i < 5; ++i) {
+    CHECK(got[i].wr_id == i);
+    CHECK(got[i].status == IBV_WC_WR_FLUSH_ERR);
   }
+  // The device found nothing in the SQ to flush on its own.
+  CHECK(p.a.counters().wqes_beyond_dbr == 0);
+  CHECK(p.a.cq->orphaned_completions() == 0);
 }

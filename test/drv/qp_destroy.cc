@@ -107,3 +107,43 @@ TEST_CASE("moving a QueuePair transfers ownership; assigning over one destroys i
   CHECK_FALSE(p.a.sim->qp_snapshot(second).is_ok());
   CHECK(p.a.sim->qp_snapshot(first).is_ok());
 }
+
+TEST_CASE("a moved-from QueuePair or CompletionQueue answers every call with a clear error",
+          "[drv][destroy]") {
+  Pair p = make_connected_pair(mlx5_profile());
+  QueuePair live = std::move(*p.a.qp);
+  QueuePair& gone = *p.a.qp;  // moved from
+  const Sge sge = p.a.sge(0, 8);
+  const SendWr wr = write_wr(1, &sge, 1, p.b.addr(0), p.b.rkey());
+  size_t bad = 99;
+  CHECK(gone.post_send(std::span(&wr, 1), &bad) == Errc::invalid_argument);
+  CHECK(bad == 0);
+  CHECK(gone.stage_send(wr) == Errc::invalid_argument);
+  gone.ring_send();
+  RecvWr rwr;
+  rwr.wr_id = 2;
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  CHECK(gone.post_recv(rwr) == Errc::invalid_argument);
+  CHECK(gone.post_send(std::span<const SendWr>()) == Errc::ok);  // nothing asked, nothing done
+  CHECK(gone.state() == hw::QpState::reset);
+  CHECK(gone.qpn() == 0);
+  CHECK(gone.withheld() == 0);
+  const Status s = gone.to_error();
+  CHECK(s.code() == Errc::invalid_argument);
+  CHECK_THAT(s.message(), Catch::Matchers::Contains("moved from"));
+  CHECK(gone.to_rts(kPsnA).code() == Errc::invalid_argument);
+
+  // The QP it moved to still works, and nothing reached the device from the moved-from one.
+  REQUIRE(live.post_send(wr) == Errc::ok);
+  const auto got = poll_n(*p.fabric, *p.a.cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].wr_id == 1);
+
+  CompletionQueue cq = std::move(*p.a.cq);
+  Completion c[4];
+  CHECK(p.a.cq->poll(c, 4) == 0);
+  CHECK(p.a.cq->cqn() == 0);
+  CHECK(p.a.cq->entries() == 0);
+  CHECK_FALSE(p.a.cq->in_error());
+}

@@ -36,6 +36,16 @@
  *                   variant that the checks must reject (test/model/run_spin.sh broken).
  *   SCANNING_BROKEN_ORDER  with SCANNING, post_ready writes the WQE before its entry and
  *                   ring_pi, as the plain fast path does: also known-bad, also rejected.
+ *   CTRL_HEAD_FIRST with SCANNING, a WQE's ctrl segment is stored head first: the 8 bytes a
+ *                   scanning device tests for a valid WQE (opcode, index, QPN, DS) before the
+ *                   8 that say whether it wants a CQE (fm_ce_se). The device can then run a
+ *                   valid-looking WQE as unsignaled, and its completion is never written:
+ *                   known-bad, rejected. The driver stores the head last, with release
+ *                   ordering (wqe::publish_ctrl_segment), and the device reads it first.
+ *
+ * With SCANNING and SHADOW=0 (in-place withholding on a scanning device), the device runs
+ * withheld WQEs the moment its QP reaches RTS, before the driver has announced them: a
+ * configuration the checks must reject, and which Device::create_qp refuses.
  *
  * Steps: each Promela statement is one atomic step, so reads and writes of shared variables
  * interleave as the real threads' loads and stores can. The poller's work on one CQE, and on
@@ -108,10 +118,13 @@ bool sw_listed;
 bool sw_pending;
 
 /* ---- Memory the device reads ---------------------------------------------------------------- */
+/* A WQE's ctrl segment in two parts, as a device sees them: the head (opmod_idx_opcode and
+ * qpn_ds: sq_id, sq_idx) and the rest (fm_ce_se: sq_sig, whether a CQE is wanted). Every WR
+ * here is signaled, and so is the drain NOP. */
 byte sq_id[DEPTH];  /* the WQE in each SQ slot (0: zeroed memory) */
 byte sq_idx[DEPTH]; /* its ctrl segment's WQE index (opmod_idx_opcode) */
-byte sh_id[DEPTH];  /* the shadow ring (EarlyPost::shadow) */
-byte sh_idx[DEPTH];
+bit sq_sig[DEPTH];  /* its fm_ce_se CQ_UPDATE bit */
+byte sh_id[DEPTH];  /* the shadow ring (EarlyPost::shadow): the WQE each slot holds */
 byte dbr;           /* dbrec[MLX5_SND_DBR] */
 byte uar_writes;    /* doorbell register writes */
 
@@ -163,6 +176,20 @@ inline spin_unlock(l) {
 #define UNLOCK_POSTS() spin_unlock(post_lock)
 #endif
 
+/* wqe::publish_ctrl_segment: the WQE's ctrl segment into SQ slot `pi`, fm_ce_se first and
+ * the head last (CTRL_HEAD_FIRST: the other way round). Two steps only where the order can be
+ * seen: on a device that runs valid-looking WQEs past the doorbell record. */
+#if SCANNING && defined(CTRL_HEAD_FIRST)
+#define PUBLISH_CTRL(pi, id) sq_idx[(pi) & MASK] = (pi); sq_id[(pi) & MASK] = (id); \
+                             sq_sig[(pi) & MASK] = 1
+#elif SCANNING
+#define PUBLISH_CTRL(pi, id) sq_sig[(pi) & MASK] = 1; \
+                             atomic { sq_idx[(pi) & MASK] = (pi); sq_id[(pi) & MASK] = (id) }
+#else
+#define PUBLISH_CTRL(pi, id) atomic { sq_sig[(pi) & MASK] = 1; sq_idx[(pi) & MASK] = (pi); \
+                                      sq_id[(pi) & MASK] = (id) }
+#endif
+
 /* QpCore::ring_unrung (qp_inl.h) and SendDoorbell::ring (send_doorbell_inl.h). */
 inline ring_unrung() {
   hw_pi = sq_pi;
@@ -198,11 +225,9 @@ inline post_ready(id, err) {
     entry_drain[pi & MASK] = 0;
     sq_pi = pi + 1;
     ring_pi = pi + 1;
-    sq_id[pi & MASK] = id;  /* encode_send_wqe: the segments, then the ctrl segment last */
-    sq_idx[pi & MASK] = pi;
+    PUBLISH_CTRL(pi, id);  /* encode_send_wqe: the segments, then the ctrl segment last */
 #else
-    sq_idx[pi & MASK] = pi; /* encode_send_wqe into the SQ */
-    sq_id[pi & MASK] = id;
+    PUBLISH_CTRL(pi, id); /* encode_send_wqe into the SQ */
     entry_id[pi & MASK] = id;
     entry_drain[pi & MASK] = 0;
 #endif
@@ -229,11 +254,9 @@ inline post_withheld(id, err) {
   if
   :: D(pi, tail) < DEPTH ->
 #if SHADOW
-    sh_idx[pi & MASK] = pi;
     sh_id[pi & MASK] = id;
 #else
-    sq_idx[pi & MASK] = pi;
-    sq_id[pi & MASK] = id;
+    PUBLISH_CTRL(pi, id);
 #endif
     entry_id[pi & MASK] = id;
     entry_drain[pi & MASK] = 0;
@@ -271,8 +294,7 @@ inline post_flushed(id, err) {
         sq_pi = pi + 1;
         ring_pi = pi + 1;
 #endif
-        sq_id[pi & MASK] = NOP_ID;  /* encode_nop_wqe: one ctrl segment */
-        sq_idx[pi & MASK] = pi;
+        PUBLISH_CTRL(pi, NOP_ID);  /* encode_nop_wqe: one ctrl segment */
         last_wqe_pi = pi;
         sq_pi = pi + 1;
         tmp = unrung;
@@ -334,12 +356,8 @@ inline release_withheld_locked() {
 #if SHADOW
     b = begin; /* wqe::copy_between_rings(shadow, sq, begin, ...) */
     do
-#if SCANNING
-    /* wqe::copy_wqe_ctrl_last, one WQE at a time: the body, then the ctrl segment */
-    :: b != sq_pi -> sq_id[b & MASK] = sh_id[b & MASK]; sq_idx[b & MASK] = sh_idx[b & MASK]; b++
-#else
-    :: b != sq_pi -> sq_idx[b & MASK] = sh_idx[b & MASK]; sq_id[b & MASK] = sh_id[b & MASK]; b++
-#endif
+    /* SCANNING: wqe::copy_wqe_ctrl_last, one WQE at a time, the ctrl segment last. */
+    :: b != sq_pi -> PUBLISH_CTRL(b, sh_id[b & MASK]); b++
     :: else -> break
     od;
 #endif
@@ -498,7 +516,11 @@ end_device:
         fi
       :: else -> skip
       fi;
-      cq!dev_ci, 0;
+      /* Unsignaled: no CQE; a later signaled one would retire it without reporting it. */
+      if
+      :: sq_sig[slot] -> cq!dev_ci, 0
+      :: else -> skip
+      fi;
       dev_ci++
     }
   :: atomic {

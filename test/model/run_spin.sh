@@ -5,10 +5,11 @@
 # LTL property (design.md's invariants 1-5), or shows that a known-bad variant is rejected.
 #
 #   run_spin.sh verify [CONFIG...]   every CONFIG must verify with no error (default: all)
-#   run_spin.sh broken [CONFIG...]   every CONFIG, built with BROKEN_FLUSH_ORDER, must fail
-#   run_spin.sh list                 the configurations
+#   run_spin.sh broken [CASE...]     every known-bad CASE must fail (default: all)
+#   run_spin.sh list                 the configurations and the known-bad cases
 #
-# A CONFIG is a name from the table below. Exit status: 0 as expected, 1 not as expected,
+# A CONFIG is a name from the table below; a CASE is CONFIG:VARIANT, a configuration built
+# with one known-bad variant of the code (or CONFIG: alone, a configuration the driver refuses). Exit status: 0 as expected, 1 not as expected,
 # 77 when spin or a C compiler is missing (the meson test then reports a skip).
 # Environment: SPIN_WORKDIR (default: a temporary directory), CC (default: cc), SPIN_OPT (the
 # verifier's optimisation, default -O2; -O0 compiles 5x faster and suits the small
@@ -31,6 +32,9 @@ declare -A configs=(
   [single-in_place]="-DTHREADING=0 -DSHADOW=0 -DSCANNING=0"
   [single-shadow]="-DTHREADING=0 -DSHADOW=1 -DSCANNING=0"
   [single-shadow-scanning]="-DTHREADING=0 -DSHADOW=1 -DSCANNING=1"
+  # In-place withholding on a scanning device: Device::create_qp refuses it, because the
+  # device runs the withheld WQEs the moment its QP reaches RTS. Only a known-bad case.
+  [single_poster-in_place-scanning]="-DTHREADING=1 -DSHADOW=0 -DSCANNING=1"
 )
 order=(thread_safe-in_place thread_safe-shadow thread_safe-shadow-scanning
        single_poster-in_place single_poster-shadow single_poster-shadow-scanning
@@ -42,20 +46,29 @@ order=(thread_safe-in_place thread_safe-shadow thread_safe-shadow-scanning
 #  * SCANNING_BROKEN_ORDER (the scanning configurations): writing a WQE before its sq_entries
 #    slot and ring_pi lets a device that runs valid-looking WQEs past the doorbell record
 #    complete it first; the poller drops that CQE as stale and the WR never completes.
-broken_order=(single_poster-in_place single_poster-shadow single_poster-shadow-scanning)
+#  * CTRL_HEAD_FIRST (the scanning configurations): storing a ctrl segment's head (what the
+#    device tests for a valid WQE) before its fm_ce_se lets the device run a signaled WQE as
+#    unsignaled; its completion is never written.
+#  * single_poster-in_place-scanning, as it is: the device runs withheld WQEs before the
+#    driver has announced them, and their CQEs are dropped as stale.
+broken_cases=(single_poster-in_place:BROKEN_FLUSH_ORDER single_poster-shadow:BROKEN_FLUSH_ORDER
+              single_poster-shadow-scanning:SCANNING_BROKEN_ORDER
+              single_poster-shadow-scanning:CTRL_HEAD_FIRST single-shadow-scanning:CTRL_HEAD_FIRST
+              single_poster-in_place-scanning:)
 ltls=(inv1_no_doorbell_below_rts inv2_nothing_runs_before_rts inv3_exactly_once inv4_sq_order
       inv5_bounded_batch)
 
 mode=${1:-}
 [ $# -gt 0 ] && shift
 case "$mode" in
-  list) printf '%s\n' "${order[@]}"; exit 0 ;;
+  list) printf '%s\n' "${order[@]}" "${broken_cases[@]}"; exit 0 ;;
   verify) [ $# -gt 0 ] || set -- "${order[@]}" ;;
-  broken) [ $# -gt 0 ] || set -- "${broken_order[@]}" ;;
-  *) echo "usage: $0 verify|broken|list [CONFIG...]" >&2; exit 2 ;;
+  broken) [ $# -gt 0 ] || set -- "${broken_cases[@]}" ;;
+  *) echo "usage: $0 verify|broken|list [CONFIG...|CASE...]" >&2; exit 2 ;;
 esac
 for c in "$@"; do
-  [ -n "${configs[$c]:-}" ] || { echo "run_spin.sh: unknown configuration '$c'" >&2; exit 2; }
+  [ -n "${configs[${c%%:*}]:-}" ] ||
+    { echo "run_spin.sh: unknown configuration '${c%%:*}'" >&2; exit 2; }
 done
 
 command -v spin >/dev/null || { echo "SKIP: spin is not installed (Debian package spin)"; exit 77; }
@@ -118,13 +131,20 @@ check() {
   t0=$(now)
   dir="$work/$mode-$c"
   if [ "$mode" = broken ]; then
-    local variant=BROKEN_FLUSH_ORDER what="a flush that publishes RTS before the doorbell"
-    if [[ $c == *scanning ]]; then
-      variant=SCANNING_BROKEN_ORDER
-      what="a WQE written before its entry and ring_pi on a scanning device"
-    fi
-    echo "$c, $variant (must fail):"
-    build "$dir" 0 ${configs[$c]} -D$variant || return 1
+    local config=${c%%:*} variant=${c#*:} what flags
+    dir="$work/$mode-$config-${variant:-as-is}"
+    case "$variant" in
+      BROKEN_FLUSH_ORDER) what="a flush that publishes RTS before the doorbell" ;;
+      SCANNING_BROKEN_ORDER) what="a WQE written before its entry and ring_pi on a scanning device" ;;
+      CTRL_HEAD_FIRST) what="a ctrl segment stored head first on a scanning device" ;;
+      "") what="in-place withholding on a scanning device" ;;
+      *) echo "run_spin.sh: unknown variant '$variant'" >&2; return 1 ;;
+    esac
+    flags=${configs[$config]}
+    [ -z "$variant" ] || flags="$flags -D$variant"
+    echo "$config, ${variant:-as it is} (must fail):"
+    # shellcheck disable=SC2086
+    build "$dir" 0 $flags || return 1
     if search "$dir" assertions ./pan-safety -m100000; then
       echo "  NOT REJECTED: the model accepts $what"
       bad=1

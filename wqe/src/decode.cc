@@ -220,11 +220,19 @@ WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, Decod
 
 bool looks_valid_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn) noexcept {
   if (!usable(ring)) return false;
+  // Only the head, in one acquire load: the writer stores it after every other byte of the
+  // WQE (segments.h, "Publishing a WQE"), so a valid head means the rest may be read.
+  const uint64_t head = load_ctrl_head(ring.bb(pi));
+  const auto* raw = reinterpret_cast<const uint8_t*>(&head);
+  const uint32_t opmod_idx_opcode = load_be32(raw + offsetof(mlx5_wqe_ctrl_seg, opmod_idx_opcode));
+  const uint32_t qpn_ds = load_be32(raw + offsetof(mlx5_wqe_ctrl_seg, qpn_ds));
+  const uint8_t opcode = static_cast<uint8_t>(opmod_idx_opcode & 0xff);
+  const uint32_t wqe_index = (opmod_idx_opcode >> 8) & 0xffff;
+  const uint32_t ds = qpn_ds & 0xff;
+  const uint32_t min_ds = min_ds_for(opcode);
   const RingView view(ring.buf, ring_bytes(ring));
-  const Ctrl ctrl = read_ctrl(view, wqe_offset(ring, pi));
-  const uint32_t min_ds = min_ds_for(ctrl.opcode);
-  return ctrl.wqe_index == (pi & 0xffff) && min_ds != 0 && ds_in_range(ctrl.ds, view) &&
-         ctrl.ds >= min_ds && ctrl.qpn == expected_qpn;
+  return wqe_index == (pi & 0xffff) && min_ds != 0 && ds_in_range(ds, view) && ds >= min_ds &&
+         (qpn_ds >> 8) == expected_qpn;
 }
 
 WqeDefect decode_recv_wqe(RqRing ring, uint32_t index, DecodedRecvWqe* out) noexcept {

@@ -4,7 +4,6 @@
 // device that runs valid-looking WQEs past the doorbell record, one WQE at a time with its
 // ctrl segment last.
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstring>
 
@@ -71,8 +70,11 @@ void copy_wqe_ctrl_last(SqRing src, SqRing dst, uint32_t pi, uint32_t bbs) noexc
   if (src.bb_count == 0 || dst.bb_count == 0 || bbs == 0) return;
   constexpr size_t kCtrl = sizeof(mlx5_wqe_ctrl_seg);
   copy_span(src, dst, pi, kCtrl, size_t{bbs} * kBbBytes - kCtrl);
-  std::atomic_thread_fence(std::memory_order_release);
-  copy_span(src, dst, pi, 0, kCtrl);
+  // The ctrl segment as the encoder writes it: its head last, with release ordering
+  // (segments.h, "Publishing a WQE"). A memcpy of the 16 bytes may store them in any order.
+  mlx5_wqe_ctrl_seg ctrl;
+  std::memcpy(&ctrl, src.bb(pi), sizeof ctrl);
+  publish_ctrl_segment(dst.bb(pi), ctrl);
 }
 
 }  // namespace rnicdv::wqe

@@ -45,10 +45,10 @@ Errc encode_fixed_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn,
   uint8_t* const end = ring.end();
   uint8_t* const wqe = ring.bb(pi);
   const uint8_t fm_ce_se = static_cast<uint8_t>(fm_ce_se_for(wr.flags) | force_fm_ce_se);
-  uint8_t* seg = put_segment(
-      wqe, ctrl_segment(pi, static_cast<uint8_t>(wr.opcode), qpn, ds, fm_ce_se, 0), begin, end);
   if (wr.opcode != WrOpcode::nop) {
     const bool cas = wr.opcode == WrOpcode::atomic_cmp_swap;
+    // Four segments in one 64-byte block: an atomic WQE never wraps inside itself.
+    uint8_t* seg = wqe + kDsBytes;
     seg = put_segment(seg, raddr_segment(wr.remote_addr, wr.rkey), begin, end);
     seg = put_segment(
         seg, cas ? atomic_segment(wr.swap, wr.compare_add) : atomic_segment(wr.compare_add, 0),
@@ -57,6 +57,8 @@ Errc encode_fixed_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn,
     put_segment(seg, data_segment(kAtomicOperandBytes, wr.sg_list[0].lkey, wr.sg_list[0].addr),
                 begin, end);
   }
+  // The ctrl segment last, its head last of all (segments.h, "Publishing a WQE").
+  publish_ctrl_segment(wqe, ctrl_segment(pi, static_cast<uint8_t>(wr.opcode), qpn, ds, fm_ce_se, 0));
   out->ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
   out->ds = ds;
   out->bbs = static_cast<uint8_t>(bbs);
@@ -72,16 +74,16 @@ Errc encode_nop_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, u
   if (bbs > free_bbs || bbs > ring.bb_count) return Errc::queue_full;
 
   uint8_t* const wqe = ring.bb(pi);
-  const mlx5_wqe_ctrl_seg ctrl = ctrl_segment(pi, MLX5_OPCODE_NOP, qpn, ds, fm_ce_se, 0);
-  std::memcpy(wqe, &ctrl, sizeof ctrl);
-  // The padding carries nothing; zero it so no stale segment is left inside the WQE.
-  uint8_t* at = wqe + sizeof ctrl;
+  // The padding carries nothing; zero it so no stale segment is left inside the WQE. Then the
+  // ctrl segment, its head last (segments.h, "Publishing a WQE").
+  uint8_t* at = wqe + kDsBytes;
   uint8_t* const end = ring.end();
   for (uint32_t unit = 1; unit < ds; ++unit) {
     if (at == end) at = ring.buf;
     std::memset(at, 0, kDsBytes);
     at += kDsBytes;
   }
+  publish_ctrl_segment(wqe, ctrl_segment(pi, MLX5_OPCODE_NOP, qpn, ds, fm_ce_se, 0));
   out->ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
   out->ds = ds;
   out->bbs = static_cast<uint8_t>(bbs);

@@ -23,6 +23,7 @@ struct DeviceCore;
 struct CqCore;
 }  // namespace detail
 
+// A moved-from CompletionQueue holds no CQ: poll() returns 0, cqn() and entries() 0.
 class CompletionQueue {
  public:
   CompletionQueue(CompletionQueue&&) noexcept;

@@ -38,6 +38,9 @@ struct DeviceCore;
 struct QpCore;
 }  // namespace detail
 
+// A moved-from QueuePair holds no QP. Its posts return Errc::invalid_argument and write
+// nothing, modify() and the to_*() calls fail with invalid_argument and a message saying so,
+// state() reports RESET, qpn() 0, withheld() 0, and its other accessors their defaults.
 class QueuePair {
  public:
   QueuePair(QueuePair&&) noexcept;

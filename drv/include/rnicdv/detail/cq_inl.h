@@ -49,10 +49,14 @@ inline int CqCore::poll(Completion* out, int max) noexcept {
       retired = qp->retire_recv(cqe, &out[n]);
     else
       continue;  // RESIZE_CQ, NO_PACKET, SIG_ERR: nothing an RC consumer is owed
-    if (retired == Retired::report) [[likely]]
+    if (retired == Retired::report) [[likely]] {
       ++n;
-    else if (retired == Retired::stale)
+      // The device moved the QP to ERR with this CQE: the driver's state follows.
+      if (opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR) [[unlikely]]
+        qp->on_error_completion();
+    } else if (retired == Retired::stale) {
       count_orphan();
+    }
   }
   if (index != ci) {
     ci = index;
@@ -65,7 +69,10 @@ inline int CqCore::poll(Completion* out, int max) noexcept {
 
 }  // namespace detail
 
+// A moved-from CompletionQueue holds no CQ: nothing to poll.
 inline int CompletionQueue::poll(Completion* out, int max) noexcept {
+  if (!core_) [[unlikely]]
+    return 0;
   return core_->poll(out, max);
 }
 

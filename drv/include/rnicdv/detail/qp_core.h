@@ -107,6 +107,9 @@ struct QpCore {
   // ---- Control path (qp_control.cc) -------------------------------------------------------
   Status modify(const hw::QpAttr& attr, uint32_t mask);
   void on_async_error(hw::AsyncEventType type);
+  // The send or receive CQ's poller found an error CQE for this QP (poller thread).
+  [[gnu::cold]] void on_error_completion() noexcept;
+  void follow_device_to_error_locked() noexcept;
   // The flush: with post_lock held and the device already in RTS.
   void release_withheld_locked() noexcept;
   void enter_error_locked(hw::QpState to) noexcept;

@@ -24,6 +24,13 @@
 namespace rnicdv {
 namespace detail {
 
+// The answer to a post on a moved-from QueuePair: nothing is posted.
+inline Errc moved_from_post(size_t count, size_t* bad_index) noexcept {
+  if (count == 0) return Errc::ok;
+  if (bad_index) *bad_index = 0;
+  return Errc::invalid_argument;
+}
+
 inline Errc QpCore::post_send(const SendWr* wrs, size_t count, size_t* bad_index,
                               bool ring) noexcept {
   // One call site for post_ready, so that it and the WQE encoder inline into a single copy.
@@ -193,19 +200,28 @@ inline Retired QpCore::retire_recv(const mlx5_cqe64* cqe, Completion* out) noexc
 
 }  // namespace detail
 
+// A moved-from QueuePair holds no QP: its posts fail with invalid_argument (and write
+// nothing), its ring_send does nothing.
 inline Errc QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad_index) noexcept {
+  if (!core_) [[unlikely]]
+    return detail::moved_from_post(wrs.size(), bad_index);
   return core_->post_send(wrs.data(), wrs.size(), bad_index, true);
 }
 
 inline Errc QueuePair::stage_send(const SendWr& wr) noexcept {
+  if (!core_) [[unlikely]]
+    return Errc::invalid_argument;
   return core_->post_send(&wr, 1, nullptr, false);
 }
 
 inline void QueuePair::ring_send() noexcept {
-  core_->ring_send();
+  if (core_) [[likely]]
+    core_->ring_send();
 }
 
 inline Errc QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* bad_index) noexcept {
+  if (!core_) [[unlikely]]
+    return detail::moved_from_post(wrs.size(), bad_index);
   return core_->post_recv(wrs.data(), wrs.size(), bad_index);
 }
 

@@ -44,6 +44,11 @@ struct DeviceProfile {
   // mlx5 behaviour). The driver must withhold both the doorbell record and the UAR write.
   bool keeps_rtr_doorbell = true;
 };
+// The profile's name: "mlx5" {keeps_rtr_doorbell}, "scanning" {fetches_beyond_dbr,
+// keeps_rtr_doorbell}, "forgetful" {neither}, "scanning-forgetful" {fetches_beyond_dbr}.
+const char* device_profile_name(const DeviceProfile& p) noexcept;
+// The profile of that name; false for an unknown one.
+bool device_profile_from_name(const char* name, DeviceProfile* out) noexcept;
 
 struct DeviceCaps {
   uint32_t max_qp = 0;

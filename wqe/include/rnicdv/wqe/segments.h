@@ -73,6 +73,36 @@ inline mlx5_wqe_ctrl_seg ctrl_segment(uint32_t pi, uint8_t opcode, uint32_t qpn,
   return seg;
 }
 
+// ---- Publishing a WQE: its ctrl segment's first 8 bytes last -------------------------------
+//
+// A device that fetches valid-looking WQEs beyond the doorbell record (a scanning device)
+// decides that a WQE is there from the first 8 bytes of its ctrl segment: the opcode and the
+// WQE index (opmod_idx_opcode) and the QPN and DS (qpn_ds). Everything else the WQE holds,
+// the ctrl segment's other 8 bytes included (fm_ce_se: whether a CQE is wanted, the
+// immediate), must be in memory before those 8 bytes are, or the device runs a torn WQE: for
+// one, an unsignaled copy of a signaled WRITE, whose completion is then never written. So the
+// head is one aligned 8-byte store with release ordering, after every other byte, and the
+// device reads it with one acquire load before it reads anything else of the WQE. On x86
+// both are plain moves; the ordering costs no instruction.
+
+inline constexpr size_t kCtrlHeadBytes = 8;  // opmod_idx_opcode, qpn_ds
+
+// Writes `ctrl` to the WQE at `wqe` (64-byte aligned): bytes 8-15, then the head.
+[[gnu::always_inline]] inline void publish_ctrl_segment(uint8_t* wqe,
+                                                        const mlx5_wqe_ctrl_seg& ctrl) noexcept {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&ctrl);
+  std::memcpy(wqe + kCtrlHeadBytes, bytes + kCtrlHeadBytes, sizeof ctrl - kCtrlHeadBytes);
+  uint64_t head;
+  std::memcpy(&head, bytes, sizeof head);
+  __atomic_store_n(reinterpret_cast<uint64_t*>(wqe), head, __ATOMIC_RELEASE);
+}
+
+// The device's side: the head of the WQE at `wqe`, as the bytes are in memory. Every other
+// byte the WQE's writer stored before it is visible once this returns a valid head.
+inline uint64_t load_ctrl_head(const uint8_t* wqe) noexcept {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(wqe), __ATOMIC_ACQUIRE);
+}
+
 // Gather/scatter pointer: byte_count, lkey, addr (mlx5dv_set_data_seg).
 inline mlx5_wqe_data_seg data_segment(uint32_t length, uint32_t lkey, uint64_t addr) noexcept {
   mlx5_wqe_data_seg seg;

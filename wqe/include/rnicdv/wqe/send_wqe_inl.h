@@ -276,7 +276,7 @@ inline Errc encode_send_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_
   const mlx5_wqe_ctrl_seg ctrl =
       ctrl_segment(pi, static_cast<uint8_t>(wr.opcode), qpn, static_cast<uint8_t>(ds), fm_ce_se,
                    traits.has_imm() ? htobe32(wr.imm_data) : 0);
-  std::memcpy(wqe, &ctrl, sizeof ctrl);
+  publish_ctrl_segment(wqe, ctrl);
   out->ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
   out->ds = static_cast<uint8_t>(ds);
   out->bbs = static_cast<uint8_t>(detail::bbs_for(ds));
