@@ -202,6 +202,11 @@ class Stress {
     }
     REQUIRE(unexpected_errors.load() == 0);
     REQUIRE(failed_transitions.load() == 0);
+    // A WR flushed at the requester may still be on the wire and land at the responder later:
+    // RDMA does not promise otherwise. Moving the responder to ERR (which the device executes
+    // under its lock) makes every write it did visible here and drops whatever still arrives,
+    // so the bytes read below, and the next round's reset of them, race with nothing.
+    REQUIRE(p_.b.qp->to_error());
 
     Tally tally;
     for (const auto& per : accepted)

@@ -85,9 +85,9 @@ void copy_from_ring(SqRing ring, uint32_t pi, uint32_t bytes, uint8_t* dst) noex
 void copy_between_rings(SqRing src, SqRing dst, uint32_t pi, uint32_t bytes) noexcept;
 
 // Copies the WQE of `bbs` blocks at BB `pi` of `src` into `dst` as copy_between_rings does,
-// but its ctrl segment (the first 16 bytes, which make it look valid) last, after a release
-// fence: a device that fetches WQEs past the doorbell record never sees the ctrl segment of
-// a WQE whose other bytes are not there yet.
+// but its ctrl segment last, and that segment's head (the 8 bytes that make it look valid)
+// last of all, with release ordering (publish_ctrl_segment): a device that fetches WQEs past
+// the doorbell record never sees a valid head before the WQE's other bytes.
 void copy_wqe_ctrl_last(SqRing src, SqRing dst, uint32_t pi, uint32_t bbs) noexcept;
 
 }  // namespace rnicdv::wqe
