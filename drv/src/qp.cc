@@ -38,19 +38,20 @@ const char* threading_name(Threading t) noexcept {
   return "?";
 }
 
-QueuePair::QueuePair(std::unique_ptr<detail::QpCore> core) : core_(std::move(core)) {}
-QueuePair::QueuePair(QueuePair&&) noexcept = default;
+QueuePair::QueuePair(std::unique_ptr<detail::QpCore> core) : core_(core.release()) {}
+QueuePair::QueuePair(QueuePair&& other) noexcept
+    : core_(std::exchange(other.core_, detail::QpCore::moved_from())) {}
 
 QueuePair& QueuePair::operator=(QueuePair&& other) noexcept {
   if (this != &other) {
-    if (core_) detail::QpCore::destroy(std::move(core_));
-    core_ = std::move(other.core_);
+    if (!core_->is_moved_from()) detail::QpCore::destroy(std::unique_ptr<detail::QpCore>(core_));
+    core_ = std::exchange(other.core_, detail::QpCore::moved_from());
   }
   return *this;
 }
 
 QueuePair::~QueuePair() {
-  if (core_) detail::QpCore::destroy(std::move(core_));
+  if (!core_->is_moved_from()) detail::QpCore::destroy(std::unique_ptr<detail::QpCore>(core_));
 }
 
 namespace {
@@ -60,12 +61,10 @@ Status moved_from(const char* operation) {
                        "queue pair: %s: this QueuePair was moved from and holds no QP", operation);
 }
 
-const hw::QpCaps kNoCaps{};
-
 }  // namespace
 
 Status QueuePair::modify(const hw::QpAttr& attr, uint32_t mask) {
-  if (!core_) return moved_from("modify");
+  if (core_->is_moved_from()) return moved_from("modify");
   return core_->modify(attr, mask);
 }
 
@@ -120,36 +119,35 @@ Status QueuePair::reset() {
 }
 
 hw::QpState QueuePair::state() const noexcept {
-  if (!core_) return hw::QpState::reset;
   return core_->state.load(std::memory_order_acquire);
 }
 uint32_t QueuePair::qpn() const noexcept {
-  return core_ ? core_->qpn : 0;
+  return core_->qpn;
 }
 
 QpEndpoint QueuePair::local_endpoint(uint32_t psn) const {
-  if (!core_) return QpEndpoint{};
+  if (core_->is_moved_from()) return QpEndpoint{};
   return QpEndpoint{core_->qpn, psn & 0xffffff, core_->device->hw->info().gid};
 }
 
 EarlyPost QueuePair::early_post() const noexcept {
-  return core_ ? core_->early_post : EarlyPost::strict;
+  return core_->early_post;
 }
 doorbell::DoorbellMode QueuePair::doorbell_mode() const noexcept {
-  return core_ ? core_->doorbell.mode() : doorbell::DoorbellMode::automatic;
+  return core_->doorbell.mode();
 }
 Threading QueuePair::threading() const noexcept {
-  return core_ ? core_->threading : Threading::thread_safe;
+  return core_->threading;
 }
 const hw::QpCaps& QueuePair::caps() const noexcept {
-  return core_ ? core_->granted : kNoCaps;
+  return core_->granted;
 }
 uint32_t QueuePair::withheld() const noexcept {
-  return core_ ? core_->withheld.load(std::memory_order_relaxed) : 0;
+  return core_->withheld.load(std::memory_order_relaxed);
 }
 
 void QueuePair::set_comm_est_handler(void (*fn)(void* ctx), void* ctx) {
-  if (!core_) return;
+  if (core_->is_moved_from()) return;
   std::lock_guard lock(core_->device->mutex);
   core_->comm_est_fn = fn;
   core_->comm_est_ctx = ctx;
@@ -160,6 +158,17 @@ namespace detail {
 QpCore::~QpCore() {
   hw_qp.reset();
   ::operator delete (shadow_storage, std::align_val_t{wqe::kBbBytes});
+}
+
+QpCore* QpCore::moved_from() noexcept {
+  // Threading::single: nothing ever takes its locks; strict and RESET: nothing is accepted.
+  static QpCore* const core = [] {
+    auto* c = new QpCore();
+    c->threading = Threading::single;
+    c->early_post = EarlyPost::strict;
+    return c;
+  }();
+  return core;
 }
 
 void QpCore::destroy(std::unique_ptr<QpCore> core) noexcept {
@@ -177,7 +186,7 @@ void QpCore::destroy(std::unique_ptr<QpCore> core) noexcept {
     // to it) is simply dropped with the rings.
     qp->hw_qp.reset();
     qp->send_cq->remove_software_qp(qp);
-    qp->state.store(hw::QpState::reset, std::memory_order_release);
+    qp->publish_state(hw::QpState::reset);
   }
   qp->send_cq->detach(qp);
   if (qp->recv_cq != qp->send_cq) qp->recv_cq->detach(qp);

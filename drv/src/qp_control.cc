@@ -108,7 +108,7 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
       if (from == QpState::rtr)
         release_withheld_locked();
       else
-        state.store(QpState::rts, std::memory_order_release);
+        publish_state(QpState::rts);
       break;
     }
     case QpState::err: {
@@ -121,7 +121,7 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
     case QpState::sqd:
     case QpState::sqe: {
       OptionalSpinGuard post(post_lock, locks_posts());
-      state.store(to, std::memory_order_release);
+      publish_state(to);
       break;
     }
   }
@@ -159,7 +159,7 @@ void QpCore::release_withheld_locked() noexcept {
   }
   withheld.store(0, std::memory_order_relaxed);
   ever_rts = true;
-  state.store(QpState::rts, std::memory_order_release);
+  publish_state(QpState::rts);
 }
 
 void QpCore::enter_error_locked(QpState to) noexcept {
@@ -174,7 +174,7 @@ void QpCore::enter_error_locked(QpState to) noexcept {
     withheld.store(0, std::memory_order_relaxed);
     if (sq_pi != begin) send_cq->add_software_qp(this);
   }
-  state.store(to, std::memory_order_release);
+  publish_state(to);
 }
 
 // RESET discards everything with no completions (IBA 10.3.1) and, as libmlx5 does
@@ -184,6 +184,7 @@ void QpCore::enter_error_locked(QpState to) noexcept {
 void QpCore::reset_locked() noexcept {
   if (send_cq) send_cq->remove_software_qp(this);
   sq_pi = 0;
+  room_end = sq.bb_count;
   unrung = 0;
   last_wqe_pi = 0;
   last_ds = 0;
@@ -202,7 +203,22 @@ void QpCore::reset_locked() noexcept {
   if (shadow.buf) std::memset(shadow.buf, 0, size_t{shadow.bb_count} * wqe::kBbBytes);
   doorbell::store_dbr(&dbrec[MLX5_RCV_DBR], 0);
   doorbell::store_dbr(&dbrec[MLX5_SND_DBR], 0);
-  state.store(QpState::reset, std::memory_order_release);
+  publish_state(QpState::reset);
+}
+
+PostGate QpCore::gate_for(QpState s) const noexcept {
+  // The lock-free path builds with the plain encoder: not for a scanning device, which needs
+  // each WQE's bookkeeping published before its bytes (post_ready_scanning). A QP that cannot
+  // take one SGE goes the slow way, where post_send's checks report it.
+  if (s != QpState::rts || scanning_device || limits.max_sge == 0) return kGateSlow;
+  return threading == Threading::thread_safe ? kGateLocked : kGateOpen;
+}
+
+void QpCore::publish_state(QpState s) noexcept {
+  state.store(s, std::memory_order_release);
+  // Release: a poster that finds the gate open (acquire) also finds everything done before,
+  // the flush's doorbell among it (design.md, "The race").
+  gate.store(gate_for(s), std::memory_order_release);
 }
 
 void QpCore::on_async_error(hw::AsyncEventType type) {

@@ -2,6 +2,7 @@
 // Device::create_qp: validates the request, creates the device QP, and resolves once what the
 // fast path will do for the QP's whole life (doorbell mode, early-posting strategy).
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "rnicdv/device.h"
 #include "rnicdv/pd.h"
 #include "rnicdv/qp.h"
+#include "rnicdv/wqe/typed_wqe.h"
 
 namespace rnicdv {
 
@@ -89,6 +91,30 @@ Status check_early_post(const hw::DeviceInfo& info, EarlyPost resolved) {
   return Status::ok();
 }
 
+// The typed calls' ctrl heads: everything but the WQE index, prebuilt once.
+void init_ctrl_heads(detail::QpCore& qp) {
+  namespace typed = wqe::typed;
+  struct Head {
+    detail::TypedHead slot;
+    uint8_t opcode;
+    uint8_t ds;
+  };
+  constexpr Head kHeads[] = {
+      {detail::kHeadWrite, MLX5_OPCODE_RDMA_WRITE, typed::kRdmaDs},
+      {detail::kHeadWriteImm, MLX5_OPCODE_RDMA_WRITE_IMM, typed::kRdmaDs},
+      {detail::kHeadRead, MLX5_OPCODE_RDMA_READ, typed::kRdmaDs},
+      {detail::kHeadSend, MLX5_OPCODE_SEND, typed::kSendDs},
+      {detail::kHeadSendImm, MLX5_OPCODE_SEND_IMM, typed::kSendDs},
+      {detail::kHeadFetchAdd, MLX5_OPCODE_ATOMIC_FA, typed::kAtomicDs},
+      {detail::kHeadCompareSwap, MLX5_OPCODE_ATOMIC_CS, typed::kAtomicDs},
+      {detail::kHeadWriteInline, MLX5_OPCODE_RDMA_WRITE, 0},
+      {detail::kHeadSendInline, MLX5_OPCODE_SEND, 0},
+  };
+  static_assert(std::size(kHeads) == detail::kTypedHeads);
+  for (const Head& h : kHeads)
+    qp.ctrl_heads[h.slot] = qp.ctrl_qpn_bits | typed::ctrl_op_bits(h.opcode, h.ds);
+}
+
 }  // namespace
 
 Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_cq,
@@ -120,6 +146,10 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   qp->limits = wqe::SqLimits{view.granted.max_send_sge, view.granted.max_inline_data};
   qp->sq = wqe::SqRing{static_cast<uint8_t*>(dv.sq.buf), dv.sq.wqe_cnt};
   qp->sq_mask = dv.sq.wqe_cnt - 1;
+  qp->room_end = dv.sq.wqe_cnt;
+  qp->ctrl_qpn_bits = wqe::typed::ctrl_qpn_bits(view.qpn);
+  qp->ctrl_rest_sig_all = wqe::typed::ctrl_rest(qp->sig_all_bits);
+  init_ctrl_heads(*qp);
   qp->dbrec = dv.dbrec;
   qp->rq = wqe::RqRing{static_cast<uint8_t*>(dv.rq.buf), dv.rq.wqe_cnt, dv.rq.stride};
   qp->rq_mask = dv.rq.wqe_cnt ? dv.rq.wqe_cnt - 1 : 0;

@@ -12,31 +12,43 @@ namespace rnicdv::detail {
 
 Errc QpCore::post_send_slow(const SendWr* wrs, size_t count, size_t* bad_index,
                             bool ring) noexcept {
-  switch (threading) {
-    case Threading::single:
-      return post_gated(wrs, count, bad_index, ring);
-    case Threading::single_poster: {
-      post_lock.lock();
-      // Re-read under the lock: the flush may have published RTS since the lock-free read;
-      // if it has not, it cannot until this post is done.
-      const Errc err = post_gated(wrs, count, bad_index, ring);
-      post_lock.unlock();
-      return err;
-    }
-    case Threading::thread_safe:
-    default: {
-      const Errc err = post_gated(wrs, count, bad_index, ring);  // the caller locked
-      post_lock.unlock();
-      return err;
-    }
-  }
+  if (is_moved_from()) [[unlikely]]
+    return moved_from_post(count, bad_index);
+  if (threading == Threading::single) return post_gated(wrs, count, bad_index, ring);
+  post_lock.lock();
+  // Re-read under the lock: the flush may have published RTS since the lock-free read; if it
+  // has not, it cannot until this post is done. (A thread_safe QP posts here in RTS too.)
+  const Errc err = post_gated(wrs, count, bad_index, ring);
+  post_lock.unlock();
+  return err;
+}
+
+Errc QpCore::post_recv_in_reset(size_t count, size_t* bad_index) noexcept {
+  if (is_moved_from()) [[unlikely]]
+    return moved_from_post(count, bad_index);
+  if (count == 0) return Errc::ok;
+  if (bad_index) *bad_index = 0;
+  return Errc::bad_state;
+}
+
+void QpCore::ring_send_slow() noexcept {
+  if (threading == Threading::single) return ring_send_gated();
+  post_lock.lock();
+  ring_send_gated();
+  post_lock.unlock();
+}
+
+Errc QpCore::post_ready_any(const SendWr* wrs, size_t count, size_t* bad_index,
+                            bool ring) noexcept {
+  if (scanning_device) return post_ready_scanning(wrs, count, bad_index, ring);
+  return post_ready(wrs, count, bad_index, ring);
 }
 
 Errc QpCore::post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept {
   switch (state.load(std::memory_order_relaxed)) {
     case hw::QpState::rts:
     case hw::QpState::sqd:  // accepted and rung; the device starts them back in RTS
-      return post_ready(wrs, count, bad_index, ring);
+      return post_ready_any(wrs, count, bad_index, ring);
     case hw::QpState::rtr:
       if (early_post != EarlyPost::strict) return post_withheld(wrs, count, bad_index);
       [[fallthrough]];        // IBA C10-29

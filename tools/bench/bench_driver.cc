@@ -2,13 +2,14 @@
 // rnicdv-bench-driver: the driver's own costs on simulated HCA memory, each beside a baseline
 // measured in the same run (docs/performance.md).
 //
-//   post    post_write_1sge, post_send_inline_64, post_batch_32, post_read, post_atomic_fa:
-//           ns per post (median of repetitions) against the same stores written by hand;
+//   post    post_write_1sge, post_send_inline_64, post_batch_32, post_read, post_atomic_fa,
+//           each through post_send and through its typed call (*_typed): ns per post (median
+//           of repetitions) against the same stores written by hand;
 //   flush   flush_in_place_N and flush_shadow_N, N = 1, 64, 4096: from the device's move to
 //           RTS to the doorbell written and RTS published, against N = 1 (in place) and
 //           memcpy of the same bytes (shadow);
-//   poll    poll_1 and poll_batch_16: ns per CQE decoded against an owner-bit check plus a
-//           field load;
+//   poll    poll_1 and poll_batch_16, through poll() and the lean poll_each (*_lean): ns per
+//           CQE decoded against an owner-bit check plus a field load;
 //   memory  heap bytes per QP, per CQ and per simulated device.
 //
 // The device engine is paused (or, for polls, not running), so only the driver's work is
@@ -148,20 +149,21 @@ void post_cases(const Options& o, std::vector<Record>* out) {
     core.sq_tail.store(core.sq_pi, std::memory_order_release);
   };
 
-  // One WR per post, signaled, a doorbell each.
-  // `hand` is the baseline's closure type, so that it inlines into the loop as the driver's
-  // post does.
-  auto single = [&](const char* name, const char* base_name, SendWr wr, Conn& c, auto hand) {
+  // One WR per post, signaled, a doorbell each: `post(qp, wr)` posts it, through post_send
+  // (the generic path) or a typed call. `post` and `hand` are closure types, so that each
+  // inlines into its loop as an application's post would.
+  auto single_with = [&](const char* name, const char* base_name, SendWr wr, Conn& c, auto post,
+                         auto hand) {
     auto hq = std::make_shared<HandQp>(*c.qp->core());
     auto wrp = std::make_shared<SendWr>(wr);
     QueuePair* qp = &*c.qp;
     measure({name, base_name, "ns/post", kOps,
              [&c, &retire] { retire(c); },
-             [qp, wrp] {
+             [qp, wrp, post] {
                for (uint32_t i = 0; i < kOps; ++i) {
                  wrp->wr_id = i;
-                 if (qp->post_send(*wrp) != Errc::ok) [[unlikely]]
-                   fail("post_send failed");
+                 if (post(*qp, *wrp) != Errc::ok) [[unlikely]]
+                   fail(std::string("post failed"));
                }
              },
              [hq, wrp, hand] {
@@ -173,6 +175,10 @@ void post_cases(const Options& o, std::vector<Record>* out) {
              }},
             o, out);
   };
+  auto single = [&](const char* name, const char* base_name, SendWr wr, Conn& c, auto hand) {
+    single_with(name, base_name, wr, c,
+                [](QueuePair& qp, const SendWr& w) { return qp.post_send(w); }, hand);
+  };
 
   {
     SendWr wr;
@@ -182,13 +188,27 @@ void post_cases(const Options& o, std::vector<Record>* out) {
     wr.num_sge = 1;
     wr.remote_addr = s.mr_b->addr();
     wr.rkey = s.mr_b->rkey();
-    single("post_write_1sge", "hand_write_1sge", wr, db, [](HandQp& h, const SendWr& w) {
+    auto hand_write = [](HandQp& h, const SendWr& w) {
       h.ring_db(h.rdma_wqe(w, MLX5_OPCODE_RDMA_WRITE));
-    });
-    wr.opcode = WrOpcode::rdma_read;
-    single("post_read", "hand_read", wr, db, [](HandQp& h, const SendWr& w) {
+    };
+    auto hand_read = [](HandQp& h, const SendWr& w) {
       h.ring_db(h.rdma_wqe(w, MLX5_OPCODE_RDMA_READ));
-    });
+    };
+    single("post_write_1sge", "hand_write_1sge", wr, db, hand_write);
+    single_with("post_write_typed", "hand_write_1sge", wr, db,
+                [](QueuePair& qp, const SendWr& w) {
+                  return qp.post_write(w.wr_id, *w.sg_list, w.remote_addr, w.rkey,
+                                       send_flags::signaled);
+                },
+                hand_write);
+    wr.opcode = WrOpcode::rdma_read;
+    single("post_read", "hand_read", wr, db, hand_read);
+    single_with("post_read_typed", "hand_read", wr, db,
+                [](QueuePair& qp, const SendWr& w) {
+                  return qp.post_read(w.wr_id, *w.sg_list, w.remote_addr, w.rkey,
+                                      send_flags::signaled);
+                },
+                hand_read);
   }
   {
     SendWr wr;
@@ -198,7 +218,7 @@ void post_cases(const Options& o, std::vector<Record>* out) {
     wr.num_sge = 1;
     // ctrl, then a 4-byte inline header, 64 payload bytes and 12 zero bytes: DS 6, 2 BBs;
     // BlueFlame copy of both blocks with the register's halves alternating.
-    single("post_send_inline_64", "hand_send_inline_64", wr, bf, [](HandQp& h, const SendWr& w) {
+    auto hand_inline = [](HandQp& h, const SendWr& w) {
       uint8_t* q = h.bb(h.pi);
       const uint32_t len = w.sg_list->length;
       const uint32_t hdr = htobe32(len | MLX5_INLINE_SEG);
@@ -215,7 +235,15 @@ void post_cases(const Options& o, std::vector<Record>* out) {
       doorbell::bf_copy(h.reg + h.bf_offset, q, 128, ring);
       asm volatile("sfence" ::: "memory");
       h.bf_offset ^= h.bf_size;
-    });
+    };
+    single("post_send_inline_64", "hand_send_inline_64", wr, bf, hand_inline);
+    single_with("post_send_inline_64_typed", "hand_send_inline_64", wr, bf,
+                [](QueuePair& qp, const SendWr& w) {
+                  return qp.post_send_inline(
+                      w.wr_id, reinterpret_cast<const void*>(static_cast<uintptr_t>(w.sg_list->addr)),
+                      64, send_flags::signaled);
+                },
+                hand_inline);
   }
   {
     const Sge sge8a{s.mr_a->addr() + 8, 8, s.mr_a->lkey()};
@@ -228,7 +256,7 @@ void post_cases(const Options& o, std::vector<Record>* out) {
     wr.rkey = s.mr_b->rkey();
     wr.compare_add = 1;
     // ctrl + raddr + atomic + data: DS 4, one BB.
-    single("post_atomic_fa", "hand_atomic_fa", wr, db, [](HandQp& h, const SendWr& w) {
+    auto hand_fa = [](HandQp& h, const SendWr& w) {
       uint8_t* q = h.bb(h.pi);
       HandQp::put_raddr(q + 16, w.remote_addr, w.rkey);
       const uint64_t add = htobe64(w.compare_add), zero = 0;
@@ -239,7 +267,14 @@ void post_cases(const Options& o, std::vector<Record>* out) {
                        static_cast<uint8_t>((w.flags & 1) << 3));
       h.pi += 1;
       h.ring_db(q);
-    });
+    };
+    single("post_atomic_fa", "hand_atomic_fa", wr, db, hand_fa);
+    single_with("post_atomic_fa_typed", "hand_atomic_fa", wr, db,
+                [](QueuePair& qp, const SendWr& w) {
+                  return qp.post_fetch_add(w.wr_id, *w.sg_list, w.remote_addr, w.rkey,
+                                           w.compare_add, send_flags::signaled);
+                },
+                hand_fa);
   }
   {
     // 32 WRITEs, only the last signaled, one post_send call and one doorbell.
@@ -258,6 +293,13 @@ void post_cases(const Options& o, std::vector<Record>* out) {
     auto hq = std::make_shared<HandQp>(*db.qp->core());
     QueuePair* qp = &*db.qp;
     constexpr uint32_t kBatches = 2;  // 64 posts per repetition
+    auto hand_batch = [hq, wrs] {
+      hq->pi = 0;
+      for (uint32_t b = 0; b < kBatches; ++b) {
+        for (const SendWr& w : *wrs) hq->rdma_wqe(w, MLX5_OPCODE_RDMA_WRITE);
+        hq->ring_db(hq->bb(hq->pi - 1));
+      }
+    };
     measure({"post_batch_32", "hand_batch_32", "ns/post", kBatch * kBatches,
              [&db, &retire] { retire(db); },
              [qp, wrs] {
@@ -265,13 +307,26 @@ void post_cases(const Options& o, std::vector<Record>* out) {
                  if (qp->post_send(std::span<const SendWr>(*wrs)) != Errc::ok) [[unlikely]]
                    fail("post_send failed");
              },
-             [hq, wrs] {
-               hq->pi = 0;
+             hand_batch},
+            o, out);
+    // Typed: 31 WRITEs staged, the 32nd posted (signaled), which rings once for all.
+    measure({"post_batch_32_typed", "hand_batch_32", "ns/post", kBatch * kBatches,
+             [&db, &retire] { retire(db); },
+             [qp, wrs] {
                for (uint32_t b = 0; b < kBatches; ++b) {
-                 for (const SendWr& w : *wrs) hq->rdma_wqe(w, MLX5_OPCODE_RDMA_WRITE);
-                 hq->ring_db(hq->bb(hq->pi - 1));
+                 for (uint32_t i = 0; i + 1 < kBatch; ++i) {
+                   const SendWr& w = (*wrs)[i];
+                   if (qp->stage_write(w.wr_id, *w.sg_list, w.remote_addr, w.rkey, 0) != Errc::ok)
+                     [[unlikely]]
+                     fail("stage_write failed");
+                 }
+                 const SendWr& last = (*wrs)[kBatch - 1];
+                 if (qp->post_write(last.wr_id, *last.sg_list, last.remote_addr, last.rkey,
+                                    send_flags::signaled) != Errc::ok) [[unlikely]]
+                   fail("post_write failed");
                }
-             }},
+             },
+             hand_batch},
             o, out);
   }
 }
@@ -497,6 +552,31 @@ void poll_cases(const Options& o, std::vector<Record>* out) {
           o, out);
   measure({"poll_batch_16", "hand_cqe_check_16", "ns/cqe", kBatch, fill,
            [&] { pending -= pcq->poll(completions->data(), kBatch); }, hand},
+          o, out);
+  // The lean path: each completion to a callable that keeps its wr_id and status, as a
+  // consumer that matches completions to requests does.
+  auto lean = std::make_shared<std::vector<LeanCompletion>>(kBatch);
+  measure({"poll_1_lean", "hand_cqe_check_1", "ns/cqe", kBatch, fill,
+           [&] {
+             LeanCompletion* out_lean = lean->data();
+             for (int i = 0; i < kBatch; ++i)
+               pending -= pcq->poll_each(1, [out_lean, i](const LeanCompletion& c) {
+                 out_lean[i].wr_id = c.wr_id;
+                 out_lean[i].status = c.status;
+               });
+           },
+           hand},
+          o, out);
+  measure({"poll_batch_16_lean", "hand_cqe_check_16", "ns/cqe", kBatch, fill,
+           [&] {
+             LeanCompletion* next = lean->data();
+             pending -= pcq->poll_each(kBatch, [&next](const LeanCompletion& c) {
+               next->wr_id = c.wr_id;
+               next->status = c.status;
+               ++next;
+             });
+           },
+           hand},
           o, out);
 }
 

@@ -6,6 +6,8 @@
 //                             signaled, DoorbellMode::db), exactly as post_write_1sge; the
 //                             baseline, libmlx5_write_1sge, is ibv_post_send of the same WR on
 //                             a libibverbs QP of "rnicsim0".
+//   post_write_typed_libmlx5  the same WRITE through the typed QueuePair::post_write, exactly
+//                             as post_write_typed; the same baseline.
 //
 // Run it with librnicdv-uverbs.so preloaded (LD_PRELOAD): that shim presents the simulated
 // HCAs to libibverbs, and libmlx5 then writes its WQEs, doorbell record and doorbell register
@@ -232,11 +234,20 @@ void compare(const Options& o, std::vector<Record>* out) {
   QueuePair* qp = &*conn.qp;
   auto wrp = std::make_shared<SendWr>(wr);
   ibv_qp* vqp = mlx.qp;
-  measure({"post_write_1sge_libmlx5", "libmlx5_write_1sge", "ns/post", kOps,
-           [&] {
-             core.sq_tail.store(core.sq_pi, std::memory_order_release);
-             if (outstanding + kOps > mlx.max_send_wr) drain();
-           },
+  auto prepare = [&] {
+    core.sq_tail.store(core.sq_pi, std::memory_order_release);
+    if (outstanding + kOps > mlx.max_send_wr) drain();
+  };
+  auto libmlx5 = [vqp, &vwr, &outstanding] {
+    ibv_send_wr* bad = nullptr;
+    for (uint32_t i = 0; i < kOps; ++i) {
+      vwr.wr_id = i;
+      if (ibv_post_send(vqp, &vwr, &bad) != 0) [[unlikely]]
+        fail("ibv_post_send failed");
+    }
+    outstanding += kOps;
+  };
+  measure({"post_write_1sge_libmlx5", "libmlx5_write_1sge", "ns/post", kOps, prepare,
            [qp, wrp] {  // the loop of rnicdv-bench-driver's post_write_1sge
              for (uint32_t i = 0; i < kOps; ++i) {
                wrp->wr_id = i;
@@ -244,15 +255,18 @@ void compare(const Options& o, std::vector<Record>* out) {
                  fail("post_send failed");
              }
            },
-           [vqp, &vwr, &outstanding] {
-             ibv_send_wr* bad = nullptr;
+           libmlx5},
+          o, out);
+  measure({"post_write_typed_libmlx5", "libmlx5_write_1sge", "ns/post", kOps, prepare,
+           [qp, wrp] {  // the loop of rnicdv-bench-driver's post_write_typed
              for (uint32_t i = 0; i < kOps; ++i) {
-               vwr.wr_id = i;
-               if (ibv_post_send(vqp, &vwr, &bad) != 0) [[unlikely]]
-                 fail("ibv_post_send failed");
+               wrp->wr_id = i;
+               if (qp->post_write(wrp->wr_id, *wrp->sg_list, wrp->remote_addr, wrp->rkey,
+                                  send_flags::signaled) != Errc::ok) [[unlikely]]
+                 fail("post_write failed");
              }
-             outstanding += kOps;
-           }},
+           },
+           libmlx5},
           o, out);
   drain();  // nothing posted is left behind when the QPs are destroyed
 }

@@ -32,19 +32,28 @@ FIELDS = ("name", "value", "unit", "baseline_name", "baseline_value", "ratio")
 
 POST_CASES = ["post_write_1sge", "post_send_inline_64", "post_batch_32", "post_read",
               "post_atomic_fa"]
+TYPED_CASES = ["post_write_typed", "post_send_inline_64_typed", "post_batch_32_typed",
+               "post_read_typed", "post_atomic_fa_typed"]
 FLUSH_CASES = [f"flush_{k}_{n}" for k in ("in_place", "shadow") for n in (1, 64, 4096)]
 POLL_CASES = ["poll_1", "poll_batch_16"]
+LEAN_POLL_CASES = ["poll_1_lean", "poll_batch_16_lean"]
 MEMORY_CASES = ["memory_per_qp_128x128", "memory_per_cq_256", "memory_per_device"]
 FABRIC_CASES = ["fabric_inproc_write_lat_8", "fabric_udp_write_lat_8",
                 "fabric_inproc_write_rate_64_pl32"]
-COUNTED_CASES = POST_CASES + FLUSH_CASES + POLL_CASES
+COUNTED_CASES = POST_CASES + TYPED_CASES + FLUSH_CASES + POLL_CASES + LEAN_POLL_CASES
 # rnicdv against libmlx5 (rnicdv-bench-libmlx5): each is printed after the rnicdv case it
 # repeats, and its baseline is libmlx5's figure.
-LIBMLX5_CASES = {"post_write_1sge_libmlx5": "post_write_1sge"}
-LIBMLX5_BASELINES = {"post_write_1sge_libmlx5": "libmlx5_write_1sge"}
+LIBMLX5_CASES = {"post_write_1sge_libmlx5": "post_write_1sge",
+                 "post_write_typed_libmlx5": "post_write_typed"}
+LIBMLX5_BASELINES = {"post_write_1sge_libmlx5": "libmlx5_write_1sge",
+                     "post_write_typed_libmlx5": "libmlx5_write_1sge"}
 
 # The targets (ratio at most this); cases not listed have none.
-TARGETS = {**{c: 1.3 for c in POST_CASES}, **{c + "_instr": 1.3 for c in POST_CASES},
+TARGETS = {**{c: 1.3 for c in POST_CASES + TYPED_CASES},
+           **{c + "_instr": 1.3 for c in POST_CASES + TYPED_CASES},
+           "poll_1_lean": 2.0, "poll_1_lean_instr": 2.0,
+           "poll_batch_16_lean": 1.5, "poll_batch_16_lean_instr": 1.5,
+           "post_write_1sge_libmlx5_instr": 0.6, "post_write_typed_libmlx5_instr": 0.3,
            **{f"flush_in_place_{n}{s}": 2.0 for n in (1, 64, 4096) for s in ("", "_instr")},
            **{f"flush_shadow_{n}{s}": 1.3 for n in (1, 64, 4096) for s in ("", "_instr")},
            "fabric_inproc_write_lat_8": 1.5, "fabric_udp_write_lat_8": 1.5}

@@ -36,6 +36,14 @@ class CompletionQueue {
     return poll(out.data(), static_cast<int>(out.size()));
   }
 
+  // The lean forms: the same completions, in the same order, with the same effects (the SQ
+  // retired, the doorbell record updated once per call, ERR followed), but only wr_id,
+  // status, opcode and byte count decoded. poll_each hands each to `on_completion`
+  // (void(const LeanCompletion&)) as it is decoded, up to `max`; both return how many.
+  int poll_lean(LeanCompletion* out, int max) noexcept;
+  template <class F>
+  int poll_each(int max, F&& on_completion) noexcept;
+
   uint32_t cqn() const;
   uint32_t entries() const;  // ring size
 

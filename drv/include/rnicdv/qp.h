@@ -61,6 +61,51 @@ class QueuePair {
   Errc stage_send(const SendWr& wr) noexcept;
   void ring_send() noexcept;
 
+  // ---- Typed fast path (docs/driver.md, "Typed post calls") -------------------------------
+  // One call per operation, with its arguments in registers: no SendWr, no opcode table, no
+  // SGE loop. Each has exactly post_send's semantics (the early-post gate, the error codes,
+  // the threading models, the doorbell modes and BlueFlame, completions), and costs about
+  // what its stores cost when the QP is in RTS. `flags` are send_flags (signaled, solicited,
+  // fence); `sge` is copied. post_* rings the doorbell for this WQE and every staged one;
+  // stage_* builds it without a doorbell, and ring_send() rings once for the batch.
+  Errc post_write(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                  uint32_t flags) noexcept;
+  Errc post_write_imm(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                      uint32_t imm, uint32_t flags) noexcept;
+  Errc post_read(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                 uint32_t flags) noexcept;
+  Errc post_send(uint64_t wr_id, const Sge& sge, uint32_t flags) noexcept;
+  Errc post_send_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags) noexcept;
+  // Atomics: `result` is the local 8 bytes that receive the original remote value;
+  // remote_addr must be 8-byte aligned.
+  Errc post_fetch_add(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
+                      uint64_t add, uint32_t flags) noexcept;
+  Errc post_compare_swap(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
+                         uint64_t compare, uint64_t swap, uint32_t flags) noexcept;
+  // The payload is copied into the WQE (up to caps().max_inline_data bytes): the buffer needs
+  // no registration and may be reused when the call returns.
+  Errc post_write_inline(uint64_t wr_id, const void* data, uint32_t length, uint64_t remote_addr,
+                         uint32_t rkey, uint32_t flags) noexcept;
+  Errc post_send_inline(uint64_t wr_id, const void* data, uint32_t length,
+                        uint32_t flags) noexcept;
+
+  Errc stage_write(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                   uint32_t flags) noexcept;
+  Errc stage_write_imm(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                       uint32_t imm, uint32_t flags) noexcept;
+  Errc stage_read(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                  uint32_t flags) noexcept;
+  Errc stage_send(uint64_t wr_id, const Sge& sge, uint32_t flags) noexcept;
+  Errc stage_send_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags) noexcept;
+  Errc stage_fetch_add(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
+                       uint64_t add, uint32_t flags) noexcept;
+  Errc stage_compare_swap(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
+                          uint64_t compare, uint64_t swap, uint32_t flags) noexcept;
+  Errc stage_write_inline(uint64_t wr_id, const void* data, uint32_t length,
+                          uint64_t remote_addr, uint32_t rkey, uint32_t flags) noexcept;
+  Errc stage_send_inline(uint64_t wr_id, const void* data, uint32_t length,
+                         uint32_t flags) noexcept;
+
   // Receive side: builds receive WQEs and updates the RQ doorbell record.
   Errc post_recv(std::span<const RecvWr> wrs, size_t* bad_index = nullptr) noexcept;
   Errc post_recv(const RecvWr& wr) noexcept { return post_recv(std::span(&wr, 1)); }
@@ -93,14 +138,17 @@ class QueuePair {
   // this QP. The connection layer installs this; without one, the driver only records it.
   void set_comm_est_handler(void (*fn)(void* ctx), void* ctx);
 
-  detail::QpCore* core() { return core_.get(); }
+  detail::QpCore* core() { return core_; }
 
  private:
   friend class Device;
   explicit QueuePair(std::unique_ptr<detail::QpCore> core);
-  std::unique_ptr<detail::QpCore> core_;
+  // Owned, or detail::QpCore::moved_from() (never null): a moved-from handle points at an
+  // immortal core whose gate is always closed, so the fast path needs no null test.
+  detail::QpCore* core_;
 };
 
 }  // namespace rnicdv
 
-#include "rnicdv/detail/qp_inl.h"  // IWYU pragma: export
+#include "rnicdv/detail/qp_inl.h"        // IWYU pragma: export
+#include "rnicdv/detail/qp_typed_inl.h"  // IWYU pragma: export

@@ -48,6 +48,13 @@ class SendDoorbell {
   void ring(__be32* dbrec, uint32_t pi, const uint8_t* last_wqe, uint32_t last_ds, uint32_t nreq,
             wqe::SqRing ring) noexcept;
 
+  // The same for a batch of at least one WQE whose last one's ctrl head (its first 8 bytes,
+  // what the 8-byte doorbell carries) the caller has in hand; `before_last` WQEs precede it
+  // in the batch (BlueFlame may copy it only when there are none). It is read only in bf
+  // mode.
+  void ring_with_head(__be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe,
+                      uint32_t last_ds, const uint32_t& before_last, wqe::SqRing ring) noexcept;
+
   DoorbellMode mode() const noexcept { return mode_; }
   uint32_t bf_offset() const noexcept { return offset_; }  // current half (tests)
 

@@ -14,33 +14,45 @@
 
 namespace rnicdv::doorbell {
 
-inline void SendDoorbell::ring(__be32* dbrec, uint32_t pi, const uint8_t* last_wqe,
-                               uint32_t last_ds, uint32_t nreq, wqe::SqRing ring) noexcept {
-  if (nreq == 0) [[unlikely]]
-    return;
+[[gnu::always_inline]] inline void SendDoorbell::ring_with_head(
+    __be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe, uint32_t last_ds,
+    const uint32_t& before_last, wqe::SqRing ring) noexcept {
   // The WQEs are in memory before the device can learn of them from the record.
   to_device_barrier();
   // The record holds the next free BB index, not a WQE count (post_send_db).
   store_dbr(&dbrec[MLX5_SND_DBR], pi & 0xffff);
 
   uint8_t* const reg = reg_ + offset_;
-  const bool locked = mode_ == DoorbellMode::db_lock;
-  if (locked) lock_->lock();
-  wc_start();
-  const uint32_t wqe_bytes = last_ds * wqe::kDsBytes;
-  if (mode_ == DoorbellMode::bf && nreq == 1 && wqe_bytes <= bf_size_) {
-    bf_copy(reg, last_wqe, (wqe_bytes + wqe::kBbBytes - 1) & ~(wqe::kBbBytes - 1), ring);
-  } else {
+  if (mode_ == DoorbellMode::db) [[likely]] {
+    wc_start();
     // opmod_idx_opcode and qpn_ds: the device reads the WQE index and QPN from them.
-    uint64_t ctrl_head;
-    std::memcpy(&ctrl_head, last_wqe, sizeof ctrl_head);
-    mmio_write64(reg, ctrl_head);
+    mmio_write64(reg, last_head);
+    wc_flush();
+  } else {
+    const bool locked = mode_ == DoorbellMode::db_lock;
+    if (locked) lock_->lock();
+    wc_start();
+    const uint32_t wqe_bytes = last_ds * wqe::kDsBytes;
+    if (mode_ == DoorbellMode::bf && before_last == 0 && wqe_bytes <= bf_size_)
+      bf_copy(reg, last_wqe, (wqe_bytes + wqe::kBbBytes - 1) & ~(wqe::kBbBytes - 1), ring);
+    else
+      mmio_write64(reg, last_head);
+    wc_flush();
+    if (locked) lock_->unlock();
   }
-  wc_flush();
-  if (locked) lock_->unlock();
   // Consecutive doorbells alternate between the register's two halves so that a BlueFlame
   // write never lands in a buffer the device may still be draining (libmlx5 bf->offset).
   offset_ ^= bf_size_;
+}
+
+inline void SendDoorbell::ring(__be32* dbrec, uint32_t pi, const uint8_t* last_wqe,
+                               uint32_t last_ds, uint32_t nreq, wqe::SqRing ring) noexcept {
+  if (nreq == 0) [[unlikely]]
+    return;
+  uint64_t ctrl_head;
+  std::memcpy(&ctrl_head, last_wqe, sizeof ctrl_head);
+  const uint32_t before_last = nreq - 1;
+  ring_with_head(dbrec, pi, ctrl_head, last_wqe, last_ds, before_last, ring);
 }
 
 }  // namespace rnicdv::doorbell

@@ -34,6 +34,11 @@ struct CqCore {
 
   // ---- Fast path (cq_inl.h) ---------------------------------------------------------------
   int poll(Completion* out, int max) noexcept;
+  // The loop both polls share: CQEs in ring order while software owns them, the QP looked up
+  // once for each run of CQEs of one QPN, one doorbell-record store per call, then the
+  // driver's own completions. `sink` decodes (FullSink, LeanSink in cq_inl.h).
+  template <class Sink>
+  int poll_loop(int max, Sink& sink) noexcept;
   QpCore* find_qp(uint32_t qpn) const noexcept {
     QpCore* qp = sole_qp.load(std::memory_order_acquire);
     if (qp && qp->qpn == qpn) [[likely]]

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -52,14 +53,49 @@ struct SqEntry {
   uint8_t opcode;  // MLX5_OPCODE_* (the opcode reported with a flush error)
   uint8_t kind;    // SqEntryKind
   uint8_t reserved[5];
+
+  // A user WQE's entry, in two 8-byte stores (the second a constant for a typed call).
+  void set(uint64_t id, uint8_t blocks, uint8_t mlx5_opcode) noexcept {
+    wr_id = id;
+    const uint64_t meta = uint64_t{blocks} | (uint64_t{mlx5_opcode} << 8);  // kind: kUserWqe
+    std::memcpy(&bbs, &meta, sizeof meta);
+  }
 };
-static_assert(sizeof(SqEntry) == 16);
+static_assert(sizeof(SqEntry) == 16 && offsetof(SqEntry, bbs) == 8);
 
 enum SqEntryKind : uint8_t {
   kUserWqe = 0,
   // A signaled NOP the driver adds when software completions start while the device still
   // owns WQEs: its CQE (a flush error in ERR) retires everything before it. Never reported.
   kDrainMarker = 1,
+};
+
+// What posters read first: whether the lock-free fast path may run. It is a function of the
+// state and of what was fixed at creation (threading model, a scanning device), published
+// with every state change, under the post lock, after the state (QpCore::publish_state).
+enum PostGate : uint8_t {
+  // RTS on a device that fetches only up to the doorbell record, Threading::single or
+  // single_poster: build into the SQ and ring, with no lock.
+  kGateOpen = 0,
+  // The same, Threading::thread_safe: under the post lock.
+  kGateLocked = 1,
+  // Anything else (below RTS, SQD, ERR, a scanning device): the gated slow path.
+  kGateSlow = 2,
+};
+
+// The typed calls' prebuilt ctrl heads (QpCore::ctrl_heads): opcode, QPN and DS in place, the
+// WQE index to patch in. The inline ones carry DS 0 (their size varies).
+enum TypedHead : uint8_t {
+  kHeadWrite,
+  kHeadWriteImm,
+  kHeadRead,
+  kHeadSend,
+  kHeadSendImm,
+  kHeadFetchAdd,
+  kHeadCompareSwap,
+  kHeadWriteInline,
+  kHeadSendInline,
+  kTypedHeads
 };
 
 // What a CQE did to its QP.
@@ -77,6 +113,26 @@ struct QpCore {
 
   // ---- Fast path (qp_inl.h) ---------------------------------------------------------------
   Errc post_send(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  // Room for `bbs` more blocks at sq_pi: the producer's cached bound first, the poller's
+  // sq_tail only when that says no (it moves the bound on).
+  bool has_room(uint32_t bbs) noexcept {
+    if (room_end - sq_pi >= bbs) [[likely]]
+      return true;
+    room_end = sq_tail.load(std::memory_order_acquire) + sq.bb_count;
+    return room_end - sq_pi >= bbs;
+  }
+  // The typed calls (qp_typed_inl.h): builds `op`'s WQE (a fixed layout whose ctrl head is
+  // published last) at sq_pi, then bookkeeps and rings (if `ring`) as post_ready does. The
+  // caller checked the gate and the room.
+  template <class Op>
+  void post_typed_ready(const Op& op, bool ring) noexcept;
+  // post_send of one WR that a fixed layout covers (one non-empty SGE, not inline): built as
+  // the typed calls build, with the opcode read at run time. False, with nothing written, for
+  // any other WR (post_ready then builds it, or reports what is wrong with it).
+  bool post_one_fixed(const SendWr& wr, bool ring) noexcept;
+  // After a WQE of `ds` units at sq_pi whose ctrl head is `head`: sq_pi = `next`, and the
+  // doorbell for it and everything staged (ring) or the bookkeeping of a staged WQE.
+  void commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t next, bool ring) noexcept;
   // The RTS/SQD path: build into the SQ and, if `ring`, ring once for everything unrung.
   // Flattened: the WQE encoder is inlined into it whatever the compiler's heuristics say.
   [[gnu::always_inline, gnu::flatten]] Errc post_ready(const SendWr* wrs, size_t count,
@@ -86,15 +142,25 @@ struct QpCore {
   Errc post_recv(const RecvWr* wrs, size_t count, size_t* bad_index) noexcept;
   // Poller side: retire the WQE a CQE names and fill `out` when it is to be reported.
   Retired retire_send(const mlx5_cqe64* cqe, Completion* out) noexcept;
+  // The same, giving only the WR's wr_id (the lean poll decodes the rest itself).
+  Retired retire_send_id(const mlx5_cqe64* cqe, uint64_t* wr_id) noexcept;
   Retired retire_recv(const mlx5_cqe64* cqe, Completion* out) noexcept;
 
   // ---- Slow paths (qp_post.cc) ------------------------------------------------------------
-  // Any state but RTS, reached from post_send: takes the lock where the model needs it (a
-  // thread_safe caller already holds it and has it released here), then post_gated.
-  [[gnu::cold]] Errc post_send_slow(const SendWr* wrs, size_t count, size_t* bad_index,
-                                    bool ring) noexcept;
+  // Whenever the gate is not open (any state but RTS, a thread_safe QP, a scanning device),
+  // reached from post_send: takes the lock where the threading model needs it, then
+  // post_gated.
+  Errc post_send_slow(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  void ring_send_slow() noexcept;
+  // post_recv in RESET: bad_state (IBA C10-22), or invalid_argument on a moved-from handle.
+  [[gnu::cold]] Errc post_recv_in_reset(size_t count, size_t* bad_index) noexcept;
+  // A typed call whose gate is not open: kGateLocked takes the lock and builds as the fast
+  // path does if the gate is still so; anything else goes the way of post_send(`wr`).
+  [[gnu::cold]] Errc post_typed_gated(const SendWr& wr, bool ring) noexcept;
   // With the post lock held (or on the owner thread): dispatch on the state.
   Errc post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  // post_ready, or post_ready_scanning on a scanning device (RTS and SQD, lock held).
+  Errc post_ready_any(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
   // post_ready for a scanning device (qp_post.cc): entry and ring_pi first, then the WQE.
   Errc post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_index,
                            bool ring) noexcept;
@@ -112,10 +178,17 @@ struct QpCore {
   void follow_device_to_error_locked() noexcept;
   // The flush: with post_lock held and the device already in RTS.
   void release_withheld_locked() noexcept;
+  // Stores the state (release) and then the post gate that follows from it.
+  void publish_state(hw::QpState s) noexcept;
+  PostGate gate_for(hw::QpState s) const noexcept;
   void enter_error_locked(hw::QpState to) noexcept;
   void reset_locked() noexcept;
   // Destroys the device QP and hands this core to its CQs' graveyards.
   static void destroy(std::unique_ptr<QpCore> core) noexcept;
+  // What a moved-from QueuePair points at: a core with no QP, in RESET, whose gate never
+  // opens; never written, never destroyed (qp.cc).
+  static QpCore* moved_from() noexcept;
+  bool is_moved_from() const noexcept { return this == moved_from(); }
 
   bool locks_posts() const noexcept { return threading != Threading::single; }
   wqe::SqRing build_ring() const noexcept { return shadow.buf ? shadow : sq; }
@@ -142,7 +215,17 @@ struct QpCore {
   doorbell::SendDoorbell doorbell;
 
   // ---- Producer side: posting threads -----------------------------------------------------
-  alignas(64) uint32_t sq_pi = 0;
+  alignas(64) std::atomic<uint8_t> gate{kGateSlow};  // PostGate
+  uint32_t sq_pi = 0;
+  // sq_tail + sq.bb_count as this producer last read it: the SQ has room up to here. It only
+  // ever lags the real bound (the poller only moves sq_tail forward), so it is never wrong to
+  // trust it; it is refreshed when it says the queue is full.
+  uint32_t room_end = 0;
+  // The QPN's bytes of every ctrl head this QP writes (wqe::typed::ctrl_qpn_bits), and
+  // sq_sig_all's bit in the second half of its ctrl segments (wqe::typed::ctrl_rest).
+  uint64_t ctrl_qpn_bits = 0;
+  uint64_t ctrl_rest_sig_all = 0;
+  uint64_t ctrl_heads[kTypedHeads] = {};  // TypedHead
   uint32_t unrung = 0;          // WRs built since the last doorbell (staged or withheld)
   uint32_t last_wqe_pi = 0;     // start block of the newest of them
   uint8_t last_ds = 0;          // and its size in 16-byte units

@@ -20,6 +20,7 @@
 #include "rnicdv/wqe/cqe.h"
 #include "rnicdv/wqe/recv_wqe.h"
 #include "rnicdv/wqe/send_wqe.h"
+#include "rnicdv/wqe/typed_wqe.h"
 
 namespace rnicdv {
 namespace detail {
@@ -34,66 +35,114 @@ inline Errc moved_from_post(size_t count, size_t* bad_index) noexcept {
 inline Errc QpCore::post_send(const SendWr* wrs, size_t count, size_t* bad_index,
                               bool ring) noexcept {
   // One call site for post_ready, so that it and the WQE encoder inline into a single copy.
-  bool ready;
-  switch (threading) {
-    case Threading::single:
-      ready = state.load(std::memory_order_relaxed) == hw::QpState::rts;
-      break;
-    case Threading::single_poster:
-      // Acquire pairs with the flush's release store of RTS: seeing RTS means the withheld
-      // batch has been rung, so this WQE lands after it in the SQ and on the wire.
-      ready = state.load(std::memory_order_acquire) == hw::QpState::rts;
-      break;
-    case Threading::thread_safe:
-    default:
-      post_lock.lock();
-      ready = state.load(std::memory_order_relaxed) == hw::QpState::rts;
-      break;
+  // Acquire pairs with publish_state's release of the gate: an open gate means the withheld
+  // batch has been rung, so this WQE lands after it in the SQ and on the wire.
+  if (gate.load(std::memory_order_acquire) == kGateOpen) [[likely]] {
+    if (count == 1 && post_one_fixed(*wrs, ring)) [[likely]]
+      return Errc::ok;
+    return post_ready(wrs, count, bad_index, ring);
   }
-  if (!ready) [[unlikely]]
-    return post_send_slow(wrs, count, bad_index, ring);
-  const Errc err = post_ready(wrs, count, bad_index, ring);
-  if (threading == Threading::thread_safe) post_lock.unlock();
-  return err;
+  return post_send_slow(wrs, count, bad_index, ring);
+}
+
+inline bool QpCore::post_one_fixed(const SendWr& wr, bool ring) noexcept {
+  // One SGE that is not empty (an empty one takes no segment), not inline: the fixed layouts
+  // of the typed calls (wqe/typed_wqe.h). The gate guarantees max_sge >= 1.
+  if (wr.num_sge != 1 || (wr.flags & send_flags::inline_data) || wr.sg_list == nullptr ||
+      wr.sg_list->length == 0 || !has_room(1)) [[unlikely]]
+    return false;
+  const wqe::detail::OpcodeTraits traits = wqe::detail::opcode_traits(wr.opcode);
+  const Sge& sge = *wr.sg_list;
+  const uint32_t pi = sq_pi;
+  const uint32_t slot = pi & sq_mask;
+  uint8_t* const w = sq.buf + (size_t{slot} << MLX5_SEND_WQE_SHIFT);
+  uint8_t ds;
+  switch (traits.kind()) {
+    case wqe::detail::OpcodeKind::gather:
+    case wqe::detail::OpcodeKind::scatter:
+      if (traits.header_ds() == 2) {  // WRITE, WRITE_IMM, READ: ctrl + raddr + data
+        wqe::typed::put_raddr(w + wqe::kDsBytes, wr.remote_addr, wr.rkey);
+        wqe::typed::put_data(w + 2 * wqe::kDsBytes, sge.addr, sge.length, sge.lkey);
+        ds = wqe::typed::kRdmaDs;
+      } else {  // SEND, SEND_IMM: ctrl + data
+        wqe::typed::put_data(w + wqe::kDsBytes, sge.addr, sge.length, sge.lkey);
+        ds = wqe::typed::kSendDs;
+      }
+      break;
+    case wqe::detail::OpcodeKind::fixed:
+      // Atomics (IBA 9.4.5: an 8-byte result buffer, an aligned remote address); a NOP, or
+      // a malformed atomic, goes the general way, which reports it.
+      if (wr.opcode == WrOpcode::nop || sge.length != wqe::kAtomicOperandBytes ||
+          (wr.remote_addr & (wqe::kAtomicOperandBytes - 1)) != 0)
+        return false;
+      wqe::typed::put_raddr(w + wqe::kDsBytes, wr.remote_addr, wr.rkey);
+      if (wr.opcode == WrOpcode::atomic_cmp_swap)
+        wqe::typed::put_atomic(w + 2 * wqe::kDsBytes, wr.swap, wr.compare_add);
+      else
+        wqe::typed::put_atomic(w + 2 * wqe::kDsBytes, wr.compare_add, 0);
+      wqe::typed::put_data(w + 3 * wqe::kDsBytes, sge.addr, sge.length, sge.lkey);
+      ds = wqe::typed::kAtomicDs;
+      break;
+    default:
+      return false;  // not an opcode: post_ready reports it
+  }
+  const uint8_t opcode = static_cast<uint8_t>(wr.opcode);
+  const uint64_t head = ctrl_qpn_bits | wqe::typed::ctrl_op_bits(opcode, ds) |
+                        wqe::typed::ctrl_index_bits(pi);
+  const uint64_t rest =
+      wqe::typed::ctrl_rest(wqe::fm_ce_se_for(wr.flags), traits.has_imm() ? htobe32(wr.imm_data) : 0) |
+      ctrl_rest_sig_all;
+  wqe::publish_ctrl_words(w, head, rest);
+  sq_entries[slot].set(wr.wr_id, 1, opcode);
+  commit_one(w, head, ds, pi + 1, ring);
+  return true;
+}
+
+inline void QpCore::commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t next,
+                               bool ring) noexcept {
+  const uint32_t pi = sq_pi;
+  sq_pi = next;
+  if (ring) {
+    // As ring_unrung: hw_pi and ring_pi before the doorbell record.
+    hw_pi.store(next, std::memory_order_relaxed);
+    ring_pi.store(next, std::memory_order_relaxed);
+    doorbell.ring_with_head(dbrec, next, head, wqe, ds, unrung, sq);
+    unrung = 0;
+  } else {
+    // Staged. ring_pi stays: only a scanning device could run the WQE before its doorbell,
+    // and the typed calls and post_ready are never used for one (post_ready_scanning is).
+    ++unrung;
+    last_wqe_pi = pi;
+    last_ds = ds;
+  }
 }
 
 inline Errc QpCore::post_ready(const SendWr* wrs, size_t count, size_t* bad_index,
                                bool ring) noexcept {
-  if (scanning_device) [[unlikely]]
-    return post_ready_scanning(wrs, count, bad_index, ring);
   uint32_t pi = sq_pi;
-  // Acquire pairs with the poller's release of sq_tail: the blocks it retired are no longer
-  // read by the device, and their sq_entries have been consumed.
-  uint32_t tail = sq_tail.load(std::memory_order_acquire);
   Errc err = Errc::ok;
   size_t i = 0;
   wqe::EncodedWqe enc;
   for (; i < count; ++i) {
     const SendWr& wr = wrs[i];
-    err = wqe::encode_send_wqe(sq, pi, sq.bb_count - (pi - tail), qpn, wr, limits, sig_all_bits,
-                               &enc);
+    err = wqe::encode_send_wqe(sq, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
     if (err != Errc::ok) [[unlikely]] {
       if (err != Errc::queue_full) break;
-      tail = sq_tail.load(std::memory_order_acquire);
-      err = wqe::encode_send_wqe(sq, pi, sq.bb_count - (pi - tail), qpn, wr, limits, sig_all_bits,
-                                 &enc);
+      // Acquire pairs with the poller's release of sq_tail: the blocks it retired are no
+      // longer read by the device, and their sq_entries have been consumed.
+      room_end = sq_tail.load(std::memory_order_acquire) + sq.bb_count;
+      err = wqe::encode_send_wqe(sq, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
       if (err != Errc::ok) break;
     }
-    SqEntry& entry = sq_entries[pi & sq_mask];
-    entry.wr_id = wr.wr_id;
-    entry.bbs = enc.bbs;
-    entry.opcode = static_cast<uint8_t>(wr.opcode);
-    entry.kind = kUserWqe;
+    sq_entries[pi & sq_mask].set(wr.wr_id, enc.bbs, static_cast<uint8_t>(wr.opcode));
     last_wqe_pi = pi;
     last_ds = enc.ds;
     pi += enc.bbs;
   }
   sq_pi = pi;
   unrung += static_cast<uint32_t>(i);
-  if (ring && unrung != 0)
-    ring_unrung();
-  else
-    ring_pi.store(pi, std::memory_order_relaxed);
+  // Staged WQEs leave ring_pi where it is (commit_one).
+  if (ring && unrung != 0) ring_unrung();
   if (err != Errc::ok && bad_index) [[unlikely]]
     *bad_index = i;
   return err;
@@ -110,35 +159,19 @@ inline void QpCore::ring_unrung() noexcept {
 }
 
 inline void QpCore::ring_send() noexcept {
-  switch (threading) {
-    case Threading::single:
-      if (state.load(std::memory_order_relaxed) == hw::QpState::rts) [[likely]] {
-        if (unrung) ring_unrung();
-        return;
-      }
-      return ring_send_gated();
-    case Threading::single_poster:
-      if (state.load(std::memory_order_acquire) == hw::QpState::rts) [[likely]] {
-        if (unrung) ring_unrung();
-        return;
-      }
-      break;
-    case Threading::thread_safe:
-      break;
+  if (gate.load(std::memory_order_acquire) == kGateOpen) [[likely]] {
+    if (unrung) ring_unrung();
+    return;
   }
-  post_lock.lock();
-  ring_send_gated();
-  post_lock.unlock();
+  ring_send_slow();
 }
 
 inline Errc QpCore::post_recv(const RecvWr* wrs, size_t count, size_t* bad_index) noexcept {
   OptionalSpinGuard guard(rq_lock, threading == Threading::thread_safe);
   // IBA C10-22: a receive in RESET is an immediate error. From INIT on it is accepted; in ERR
   // the device flushes it.
-  if (state.load(std::memory_order_relaxed) == hw::QpState::reset) [[unlikely]] {
-    if (bad_index) *bad_index = 0;
-    return count ? Errc::bad_state : Errc::ok;
-  }
+  if (state.load(std::memory_order_relaxed) == hw::QpState::reset) [[unlikely]]
+    return post_recv_in_reset(count, bad_index);
   uint32_t head = rq_head;
   uint32_t tail = rq_tail.load(std::memory_order_acquire);
   Errc err = Errc::ok;
@@ -167,7 +200,7 @@ inline Errc QpCore::post_recv(const RecvWr* wrs, size_t count, size_t* bad_index
   return err;
 }
 
-inline Retired QpCore::retire_send(const mlx5_cqe64* cqe, Completion* out) noexcept {
+inline Retired QpCore::retire_send_id(const mlx5_cqe64* cqe, uint64_t* wr_id) noexcept {
   const uint32_t tail = sq_tail.load(std::memory_order_relaxed);  // written only here
   const uint16_t counter = be16toh(cqe->wqe_counter);
   const uint32_t pos = tail + static_cast<uint16_t>(counter - static_cast<uint16_t>(tail));
@@ -180,9 +213,18 @@ inline Retired QpCore::retire_send(const mlx5_cqe64* cqe, Completion* out) noexc
   sq_tail.store(pos + entry.bbs, std::memory_order_release);
   if (entry.kind != kUserWqe) [[unlikely]]
     return Retired::silent;
-  wqe::cqe_to_completion(cqe, out);
-  out->wr_id = entry.wr_id;
+  *wr_id = entry.wr_id;
   return Retired::report;
+}
+
+inline Retired QpCore::retire_send(const mlx5_cqe64* cqe, Completion* out) noexcept {
+  uint64_t wr_id;
+  const Retired r = retire_send_id(cqe, &wr_id);
+  if (r == Retired::report) [[likely]] {
+    wqe::cqe_to_completion(cqe, out);
+    out->wr_id = wr_id;
+  }
+  return r;
 }
 
 inline Retired QpCore::retire_recv(const mlx5_cqe64* cqe, Completion* out) noexcept {
@@ -200,28 +242,21 @@ inline Retired QpCore::retire_recv(const mlx5_cqe64* cqe, Completion* out) noexc
 
 }  // namespace detail
 
-// A moved-from QueuePair holds no QP: its posts fail with invalid_argument (and write
-// nothing), its ring_send does nothing.
+// A moved-from QueuePair points at QpCore::moved_from(), whose gate never opens: its posts
+// fail with invalid_argument on the slow path (and write nothing), its ring_send does nothing.
 inline Errc QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad_index) noexcept {
-  if (!core_) [[unlikely]]
-    return detail::moved_from_post(wrs.size(), bad_index);
   return core_->post_send(wrs.data(), wrs.size(), bad_index, true);
 }
 
 inline Errc QueuePair::stage_send(const SendWr& wr) noexcept {
-  if (!core_) [[unlikely]]
-    return Errc::invalid_argument;
   return core_->post_send(&wr, 1, nullptr, false);
 }
 
 inline void QueuePair::ring_send() noexcept {
-  if (core_) [[likely]]
-    core_->ring_send();
+  core_->ring_send();
 }
 
 inline Errc QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* bad_index) noexcept {
-  if (!core_) [[unlikely]]
-    return detail::moved_from_post(wrs.size(), bad_index);
   return core_->post_recv(wrs.data(), wrs.size(), bad_index);
 }
 

@@ -87,14 +87,21 @@ inline mlx5_wqe_ctrl_seg ctrl_segment(uint32_t pi, uint8_t opcode, uint32_t qpn,
 
 inline constexpr size_t kCtrlHeadBytes = 8;  // opmod_idx_opcode, qpn_ds
 
+// Writes a ctrl segment given as its two 8-byte halves, in memory order (`head`: bytes 0-7,
+// `rest`: bytes 8-15), to the WQE at `wqe` (64-byte aligned): the rest, then the head.
+[[gnu::always_inline]] inline void publish_ctrl_words(uint8_t* wqe, uint64_t head,
+                                                      uint64_t rest) noexcept {
+  std::memcpy(wqe + kCtrlHeadBytes, &rest, sizeof rest);
+  __atomic_store_n(reinterpret_cast<uint64_t*>(wqe), head, __ATOMIC_RELEASE);
+}
+
 // Writes `ctrl` to the WQE at `wqe` (64-byte aligned): bytes 8-15, then the head.
 [[gnu::always_inline]] inline void publish_ctrl_segment(uint8_t* wqe,
                                                         const mlx5_wqe_ctrl_seg& ctrl) noexcept {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&ctrl);
-  std::memcpy(wqe + kCtrlHeadBytes, bytes + kCtrlHeadBytes, sizeof ctrl - kCtrlHeadBytes);
-  uint64_t head;
-  std::memcpy(&head, bytes, sizeof head);
-  __atomic_store_n(reinterpret_cast<uint64_t*>(wqe), head, __ATOMIC_RELEASE);
+  uint64_t words[2];
+  static_assert(sizeof words == sizeof ctrl);
+  std::memcpy(words, &ctrl, sizeof ctrl);
+  publish_ctrl_words(wqe, words[0], words[1]);
 }
 
 // The device's side: the head of the WQE at `wqe`, as the bytes are in memory. Every other

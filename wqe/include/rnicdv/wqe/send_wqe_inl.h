@@ -221,7 +221,8 @@ inline Errc send_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_
   return Errc::ok;
 }
 
-inline Errc encode_send_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn,
+[[gnu::always_inline]] inline Errc encode_send_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs,
+                                                  uint32_t qpn,
                             const SendWr& wr, const SqLimits& limits, uint8_t force_fm_ce_se,
                             EncodedWqe* out) noexcept {
   const detail::OpcodeTraits traits = detail::opcode_traits(wr.opcode);

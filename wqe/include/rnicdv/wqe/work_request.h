@@ -83,4 +83,15 @@ struct Completion {
 };
 static_assert(sizeof(Completion) == 32);
 
+// What CompletionQueue::poll_lean and poll_each report: the fields most consumers read. Those
+// who need the immediate, the QPNs or the flags use poll() and Completion.
+struct LeanCompletion {
+  uint64_t wr_id;
+  uint32_t byte_len;  // as Completion::byte_len
+  uint8_t status;     // enum ibv_wc_status
+  uint8_t opcode;     // enum ibv_wc_opcode
+  uint8_t reserved[2];
+};
+static_assert(sizeof(LeanCompletion) == 16);
+
 }  // namespace rnicdv

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The typed post calls of QueuePair (post_write, post_read, post_fetch_add, ...): one call per
+// operation, arguments in registers, no SendWr. Included by rnicdv/qp.h.
+//
+// Each operation is a small struct (an "op") that knows its layout at compile time (opcode,
+// DS, blocks) and builds its WQE with the fixed-layout builders of wqe/typed_wqe.h into a ctrl
+// head prebuilt from the QPN (QpCore::ctrl_qpn_bits). The fast path runs when the post gate is
+// open (RTS, a device that fetches only up to the doorbell record, Threading::single or
+// single_poster) and the request is one the fixed layout covers; it then costs what the
+// stores cost plus the bookkeeping that poll() needs. Everything else takes post_typed_slow:
+// a thread_safe QP builds the same way under its post lock, and any other case (below RTS,
+// ERR, SQD, a scanning device, a zero-length SGE, a misaligned atomic, a full queue...) posts
+// the equivalent SendWr through post_send, so that every state, error code and completion is
+// exactly post_send's.
+#pragma once
+
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "rnicdv/detail/qp_core.h"
+#include "rnicdv/qp.h"
+#include "rnicdv/wqe/segments.h"
+#include "rnicdv/wqe/send_wqe.h"
+#include "rnicdv/wqe/typed_wqe.h"
+
+namespace rnicdv {
+namespace detail {
+
+namespace typed = wqe::typed;
+
+// The second half of a typed WQE's ctrl segment: fm_ce_se from the caller's flags and the
+// QP's sq_sig_all (prebuilt in place), and the immediate.
+[[gnu::always_inline]] inline uint64_t typed_rest(const QpCore& qp, uint32_t flags,
+                                                  uint32_t imm_be = 0) noexcept {
+  return typed::ctrl_rest(wqe::fm_ce_se_for(flags), imm_be) | qp.ctrl_rest_sig_all;
+}
+
+// A ctrl head from the QP's prebuilt one for the operation: the WQE index patched in (and,
+// for the inline operations, whose size varies, the DS).
+[[gnu::always_inline]] inline uint64_t typed_head(const QpCore& qp, TypedHead slot, uint32_t pi,
+                                                  uint8_t ds = 0) noexcept {
+  return qp.ctrl_heads[slot] | typed::ctrl_index_bits(pi) | typed::ctrl_op_bits(0, ds);
+}
+
+// WRITE, WRITE with immediate and READ with one SGE: ctrl + raddr + data, DS 3.
+template <uint8_t Opcode>
+struct RdmaOp {
+  static constexpr uint8_t kOpcode = Opcode;
+  static constexpr TypedHead kHead = Opcode == MLX5_OPCODE_RDMA_WRITE       ? kHeadWrite
+                                     : Opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kHeadWriteImm
+                                                                            : kHeadRead;
+  static constexpr bool kImm = Opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
+  uint64_t wr_id;
+  const Sge* sge;
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint32_t imm;
+  uint32_t flags;
+
+  // The fixed layout covers it: a data segment of length 0 would mean 2 GiB to the device
+  // (post_send leaves it out), and inline data has its own calls.
+  bool fits_layout(const QpCore&) const noexcept {
+    return sge->length != 0 && (flags & send_flags::inline_data) == 0;
+  }
+  uint8_t ds(const QpCore&) const noexcept { return typed::kRdmaDs; }
+  uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t) const noexcept {
+    typed::put_raddr(w + wqe::kDsBytes, remote_addr, rkey);
+    typed::put_data(w + 2 * wqe::kDsBytes, sge->addr, sge->length, sge->lkey);
+    const uint64_t head = typed_head(qp, kHead, pi);
+    wqe::publish_ctrl_words(w, head, typed_rest(qp, flags, kImm ? htobe32(imm) : 0));
+    return head;
+  }
+  SendWr to_send_wr(const Sge* list) const noexcept {
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = static_cast<WrOpcode>(Opcode);
+    wr.flags = flags;
+    wr.sg_list = list;
+    wr.num_sge = 1;
+    wr.imm_data = imm;
+    wr.remote_addr = remote_addr;
+    wr.rkey = rkey;
+    return wr;
+  }
+};
+
+// SEND and SEND with immediate with one SGE: ctrl + data, DS 2.
+template <uint8_t Opcode>
+struct SendOp {
+  static constexpr uint8_t kOpcode = Opcode;
+  static constexpr TypedHead kHead = Opcode == MLX5_OPCODE_SEND ? kHeadSend : kHeadSendImm;
+  static constexpr bool kImm = Opcode == MLX5_OPCODE_SEND_IMM;
+  uint64_t wr_id;
+  const Sge* sge;
+  uint32_t imm;
+  uint32_t flags;
+
+  bool fits_layout(const QpCore&) const noexcept {
+    return sge->length != 0 && (flags & send_flags::inline_data) == 0;
+  }
+  uint8_t ds(const QpCore&) const noexcept { return typed::kSendDs; }
+  uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t) const noexcept {
+    typed::put_data(w + wqe::kDsBytes, sge->addr, sge->length, sge->lkey);
+    const uint64_t head = typed_head(qp, kHead, pi);
+    wqe::publish_ctrl_words(w, head, typed_rest(qp, flags, kImm ? htobe32(imm) : 0));
+    return head;
+  }
+  SendWr to_send_wr(const Sge* list) const noexcept {
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = static_cast<WrOpcode>(Opcode);
+    wr.flags = flags;
+    wr.sg_list = list;
+    wr.num_sge = 1;
+    wr.imm_data = imm;
+    return wr;
+  }
+};
+
+// Fetch-and-add and compare-and-swap: ctrl + raddr + atomic + an 8-byte data segment for the
+// original value, DS 4.
+template <uint8_t Opcode>
+struct AtomicOp {
+  static constexpr uint8_t kOpcode = Opcode;
+  static constexpr TypedHead kHead = Opcode == MLX5_OPCODE_ATOMIC_FA ? kHeadFetchAdd
+                                                                      : kHeadCompareSwap;
+  uint64_t wr_id;
+  const Sge* sge;  // the local 8 bytes that receive the original value
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint32_t flags;
+  uint64_t compare_add;  // ATOMIC_CS: compare; ATOMIC_FA: the addend
+  uint64_t swap;         // ATOMIC_CS
+
+  // The remote address is naturally aligned and the result buffer is 8 bytes (IBA 9.4.5);
+  // post_send reports anything else as invalid_argument.
+  bool fits_layout(const QpCore&) const noexcept {
+    return sge->length == wqe::kAtomicOperandBytes &&
+           (remote_addr & (wqe::kAtomicOperandBytes - 1)) == 0 &&
+           (flags & send_flags::inline_data) == 0;
+  }
+  uint8_t ds(const QpCore&) const noexcept { return typed::kAtomicDs; }
+  uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t) const noexcept {
+    typed::put_raddr(w + wqe::kDsBytes, remote_addr, rkey);
+    if constexpr (Opcode == MLX5_OPCODE_ATOMIC_CS)
+      typed::put_atomic(w + 2 * wqe::kDsBytes, swap, compare_add);
+    else
+      typed::put_atomic(w + 2 * wqe::kDsBytes, compare_add, 0);
+    typed::put_data(w + 3 * wqe::kDsBytes, sge->addr, sge->length, sge->lkey);
+    const uint64_t head = typed_head(qp, kHead, pi);
+    wqe::publish_ctrl_words(w, head, typed_rest(qp, flags));
+    return head;
+  }
+  SendWr to_send_wr(const Sge* list) const noexcept {
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = static_cast<WrOpcode>(Opcode);
+    wr.flags = flags;
+    wr.sg_list = list;
+    wr.num_sge = 1;
+    wr.remote_addr = remote_addr;
+    wr.rkey = rkey;
+    wr.compare_add = compare_add;
+    wr.swap = swap;
+    return wr;
+  }
+};
+
+// WRITE and SEND with the payload inline: ctrl [+ raddr] + one inline segment. The WQE spans
+// one or more blocks and may wrap at the ring's end.
+template <uint8_t Opcode>
+struct InlineOp {
+  static constexpr uint8_t kOpcode = Opcode;
+  static constexpr TypedHead kHead =
+      Opcode == MLX5_OPCODE_RDMA_WRITE ? kHeadWriteInline : kHeadSendInline;
+  static constexpr uint8_t kHeaderDs = Opcode == MLX5_OPCODE_RDMA_WRITE ? 2 : 1;
+  uint64_t wr_id;
+  const void* data;
+  uint32_t length;
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint32_t flags;
+
+  bool fits_layout(const QpCore& qp) const noexcept {
+    return length != 0 && length <= qp.limits.max_inline;
+  }
+  uint8_t ds(const QpCore&) const noexcept {
+    return static_cast<uint8_t>(kHeaderDs + typed::inline_ds(length));
+  }
+  uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t ds) const noexcept {
+    uint8_t* seg = w + wqe::kDsBytes;
+    if constexpr (kHeaderDs == 2) {
+      typed::put_raddr(seg, remote_addr, rkey);
+      seg += wqe::kDsBytes;  // inside the first block: never the ring's end
+    }
+    typed::put_inline(seg, data, length, qp.sq);
+    const uint64_t head = typed_head(qp, kHead, pi, ds);
+    wqe::publish_ctrl_words(w, head, typed_rest(qp, flags));
+    return head;
+  }
+  SendWr to_send_wr(const Sge* list) const noexcept {
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = static_cast<WrOpcode>(Opcode);
+    wr.flags = flags | send_flags::inline_data;
+    wr.sg_list = list;
+    wr.num_sge = 1;
+    wr.remote_addr = remote_addr;
+    wr.rkey = rkey;
+    return wr;
+  }
+  Sge as_sge() const noexcept {
+    return Sge{reinterpret_cast<uintptr_t>(data), length, 0};
+  }
+};
+
+template <class Op>
+Sge sge_of(const Op& op) noexcept {
+  if constexpr (requires { op.as_sge(); })
+    return op.as_sge();
+  else
+    return *op.sge;
+}
+
+template <class Op>
+[[gnu::always_inline]] inline void QpCore::post_typed_ready(const Op& op, bool ring) noexcept {
+  const uint32_t pi = sq_pi;
+  const uint32_t slot = pi & sq_mask;
+  uint8_t* const w = sq.buf + (size_t{slot} << MLX5_SEND_WQE_SHIFT);
+  const uint8_t ds = op.ds(*this);
+  const uint8_t bbs = static_cast<uint8_t>((ds + 3u) >> 2);
+  const uint64_t head = op.build(*this, w, pi, ds);
+  sq_entries[slot].set(op.wr_id, bbs, Op::kOpcode);
+  commit_one(w, head, ds, pi + bbs, ring);
+}
+
+// Everything but the open gate: see the top of this file. Out of line, once per operation.
+// The operation's arguments come one by one, by value, so that the fast path's copy of them
+// stays in registers (an Op whose address reached this call would be built in memory).
+template <class Op, class... Args>
+[[gnu::noinline, gnu::cold]] Errc post_typed_slow(QpCore* qp, bool ring, Args... args) noexcept {
+  const Op op{args...};
+  if (qp->is_moved_from()) [[unlikely]]
+    return Errc::invalid_argument;
+  if (qp->gate.load(std::memory_order_relaxed) == kGateLocked && op.fits_layout(*qp)) {
+    qp->post_lock.lock();
+    // Under the lock the gate cannot change: every state change takes it.
+    if (qp->gate.load(std::memory_order_relaxed) == kGateLocked &&
+        qp->has_room((op.ds(*qp) + 3u) >> 2)) {
+      qp->post_typed_ready(op, ring);
+      qp->post_lock.unlock();
+      return Errc::ok;
+    }
+    qp->post_lock.unlock();
+  }
+  const Sge sge = sge_of(op);
+  const SendWr wr = op.to_send_wr(&sge);
+  return qp->post_send(&wr, 1, nullptr, ring);
+}
+
+template <class Op, class... Args>
+[[gnu::always_inline]] inline Errc post_typed(QpCore* qp, bool ring, Args... args) noexcept {
+  const Op op{args...};
+  if (qp->gate.load(std::memory_order_acquire) == kGateOpen && op.fits_layout(*qp) &&
+      qp->has_room((op.ds(*qp) + 3u) >> 2)) [[likely]] {
+    qp->post_typed_ready(op, ring);
+    return Errc::ok;
+  }
+  return post_typed_slow<Op>(qp, ring, args...);
+}
+
+}  // namespace detail
+
+// ---- The typed calls (qp.h) ---------------------------------------------------------------
+
+#define RNICDV_TYPED_PAIR(name, params, op, ...)                            \
+  inline Errc QueuePair::post_##name params noexcept {                      \
+    return detail::post_typed<op>(core_, true, __VA_ARGS__);                \
+  }                                                                         \
+  inline Errc QueuePair::stage_##name params noexcept {                     \
+    return detail::post_typed<op>(core_, false, __VA_ARGS__);               \
+  }
+
+RNICDV_TYPED_PAIR(write,
+                  (uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                   uint32_t flags),
+                  detail::RdmaOp<MLX5_OPCODE_RDMA_WRITE>, wr_id, &sge, remote_addr, rkey, 0u,
+                  flags)
+RNICDV_TYPED_PAIR(write_imm,
+                  (uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                   uint32_t imm, uint32_t flags),
+                  detail::RdmaOp<MLX5_OPCODE_RDMA_WRITE_IMM>, wr_id, &sge, remote_addr, rkey, imm,
+                  flags)
+RNICDV_TYPED_PAIR(read,
+                  (uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
+                   uint32_t flags),
+                  detail::RdmaOp<MLX5_OPCODE_RDMA_READ>, wr_id, &sge, remote_addr, rkey, 0u, flags)
+RNICDV_TYPED_PAIR(send, (uint64_t wr_id, const Sge& sge, uint32_t flags),
+                  detail::SendOp<MLX5_OPCODE_SEND>, wr_id, &sge, 0u, flags)
+RNICDV_TYPED_PAIR(send_imm, (uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags),
+                  detail::SendOp<MLX5_OPCODE_SEND_IMM>, wr_id, &sge, imm, flags)
+RNICDV_TYPED_PAIR(fetch_add,
+                  (uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
+                   uint64_t add, uint32_t flags),
+                  detail::AtomicOp<MLX5_OPCODE_ATOMIC_FA>, wr_id, &result, remote_addr, rkey,
+                  flags, add, uint64_t{0})
+RNICDV_TYPED_PAIR(compare_swap,
+                  (uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
+                   uint64_t compare, uint64_t swap, uint32_t flags),
+                  detail::AtomicOp<MLX5_OPCODE_ATOMIC_CS>, wr_id, &result, remote_addr, rkey,
+                  flags, compare, swap)
+RNICDV_TYPED_PAIR(write_inline,
+                  (uint64_t wr_id, const void* data, uint32_t length, uint64_t remote_addr,
+                   uint32_t rkey, uint32_t flags),
+                  detail::InlineOp<MLX5_OPCODE_RDMA_WRITE>, wr_id, data, length, remote_addr,
+                  rkey, flags)
+RNICDV_TYPED_PAIR(send_inline,
+                  (uint64_t wr_id, const void* data, uint32_t length, uint32_t flags),
+                  detail::InlineOp<MLX5_OPCODE_SEND>, wr_id, data, length, uint64_t{0}, 0u, flags)
+
+#undef RNICDV_TYPED_PAIR
+
+}  // namespace rnicdv
