@@ -333,9 +333,8 @@ void post_cases(const Options& o, std::vector<Record>* out) {
 
 // ---- The early-post flush ----------------------------------------------------------------------
 
-// The mean of the middle 80 % of the samples: one flush lasts a few ticks of a virtual
-// machine's TSC (which advances in steps of about 10 ns), so a median would be one of a few
-// quantised values, and the plain mean would carry preemptions.
+// The mean of the middle 80 % of the samples: the plain mean would carry preemptions, and a
+// median of few samples jumps between neighbouring values.
 double trimmed_mean(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t cut = v.size() / 10;
@@ -350,7 +349,10 @@ void flush_cases(const Options& o, std::vector<Record>* out) {
   s.hw_a->pause();
   const uint32_t sizes[] = {1, 64, 4096};
   const int reps = o.smoke ? 2 : 64;
-  const uint32_t qps = 4;  // flushed in turn, each right after its own batch was posted
+  // One timed sample is a run of flushes of `qps` QPs, each armed with its own batch before the
+  // run starts: one flush of a small batch lasts a few ticks of a virtual machine's TSC (which
+  // advances in steps of about 10 ns), so timing each alone would measure the clock.
+  const uint32_t qps = 32;
   const Sge sge8{s.mr_a->addr(), 8, s.mr_a->lkey()};
   const size_t max_bytes = size_t{4096} * wqe::kBbBytes;
 
@@ -381,9 +383,14 @@ void flush_cases(const Options& o, std::vector<Record>* out) {
     if (!p) fail("out of memory");
     return std::unique_ptr<uint8_t, FreeDeleter>(static_cast<uint8_t*>(p));
   };
-  auto src = page_buffer(), dst = page_buffer();
-  std::memset(src.get(), 0, max_bytes);
-  std::memset(dst.get(), 0, max_bytes);
+  // One pair per QP of a run, as each QP has its own rings.
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> srcs, dsts;
+  for (uint32_t q = 0; q < qps; ++q) {
+    srcs.push_back(page_buffer());
+    dsts.push_back(page_buffer());
+    std::memset(srcs.back().get(), 0, max_bytes);
+    std::memset(dsts.back().get(), 0, max_bytes);
+  }
 
   for (EarlyPost strategy : {EarlyPost::in_place, EarlyPost::shadow}) {
     const bool shadow = strategy == EarlyPost::shadow;
@@ -426,13 +433,14 @@ void flush_cases(const Options& o, std::vector<Record>* out) {
       // (The batch is written with ordinary stores, 48 of every 64 bytes as a WRITE WQE's
       // segments are: glibc's memset of a large block may bypass the cache, the encoder's
       // stores do not.)
-      auto arm_copy = [&](int r) {
-        std::memset(dst.get(), 0, max_bytes);
-        std::memset(src.get(), 0, max_bytes);
+      auto arm_copy = [&](uint32_t q, int r) {
+        uint8_t* src = srcs[q].get();
+        std::memset(dsts[q].get(), 0, max_bytes);
+        std::memset(src, 0, max_bytes);
         const uint64_t word = 0x0101010101010101ull * static_cast<uint8_t>(r);
         for (size_t b = 0; b < bytes; b += wqe::kBbBytes)
-          for (size_t w = 0; w < 48; w += 8) std::memcpy(src.get() + b + w, &word, 8);
-        clobber(src.get());
+          for (size_t w = 0; w < 48; w += 8) std::memcpy(src + b + w, &word, 8);
+        clobber(src);
       };
       const std::string name = "flush_" + kind + "_" + std::to_string(n);
       const std::string base_name = shadow ? "memcpy_" + std::to_string(bytes) : "flush_in_place_1";
@@ -443,9 +451,9 @@ void flush_cases(const Options& o, std::vector<Record>* out) {
         arm(c);
         c.qp->core()->release_withheld_locked();
         if (shadow) {
-          arm_copy(1);
-          std::memcpy(dst.get(), src.get(), bytes);
-          clobber(dst.get());
+          arm_copy(0, 1);
+          std::memcpy(dsts[0].get(), srcs[0].get(), bytes);
+          clobber(dsts[0].get());
         }
         arm(c);
         bench::count_begin();
@@ -453,32 +461,33 @@ void flush_cases(const Options& o, std::vector<Record>* out) {
         bench::count_end(name, 1);
         check(c);
         if (shadow) {
-          arm_copy(1);
+          arm_copy(0, 1);
           bench::count_begin();
-          std::memcpy(dst.get(), src.get(), bytes);
-          clobber(dst.get());
+          std::memcpy(dsts[0].get(), srcs[0].get(), bytes);
+          clobber(dsts[0].get());
           bench::count_end(base_name, 1);
         }
         continue;
       }
+      // Large batches take microseconds each: fewer QPs per run keep the run short.
+      const uint32_t run = n >= 4096 ? 4 : qps;
       std::vector<double> drv, base;
       for (int r = 0; r < reps; ++r) {
-        for (Conn& c : conns) {
-          arm(c);
-          detail::QpCore* core = c.qp->core();
-          uint64_t t0 = timer.now();
-          core->release_withheld_locked();
-          uint64_t t1 = timer.now();
-          drv.push_back(timer.ns(t0, t1));
-          check(c);
-          if (shadow) {
-            arm_copy(r);
-            t0 = timer.now();
-            std::memcpy(dst.get(), src.get(), bytes);
-            clobber(dst.get());
-            t1 = timer.now();
-            base.push_back(timer.ns(t0, t1));
+        for (uint32_t q = 0; q < run; ++q) arm(conns[q]);
+        uint64_t t0 = timer.now();
+        for (uint32_t q = 0; q < run; ++q) conns[q].qp->core()->release_withheld_locked();
+        uint64_t t1 = timer.now();
+        drv.push_back(timer.ns(t0, t1) / run);
+        for (uint32_t q = 0; q < run; ++q) check(conns[q]);
+        if (shadow) {
+          for (uint32_t q = 0; q < run; ++q) arm_copy(q, r);
+          t0 = timer.now();
+          for (uint32_t q = 0; q < run; ++q) {
+            std::memcpy(dsts[q].get(), srcs[q].get(), bytes);
+            clobber(dsts[q].get());
           }
+          t1 = timer.now();
+          base.push_back(timer.ns(t0, t1) / run);
         }
       }
       const double value = trimmed_mean(drv);
@@ -560,9 +569,9 @@ void poll_cases(const Options& o, std::vector<Record>* out) {
            [&] {
              LeanCompletion* out_lean = lean->data();
              for (int i = 0; i < kBatch; ++i)
-               pending -= pcq->poll_each(1, [out_lean, i](const LeanCompletion& c) {
-                 out_lean[i].wr_id = c.wr_id;
-                 out_lean[i].status = c.status;
+               pending -= pcq->poll_each(1, [out_lean, i](const LeanCompletion& lc) {
+                 out_lean[i].wr_id = lc.wr_id;
+                 out_lean[i].status = lc.status;
                });
            },
            hand},
@@ -570,9 +579,9 @@ void poll_cases(const Options& o, std::vector<Record>* out) {
   measure({"poll_batch_16_lean", "hand_cqe_check_16", "ns/cqe", kBatch, fill,
            [&] {
              LeanCompletion* next = lean->data();
-             pending -= pcq->poll_each(kBatch, [&next](const LeanCompletion& c) {
-               next->wr_id = c.wr_id;
-               next->status = c.status;
+             pending -= pcq->poll_each(kBatch, [&next](const LeanCompletion& lc) {
+               next->wr_id = lc.wr_id;
+               next->status = lc.status;
                ++next;
              });
            },

@@ -33,23 +33,19 @@ template <class Sink>
 
   uint32_t index = ci;
   int n = 0;
-  QpCore* qp = nullptr;
-  uint32_t qp_qpn = ~0u;  // no QPN: 24 bits
   while (n < max) {
-    const mlx5_cqe64* cqe = wqe::cqe_for_sw(ring, index);
-    if (!cqe) break;
+    const mlx5_cqe64* cqe = ring.cqe(index);
+    uint8_t op_own;
+    if (!wqe::sw_owns_cqe(cqe, index, ring.cqe_cnt, &op_own)) break;
     ++index;
     const uint32_t sop_drop_qpn = be32toh(cqe->sop_drop_qpn);
-    const uint32_t qpn = sop_drop_qpn & wqe::kCqeQpnMask;
-    if (qpn != qp_qpn) [[unlikely]] {
-      qp = find_qp(qpn);
-      qp_qpn = qpn;
-    }
+    // find_qp's first test is the CQ's sole QP: one load and one compare for most CQs.
+    QpCore* const qp = find_qp(sop_drop_qpn & wqe::kCqeQpnMask);
     if (!qp) [[unlikely]] {
       count_orphan();
       continue;
     }
-    const uint8_t opcode = cqe->op_own >> 4;
+    const uint8_t opcode = op_own >> 4;
     Retired retired;
     if (opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR) [[likely]]
       retired = sink.send(*qp, cqe, opcode, sop_drop_qpn, n);
@@ -106,7 +102,7 @@ struct LeanSink {
   Retired send(QpCore& qp, const mlx5_cqe64* cqe, uint8_t opcode, uint32_t sop_drop_qpn,
                int n) noexcept {
     if (opcode != MLX5_CQE_REQ) [[unlikely]]
-      return recv_like(qp.retire_send(cqe, &scratch), n);
+      return full(qp, cqe, true, n);
     LeanCompletion lc;
     const Retired r = qp.retire_send_id(cqe, &lc.wr_id);
     if (r != Retired::report) [[unlikely]]
@@ -123,11 +119,12 @@ struct LeanSink {
     emit(lc, n);
     return r;
   }
-  Retired recv(QpCore& qp, const mlx5_cqe64* cqe, int n) noexcept {
-    return recv_like(qp.retire_recv(cqe, &scratch), n);
-  }
-  Retired recv_like(Retired r, int n) noexcept {
-    if (r == Retired::report) emit(lean_of(scratch), n);
+  Retired recv(QpCore& qp, const mlx5_cqe64* cqe, int n) noexcept { return full(qp, cqe, false, n); }
+  // Errors and receives: through a Completion.
+  [[gnu::noinline]] Retired full(QpCore& qp, const mlx5_cqe64* cqe, bool send, int n) noexcept {
+    Completion c;
+    const Retired r = send ? qp.retire_send(cqe, &c) : qp.retire_recv(cqe, &c);
+    if (r == Retired::report) emit(lean_of(c), n);
     return r;
   }
   int software(CqCore& cq, int n, int room) noexcept {
@@ -141,7 +138,6 @@ struct LeanSink {
     }
     return got;
   }
-  Completion scratch;
 };
 
 inline int CqCore::poll(Completion* out, int max) noexcept {
@@ -163,7 +159,7 @@ inline int CompletionQueue::poll_each(int max, F&& on_completion) noexcept {
   if (!core_) [[unlikely]]
     return 0;
   auto emit = [&on_completion](const LeanCompletion& c, int) { on_completion(c); };
-  detail::LeanSink<decltype(emit)> sink{emit, {}};
+  detail::LeanSink<decltype(emit)> sink{emit};
   return core_->poll_loop(max, sink);
 }
 
@@ -171,7 +167,7 @@ inline int CompletionQueue::poll_lean(LeanCompletion* out, int max) noexcept {
   if (!core_) [[unlikely]]
     return 0;
   auto emit = [out](const LeanCompletion& c, int n) { out[n] = c; };
-  detail::LeanSink<decltype(emit)> sink{emit, {}};
+  detail::LeanSink<decltype(emit)> sink{emit};
   return core_->poll_loop(max, sink);
 }
 

@@ -130,6 +130,9 @@ struct QpCore {
   // the typed calls build, with the opcode read at run time. False, with nothing written, for
   // any other WR (post_ready then builds it, or reports what is wrong with it).
   bool post_one_fixed(const SendWr& wr, bool ring) noexcept;
+  // The same for an inline SEND or WRITE of one SGE (qp_typed_inl.h: the typed inline
+  // builder). False, with nothing written, for anything else.
+  bool post_one_inline(const SendWr& wr, bool ring) noexcept;
   // After a WQE of `ds` units at sq_pi whose ctrl head is `head`: sq_pi = `next`, and the
   // doorbell for it and everything staged (ring) or the bookkeeping of a staged WQE.
   void commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t next, bool ring) noexcept;

@@ -48,8 +48,9 @@ inline Errc QpCore::post_send(const SendWr* wrs, size_t count, size_t* bad_index
 inline bool QpCore::post_one_fixed(const SendWr& wr, bool ring) noexcept {
   // One SGE that is not empty (an empty one takes no segment), not inline: the fixed layouts
   // of the typed calls (wqe/typed_wqe.h). The gate guarantees max_sge >= 1.
-  if (wr.num_sge != 1 || (wr.flags & send_flags::inline_data) || wr.sg_list == nullptr ||
-      wr.sg_list->length == 0 || !has_room(1)) [[unlikely]]
+  if (wr.flags & send_flags::inline_data) return post_one_inline(wr, ring);
+  if (wr.num_sge != 1 || wr.sg_list == nullptr || wr.sg_list->length == 0 || !has_room(1))
+      [[unlikely]]
     return false;
   const wqe::detail::OpcodeTraits traits = wqe::detail::opcode_traits(wr.opcode);
   const Sge& sge = *wr.sg_list;

@@ -238,6 +238,30 @@ template <class Op>
   commit_one(w, head, ds, pi + bbs, ring);
 }
 
+// Out of line: inlined, it would cost the non-inline WRs of post_send registers.
+[[gnu::noinline]] inline bool QpCore::post_one_inline(const SendWr& wr, bool ring) noexcept {
+  if (wr.num_sge != 1 || wr.sg_list == nullptr) [[unlikely]]
+    return false;
+  const Sge& sge = *wr.sg_list;
+  const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(sge.addr));
+  auto post = [&](const auto& op) {
+    if (!op.fits_layout(*this) || !has_room((op.ds(*this) + 3u) >> 2)) [[unlikely]]
+      return false;
+    post_typed_ready(op, ring);
+    return true;
+  };
+  const uint32_t flags = wr.flags & ~send_flags::inline_data;
+  switch (wr.opcode) {
+    case WrOpcode::send:
+      return post(InlineOp<MLX5_OPCODE_SEND>{wr.wr_id, data, sge.length, 0, 0, flags});
+    case WrOpcode::rdma_write:
+      return post(InlineOp<MLX5_OPCODE_RDMA_WRITE>{wr.wr_id, data, sge.length, wr.remote_addr,
+                                                   wr.rkey, flags});
+    default:
+      return false;  // with an immediate, or not an inline opcode: post_ready
+  }
+}
+
 // Everything but the open gate: see the top of this file. Out of line, once per operation.
 // The operation's arguments come one by one, by value, so that the fast path's copy of them
 // stays in registers (an Op whose address reached this call would be built in memory).

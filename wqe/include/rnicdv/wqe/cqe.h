@@ -31,6 +31,9 @@ void init_cq_ring(CqRing ring) noexcept;
 // The CQE at consumer index `ci` if software owns it, else nullptr. The owner byte is read
 // with acquire ordering, so the other fields may be read after a non-null return.
 const mlx5_cqe64* cqe_for_sw(CqRing ring, uint32_t ci) noexcept;
+// The same test, for a poll loop: true if software owns the CQE at `ci`, whose op_own byte
+// (read once, with acquire ordering) is then in `*op_own`.
+bool sw_owns_cqe(const mlx5_cqe64* cqe, uint32_t ci, uint32_t cqe_cnt, uint8_t* op_own) noexcept;
 
 // Fields of a CQE, independent of how the driver maps wqe_counter to wr_id.
 struct CqeFields {

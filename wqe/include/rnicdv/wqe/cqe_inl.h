@@ -68,16 +68,21 @@ constexpr uint8_t wc_opcode_for_send(uint8_t mlx5_opcode) noexcept {
 
 }  // namespace detail
 
-inline const mlx5_cqe64* cqe_for_sw(CqRing ring, uint32_t ci) noexcept {
-  const mlx5_cqe64* cqe = ring.cqe(ci);
+[[gnu::always_inline]] inline bool sw_owns_cqe(const mlx5_cqe64* cqe, uint32_t ci,
+                                               uint32_t cqe_cnt, uint8_t* op_own) noexcept {
   // Acquire: the device writes op_own last (release), so every other field read after this
   // load is the one it wrote. This is the from-device ordering of rdma-core's get_sw_cqe +
   // udma_from_device_barrier(), expressed as a load-acquire.
-  const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
-  const uint8_t lap_owner = (ci & ring.cqe_cnt) ? 1 : 0;
-  const bool owned_by_hw =
-      ((op_own >> 4) == MLX5_CQE_INVALID) | ((op_own & kCqeOwnerBit) != lap_owner);
-  return owned_by_hw ? nullptr : cqe;
+  const uint8_t own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+  *op_own = own;
+  const uint8_t lap_owner = (ci & cqe_cnt) ? 1 : 0;
+  return ((own >> 4) != MLX5_CQE_INVALID) & ((own & kCqeOwnerBit) == lap_owner);
+}
+
+inline const mlx5_cqe64* cqe_for_sw(CqRing ring, uint32_t ci) noexcept {
+  const mlx5_cqe64* cqe = ring.cqe(ci);
+  uint8_t op_own;
+  return sw_owns_cqe(cqe, ci, ring.cqe_cnt, &op_own) ? cqe : nullptr;
 }
 
 inline void cqe_to_completion(const mlx5_cqe64* cqe, Completion* out) noexcept {
