@@ -4,6 +4,8 @@
 #include <array>
 #include <vector>
 
+#include "typed_post.h"
+
 namespace rnicperf {
 
 using rnicdv::Completion;
@@ -139,10 +141,12 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
           if (tot_posted == 0) out->t_first_post = t_post;
           if (stamp)
             for (uint32_t k = 0; k < post_list; ++k) c.tposted[tot_posted + k] = t_post;
-          size_t bad = 0;
-          if (Errc e = c.ep.qp(q).post_send(std::span(t.wrs.data(), post_list), &bad);
-              e != Errc::ok) [[unlikely]]
-            return post_error(test, "post send", c.ep.qp(q).qpn(), e);
+          // The list as one doorbell: every WR but the last staged, the last posted.
+          rnicdv::QueuePair& qp = c.ep.qp(q);
+          for (uint32_t k = 0; k < post_list; ++k)
+            if (Errc e = post_typed(qp, t.wrs[k], k + 1 == post_list); e != Errc::ok)
+                [[unlikely]]
+              return post_error(test, "post send", qp.qpn(), e);
           t.posted += post_list;
           tot_posted += post_list;
           progressed = true;

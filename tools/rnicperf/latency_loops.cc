@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "latency_loops.h"
 
+#include "typed_post.h"
+
 namespace rnicperf {
 
 using rnicdv::Completion;
@@ -89,7 +91,7 @@ Status run_write_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
       }
       ++scnt;
       *post_byte = static_cast<uint8_t>(scnt);
-      if (Errc e = qp.post_send(wr); e != Errc::ok) [[unlikely]]
+      if (Errc e = post_typed(qp, wr, true); e != Errc::ok) [[unlikely]]
         return post_error(test, "post RDMA write", qp.qpn(), e);
       if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
         return s;
@@ -153,7 +155,7 @@ Status run_send_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
         c.tposted[scnt] = now;
       }
       ++scnt;
-      if (Errc e = qp.post_send(wr); e != Errc::ok) [[unlikely]]
+      if (Errc e = post_typed(qp, wr, true); e != Errc::ok) [[unlikely]]
         return post_error(test, "post send", qp.qpn(), e);
       if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
         return s;
@@ -196,7 +198,7 @@ Status run_one_sided_latency(RunContext& c, LatencyRun* out) {
       c.tposted[scnt] = now;
     }
     ++scnt;
-    if (Errc e = qp.post_send(wr); e != Errc::ok) [[unlikely]]
+    if (Errc e = post_typed(qp, wr, true); e != Errc::ok) [[unlikely]]
       return post_error(test, atomic ? "post atomic" : "post RDMA read", qp.qpn(), e);
     if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
       return s;
