@@ -206,19 +206,12 @@ void QpCore::reset_locked() noexcept {
   publish_state(QpState::reset);
 }
 
-PostGate QpCore::gate_for(QpState s) const noexcept {
+PostGate QpCore::gate_in_rts() const noexcept {
   // The lock-free path builds with the plain encoder: not for a scanning device, which needs
   // each WQE's bookkeeping published before its bytes (post_ready_scanning). A QP that cannot
   // take one SGE goes the slow way, where post_send's checks report it.
-  if (s != QpState::rts || scanning_device || limits.max_sge == 0) return kGateSlow;
+  if (scanning_device || limits.max_sge == 0) return kGateSlow;
   return threading == Threading::thread_safe ? kGateLocked : kGateOpen;
-}
-
-void QpCore::publish_state(QpState s) noexcept {
-  state.store(s, std::memory_order_release);
-  // Release: a poster that finds the gate open (acquire) also finds everything done before,
-  // the flush's doorbell among it (design.md, "The race").
-  gate.store(gate_for(s), std::memory_order_release);
 }
 
 void QpCore::on_async_error(hw::AsyncEventType type) {

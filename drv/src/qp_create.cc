@@ -150,6 +150,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   qp->ctrl_qpn_bits = wqe::typed::ctrl_qpn_bits(view.qpn);
   qp->ctrl_rest_sig_all = wqe::typed::ctrl_rest(qp->sig_all_bits);
   init_ctrl_heads(*qp);
+  qp->rts_gate = qp->gate_in_rts();
   qp->dbrec = dv.dbrec;
   qp->rq = wqe::RqRing{static_cast<uint8_t*>(dv.rq.buf), dv.rq.wqe_cnt, dv.rq.stride};
   qp->rq_mask = dv.rq.wqe_cnt ? dv.rq.wqe_cnt - 1 : 0;

@@ -348,11 +348,13 @@ void flush_cases(const Options& o, std::vector<Record>* out) {
   SimPair s;
   s.hw_a->pause();
   const uint32_t sizes[] = {1, 64, 4096};
-  const int reps = o.smoke ? 2 : 64;
+  const int reps = o.smoke ? 2 : 200;
   // One timed sample is a run of flushes of `qps` QPs, each armed with its own batch before the
   // run starts: one flush of a small batch lasts a few ticks of a virtual machine's TSC (which
-  // advances in steps of about 10 ns), so timing each alone would measure the clock.
-  const uint32_t qps = 32;
+  // advances in steps of about 10 ns), so timing each alone would measure the clock. The same
+  // run length for every N, so that each flush finds its QP's lines as far from the core
+  // (the arming of the others came between) whatever N is.
+  const uint32_t qps = 8;
   const Sge sge8{s.mr_a->addr(), 8, s.mr_a->lkey()};
   const size_t max_bytes = size_t{4096} * wqe::kBbBytes;
 
@@ -469,8 +471,7 @@ void flush_cases(const Options& o, std::vector<Record>* out) {
         }
         continue;
       }
-      // Large batches take microseconds each: fewer QPs per run keep the run short.
-      const uint32_t run = n >= 4096 ? 4 : qps;
+      const uint32_t run = qps;
       std::vector<double> drv, base;
       for (int r = 0; r < reps; ++r) {
         for (uint32_t q = 0; q < run; ++q) arm(conns[q]);

@@ -181,9 +181,15 @@ struct QpCore {
   void follow_device_to_error_locked() noexcept;
   // The flush: with post_lock held and the device already in RTS.
   void release_withheld_locked() noexcept;
-  // Stores the state (release) and then the post gate that follows from it.
-  void publish_state(hw::QpState s) noexcept;
-  PostGate gate_for(hw::QpState s) const noexcept;
+  // Stores the state (release) and then the post gate that follows from it. Release: a
+  // poster that finds the gate open (acquire) also finds everything done before, the flush's
+  // doorbell among it (design.md, "The race").
+  void publish_state(hw::QpState s) noexcept {
+    state.store(s, std::memory_order_release);
+    gate.store(s == hw::QpState::rts ? rts_gate : kGateSlow, std::memory_order_release);
+  }
+  // The gate in RTS, from what was fixed at creation (qp_control.cc); kept in rts_gate.
+  PostGate gate_in_rts() const noexcept;
   void enter_error_locked(hw::QpState to) noexcept;
   void reset_locked() noexcept;
   // Destroys the device QP and hands this core to its CQs' graveyards.
@@ -205,6 +211,7 @@ struct QpCore {
   // bytes reach the SQ, so that its CQE can never arrive before the poller knows it.
   bool scanning_device = false;
   uint8_t sig_all_bits = 0;  // MLX5_WQE_CTRL_CQ_UPDATE when sq_sig_all
+  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core
   wqe::SqLimits limits;
   wqe::SqRing sq;      // the ring the device reads
   wqe::SqRing shadow;  // EarlyPost::shadow: the driver's ring; buf null otherwise
