@@ -16,7 +16,10 @@ TEST_CASE("invariant 1: no SQ doorbell record or UAR write while below RTS", "[d
       {{mlx5_profile(), EarlyPost::in_place},
        {mlx5_profile(), EarlyPost::shadow},
        {scanning_profile(), EarlyPost::shadow}}));
-  INFO("profile " << profile_label(profile) << ", early_post " << early_post_name(mode));
+  // The WRITEs through post_send(SendWr), or through the typed post_write / stage_write.
+  const bool typed = GENERATE(false, true);
+  INFO("profile " << profile_label(profile) << ", early_post " << early_post_name(mode)
+                  << (typed ? ", typed calls" : ", post_send"));
   QpConfig config = default_qp_config();
   config.early_post = mode;
   Pair p = make_pair(profile, config);
@@ -42,10 +45,12 @@ TEST_CASE("invariant 1: no SQ doorbell record or UAR write while below RTS", "[d
     const SendWr wr =
         write_wr(i, &sge, 1, b.addr(64 * i), b.rkey(), i % 3 == 2 ? send_flags::signaled : 0);
     if (i % 4 == 3) {
-      REQUIRE(a.qp->stage_send(wr) == Errc::ok);
+      REQUIRE((typed ? a.qp->stage_write(wr.wr_id, sge, wr.remote_addr, wr.rkey, wr.flags)
+                     : a.qp->stage_send(wr)) == Errc::ok);
       a.qp->ring_send();  // withheld as well: nothing to ring below RTS
     } else {
-      REQUIRE(a.qp->post_send(wr) == Errc::ok);
+      REQUIRE((typed ? a.qp->post_write(wr.wr_id, sge, wr.remote_addr, wr.rkey, wr.flags)
+                     : a.qp->post_send(wr)) == Errc::ok);
     }
     ++posted;
     // Let the device run between posts, and poll (the progress hook runs it too).

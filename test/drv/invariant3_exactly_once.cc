@@ -32,12 +32,21 @@ SendWr add_bit(Node& a, Node& b, uint32_t i, bool signaled, const Sge& local) {
   return wr;
 }
 
+// Posts `wr` (a fetch-and-add) through post_send(SendWr), or through post_fetch_add.
+Errc post(QueuePair& qp, const SendWr& wr, bool typed) {
+  if (!typed) return qp.post_send(wr);
+  return qp.post_fetch_add(wr.wr_id, *wr.sg_list, wr.remote_addr, wr.rkey, wr.compare_add,
+                           wr.flags);
+}
+
 }  // namespace
 
 TEST_CASE("invariant 3: withheld WRs released at RTS execute exactly once", "[drv][invariant]") {
   const hw::DeviceProfile profile = GENERATE(mlx5_profile(), scanning_profile());
   const int mix = GENERATE(0, 1, 2);  // all signaled, every third, only the last
-  INFO("profile " << profile_label(profile) << ", signal mix " << mix);
+  const bool typed = GENERATE(false, true);  // post_send, or post_fetch_add
+  INFO("profile " << profile_label(profile) << ", signal mix " << mix
+                  << (typed ? ", post_fetch_add" : ", post_send"));
   Pair p = make_pair(profile);
   Node& a = p.a;
   Node& b = p.b;
@@ -52,13 +61,13 @@ TEST_CASE("invariant 3: withheld WRs released at RTS execute exactly once", "[dr
   const Sge local = a.sge(0x100, 8);
   uint32_t expected_completions = 0;
   for (uint32_t i = 0; i < kWithheld; ++i) {
-    REQUIRE(a.qp->post_send(add_bit(a, b, i, signaled(i), local)) == Errc::ok);
+    REQUIRE(post(*a.qp, add_bit(a, b, i, signaled(i), local), typed) == Errc::ok);
     expected_completions += signaled(i);
   }
   step(*p.fabric, 16);
   to_rts(a, kPsnA);
   for (uint32_t i = kWithheld; i < kWithheld + kAfter; ++i) {
-    REQUIRE(a.qp->post_send(add_bit(a, b, i, signaled(i), local)) == Errc::ok);
+    REQUIRE(post(*a.qp, add_bit(a, b, i, signaled(i), local), typed) == Errc::ok);
     expected_completions += signaled(i);
   }
   const auto got = poll_n(*p.fabric, *a.cq, expected_completions);
@@ -80,7 +89,9 @@ TEST_CASE("invariant 3: withheld WRs flushed by ERR complete exactly once, in or
           "[drv][invariant]") {
   const hw::DeviceProfile profile = GENERATE(mlx5_profile(), scanning_profile());
   const int mix = GENERATE(0, 1, 2);
-  INFO("profile " << profile_label(profile) << ", signal mix " << mix);
+  const bool typed = GENERATE(false, true);  // post_send, or post_fetch_add
+  INFO("profile " << profile_label(profile) << ", signal mix " << mix
+                  << (typed ? ", post_fetch_add" : ", post_send"));
   Pair p = make_pair(profile);
   Node& a = p.a;
   Node& b = p.b;
@@ -91,7 +102,7 @@ TEST_CASE("invariant 3: withheld WRs flushed by ERR complete exactly once, in or
   const Sge local = a.sge(0x100, 8);
   for (uint32_t i = 0; i < kWithheld; ++i) {
     const bool sig = mix == 0 || (mix == 1 && i % 3 == 0);
-    REQUIRE(a.qp->post_send(add_bit(a, b, i, sig, local)) == Errc::ok);
+    REQUIRE(post(*a.qp, add_bit(a, b, i, sig, local), typed) == Errc::ok);
   }
   step(*p.fabric, 16);
   check(a.qp->to_error());
@@ -99,7 +110,7 @@ TEST_CASE("invariant 3: withheld WRs flushed by ERR complete exactly once, in or
   CHECK(a.qp->withheld() == 0);
   // Posting in ERR is accepted and flushed too, after the withheld ones.
   for (uint32_t i = kWithheld; i < kWithheld + kAfterError; ++i)
-    REQUIRE(a.qp->post_send(add_bit(a, b, i, i % 2 == 0, local)) == Errc::ok);
+    REQUIRE(post(*a.qp, add_bit(a, b, i, i % 2 == 0, local), typed) == Errc::ok);
 
   const uint32_t total = kWithheld + kAfterError;
   const auto got = poll_n(*p.fabric, *a.cq, total);
@@ -118,7 +129,8 @@ TEST_CASE("invariant 3: withheld WRs flushed by ERR complete exactly once, in or
 TEST_CASE("invariant 3: WRs posted in ERR after RTS complete after everything the device had",
           "[drv][invariant]") {
   const hw::DeviceProfile profile = GENERATE(mlx5_profile(), scanning_profile());
-  INFO("profile " << profile_label(profile));
+  const bool typed = GENERATE(false, true);  // post_send, or post_fetch_add
+  INFO("profile " << profile_label(profile) << (typed ? ", post_fetch_add" : ", post_send"));
   Pair p = make_connected_pair(profile);
   Node& a = p.a;
   Node& b = p.b;
@@ -126,14 +138,14 @@ TEST_CASE("invariant 3: WRs posted in ERR after RTS complete after everything th
 
   // Unsignaled work the device executes and never reports.
   for (uint32_t i = 0; i < 6; ++i)
-    REQUIRE(a.qp->post_send(add_bit(a, b, i, false, local)) == Errc::ok);
+    REQUIRE(post(*a.qp, add_bit(a, b, i, false, local), typed) == Errc::ok);
   CHECK(poll_for(*p.fabric, *a.cq, 50'000'000).empty());
   CHECK(remote_counter(b) == 0x3f);
   // Staged, not rung, when the QP fails.
   REQUIRE(a.qp->stage_send(add_bit(a, b, 6, false, local)) == Errc::ok);
   check(a.qp->to_error());
   for (uint32_t i = 7; i < 10; ++i)
-    REQUIRE(a.qp->post_send(add_bit(a, b, i, false, local)) == Errc::ok);
+    REQUIRE(post(*a.qp, add_bit(a, b, i, false, local), typed) == Errc::ok);
 
   const auto got = poll_n(*p.fabric, *a.cq, 4);
   CHECK(poll_for(*p.fabric, *a.cq, 20'000'000).empty());

@@ -11,7 +11,8 @@ using namespace rnicdv::test;
 TEST_CASE("invariant 5: filling the SQ in RTR gives queue_full, then the batch runs at RTS",
           "[drv][invariant]") {
   const hw::DeviceProfile profile = GENERATE(mlx5_profile(), scanning_profile());
-  INFO("profile " << profile_label(profile));
+  const bool typed = GENERATE(false, true);  // post_send, or post_write
+  INFO("profile " << profile_label(profile) << (typed ? ", post_write" : ", post_send"));
   Pair p = make_pair(profile);
   Node& a = p.a;
   Node& b = p.b;
@@ -24,8 +25,9 @@ TEST_CASE("invariant 5: filling the SQ in RTR gives queue_full, then the batch r
   uint32_t accepted = 0;
   Errc err = Errc::ok;
   while (accepted <= sq_blocks) {
-    err = a.qp->post_send(
-        write_wr(accepted, &sge, 1, b.addr(8 * (accepted % 512)), b.rkey(), send_flags::signaled));
+    const uint64_t dst = b.addr(8 * (accepted % 512));
+    err = typed ? a.qp->post_write(accepted, sge, dst, b.rkey(), send_flags::signaled)
+                : a.qp->post_send(write_wr(accepted, &sge, 1, dst, b.rkey(), send_flags::signaled));
     if (err != Errc::ok) break;
     ++accepted;
   }
@@ -67,6 +69,8 @@ TEST_CASE("invariant 5: posting sends in RESET and INIT is bad_state, not queue_
 
   check(a.qp->to_init());
   CHECK(a.qp->post_send(wr) == Errc::bad_state);  // IBA C10-25
+  CHECK(a.qp->post_write(1, sge, p.b.addr(0), p.b.rkey(), 0) == Errc::bad_state);
+  CHECK(a.qp->stage_write(1, sge, p.b.addr(0), p.b.rkey(), 0) == Errc::bad_state);
   CHECK(a.qp->post_recv(rwr) == Errc::ok);
   CHECK(a.qp->withheld() == 0);
   CHECK(a.snapshot().sq_dbr == 0);
@@ -82,6 +86,9 @@ TEST_CASE("invariant 5: a full SQ in RTS is queue_full", "[drv][invariant]") {
   for (uint32_t i = 0; i < sq_blocks; ++i)
     REQUIRE(a.qp->post_send(write_wr(i, &sge, 1, p.b.addr(0), p.b.rkey())) == Errc::ok);
   CHECK(a.qp->post_send(write_wr(9999, &sge, 1, p.b.addr(0), p.b.rkey())) == Errc::queue_full);
+  CHECK(a.qp->post_write(9999, sge, p.b.addr(0), p.b.rkey(), 0) == Errc::queue_full);
+  CHECK(a.qp->post_fetch_add(9999, sge, p.b.addr(0), p.b.rkey(), 1, 0) == Errc::queue_full);
+  CHECK(a.qp->post_send_inline(9999, "x", 1, 0) == Errc::queue_full);
   a.sim->resume();
   CHECK(poll_n(*p.fabric, *a.cq, sq_blocks).size() == sq_blocks);
 }
