@@ -9,7 +9,11 @@
  * Which code each part stands for:
  *   Poster          QueuePair::post_send -> QpCore::post_send (detail/qp_inl.h): the state
  *                   check, the post lock, post_ready; QpCore::post_send_slow, post_gated,
- *                   post_withheld and post_flushed (drv/src/qp_post.cc).
+ *                   post_withheld and post_flushed (drv/src/qp_post.cc). The typed calls
+ *                   (detail/qp_typed_inl.h) take the same steps. The driver's posters read
+ *                   the post gate (QpCore::gate), which publish_state stores right after the
+ *                   state under the post lock, as a function of it: the model's read of
+ *                   `state` stands for that read.
  *   Events          QpCore::modify (drv/src/qp_control.cc): hw_qp->modify first, then under
  *                   the post lock release_withheld_locked (RTR->RTS, the flush) or
  *                   enter_error_locked (->ERR, the failure flush).
