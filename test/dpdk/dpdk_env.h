@@ -121,7 +121,6 @@ inline Completion one_completion(Pair& p, Node& n) {
 inline void run_every_rc_opcode(Pair& p) {
   Node& a = p.a;
   Node& b = p.b;
-  constexpr size_t kSrc = 0x0000, kLocal = 0x4000, kDst = 0x1000, kAtomic = 0x8000;
   uint64_t id = 1;
   for (const uint32_t len : {100u, 3000u}) {
     INFO("message length " << len);

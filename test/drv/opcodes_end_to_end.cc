@@ -12,15 +12,6 @@ using namespace rnicdv::test;
 
 namespace {
 
-constexpr size_t kSrc = 0x0000;     // a: payload source
-constexpr size_t kLocal = 0x4000;   // a: READ / atomic destination
-constexpr size_t kDst = 0x1000;     // b: WRITE / READ / receive target
-constexpr size_t kAtomic = 0x8000;  // b: 8-byte atomic operand
-
-void fill(uint8_t* p, size_t n, uint8_t seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
-}
-
 void post_receive(Node& n, uint64_t wr_id, size_t offset, uint32_t len) {
   const Sge sge = n.sge(offset, len);
   RecvWr wr;

@@ -37,6 +37,17 @@ inline std::string profile_label(const hw::DeviceProfile& p) {
   return sim::profile_name(p);
 }
 
+// Where the end-to-end tests of every opcode put their buffers in a Node's memory.
+inline constexpr size_t kSrc = 0x0000;     // a: payload source
+inline constexpr size_t kLocal = 0x4000;   // a: READ / atomic destination
+inline constexpr size_t kDst = 0x1000;     // b: WRITE / READ / receive target
+inline constexpr size_t kAtomic = 0x8000;  // b: 8-byte atomic operand
+
+// A byte pattern that differs with `seed` and along the buffer.
+inline void fill(uint8_t* p, size_t n, uint8_t seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
+}
+
 // Unwraps a Result, failing the test with its message otherwise.
 template <class T>
 T take(Result<T> r) {

@@ -17,15 +17,6 @@ using namespace rnicdv::test;
 
 namespace {
 
-constexpr size_t kSrc = 0x0000;     // a: payload source
-constexpr size_t kLocal = 0x4000;   // a: READ / atomic destination
-constexpr size_t kDst = 0x1000;     // b: WRITE / READ / receive target
-constexpr size_t kAtomic = 0x8000;  // b: 8-byte atomic operand
-
-void fill(uint8_t* p, size_t n, uint8_t seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
-}
-
 // One request, posted either way: `typed` calls a typed post (or stage) on the QP; `wr` is
 // the SendWr that post_send would be given for it. `sge` backs wr.sg_list.
 struct Request {

@@ -46,6 +46,21 @@ namespace typed = wqe::typed;
   return qp.ctrl_heads[slot] | typed::ctrl_index_bits(pi) | typed::ctrl_op_bits(0, ds);
 }
 
+// The SendWr that post_send is given for a typed call that leaves the fast path: one SGE
+// (`list`), the operation's opcode and flags; each op adds its operands.
+inline SendWr one_sge_wr(uint64_t wr_id, uint8_t opcode, uint32_t flags, const Sge* list,
+                         uint64_t remote_addr = 0, uint32_t rkey = 0) noexcept {
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = static_cast<WrOpcode>(opcode);
+  wr.flags = flags;
+  wr.sg_list = list;
+  wr.num_sge = 1;
+  wr.remote_addr = remote_addr;
+  wr.rkey = rkey;
+  return wr;
+}
+
 // WRITE, WRITE with immediate and READ with one SGE: ctrl + raddr + data, DS 3.
 template <uint8_t Opcode>
 struct RdmaOp {
@@ -75,15 +90,8 @@ struct RdmaOp {
     return head;
   }
   SendWr to_send_wr(const Sge* list) const noexcept {
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.opcode = static_cast<WrOpcode>(Opcode);
-    wr.flags = flags;
-    wr.sg_list = list;
-    wr.num_sge = 1;
+    SendWr wr = one_sge_wr(wr_id, Opcode, flags, list, remote_addr, rkey);
     wr.imm_data = imm;
-    wr.remote_addr = remote_addr;
-    wr.rkey = rkey;
     return wr;
   }
 };
@@ -110,12 +118,7 @@ struct SendOp {
     return head;
   }
   SendWr to_send_wr(const Sge* list) const noexcept {
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.opcode = static_cast<WrOpcode>(Opcode);
-    wr.flags = flags;
-    wr.sg_list = list;
-    wr.num_sge = 1;
+    SendWr wr = one_sge_wr(wr_id, Opcode, flags, list);
     wr.imm_data = imm;
     return wr;
   }
@@ -156,14 +159,7 @@ struct AtomicOp {
     return head;
   }
   SendWr to_send_wr(const Sge* list) const noexcept {
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.opcode = static_cast<WrOpcode>(Opcode);
-    wr.flags = flags;
-    wr.sg_list = list;
-    wr.num_sge = 1;
-    wr.remote_addr = remote_addr;
-    wr.rkey = rkey;
+    SendWr wr = one_sge_wr(wr_id, Opcode, flags, list, remote_addr, rkey);
     wr.compare_add = compare_add;
     wr.swap = swap;
     return wr;
@@ -203,15 +199,7 @@ struct InlineOp {
     return head;
   }
   SendWr to_send_wr(const Sge* list) const noexcept {
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.opcode = static_cast<WrOpcode>(Opcode);
-    wr.flags = flags | send_flags::inline_data;
-    wr.sg_list = list;
-    wr.num_sge = 1;
-    wr.remote_addr = remote_addr;
-    wr.rkey = rkey;
-    return wr;
+    return one_sge_wr(wr_id, Opcode, flags | send_flags::inline_data, list, remote_addr, rkey);
   }
   Sge as_sge() const noexcept {
     return Sge{reinterpret_cast<uintptr_t>(data), length, 0};
