@@ -183,7 +183,7 @@ struct QpCore {
   void release_withheld_locked() noexcept;
   // Stores the state (release) and then the post gate that follows from it. Release: a
   // poster that finds the gate open (acquire) also finds everything done before, the flush's
-  // doorbell among it (design.md, "The race").
+  // doorbell among it (docs/driver.md, "Threading models").
   void publish_state(hw::QpState s) noexcept {
     state.store(s, std::memory_order_release);
     gate.store(s == hw::QpState::rts ? rts_gate : kGateSlow, std::memory_order_release);
