@@ -107,6 +107,44 @@ void forward_comm_est(void* ctx) {
     Status st = it->second->notify_comm_est();
 }
 
+// ---- Release at establishment --------------------------------------------------------------
+
+namespace {
+std::mutex established_mutex;
+std::unordered_map<uint64_t, ConnectionCore*> established_targets;
+uint64_t next_established_token = 1;
+}  // namespace
+
+uint64_t register_established(ConnectionCore* core) {
+  std::lock_guard lock(established_mutex);
+  const uint64_t token = next_established_token++;
+  established_targets.emplace(token, core);
+  return token;
+}
+
+void unregister_established(uint64_t token) {
+  std::lock_guard lock(established_mutex);
+  established_targets.erase(token);
+}
+
+void on_established(void* ctx) {
+  // Held across the call: the connection cannot be destroyed meanwhile.
+  std::lock_guard lock(established_mutex);
+  auto it = established_targets.find(reinterpret_cast<uintptr_t>(ctx));
+  if (it != established_targets.end()) [[maybe_unused]]
+    Status st = it->second->release_at_establishment();
+}
+
+Status ConnectionCore::release_at_establishment() {
+  std::lock_guard lock(move_mu);
+  if (rts_reached || qp->state.load(std::memory_order_acquire) != hw::QpState::rtr)
+    return Status::ok();
+  Status st = move_qp(hw::QpState::rts);
+  if (st) rts_reached = true;
+  // A failure is reported when the application reads the event (apply() tries again).
+  return st;
+}
+
 // ---- Moving the QP -------------------------------------------------------------------------
 
 Status ConnectionCore::move_qp(hw::QpState target) {
@@ -186,7 +224,13 @@ std::optional<ConnectionEvent> ConnectionCore::apply(hw::CmEvent& ev) {
         unregister_comm_est(comm_est_token);
         comm_est_token = 0;
       }
-      if (Status st = move_qp(hw::QpState::rts); !st) {
+      Status st = Status::ok();
+      {
+        std::lock_guard lock(move_mu);
+        if (!rts_reached) st = move_qp(hw::QpState::rts);
+        if (st) rts_reached = true;
+      }
+      if (!st) {
         [[maybe_unused]] Status d = cm->disconnect();
         return failure(
             ConnectionEventType::error, st.code(),
@@ -217,6 +261,7 @@ std::optional<ConnectionEvent> ConnectionCore::apply(hw::CmEvent& ev) {
 }
 
 ConnectionCore::~ConnectionCore() {
+  if (established_token) unregister_established(established_token);
   if (comm_est_token) unregister_comm_est(comm_est_token);
   if (qp && !active) {
     std::lock_guard lock(device->mutex);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "device_core.h"
@@ -34,6 +35,14 @@ struct ConnectionCore {
   ConnectionState state = ConnectionState::connecting;
   uint64_t comm_est_token = 0;  // registered while the passive QP may raise COMM_EST
   std::string name;
+
+  // Release at establishment (ConnectionOptions::release_at_establishment): the backend's
+  // notifier moves the QP to RTS from its own thread; apply() then only reports the event.
+  // move_mu orders the two moves.
+  Status release_at_establishment();
+  uint64_t established_token = 0;
+  std::mutex move_mu;
+  bool rts_reached = false;  // under move_mu
 };
 
 struct RequestCore {
@@ -83,5 +92,10 @@ auto wait_for(DeviceCore& dev, int fd, std::chrono::milliseconds timeout, TryGet
 uint64_t register_comm_est(hw::CmConnection* cm);
 void unregister_comm_est(uint64_t token);
 void forward_comm_est(void* token);
+
+// Release at establishment: the same kind of registry, of passive connections.
+uint64_t register_established(ConnectionCore* core);
+void unregister_established(uint64_t token);
+void on_established(void* token);
 
 }  // namespace rnicdv::detail

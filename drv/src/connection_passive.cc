@@ -79,6 +79,18 @@ Result<Connection> ConnectionRequest::accept(QueuePair& qp, std::span<const uint
   qp.set_comm_est_handler(&detail::forward_comm_est,
                           reinterpret_cast<void*>(static_cast<uintptr_t>(core->comm_est_token)));
 
+  // RTS the moment the backend learns of the establishment, from its thread (see
+  // ConnectionOptions::release_at_establishment).
+  if (options.release_at_establishment && q.threading != Threading::single) {
+    core->established_token = detail::register_established(core.get());
+    if (!core->cm->set_established_notifier(
+            &detail::on_established,
+            reinterpret_cast<void*>(static_cast<uintptr_t>(core->established_token)))) {
+      detail::unregister_established(core->established_token);
+      core->established_token = 0;
+    }
+  }
+
   hw::CmAcceptParams params;
   params.qp.qpn = q.qpn;
   params.qp.responder_resources = options.responder_resources;

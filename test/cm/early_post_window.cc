@@ -21,7 +21,7 @@ struct Accepted {
 };
 
 // A connects to B; B accepts (QP in RTR) and posts kEarlySends sends before anything else.
-Accepted accept_and_post_early(hw::DeviceProfile profile) {
+Accepted accept_and_post_early(hw::DeviceProfile profile, const ConnectionOptions& passive = {}) {
   Accepted x;
   x.fabric = make_fabric();
   x.a = make_side(x.fabric);
@@ -37,7 +37,7 @@ Accepted accept_and_post_early(hw::DeviceProfile profile) {
   REQUIRE(req.request);
   CHECK(std::memcmp(req.request->private_data().data(), "hello", 5) == 0);
   CHECK(req.request->peer().qpn == x.a.qp->qpn());
-  x.passive.emplace(take(req.request->accept(*x.b.qp, bytes("welcome"))));
+  x.passive.emplace(take(req.request->accept(*x.b.qp, bytes("welcome"), passive)));
   CHECK(x.b.qp->state() == hw::QpState::rtr);
   CHECK(x.passive->state() == ConnectionState::accepted);
 
@@ -98,6 +98,43 @@ TEST_CASE("sends posted by the passive side in RTR ring no doorbell and run afte
     CHECK_FALSE(x.passive->poll_event());
     CHECK_FALSE(x.active->poll_event());
   }
+}
+
+TEST_CASE("the RTU alone moves the passive QP to RTS and releases its withheld sends, before the "
+          "application reads ESTABLISHED") {
+  Accepted x = accept_and_post_early(hw::DeviceProfile{});
+  REQUIRE(wait_event(*x.active).type == ConnectionEventType::established);
+  // Only the device is driven on the passive side: its CQ is polled, its events are not read.
+  REQUIRE(x.b.wait_completions(kEarlySends));
+  CHECK(x.b.qp->state() == hw::QpState::rts);
+  CHECK(x.passive->state() == ConnectionState::accepted);  // the application has not looked
+  CHECK(x.b.snapshot().uar_doorbells == 1);
+  x.b.check_each_once(0, kEarlySends, IBV_WC_SUCCESS);
+  REQUIRE(x.a.wait_completions(kEarlySends));
+  // The event still comes, once, and finds the QP already in RTS.
+  ConnectionEvent eb = wait_event(*x.passive);
+  CHECK(eb.type == ConnectionEventType::established);
+  CHECK(eb.status.is_ok());
+  CHECK(x.passive->state() == ConnectionState::established);
+  for (int i = 0; i < 50; ++i) CHECK_FALSE(x.passive->poll_event());
+  CHECK(x.b.snapshot().uar_doorbells == 1);
+}
+
+TEST_CASE("without release at establishment, the passive QP waits in RTR for the application to "
+          "read ESTABLISHED") {
+  ConnectionOptions o;
+  o.release_at_establishment = false;
+  Accepted x = accept_and_post_early(hw::DeviceProfile{}, o);
+  REQUIRE(wait_event(*x.active).type == ConnectionEventType::established);
+  // Drive the fabric well past the RTU's arrival without reading the passive side's events.
+  CHECK_FALSE(x.b.wait_completions(1, 300ms));
+  CHECK(x.b.qp->state() == hw::QpState::rtr);
+  check_no_doorbell(x.b);
+  CHECK(x.b.cm().counters().rx_by_attr[static_cast<size_t>(sim::cm::AttrId::rtu)] == 1);
+  REQUIRE(wait_event(*x.passive).type == ConnectionEventType::established);
+  CHECK(x.b.qp->state() == hw::QpState::rts);
+  REQUIRE(x.b.wait_completions(kEarlySends));
+  x.b.check_each_once(0, kEarlySends, IBV_WC_SUCCESS);
 }
 
 TEST_CASE("with the RTU lost, COMM_EST establishes the passive side exactly once") {

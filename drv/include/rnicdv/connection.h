@@ -66,6 +66,13 @@ struct ConnectionOptions {
   uint8_t min_rnr_timer = 12;           // RNR NAK timer this side advertises
   uint32_t remote_access =              // INIT: what the peer may do to this QP's MRs
       hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
+  // Passive: move the QP to RTS, releasing the work posted in RTR, the moment the backend
+  // learns of the establishment (the RTU, or a forwarded COMM_EST), on the thread that learns
+  // it, rather than when the application reads the ESTABLISHED event. Needs a QP whose
+  // threading allows another thread to move it (not Threading::single) and a backend that
+  // calls back (the simulated fabric's CM; librdmacm does not: it delivers events only to the
+  // application's reads). Otherwise, and with false, RTS comes with the event.
+  bool release_at_establishment = true;
 };
 
 enum class ConnectionEventType : uint8_t {

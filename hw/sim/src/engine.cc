@@ -99,6 +99,7 @@ bool Hca::scan_doorbells_locked() {
     const int n = consume_register(*reg, writes);
     if (n == 0) continue;
     did = true;
+    counters_.last_doorbell_ns = now();
     QpObj* named[2] = {nullptr, nullptr};
     for (int k = 0; k < n; ++k) {
       ++counters_.uar_doorbells;

@@ -81,6 +81,7 @@ Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfi
 
 Hca::~Hca() {
   stop();
+  unwatch_all();
   for (uint8_t* page : owned_pages_) free_uar_page(page);
   if (kick_fd_ >= 0) ::close(kick_fd_);
 }
@@ -114,6 +115,8 @@ Status Hca::start() {
     reg->index = r;
     registers_.push_back(std::move(reg));
   }
+  if (!shared_.deterministic())
+    for (uint8_t* page : owned_pages_) watch_page(page);
   shared_register_ = registers_.back().get();
   shared_register_->shared = true;
   for (uint32_t r = config_.dedicated_bf_regs; r-- > 0;)
@@ -160,7 +163,10 @@ void Hca::stop() {
 
 DeviceCounters Hca::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return counters_;
+  DeviceCounters c = counters_;
+  c.sleeps = sleeps_.load(std::memory_order_relaxed);
+  c.watched_sleeps = watched_sleeps_.load(std::memory_order_relaxed);
+  return c;
 }
 
 Result<QpSnapshot> Hca::qp_snapshot(uint32_t qpn) const {

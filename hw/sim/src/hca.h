@@ -117,6 +117,10 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // Threaded mode (device_thread.cc).
   void kick();
   bool sleeping() const { return sleeping_.load(std::memory_order_acquire); }
+  // Wakes the device thread if it sleeps (control-path changes that need an engine pass).
+  void kick_if_sleeping() {
+    if (sleeping()) kick();
+  }
 
   // Hands `len` bytes to the receive path as if the wire delivered them from `src_ipv4`
   // (the fuzz harness's entry, fuzz_entry.h).
@@ -275,8 +279,25 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
+  std::atomic<uint64_t> sleeps_{0}, watched_sleeps_{0};
   int kick_fd_ = -1;
   void thread_main();
+  // Doorbell wake-up (doorbell_watch.h): the UAR pages software rings, write-protected while
+  // the thread sleeps. watch_mu_ guards the list; lock order: mu_, then watch_mu_.
+  struct WatchedPage {
+    uint8_t* page;
+    int slot;
+  };
+  std::mutex watch_mu_;
+  std::vector<WatchedPage> watched_;
+  void watch_page(uint8_t* page);
+  void unwatch_page(uint8_t* page);
+  void unwatch_all();
+  bool arm_watches();  // false: not every page could be protected (all are left writable)
+  void disarm_watches();
+  // A doorbell or CQ-arm register holds an unconsumed write (loads only: the pages may be
+  // write-protected).
+  bool register_written();
 };
 
 }  // namespace rnicdv::sim

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "fabric_shared.h"
 #include "hca.h"
 
 namespace rnicdv::sim {
@@ -397,8 +398,10 @@ Status Hca::attach_uar_page(uint8_t* page) {
   if (!page || (reinterpret_cast<uintptr_t>(page) & (kUarPageBytes - 1)) != 0)
     return Status::error(Errc::invalid_argument, "%s: attach UAR page %p: not page-aligned",
                          info_.name.c_str(), static_cast<void*>(page));
-  if (std::find(external_pages_.begin(), external_pages_.end(), page) == external_pages_.end())
+  if (std::find(external_pages_.begin(), external_pages_.end(), page) == external_pages_.end()) {
     external_pages_.push_back(page);
+    if (!shared_.deterministic()) watch_page(page);
+  }
   return Status::ok();
 }
 
@@ -412,6 +415,7 @@ void Hca::detach_uar_page(uint8_t* page) {
                    registers_.end());
   external_pages_.erase(std::remove(external_pages_.begin(), external_pages_.end(), page),
                         external_pages_.end());
+  unwatch_page(page);
 }
 
 }  // namespace rnicdv::sim

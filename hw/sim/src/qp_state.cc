@@ -225,6 +225,8 @@ Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
   if (!s) return s;
   apply_modify(*qp, attr, mask);
   handle_cq_overflows_locked();
+  // A doorbell kept from RTR, a resume from SQD, a flush: the next engine pass acts on it.
+  kick_if_sleeping();
   return Status::ok();
 }
 

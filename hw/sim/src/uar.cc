@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "uar.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -45,14 +47,16 @@ bool consume_cq_doorbell(uint8_t* page, CqArmWrite* out) noexcept {
   return true;
 }
 
+// A page of its own (not heap memory): the device thread write-protects it while it sleeps
+// (doorbell_watch.h), which must not touch anything else.
 uint8_t* alloc_uar_page() {
-  void* p = std::aligned_alloc(kUarPageBytes, kUarPageBytes);
-  if (p) std::memset(p, 0, kUarPageBytes);
-  return static_cast<uint8_t*>(p);
+  void* p = ::mmap(nullptr, kUarPageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
 
 void free_uar_page(uint8_t* page) noexcept {
-  std::free(page);
+  if (page) ::munmap(page, kUarPageBytes);
 }
 
 }  // namespace rnicdv::sim

@@ -151,6 +151,17 @@ class CmConnection {
   // connection reports `established` once, whichever of the two comes first. Returns ok if
   // the connection was already established.
   virtual Status notify_comm_est() = 0;
+  // Passive: `fn(ctx)` is called once when the connection becomes established (the RTU
+  // arrived, or notify_comm_est()), on whichever thread the backend learns it, with none of
+  // the backend's locks held and before the `established` event can be read. The driver moves
+  // the QP to RTS there, so that work withheld in RTR is released without waiting for the
+  // application to read the event. Returns false if the backend cannot call back (the
+  // driver then moves the QP when the application reads the event).
+  virtual bool set_established_notifier(void (*fn)(void* ctx), void* ctx) {
+    (void)fn;
+    (void)ctx;
+    return false;
+  }
   // Sends a DREQ (or the DREP to a DREQ already received). `disconnected` follows.
   virtual Status disconnect() = 0;
 

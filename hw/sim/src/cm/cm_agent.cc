@@ -199,6 +199,10 @@ void CmAgent::unindex_remote(Record& r) {
 }
 
 void CmAgent::post(Record& r, hw::CmEvent event) {
+  if (event.type == hw::CmEventType::established && r.established_fn) {
+    due_notifiers_.emplace_back(r.established_fn, r.established_ctx);
+    r.established_fn = nullptr;  // once
+  }
   if (!r.events) return;
   event.remote = r.remote;
   r.events->push(std::move(event));
@@ -263,6 +267,25 @@ void CmAgent::on_mad(uint32_t src_ipv4, std::span<const uint8_t> bytes) {
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
   flush(out);
+  call_due_notifiers();
+}
+
+void CmAgent::call_due_notifiers() {
+  std::vector<std::pair<void (*)(void*), void*>> due;
+  {
+    std::lock_guard lock(mu_);
+    if (due_notifiers_.empty()) return;
+    due.swap(due_notifiers_);
+  }
+  for (auto& [fn, ctx] : due) fn(ctx);
+}
+
+void CmAgent::set_established_notifier(uint32_t id, void (*fn)(void* ctx), void* ctx) {
+  std::lock_guard lock(mu_);
+  if (Record* r = find(id)) {
+    r->established_fn = fn;
+    r->established_ctx = ctx;
+  }
 }
 
 void CmAgent::on_timer() {
@@ -283,6 +306,7 @@ void CmAgent::on_timer() {
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
   flush(out);
+  call_due_notifiers();
 }
 
 void CmAgent::on_timer_for(Outbox& out, Record& r, uint64_t now) {

@@ -112,6 +112,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   Status reject(uint32_t id, uint16_t reason, std::span<const uint8_t> private_data);
   Status establish(uint32_t id);
   Status notify_comm_est(uint32_t id);
+  // See hw::CmConnection::set_established_notifier.
+  void set_established_notifier(uint32_t id, void (*fn)(void* ctx), void* ctx);
   Status disconnect(uint32_t id);
   Status qp_attr(uint32_t id, hw::QpState target, hw::QpAttr* attr, uint32_t* mask) const;
   void destroy(uint32_t id);
@@ -202,6 +204,10 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   uint64_t scheduled_at_ = UINT64_MAX;  // earliest wake-up asked of the port
   uint64_t wake_request_ = UINT64_MAX;  // a new earliest wake-up, not yet asked
   std::array<uint32_t, 0x1b> drop_next_{};
+  // Established notifiers due, called by the public entry points after mu_ is released.
+  std::vector<std::pair<void (*)(void*), void*>> due_notifiers_;
+  void call_due_notifiers();
+  Status apply_comm_est(uint32_t id);
   CmCounters counters_;
 };
 

@@ -36,6 +36,11 @@ Status SimCmConnection::establish() {
 Status SimCmConnection::notify_comm_est() {
   return agent_->notify_comm_est(id_);
 }
+bool SimCmConnection::set_established_notifier(void (*fn)(void* ctx), void* ctx) {
+  agent_->set_established_notifier(id_, fn, ctx);
+  return true;
+}
+
 Status SimCmConnection::disconnect() {
   return agent_->disconnect(id_);
 }

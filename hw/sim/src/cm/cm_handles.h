@@ -24,6 +24,7 @@ class SimCmConnection final : public hw::CmConnection {
   Status reject(uint16_t reason, std::span<const uint8_t> private_data) override;
   Status establish() override;
   Status notify_comm_est() override;
+  bool set_established_notifier(void (*fn)(void* ctx), void* ctx) override;
   Status disconnect() override;
   hw::CmAddress local_address() const override { return local_; }
   hw::CmAddress remote_address() const override { return remote_; }

@@ -195,6 +195,12 @@ void CmAgent::on_rtu(const RtuMsg& m) {
 }
 
 Status CmAgent::notify_comm_est(uint32_t id) {
+  Status st = apply_comm_est(id);
+  call_due_notifiers();
+  return st;
+}
+
+Status CmAgent::apply_comm_est(uint32_t id) {
   std::lock_guard lock(mu_);
   Record* r = find(id);
   if (!r) return Status::error(Errc::not_found, "cm connection 0x%08x is gone", id);

@@ -45,6 +45,8 @@ struct CmAgent::Record {
   bool has_rtu = false;
   MadBytes rtu{};  // sent again for a duplicate REP
 
+  void (*established_fn)(void* ctx) = nullptr;  // passive: set_established_notifier
+  void* established_ctx = nullptr;
   bool handle_alive = false;  // a CmConnection (or a queued connect_request) refers to it
   bool indexed_id = false;    // in by_remote_id_
   bool indexed_qpn = false;   // in by_remote_qpn_

@@ -84,6 +84,13 @@ struct DeviceCounters {
   uint64_t cq_events = 0;         // completion events raised
   uint64_t comm_est_raised = 0;
   uint64_t error_cqes = 0;
+  // Threaded mode: times the device thread went to sleep, and of those the deep sleeps with
+  // its UAR pages write-protected (woken by the first doorbell store, not by a timer).
+  uint64_t sleeps = 0;
+  uint64_t watched_sleeps = 0;
+  // CLOCK_MONOTONIC (threaded mode; virtual time in deterministic mode) at which the engine
+  // last took a UAR doorbell: the doorbell-to-execution benchmark reads it.
+  uint64_t last_doorbell_ns = 0;
 };
 
 // Per-QP view of the same counters plus the transport's state, for tests and dumps.

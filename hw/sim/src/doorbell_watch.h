@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Doorbell wake-up for a sleeping device thread.
+//
+// A ConnectX starts fetching a WQE within about a microsecond of the doorbell, whatever it
+// did before. A simulated device thread that sleeps when idle cannot see a store to its UAR
+// page, so before it sleeps it write-protects the pages that software rings (its own UAR
+// pages, and every mapping of an external one). The first doorbell store after that faults;
+// the SIGSEGV handler installed here recognises the page, makes it writable again and
+// writes the device's kick eventfd, and the store is retried when the handler returns. The
+// cost is one fault on the first doorbell after an idle period and nothing otherwise: no
+// thread spins while idle and no device polls on a timer.
+//
+// Faults on any other address go to the handler that was installed before this one (or to
+// the default action). `RNICDV_SIM_DOORBELL_WAKE=poll` turns the mechanism off (the device
+// then backs off to sleeps of at most 1 ms); so does a SIGSEGV handler that the process
+// installs later without chaining to this one, which is checked before each arming.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rnicdv::sim {
+
+// True when the fault handler is installed (first call installs it) and still in place.
+bool doorbell_watch_available() noexcept;
+
+// One watched range: whole pages, page-aligned. `kick_fd` is written (an eventfd, 1) when a
+// store faults on the range while it is armed. Returns a slot number, or -1 when the table
+// is full (the range is then not watched and the caller falls back to polling).
+int doorbell_watch_add(void* addr, size_t len, int kick_fd) noexcept;
+// Removes a slot: the range is made writable and, when this returns, no fault handler is
+// still using the slot's kick fd.
+void doorbell_watch_remove(int slot) noexcept;
+
+// Write-protects (arm) or unprotects (disarm) a slot's range. arm() fails (false) if the
+// range could not be protected; the caller must then not sleep without a timeout.
+bool doorbell_watch_arm(int slot) noexcept;
+void doorbell_watch_disarm(int slot) noexcept;
+
+// Faults taken and served (for counters and tests).
+uint64_t doorbell_watch_faults() noexcept;
+
+}  // namespace rnicdv::sim
