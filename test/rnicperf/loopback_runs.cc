@@ -142,3 +142,35 @@ TEST_CASE("-R connects the test QP through the connection manager", "[e2e][cm]")
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find(" rdma_cm QPs     : ON\n") != std::string::npos);
 }
+
+TEST_CASE("first-reply times fresh connections for each way the server replies, with the RTU "
+          "delivered and lost",
+          "[e2e][cm]") {
+  for (const char* poll : {"--cm-poll-us=0", "--cm-poll-us=2000"}) {
+    std::string json = tmp_json("first_reply");
+    ProcessResult r = run_rnicperf({"send_lat", "--loopback", "--first-reply=6", poll,
+                                    "--timeout=20", "--out_json_file=" + json},
+                                   120);
+    INFO(poll << " stdout:\n" << r.out << "\nstderr:\n" << r.err);
+    REQUIRE_FALSE(r.timed_out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(" First reply on a fresh connection") != std::string::npos);
+    CHECK(r.out.find(" 6        early post   delivered ") != std::string::npos);
+    CHECK(r.out.find(" 6        own queue    delivered ") != std::string::npos);
+    CHECK(r.out.find(" 6        early post   lost ") != std::string::npos);
+    CHECK(r.out.find(" 6        own queue    lost ") != std::string::npos);
+    CHECK(json_query(json, "len(d['rows'])") == "4");
+    CHECK(json_query(json, "all(0 < x['t_median_us'] <= x['t_p90_us'] <= x['t_p99_us'] "
+                           "for x in d['rows'])") == "True");
+    // The own queue never releases a reply before the server reads ESTABLISHED.
+    CHECK(json_query(json, "[x['released_before_event'] for x in d['rows'] "
+                           "if x['reply'] == 'own queue']") == "[0, 0]");
+    if (std::string(poll) == "--cm-poll-us=2000") {
+      // A server that reads CM events every 2 ms: with the RTU delivered, the early post
+      // leaves at the RTU (before the event, almost always), the own queue at the next read.
+      CHECK(json_query(json, "d['rows'][0]['released_before_event'] >= 4") == "True");
+      CHECK(json_query(json, "d['ratio_early_vs_queue_rtu'] < 1") == "True");
+    }
+    std::remove(json.c_str());
+  }
+}

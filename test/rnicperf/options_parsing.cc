@@ -151,6 +151,17 @@ TEST_CASE("cross-option rules", "[options]") {
     CHECK(error_of({"write_lat", "--early-post=32", "-n", "16"}) ==
           "--early-post=32: more than the 16 iterations");
   }
+  SECTION("first reply is a send_lat in one process, with its own connections") {
+    CHECK(parse({"send_lat", "--loopback", "--first-reply=10", "--cm-poll-us=500"}).is_ok());
+    CHECK(error_of({"write_lat", "--loopback", "--first-reply=10"}) ==
+          "--first-reply: a request and a reply are SENDs; use send_lat");
+    CHECK(error_of({"send_lat", "--first-reply=10"}) ==
+          "--first-reply runs client and server in this process: add --loopback");
+    CHECK(error_of({"send_lat", "--loopback", "--first-reply=10", "-R"}) ==
+          "--first-reply makes its own connections; not with --early-post or -R");
+    CHECK(error_of({"send_lat", "--loopback", "--cm-poll-us=10"}) ==
+          "--cm-poll-us applies with --first-reply only");
+  }
 }
 
 TEST_CASE("help and version need no test", "[options]") {
@@ -158,6 +169,7 @@ TEST_CASE("help and version need no test", "[options]") {
   REQUIRE(h.is_ok());
   CHECK(h->help);
   CHECK(rnicperf::usage_text().find("--early-post") != std::string::npos);
+  CHECK(rnicperf::usage_text().find("--first-reply") != std::string::npos);
   CHECK(rnicperf::usage_text().find("sweep-max") == std::string::npos);
   CHECK(parse({"--version"})->version);
 }

@@ -40,6 +40,12 @@ LEAN_POLL_CASES = ["poll_1_lean", "poll_batch_16_lean"]
 MEMORY_CASES = ["memory_per_qp_128x128", "memory_per_cq_256", "memory_per_device"]
 FABRIC_CASES = ["fabric_inproc_write_lat_8", "fabric_udp_write_lat_8",
                 "fabric_inproc_write_rate_64_pl32"]
+# The simulated HCA after idle periods (rnicdv-bench-sim-idle) and early posting's value on a
+# fresh connection (rnicperf --first-reply).
+SIM_IDLE_CASES = ["sim_doorbell_to_execution_idle_p50", "sim_doorbell_to_execution_idle_p99",
+                  "sim_idle_cpu_per_device"]
+FIRST_REPLY_CASES = ["first_reply_early_vs_queue_rtu", "first_reply_early_vs_queue_comm_est",
+                     "first_reply_early_vs_queue_rtu_cm_poll_1ms"]
 COUNTED_CASES = POST_CASES + TYPED_CASES + FLUSH_CASES + POLL_CASES + LEAN_POLL_CASES
 # rnicdv against libmlx5 (rnicdv-bench-libmlx5): each is printed after the rnicdv case it
 # repeats, and its baseline is libmlx5's figure.
@@ -267,6 +273,57 @@ def fabric_records(builddir, smoke):
     return out
 
 
+def sim_idle_records(builddir, smoke):
+    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-sim-idle")
+    samples = "5" if smoke else "200"
+    polled = dict(os.environ, RNICDV_SIM_DOORBELL_WAKE="poll")
+    out = []
+    say("simulated HCA: doorbell to execution after 10 ms idle (watched, then polled)")
+    watched = {r["name"]: r for r in json.loads(run([exe, "doorbell", "--samples", samples]))}
+    before = {r["name"]: r for r in json.loads(run([exe, "doorbell", "--samples", samples],
+                                                   env=polled))}
+    for q in ("p50", "p99"):
+        r = watched[f"sim_doorbell_to_execution_idle_{q}"]
+        p = before[f"sim_doorbell_to_execution_idle_polled_{q}"]
+        # Beside the polled back-off of the same run; the floor (a sleeping thread's wake-up
+        # by an eventfd) is printed in the note of the table.
+        out.append(record(r["name"], r["value"], "ns", p["name"], p["value"]))
+        out.append(record(f"thread_wakeup_idle_{q}", r["baseline_value"], "ns"))
+    say("simulated HCA: idle CPU per device (watched, then polled)")
+    seconds = "1" if smoke else "3"
+    w = json.loads(run([exe, "idle-cpu", "--seconds", seconds]))[0]
+    p = json.loads(run([exe, "idle-cpu", "--seconds", seconds], env=polled))[0]
+    out.append(record(w["name"], w["value"], "core", p["name"], p["value"]))
+    return out
+
+
+def first_reply_records(builddir, smoke):
+    rnicperf = os.path.join(builddir, "tools/rnicperf/rnicperf")
+    conns = "4" if smoke else "200"
+    env = {k: v for k, v in os.environ.items() if k not in ("RNICDV_SIM_WIRE", "RNICDV_PCAP")}
+    out = []
+    with tempfile.TemporaryDirectory(prefix="rnicdv-bench-") as tmp:
+        for poll_us, suffix in ((0, ""), (1000, "_cm_poll_1ms")):
+            say(f"first reply on a fresh connection, server reads CM events every "
+                f"{poll_us or 'pass'}{' us' if poll_us else ''}")
+            j = os.path.join(tmp, f"first_reply{suffix}.json")
+            run([rnicperf, "send_lat", "--loopback", f"--first-reply={conns}",
+                 f"--cm-poll-us={poll_us}", "-p", str(free_port()), f"--out_json_file={j}"],
+                env=env)
+            with open(j) as f:
+                doc = json.load(f)
+            rows = {(r["reply"], r["rtu"]): r["t_median_us"] * 1000 for r in doc["rows"]}
+            out.append(record(f"first_reply_early_vs_queue_rtu{suffix}",
+                              rows[("early post", "delivered")], "ns",
+                              f"first_reply_own_queue_rtu{suffix}",
+                              rows[("own queue", "delivered")]))
+            if not suffix:
+                out.append(record("first_reply_early_vs_queue_comm_est",
+                                  rows[("early post", "lost")], "ns",
+                                  "first_reply_own_queue_comm_est", rows[("own queue", "lost")]))
+    return out
+
+
 # ---- Schema, table ------------------------------------------------------------------------
 
 def validate(records, expected):
@@ -357,6 +414,9 @@ def main():
         elif not args.no_callgrind:
             say("valgrind is not installed: no instruction counts")
         records += fabric_records(args.builddir, args.smoke)
+        records += sim_idle_records(args.builddir, args.smoke)
+        records += first_reply_records(args.builddir, args.smoke)
+        expected += SIM_IDLE_CASES + FIRST_REPLY_CASES
         validate(records, expected)
         records = place_libmlx5(records)
     except BenchError as e:

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "first_reply.h"
 #include "options.h"
 #include "rnicdv/device.h"
 #include "rnicdv/sim/sim.h"
@@ -101,6 +102,12 @@ int main(int argc, char** argv) {
   const std::string device = !o.device.empty() ? o.device
                              : o.wire.empty()  ? rnicdv::Device::default_name()
                                                : std::string("sim0");
+  if (o.first_reply > 0) {
+    auto r = rnicperf::run_first_reply(o);
+    if (!r) return fail(r.status());
+    if (Status st = rnicperf::report_first_reply(o, r.value()); !st) return fail(st);
+    return 0;
+  }
   if (o.loopback) return run_loopback(o, device);
 
   rnicperf::SessionSetup setup;

@@ -41,6 +41,8 @@ enum class Opt : uint8_t {
   out_json,
   out_json_file,
   early_post,
+  first_reply,
+  cm_poll_us,
   histogram,
   loopback,
   timeout,
@@ -84,6 +86,8 @@ constexpr OptSpec kOpts[] = {
     {0, "out_json", false, Opt::out_json},
     {0, "out_json_file", true, Opt::out_json_file},
     {0, "early-post", true, Opt::early_post},
+    {0, "first-reply", true, Opt::first_reply},
+    {0, "cm-poll-us", true, Opt::cm_poll_us},
     {0, "histogram", false, Opt::histogram},
     {0, "loopback", false, Opt::loopback},
     {0, "timeout", true, Opt::timeout},
@@ -221,6 +225,10 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return Status::ok();
     case Opt::early_post:
       return number(1, 4096, opts.early_post);
+    case Opt::first_reply:
+      return number(1, 100000, opts.first_reply);
+    case Opt::cm_poll_us:
+      return number(0, 1000000, opts.cm_poll_us);
     case Opt::histogram:
       opts.histogram = true;
       return Status::ok();
@@ -428,6 +436,19 @@ Status resolve_defaults(Options& o) {
       return Status::error(Errc::invalid_argument,
                            "--early-post times the RTR window of the TCP exchange; not with -R");
   }
+  if (o.first_reply > 0) {
+    if (o.test.verb != Verb::send || o.test.kind != Kind::latency)
+      return Status::error(Errc::invalid_argument,
+                           "--first-reply: a request and a reply are SENDs; use send_lat");
+    if (!o.loopback)
+      return Status::error(Errc::invalid_argument,
+                           "--first-reply runs client and server in this process: add --loopback");
+    if (o.early_post > 0 || o.rdma_cm)
+      return Status::error(Errc::invalid_argument,
+                           "--first-reply makes its own connections; not with --early-post or -R");
+  } else if (o.cm_poll_us > 0) {
+    return Status::error(Errc::invalid_argument, "--cm-poll-us applies with --first-reply only");
+  }
   if (!o.dpdk_args.empty() && o.wire != "dpdk")
     return Status::error(Errc::invalid_argument, "--dpdk-args applies with --wire dpdk only");
   if (o.wire == "inproc" && !o.loopback)
@@ -475,6 +496,12 @@ Options (perftest's names and defaults):
 rnicperf's own:
       --early-post=<n>      Client: post <n> writes (sends) in RTR before establishment
                             and time them from the move to RTS; compare with <n> after
+      --first-reply=<n>     With send_lat --loopback: <n> fresh connections through the
+                            CM for each way the server can reply (early posting, its own
+                            queue; RTU delivered or lost); times the client's connect to
+                            the reply (docs/rnicperf.md, "First reply")
+      --cm-poll-us=<t>      With --first-reply: the server reads CM events every <t> us
+                            (0: on every pass of its loop)
       --histogram           Print a log-scaled latency histogram (and keep it in JSON)
       --loopback            Both ends in this process (two simulated HCAs, or two QPs
                             on one device)

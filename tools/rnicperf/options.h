@@ -51,6 +51,8 @@ struct Options {
   bool out_json = false;
   std::string json_path = "perftest_out.json";
   uint32_t early_post = 0;  // --early-post=N
+  uint32_t first_reply = 0;   // --first-reply=N: fresh connections per way (first_reply.h)
+  uint32_t cm_poll_us = 0;    // --cm-poll-us: the first-reply server reads CM events this often
   bool histogram = false;
   bool loopback = false;
   uint32_t timeout_s = 20;  // --timeout: every blocking wait is bounded by this

@@ -190,12 +190,15 @@ std::string JsonReport::text() const {
 }
 
 Status JsonReport::write(const std::string& path) const {
+  return write_report_file(path, text());
+}
+
+Status write_report_file(const std::string& path, const std::string& doc) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return Status::error(Errc::io_error, "cannot write JSON report %s: %s", tmp.c_str(),
                          std::strerror(errno));
-  std::string doc = text();
   size_t done = 0;
   while (done < doc.size()) {
     ssize_t n = ::write(fd, doc.data() + done, doc.size() - done);

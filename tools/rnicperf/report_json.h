@@ -47,4 +47,7 @@ class JsonReport {
   std::string error_;
 };
 
+// Writes `doc` to `path` through a temporary file and a rename (never a half-written report).
+rnicdv::Status write_report_file(const std::string& path, const std::string& doc);
+
 }  // namespace rnicperf
