@@ -33,13 +33,19 @@ say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
 port=18515
+# Server and client on cores of their own when there are two (docs/performance.md, "Threads
+# that share the machine"): each process's device thread then shares its own process's core.
+pin_server=() pin_client=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  pin_server=(taskset -c 0) pin_client=(taskset -c 1)
+fi
 # run NAME ARGS...: server and client with the same ARGS; prints the client's report and
 # the server's result rows.
 run() {
   local name=$1; shift
   local srv_out="$tmp/$name.server" cli_out="$tmp/$name.client" srv_pid rc tries=0
   while :; do
-    timeout 45 "$bin" "$@" -p "$port" --timeout=20 >"$srv_out" 2>&1 &
+    timeout 45 "${pin_server[@]}" "$bin" "$@" -p "$port" --timeout=20 >"$srv_out" 2>&1 &
     srv_pid=$!
     pids+=("$srv_pid")
     # Wait for the server to listen (or to fail, e.g. when the port is taken).
@@ -58,7 +64,7 @@ run() {
     die "$name: the server failed: $(cat "$srv_out")"
   done
   rc=0
-  timeout 45 "$bin" "$@" -p "$port" --timeout=20 127.0.0.1 >"$cli_out" 2>&1 || rc=$?
+  timeout 45 "${pin_client[@]}" "$bin" "$@" -p "$port" --timeout=20 127.0.0.1 >"$cli_out" 2>&1 || rc=$?
   local src=0
   wait "$srv_pid" || src=$?
   cat "$cli_out"

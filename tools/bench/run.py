@@ -8,8 +8,9 @@ Runs, from DIR: tools/bench/rnicdv-bench-driver (post path, flush, completions, 
 tools/bench/rnicdv-bench-libmlx5 with the uverbs shim (SO, default
 DIR/hw/uverbs/librnicdv-uverbs.so) preloaded (rnicdv's post path beside the unmodified
 libmlx5's), both again under callgrind for instructions per operation (when valgrind is
-installed), tools/rnicperf/rnicperf for the simulated fabric, and
-tools/bench/rnicdv-bench-fabric for the fabric baselines. Writes a JSON array of records {"name", "value", "unit",
+installed), tools/rnicperf/rnicperf for the simulated fabric and the first reply on fresh
+connections (--first-reply), tools/bench/rnicdv-bench-fabric for the fabric baselines, and
+tools/bench/rnicdv-bench-sim-idle for the simulated HCA after idle periods. Writes a JSON array of records {"name", "value", "unit",
 "baseline_name", "baseline_value", "ratio"} (ratio = value / baseline_value, lower is
 better), checks it against that schema and the list of expected records, and prints a
 table. --smoke runs every case for a few iterations only: a test of the tool, whose figures

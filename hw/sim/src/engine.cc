@@ -193,8 +193,9 @@ bool Hca::observe_dbrs_locked(QpObj& qp) {
 // 0) differs from the mark the device leaves in the record (cq.h kCqArmWatchMark).
 // Residual: a CQ armed before its handler was set and re-armed with the same word afterwards
 // is seen through the register only, so it is lost if another CQ's arm overwrites that.
-// Arming makes no syscall: a device thread asleep when it happens sees it on waking, within
-// its back-off (at most about 1 ms, device_thread.cc).
+// Arming makes no syscall: a device thread in its deep sleep is woken by the register store
+// itself (it faults on the write-protected page, doorbell_watch.h); one in a timed sleep sees
+// it within that sleep (at most 80 us; 1 ms where the watch is off, device_thread.cc).
 bool Hca::scan_cq_arms_locked() {
   bool did = false;
   const auto from_register = [&](uint8_t* page) {
