@@ -119,6 +119,36 @@ TEST_CASE("A write to a read-only page outside the watched ones still ends the p
          (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 3)));
 }
 
+TEST_CASE("A process with a thread that blocks SIGSEGV keeps its devices polling, and its "
+          "doorbells work",
+          "[sim][threaded]") {
+  const int status = in_child([] {
+    sigset_t segv;
+    sigemptyset(&segv);
+    sigaddset(&segv, SIGSEGV);
+    pthread_sigmask(SIG_BLOCK, &segv, nullptr);  // this thread, and the device threads it starts
+    Pair p(threaded_inproc());
+    ConnectOptions o;
+    o.timeout = 14;
+    p.connect(o, o);
+    Buffer src = p.a.reg(64, all_remote(), 0x33);
+    Buffer dst = p.b.reg(64);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // idle: deep sleeps
+    if (p.a.dev->counters().watched_sleeps != 0) _exit(4);
+    Sge sge{src.addr(), 64, src.lkey()};
+    SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
+    w.remote_addr = dst.addr();
+    w.rkey = dst.rkey();
+    if (p.a.post_and_ring(w) != Errc::ok) _exit(5);
+    Completion c;
+    if (!wait_real([&] { return p.a.poll_send(&c); }) || c.status != IBV_WC_SUCCESS) _exit(6);
+    _exit(std::memcmp(dst.data(), src.data(), 64) == 0 ? 0 : 7);
+  });
+  INFO("wait status " << status);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 namespace {
 void exit_42(int) {
   _exit(42);

@@ -96,7 +96,7 @@ void Hca::kick() {
 }
 
 void Hca::watch_page(uint8_t* page) {
-  if (kick_fd_ < 0 || !doorbell_watch_available()) return;
+  if (kick_fd_ < 0 || !doorbell_watch_supported()) return;
   std::lock_guard lock(watch_mu_);
   for (const WatchedPage& w : watched_)
     if (w.page == page) return;

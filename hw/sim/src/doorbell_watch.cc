@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "doorbell_watch.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -15,7 +17,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 namespace rnicdv::sim {
@@ -37,6 +41,8 @@ Slot g_slots[kSlots];
 std::atomic<int> g_high{0};  // slots at or above this index were never used
 std::mutex g_alloc_mu;       // add/remove only; the handler takes no lock
 std::atomic<uint64_t> g_faults{0};
+std::atomic<uint64_t> g_mask_checked_at{0};  // 0: check the threads' masks now (after a fork)
+std::atomic<bool> g_mask_blocked{false};
 struct sigaction g_prev;
 std::once_flag g_install_once;
 std::atomic<bool> g_installed{false};
@@ -61,6 +67,13 @@ void on_trap(int sig, siginfo_t* si, void* uctx);
 
 // The trap flag is set only while the SIGTRAP handler is this file's: a trap that reached the
 // default action would end the process.
+// A blocked SIGTRAP would end the process at the trap; then the kick goes from here.
+bool trap_blocked() noexcept {
+  sigset_t cur;
+  if (::pthread_sigmask(SIG_SETMASK, nullptr, &cur) != 0) return true;
+  return sigismember(&cur, SIGTRAP) == 1;
+}
+
 bool trap_handler_in_place() noexcept {
   struct sigaction cur;
   if (::sigaction(SIGTRAP, nullptr, &cur) != 0) return false;
@@ -136,7 +149,7 @@ void on_fault(int sig, siginfo_t* si, void* uctx) {
         flush_pending_kick();
         t_unmatched = 0;
 #if defined(__x86_64__)
-        if (g_single_step && uctx && trap_handler_in_place()) {
+        if (g_single_step && uctx && trap_handler_in_place() && !trap_blocked()) {
           t_pending_slot = i;  // keeps its `users` reference until the trap
           set_trap_flag(uctx, true);
           errno = saved_errno;
@@ -223,6 +236,8 @@ void install() noexcept {
     g_single_step = ::sigaction(SIGTRAP, &st, &g_prev_trap) == 0;
   }
   if (::sigaction(SIGSEGV, &sa, &g_prev) != 0) return;
+  // A child's threads are not its parent's: it checks their masks afresh.
+  ::pthread_atfork(nullptr, nullptr, [] { g_mask_checked_at.store(0, std::memory_order_relaxed); });
   // A runtime that refuses other SIGSEGV handlers (a sanitizer's) may accept the call and
   // keep its own; only a handler that is really in place enables the mechanism.
   g_installed.store(handler_in_place(), std::memory_order_release);
@@ -230,9 +245,56 @@ void install() noexcept {
 
 }  // namespace
 
+// A thread that blocks SIGSEGV (sigfillset + pthread_sigmask is a common idiom in servers)
+// cannot take the fault on a write-protected page: the kernel would end the process. Every
+// thread's blocked set is read from /proc/self/task/*/status, at most every 10 ms.
+bool some_thread_blocks_sigsegv() noexcept {
+  auto& checked_at = g_mask_checked_at;
+  auto& blocked = g_mask_blocked;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+                       static_cast<uint64_t>(ts.tv_nsec);
+  const uint64_t last = checked_at.load(std::memory_order_acquire);
+  if (last != 0 && now - last < 10'000'000) return blocked.load(std::memory_order_acquire);
+  bool found = false;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (!dir) {
+    found = true;  // cannot tell: assume the worst
+  } else {
+    while (dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      char path[sizeof "/proc/self/task//status" + sizeof e->d_name];
+      std::snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+      FILE* f = std::fopen(path, "re");
+      if (!f) continue;  // the thread has exited
+      char line[128];
+      while (std::fgets(line, sizeof line, f)) {
+        unsigned long long mask = 0;
+        if (std::sscanf(line, "SigBlk: %llx", &mask) == 1) {
+          if (mask & (1ull << (SIGSEGV - 1))) found = true;
+          break;
+        }
+      }
+      std::fclose(f);
+      if (found) break;
+    }
+    ::closedir(dir);
+  }
+  blocked.store(found, std::memory_order_release);
+  checked_at.store(now, std::memory_order_release);
+  return found;
+}
+
+bool doorbell_watch_supported() noexcept {
+  std::call_once(g_install_once, install);
+  return g_installed.load(std::memory_order_acquire);
+}
+
 bool doorbell_watch_available() noexcept {
   std::call_once(g_install_once, install);
   if (!g_installed.load(std::memory_order_acquire)) return false;
+  if (some_thread_blocks_sigsegv()) return false;
   if (handler_in_place()) return true;
   // Someone replaced the handler. One who restored the default action (a test framework
   // that saved the disposition before this handler was installed) gets it back, chaining to

@@ -21,7 +21,12 @@
 
 namespace rnicdv::sim {
 
-// True when the fault handler is installed (first call installs it) and still in place.
+// True when the fault handler could be installed (the first call installs it): pages may be
+// registered.
+bool doorbell_watch_supported() noexcept;
+// True when pages may be armed now: the handler is still in place (or the default action was
+// restored, and it is put back), and no thread of the process blocks SIGSEGV (checked at most
+// every 10 ms).
 bool doorbell_watch_available() noexcept;
 
 // One watched range: whole pages, page-aligned. `kick_fd` is written (an eventfd, 1) when a
