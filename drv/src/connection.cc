@@ -81,58 +81,71 @@ bool wait_readable(int fd, int timeout_ms) {
 // ---- COMM_EST forwarding -------------------------------------------------------------------
 
 namespace {
-std::mutex comm_est_mutex;
-std::unordered_map<uint64_t, hw::CmConnection*> comm_est_targets;
-uint64_t next_comm_est_token = 1;
+
+// Tokens for objects a backend calls back with a void* context, possibly concurrently with
+// their destruction: the callback looks the token up and runs under the registry's lock, and
+// removal takes the same lock, so an object is never used after it was removed.
+template <class T>
+class TokenRegistry {
+ public:
+  uint64_t add(T* target) {
+    std::lock_guard lock(mu_);
+    const uint64_t token = next_++;
+    targets_.emplace(token, target);
+    return token;
+  }
+  void remove(uint64_t token) {
+    std::lock_guard lock(mu_);
+    targets_.erase(token);
+  }
+  template <class Fn>
+  void with(void* ctx, Fn&& fn) {
+    std::lock_guard lock(mu_);
+    auto it = targets_.find(reinterpret_cast<uintptr_t>(ctx));
+    if (it != targets_.end()) fn(*it->second);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<uint64_t, T*> targets_;
+  uint64_t next_ = 1;
+};
+
+TokenRegistry<hw::CmConnection> comm_est_targets;
+TokenRegistry<ConnectionCore> established_targets;
+
 }  // namespace
 
 uint64_t register_comm_est(hw::CmConnection* cm) {
-  std::lock_guard lock(comm_est_mutex);
-  const uint64_t token = next_comm_est_token++;
-  comm_est_targets.emplace(token, cm);
-  return token;
+  return comm_est_targets.add(cm);
 }
 
 void unregister_comm_est(uint64_t token) {
-  std::lock_guard lock(comm_est_mutex);
-  comm_est_targets.erase(token);
+  comm_est_targets.remove(token);
 }
 
 void forward_comm_est(void* ctx) {
-  // Held across the call so that the connection cannot be destroyed meanwhile; the CM only
-  // takes its own lock (rdma_notify / ib_cm_notify: an RTU stand-in, ESTABLISHED once).
-  std::lock_guard lock(comm_est_mutex);
-  auto it = comm_est_targets.find(reinterpret_cast<uintptr_t>(ctx));
-  if (it != comm_est_targets.end()) [[maybe_unused]]
-    Status st = it->second->notify_comm_est();
+  // The CM takes only its own lock (rdma_notify / ib_cm_notify: an RTU stand-in, ESTABLISHED
+  // once), and may call on_established() from here, which takes the other registry's.
+  comm_est_targets.with(ctx, [](hw::CmConnection& cm) {
+    [[maybe_unused]] Status st = cm.notify_comm_est();
+  });
 }
 
 // ---- Release at establishment --------------------------------------------------------------
 
-namespace {
-std::mutex established_mutex;
-std::unordered_map<uint64_t, ConnectionCore*> established_targets;
-uint64_t next_established_token = 1;
-}  // namespace
-
 uint64_t register_established(ConnectionCore* core) {
-  std::lock_guard lock(established_mutex);
-  const uint64_t token = next_established_token++;
-  established_targets.emplace(token, core);
-  return token;
+  return established_targets.add(core);
 }
 
 void unregister_established(uint64_t token) {
-  std::lock_guard lock(established_mutex);
-  established_targets.erase(token);
+  established_targets.remove(token);
 }
 
 void on_established(void* ctx) {
-  // Held across the call: the connection cannot be destroyed meanwhile.
-  std::lock_guard lock(established_mutex);
-  auto it = established_targets.find(reinterpret_cast<uintptr_t>(ctx));
-  if (it != established_targets.end()) [[maybe_unused]]
-    Status st = it->second->release_at_establishment();
+  established_targets.with(ctx, [](ConnectionCore& core) {
+    [[maybe_unused]] Status st = core.release_at_establishment();
+  });
 }
 
 Status ConnectionCore::release_at_establishment() {

@@ -20,14 +20,13 @@ using namespace simtest;
 
 namespace {
 
-template <class Pred>
-bool wait_real(Pred&& done, int seconds = 30) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return done();
+// One signaled 64-byte WRITE from `src` on `h` to `dst`, rung.
+Errc post_write64(Host& h, Buffer& src, Buffer& dst) {
+  Sge sge{src.addr(), 64, src.lkey()};
+  SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
+  w.remote_addr = dst.addr();
+  w.rkey = dst.rkey();
+  return h.post_and_ring(w);
 }
 
 FabricOptions threaded_inproc() {
@@ -71,11 +70,7 @@ TEST_CASE("An idle device thread sleeps with its doorbell pages watched, and the
     REQUIRE(wait_real([&] { return p.a.dev->counters().watched_sleeps > watched; }));
     const uint64_t faults = sim::doorbell_watch_faults();
     std::memset(dst.data(), 0, 64);
-    Sge sge{src.addr(), 64, src.lkey()};
-    SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
-    w.remote_addr = dst.addr();
-    w.rkey = dst.rkey();
-    REQUIRE(p.a.post_and_ring(w) == Errc::ok);
+    REQUIRE(post_write64(p.a, src, dst) == Errc::ok);
     // Nothing on this thread drives the engine: only the woken device thread can run it.
     Completion c;
     REQUIRE(wait_real([&] { return p.a.poll_send(&c); }));
@@ -135,11 +130,7 @@ TEST_CASE("A process with a thread that blocks SIGSEGV keeps its devices polling
     Buffer dst = p.b.reg(64);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // idle: deep sleeps
     if (p.a.dev->counters().watched_sleeps != 0) _exit(4);
-    Sge sge{src.addr(), 64, src.lkey()};
-    SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
-    w.remote_addr = dst.addr();
-    w.rkey = dst.rkey();
-    if (p.a.post_and_ring(w) != Errc::ok) _exit(5);
+    if (post_write64(p.a, src, dst) != Errc::ok) _exit(5);
     Completion c;
     if (!wait_real([&] { return p.a.poll_send(&c); }) || c.status != IBV_WC_SUCCESS) _exit(6);
     _exit(std::memcmp(dst.data(), src.data(), 64) == 0 ? 0 : 7);

@@ -6,6 +6,7 @@
 
 #include <endian.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rnicdv/hw/device.h"
@@ -380,6 +382,18 @@ inline void fill_pattern(uint8_t* p, size_t n, uint32_t seed) {
     x = x * 1103515245u + 12345u;
     p[i] = static_cast<uint8_t>(x >> 16);
   }
+}
+
+// Waits in real time without stepping (threaded fabrics: only the device threads, and what
+// `done` itself drives, make progress).
+template <class Pred>
+bool wait_real(Pred&& done, int seconds = 60) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return done();
 }
 
 }  // namespace simtest

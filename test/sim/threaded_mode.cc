@@ -14,17 +14,6 @@ using namespace simtest;
 
 namespace {
 
-// Waits in real time without stepping: only the device threads work.
-template <class Pred>
-bool wait_real(Pred&& done, int seconds = 60) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  return done();
-}
-
 void move_data(Pair& p, bool use_hook) {
   ConnectOptions o;
   o.mtu = hw::Mtu::mtu4096;

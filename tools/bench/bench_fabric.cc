@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "tools/rnicperf/clock.h"
 #include "tools/rnicperf/stats.h"
 #include "wire/mpsc_ring.h"
@@ -223,14 +224,6 @@ void udp_pingpong(uint32_t iters, uint32_t size) {
   print_latency("udp-pingpong", tposted, size);
 }
 
-uint32_t parse_u32(const char* arg, const char* value) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(value, &end, 10);
-  if (!*value || *end || v == 0 || v > 100'000'000)
-    fail(std::string(arg) + ": expected a number in 1..10^8, got '" + value + "'");
-  return static_cast<uint32_t>(v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -241,9 +234,9 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc + 1; i += 2) {
     if (i + 1 >= argc) fail(std::string(argv[i]) + ": missing value");
     const std::string opt = argv[i];
-    if (opt == "--iters") iters = parse_u32(argv[i], argv[i + 1]);
-    else if (opt == "--size") size = parse_u32(argv[i], argv[i + 1]);
-    else if (opt == "--burst") burst = parse_u32(argv[i], argv[i + 1]);
+    if (opt == "--iters") iters = rnicdv::bench::parse_count(argv[i], argv[i + 1], 100'000'000);
+    else if (opt == "--size") size = rnicdv::bench::parse_count(argv[i], argv[i + 1], 100'000'000);
+    else if (opt == "--burst") burst = rnicdv::bench::parse_count(argv[i], argv[i + 1], 100'000'000);
     else fail("unknown option '" + opt + "'");
   }
   if (size > rnicdv::sim::kMaxWireDatagramLen - kRoceWriteOverhead) fail("--size: too large");

@@ -52,8 +52,8 @@ inline void clobber(const void* p) {
   asm volatile("" : : "r"(p) : "memory");
 }
 
-// Two simulated HCAs on a deterministic in-process fabric: `a` is measured, `b` only gives
-// its QPs an endpoint to connect to.
+// Two simulated HCAs on an in-process fabric (deterministic unless told otherwise): `a` is
+// measured, `b` only gives its QPs an endpoint to connect to.
 struct SimPair {
   std::shared_ptr<sim::Fabric> fabric;
   std::shared_ptr<sim::Device> hw_a, hw_b;
@@ -62,9 +62,9 @@ struct SimPair {
   std::vector<uint8_t> buf_a = std::vector<uint8_t>(1 << 16), buf_b = std::vector<uint8_t>(1 << 16);
   std::optional<MemoryRegion> mr_a, mr_b;
 
-  SimPair() {
+  explicit SimPair(sim::ExecMode mode = sim::ExecMode::deterministic) {
     sim::FabricConfig fc;
-    fc.mode = sim::ExecMode::deterministic;
+    fc.mode = mode;
     fc.wire = sim::WireKind::inproc;
     fabric = must(sim::Fabric::create(fc), "fabric");
     hw_a = must(fabric->add_device(), "device a");

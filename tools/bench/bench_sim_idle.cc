@@ -32,30 +32,12 @@ using namespace rnicdv;
 using rnicdv::bench::fail;
 using rnicdv::bench::must;
 
-struct ThreadedPair {
-  std::shared_ptr<sim::Fabric> fabric;
-  std::shared_ptr<sim::Device> hw_a, hw_b;
-  std::optional<Device> a, b;
-  std::optional<ProtectionDomain> pd_a, pd_b;
-  std::vector<uint8_t> buf_a = std::vector<uint8_t>(4096), buf_b = std::vector<uint8_t>(4096);
-  std::optional<MemoryRegion> mr_a, mr_b;
+// Two threaded HCAs with a connected QP pair in RTS.
+struct ThreadedPair : rnicdv::bench::SimPair {
   std::optional<CompletionQueue> cq_a, cq_b;
   std::optional<QueuePair> qp_a, qp_b;
 
-  ThreadedPair() {
-    sim::FabricConfig fc;
-    fc.mode = sim::ExecMode::threaded;
-    fc.wire = sim::WireKind::inproc;
-    fabric = must(sim::Fabric::create(fc), "fabric");
-    hw_a = must(fabric->add_device(), "device a");
-    hw_b = must(fabric->add_device(), "device b");
-    a.emplace(must(Device::wrap(hw_a), "wrap a"));
-    b.emplace(must(Device::wrap(hw_b), "wrap b"));
-    pd_a.emplace(must(a->alloc_pd(), "pd a"));
-    pd_b.emplace(must(b->alloc_pd(), "pd b"));
-    const uint32_t all = hw::access::local_write | hw::access::remote_write;
-    mr_a.emplace(must(pd_a->reg_mr(buf_a.data(), buf_a.size(), all), "mr a"));
-    mr_b.emplace(must(pd_b->reg_mr(buf_b.data(), buf_b.size(), all), "mr b"));
+  ThreadedPair() : SimPair(sim::ExecMode::threaded) {
     cq_a.emplace(must(a->create_cq(256), "cq a"));
     cq_b.emplace(must(b->create_cq(256), "cq b"));
     QpConfig config;
@@ -190,14 +172,6 @@ void idle_cpu(uint32_t devices, uint32_t seconds) {
   rnicdv::bench::print_records(out, stdout);
 }
 
-uint32_t parse_u32(const char* arg, const char* value) {
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(value, &end, 10);
-  if (!*value || *end || v == 0 || v > 1'000'000)
-    fail(std::string(arg) + ": expected a number in 1..10^6, got '" + value + "'");
-  return static_cast<uint32_t>(v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -209,10 +183,10 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; i += 2) {
     if (i + 1 >= argc) fail(std::string(argv[i]) + ": missing value");
     const std::string opt = argv[i];
-    if (opt == "--samples") samples = parse_u32(argv[i], argv[i + 1]);
-    else if (opt == "--idle-ms") idle_ms = parse_u32(argv[i], argv[i + 1]);
-    else if (opt == "--devices") devices = parse_u32(argv[i], argv[i + 1]);
-    else if (opt == "--seconds") seconds = parse_u32(argv[i], argv[i + 1]);
+    if (opt == "--samples") samples = rnicdv::bench::parse_count(argv[i], argv[i + 1], 1'000'000);
+    else if (opt == "--idle-ms") idle_ms = rnicdv::bench::parse_count(argv[i], argv[i + 1], 1'000'000);
+    else if (opt == "--devices") devices = rnicdv::bench::parse_count(argv[i], argv[i + 1], 1'000'000);
+    else if (opt == "--seconds") seconds = rnicdv::bench::parse_count(argv[i], argv[i + 1], 1'000'000);
     else fail("unknown option '" + opt + "'");
   }
   if (test == "doorbell") doorbell_after_idle(samples, idle_ms);

@@ -12,10 +12,13 @@
 // exactly one region; run.py divides its total by n.
 #pragma once
 
+#include <errno.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -61,6 +64,19 @@ inline void print_records(const std::vector<Record>& records, FILE* out) {
                  i + 1 == records.size() ? "" : ",");
   }
   std::fprintf(out, "]\n");
+}
+
+// A count from a benchmark's command line, in 1..max; anything else ends the program with the
+// reason on stderr.
+inline uint32_t parse_count(const char* arg, const char* value, uint32_t max) {
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(value, &end, 10);
+  if (!*value || *end || v == 0 || v > max) {
+    std::fprintf(stderr, "%s: %s: expected a number in 1..%u, got '%s'\n",
+                 program_invocation_short_name, arg, max, value);
+    std::exit(1);
+  }
+  return static_cast<uint32_t>(v);
 }
 
 inline double median(std::vector<double> v) {

@@ -109,24 +109,28 @@ bool handler_in_place() noexcept {
   return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == &on_fault;
 }
 
-// Passes a fault that is not a watched doorbell to whoever handled SIGSEGV before.
-void chain(int sig, siginfo_t* si, void* uctx) {
-  if (g_prev.sa_flags & SA_SIGINFO) {
-    if (g_prev.sa_sigaction) {
-      g_prev.sa_sigaction(sig, si, uctx);
+// Passes a signal this file did not cause to whoever handled it before: that handler, or the
+// default action (restored; a fault's instruction then runs again and the kernel ends the
+// process as it would have without this file; a trap, which does not repeat, is raised
+// again).
+void chain(const struct sigaction& prev, int sig, siginfo_t* si, void* uctx) {
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) {
+      prev.sa_sigaction(sig, si, uctx);
       return;
     }
-  } else if (g_prev.sa_handler != SIG_DFL && g_prev.sa_handler != SIG_IGN) {
-    g_prev.sa_handler(sig);
+  } else if (prev.sa_handler == SIG_IGN && sig == SIGTRAP) {
+    return;
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
     return;
   }
-  // Default action: restore it; the faulting instruction runs again and the kernel ends the
-  // process as it would have without this handler.
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  ::sigaction(SIGSEGV, &dfl, nullptr);
+  ::sigaction(sig, &dfl, nullptr);
+  if (sig == SIGTRAP) ::raise(SIGTRAP);
 }
 
 void on_fault(int sig, siginfo_t* si, void* uctx) {
@@ -171,7 +175,7 @@ void on_fault(int sig, siginfo_t* si, void* uctx) {
   }
   t_unmatched = 0;
   errno = saved_errno;
-  chain(sig, si, uctx);
+  chain(g_prev, sig, si, uctx);
 }
 
 void on_trap(int sig, siginfo_t* si, void* uctx) {
@@ -190,23 +194,7 @@ void on_trap(int sig, siginfo_t* si, void* uctx) {
 #endif
   errno = saved_errno;
   // Not a step this file asked for: the previous handler's, or the default action.
-  if (g_prev_trap.sa_flags & SA_SIGINFO) {
-    if (g_prev_trap.sa_sigaction) {
-      g_prev_trap.sa_sigaction(sig, si, uctx);
-      return;
-    }
-  } else if (g_prev_trap.sa_handler != SIG_DFL && g_prev_trap.sa_handler != SIG_IGN) {
-    g_prev_trap.sa_handler(sig);
-    return;
-  } else if (g_prev_trap.sa_handler == SIG_IGN) {
-    return;
-  }
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(SIGTRAP, &dfl, nullptr);
-  ::raise(SIGTRAP);
+  chain(g_prev_trap, sig, si, uctx);
 }
 
 // Single-stepping needs x86-64's trap flag, and a CPU that honours it: valgrind's does not.
