@@ -254,6 +254,92 @@ TEST_CASE("a REJ from an address other than the peer's is ignored") {
   CHECK(rep.type == hw::CmEventType::connect_response);
 }
 
+namespace {
+
+// The communication ID `src` put in the first message of type M it sent.
+template <class M>
+uint32_t sent_comm_id(const FakeMadFabric& fab, uint32_t src) {
+  for (const auto& s : fab.log()) {
+    if (s.src != src) continue;
+    Result<CmMad> m = decode_cm_mad(s.mad);
+    if (m && std::holds_alternative<M>(m->body)) return std::get<M>(m->body).local_comm_id;
+  }
+  return 0;
+}
+
+constexpr uint32_t kStranger = 0x7f000009;  // 127.0.0.9: no side of the connection
+
+template <class M>
+void inject_from_stranger(FakeMadFabric& fab, uint32_t dst, const M& body) {
+  CmMad forged;
+  forged.header.tid = 1;
+  forged.body = body;
+  fab.inject(kStranger, dst, encode_cm_mad(forged));
+  fab.run_until([] { return false; }, 1'000'000);
+}
+
+}  // namespace
+
+TEST_CASE("an RTU from an address other than the peer's does not establish the passive side") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto active = p.a->connect(connect_params());
+  hw::CmEvent req = wait_event(p.fab, **listener);
+  REQUIRE(req.request->accept(accept_params()).is_ok());
+  REQUIRE(wait_event(p.fab, **active).type == hw::CmEventType::connect_response);
+  RtuMsg rtu;
+  rtu.local_comm_id = sent_comm_id<ReqMsg>(p.fab, kA);
+  rtu.remote_comm_id = sent_comm_id<RepMsg>(p.fab, kB);
+  REQUIRE(rtu.local_comm_id != 0);
+  REQUIRE(rtu.remote_comm_id != 0);
+  const uint64_t unmatched = p.b->counters().rx_unmatched;
+  inject_from_stranger(p.fab, kB, rtu);
+  CHECK_FALSE(has_event(*req.request));
+  CHECK(p.b->counters().rx_unmatched == unmatched + 1);
+  // The real RTU establishes it.
+  REQUIRE((*active)->establish().is_ok());
+  CHECK(wait_event(p.fab, *req.request).type == hw::CmEventType::established);
+}
+
+TEST_CASE("an MRA from an address other than the peer's does not stretch a pending REQ") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  auto active = p.a->connect(connect_params());
+  hw::CmEvent req = wait_event(p.fab, **listener);  // held, never answered
+  REQUIRE(req.type == hw::CmEventType::connect_request);
+  MraMsg mra;
+  mra.local_comm_id = 0x4242;
+  mra.remote_comm_id = sent_comm_id<ReqMsg>(p.fab, kA);
+  mra.message_mraed = 0;      // the REQ
+  mra.service_timeout = 31;  // 4.096 us * 2^31: hours, if it were taken
+  const uint64_t unmatched = p.a->counters().rx_unmatched;
+  const uint64_t retransmits = p.a->counters().retransmits;
+  inject_from_stranger(p.fab, kA, mra);
+  CHECK(p.a->counters().rx_unmatched == unmatched + 1);
+  // The REQ's own timer still runs: it is sent again within its usual interval.
+  CHECK(p.fab.run_until([&] { return p.a->counters().retransmits > retransmits; },
+                        60'000'000'000ull));
+}
+
+TEST_CASE("a DREP from an address other than the peer's does not end the disconnect") {
+  Pair p;
+  Connected c = handshake(p);
+  p.b->drop_outgoing(AttrId::drep, 1000);  // the real DREP never arrives
+  REQUIRE(c.active->disconnect().is_ok());
+  REQUIRE(wait_event(p.fab, *c.passive).type == hw::CmEventType::disconnected);
+  DrepMsg drep;
+  drep.local_comm_id = sent_comm_id<RepMsg>(p.fab, kB);
+  drep.remote_comm_id = sent_comm_id<ReqMsg>(p.fab, kA);
+  const uint64_t unmatched = p.a->counters().rx_unmatched;
+  inject_from_stranger(p.fab, kA, drep);
+  CHECK(p.a->counters().rx_unmatched == unmatched + 1);
+  CHECK_FALSE(has_event(*c.active));
+  // It ends by its own retries, not by the forged DREP.
+  hw::CmEvent ev = wait_event(p.fab, *c.active);
+  CHECK(ev.type == hw::CmEventType::disconnected);
+  CHECK(ev.detail.find("DREQ attempts") != std::string::npos);
+}
+
 TEST_CASE("a lost REQ is sent again by its timer") {
   Pair p;
   auto listener = p.b->listen({0, kPort});

@@ -253,15 +253,15 @@ void CmAgent::on_mad(uint32_t src_ipv4, std::span<const uint8_t> bytes) {
           else if constexpr (std::is_same_v<M, RepMsg>)
             on_rep(out, src_ipv4, mad.header, m);
           else if constexpr (std::is_same_v<M, RtuMsg>)
-            on_rtu(m);
+            on_rtu(src_ipv4, m);
           else if constexpr (std::is_same_v<M, RejMsg>)
             on_rej(src_ipv4, m, t);
           else if constexpr (std::is_same_v<M, MraMsg>)
-            on_mra(m, t);
+            on_mra(src_ipv4, m, t);
           else if constexpr (std::is_same_v<M, DreqMsg>)
             on_dreq(out, src_ipv4, mad.header, m, t);
           else if constexpr (std::is_same_v<M, DrepMsg>)
-            on_drep(m, t);
+            on_drep(src_ipv4, m, t);
         },
         mad.body);
     out.schedule = std::exchange(wake_request_, UINT64_MAX);

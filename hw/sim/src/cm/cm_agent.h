@@ -175,11 +175,13 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // Inbound, one per message (mu_ held).
   void on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m, uint64_t now);
   void on_rep(Outbox& out, uint32_t src, const MadHeader& hdr, const RepMsg& m);
-  void on_rtu(const RtuMsg& m);
+  // Every message that acts on a connection must come from its peer's address (and name the
+  // peer's communication ID once it is known): REP, RTU, MRA, REJ, DREQ, DREP.
+  void on_rtu(uint32_t src, const RtuMsg& m);
   void on_rej(uint32_t src, const RejMsg& m, uint64_t now);
-  void on_mra(const MraMsg& m, uint64_t now);
+  void on_mra(uint32_t src, const MraMsg& m, uint64_t now);
   void on_dreq(Outbox& out, uint32_t src, const MadHeader& hdr, const DreqMsg& m, uint64_t now);
-  void on_drep(const DrepMsg& m, uint64_t now);
+  void on_drep(uint32_t src, const DrepMsg& m, uint64_t now);
   void on_timer_for(Outbox& out, Record& r, uint64_t now);
   void reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
                   uint16_t reason);

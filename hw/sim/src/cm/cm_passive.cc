@@ -179,9 +179,9 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
   return Status::ok();
 }
 
-void CmAgent::on_rtu(const RtuMsg& m) {
+void CmAgent::on_rtu(uint32_t src, const RtuMsg& m) {
   Record* r = find(m.remote_comm_id);
-  if (!r || r->active || r->remote_id != m.local_comm_id ||
+  if (!r || r->active || r->remote_id != m.local_comm_id || src != r->remote.ipv4 ||
       (r->state != State::rep_sent && r->state != State::mra_rep_rcvd)) {
     ++counters_.rx_unmatched;  // late or duplicate (COMM_EST got there first): drop
     return;

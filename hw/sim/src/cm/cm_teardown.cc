@@ -154,8 +154,12 @@ void CmAgent::on_rej(uint32_t src, const RejMsg& m, uint64_t now) {
   }
 }
 
-void CmAgent::on_mra(const MraMsg& m, uint64_t now) {
+void CmAgent::on_mra(uint32_t src, const MraMsg& m, uint64_t now) {
   Record* r = find(m.remote_comm_id);
+  // From the peer only, naming the peer's ID once it is known (a forged MRA would otherwise
+  // stretch a pending REQ's or REP's timer).
+  if (r && (src != r->remote.ipv4 || (r->remote_id != 0 && m.local_comm_id != r->remote_id)))
+    r = nullptr;
   if (!r) {
     ++counters_.rx_unmatched;
     return;
@@ -278,9 +282,10 @@ void CmAgent::on_dreq(Outbox& out, uint32_t src, const MadHeader& hdr, const Dre
   }
 }
 
-void CmAgent::on_drep(const DrepMsg& m, uint64_t now) {
+void CmAgent::on_drep(uint32_t src, const DrepMsg& m, uint64_t now) {
   Record* r = find(m.remote_comm_id);
-  if (!r || r->remote_id != m.local_comm_id || r->state != State::dreq_sent) {
+  if (!r || r->remote_id != m.local_comm_id || src != r->remote.ipv4 ||
+      r->state != State::dreq_sent) {
     ++counters_.rx_unmatched;
     return;
   }
