@@ -81,7 +81,9 @@ struct Connected {
   std::unique_ptr<hw::CmConnection> passive;
 };
 
-Connected handshake(Pair& p) {
+// Up to the REP: the passive side has accepted, the active side has its connect_response,
+// and no RTU has been sent.
+Connected accepted(Pair& p) {
   Connected c;
   c.listener = std::move(p.b->listen({0, kPort}).value());
   c.active = std::move(p.a->connect(connect_params()).value());
@@ -91,6 +93,11 @@ Connected handshake(Pair& p) {
   REQUIRE(c.passive->accept(accept_params()).is_ok());
   hw::CmEvent rep = wait_event(p.fab, *c.active);
   REQUIRE(rep.type == hw::CmEventType::connect_response);
+  return c;
+}
+
+Connected handshake(Pair& p) {
+  Connected c = accepted(p);
   REQUIRE(c.active->establish().is_ok());
   hw::CmEvent est = wait_event(p.fab, *c.passive);
   REQUIRE(est.type == hw::CmEventType::established);
@@ -282,11 +289,7 @@ void inject_from_stranger(FakeMadFabric& fab, uint32_t dst, const M& body) {
 
 TEST_CASE("an RTU from an address other than the peer's does not establish the passive side") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
-  auto active = p.a->connect(connect_params());
-  hw::CmEvent req = wait_event(p.fab, **listener);
-  REQUIRE(req.request->accept(accept_params()).is_ok());
-  REQUIRE(wait_event(p.fab, **active).type == hw::CmEventType::connect_response);
+  Connected c = accepted(p);
   RtuMsg rtu;
   rtu.local_comm_id = sent_comm_id<ReqMsg>(p.fab, kA);
   rtu.remote_comm_id = sent_comm_id<RepMsg>(p.fab, kB);
@@ -294,11 +297,11 @@ TEST_CASE("an RTU from an address other than the peer's does not establish the p
   REQUIRE(rtu.remote_comm_id != 0);
   const uint64_t unmatched = p.b->counters().rx_unmatched;
   inject_from_stranger(p.fab, kB, rtu);
-  CHECK_FALSE(has_event(*req.request));
+  CHECK_FALSE(has_event(*c.passive));
   CHECK(p.b->counters().rx_unmatched == unmatched + 1);
   // The real RTU establishes it.
-  REQUIRE((*active)->establish().is_ok());
-  CHECK(wait_event(p.fab, *req.request).type == hw::CmEventType::established);
+  REQUIRE(c.active->establish().is_ok());
+  CHECK(wait_event(p.fab, *c.passive).type == hw::CmEventType::established);
 }
 
 TEST_CASE("an MRA from an address other than the peer's does not stretch a pending REQ") {
@@ -367,46 +370,38 @@ TEST_CASE("a lost REP is sent again by the passive side's timer; duplicate REQs 
 
 TEST_CASE("a lost RTU: the REP is sent again and the duplicate REP is answered with a new RTU") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
-  auto active = p.a->connect(connect_params());
-  hw::CmEvent req = wait_event(p.fab, **listener);
-  REQUIRE(req.request->accept(accept_params()).is_ok());
-  REQUIRE(wait_event(p.fab, **active).type == hw::CmEventType::connect_response);
+  Connected c = accepted(p);
   p.a->drop_outgoing(AttrId::rtu, 1);
-  REQUIRE((*active)->establish().is_ok());
-  hw::CmEvent est = wait_event(p.fab, *req.request);
+  REQUIRE(c.active->establish().is_ok());
+  hw::CmEvent est = wait_event(p.fab, *c.passive);
   CHECK(est.type == hw::CmEventType::established);
   CHECK(p.a->counters().rtu_resent == 1);
   CHECK(p.a->counters().tx(AttrId::rtu) == 2);
   // Exactly once: nothing more arrives, even after every timer has run.
   p.fab.run_until([] { return false; }, 60'000'000'000ull);
-  CHECK_FALSE(has_event(*req.request));
+  CHECK_FALSE(has_event(*c.passive));
 }
 
 TEST_CASE("COMM_EST stands in for a lost RTU, exactly once, and stops the REP retries") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
-  auto active = p.a->connect(connect_params());
-  hw::CmEvent req = wait_event(p.fab, **listener);
-  REQUIRE(req.request->accept(accept_params()).is_ok());
-  REQUIRE(wait_event(p.fab, **active).type == hw::CmEventType::connect_response);
+  Connected c = accepted(p);
   p.a->drop_outgoing(AttrId::rtu, 100);
-  REQUIRE((*active)->establish().is_ok());
+  REQUIRE(c.active->establish().is_ok());
   // Let the RTU get lost, but not long enough for the REP timer.
   p.fab.run_until([] { return false; }, 100'000);
-  CHECK_FALSE(has_event(*req.request));
+  CHECK_FALSE(has_event(*c.passive));
 
-  REQUIRE(req.request->notify_comm_est().is_ok());
+  REQUIRE(c.passive->notify_comm_est().is_ok());
   hw::CmEvent est;
-  REQUIRE(req.request->next_event(&est));
+  REQUIRE(c.passive->next_event(&est));
   CHECK(est.type == hw::CmEventType::established);
   CHECK(est.detail == "COMM_EST (first request received in RTR)");
   // A second COMM_EST is harmless and reports nothing new (EISCONN).
-  CHECK(req.request->notify_comm_est().is_ok());
+  CHECK(c.passive->notify_comm_est().is_ok());
   const uint64_t reps = p.b->counters().tx(AttrId::rep);
   p.fab.run_until([] { return false; }, 60'000'000'000ull);
   CHECK(p.b->counters().tx(AttrId::rep) == reps);
-  CHECK_FALSE(has_event(*req.request));
+  CHECK_FALSE(has_event(*c.passive));
   CHECK(p.b->counters().comm_est_established == 1);
 }
 

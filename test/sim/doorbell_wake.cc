@@ -20,21 +20,37 @@ using namespace simtest;
 
 namespace {
 
-// One signaled 64-byte WRITE from `src` on `h` to `dst`, rung.
-Errc post_write64(Host& h, Buffer& src, Buffer& dst) {
-  Sge sge{src.addr(), 64, src.lkey()};
-  SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
-  w.remote_addr = dst.addr();
-  w.rkey = dst.rkey();
-  return h.post_and_ring(w);
-}
-
 FabricOptions threaded_inproc() {
   FabricOptions fo;
   fo.mode = sim::ExecMode::threaded;
   fo.wire = sim::WireKind::inproc;
   return fo;
 }
+
+// Two threaded HCAs on the in-process wire, connected, with a 64-byte source on `a` and a
+// destination on `b`.
+struct WritePair {
+  Pair p{threaded_inproc()};
+  Buffer src, dst;
+
+  explicit WritePair(uint8_t fill) {
+    ConnectOptions o;
+    o.timeout = 14;
+    p.connect(o, o);
+    src = p.a.reg(64, all_remote(), fill);
+    dst = p.b.reg(64);
+  }
+
+  // One signaled 64-byte WRITE from `src` to `dst`, rung.
+  Errc post_write() {
+    Sge sge{src.addr(), 64, src.lkey()};
+    SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
+    w.remote_addr = dst.addr();
+    w.rkey = dst.rkey();
+    return p.a.post_and_ring(w);
+  }
+};
+
 
 // Runs `body` in a child process and returns its wait status.
 template <class Body>
@@ -58,24 +74,20 @@ TEST_CASE("An idle device thread sleeps with its doorbell pages watched, and the
     WARN("the doorbell watch is off (RNICDV_SIM_DOORBELL_WAKE=poll, or a sanitizer keeps SIGSEGV)");
     return;
   }
-  Pair p(threaded_inproc());
-  ConnectOptions o;
-  o.timeout = 14;
-  p.connect(o, o);
-  Buffer src = p.a.reg(64, all_remote(), 0x5c);
-  Buffer dst = p.b.reg(64);
+  WritePair w(0x5c);
+  Pair& p = w.p;
   for (int round = 0; round < 3; ++round) {
     // Idle until the device is in its watched sleep.
     const uint64_t watched = p.a.dev->counters().watched_sleeps;
     REQUIRE(wait_real([&] { return p.a.dev->counters().watched_sleeps > watched; }));
     const uint64_t faults = sim::doorbell_watch_faults();
-    std::memset(dst.data(), 0, 64);
-    REQUIRE(post_write64(p.a, src, dst) == Errc::ok);
+    std::memset(w.dst.data(), 0, 64);
+    REQUIRE(w.post_write() == Errc::ok);
     // Nothing on this thread drives the engine: only the woken device thread can run it.
     Completion c;
     REQUIRE(wait_real([&] { return p.a.poll_send(&c); }));
     CHECK(c.status == IBV_WC_SUCCESS);
-    CHECK(std::memcmp(dst.data(), src.data(), 64) == 0);
+    CHECK(std::memcmp(w.dst.data(), w.src.data(), 64) == 0);
     // The doorbell store faulted on the protected page and the handler woke the device.
     CHECK(sim::doorbell_watch_faults() > faults);
   }
@@ -127,18 +139,13 @@ TEST_CASE("A process with a thread that blocks SIGSEGV keeps its devices polling
     sigemptyset(&segv);
     sigaddset(&segv, SIGSEGV);
     pthread_sigmask(SIG_BLOCK, &segv, nullptr);  // this thread, and the device threads it starts
-    Pair p(threaded_inproc());
-    ConnectOptions o;
-    o.timeout = 14;
-    p.connect(o, o);
-    Buffer src = p.a.reg(64, all_remote(), 0x33);
-    Buffer dst = p.b.reg(64);
+    WritePair w(0x33);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // idle: deep sleeps
-    if (p.a.dev->counters().watched_sleeps != 0) _exit(4);
-    if (post_write64(p.a, src, dst) != Errc::ok) _exit(5);
+    if (w.p.a.dev->counters().watched_sleeps != 0) _exit(4);
+    if (w.post_write() != Errc::ok) _exit(5);
     Completion c;
-    if (!wait_real([&] { return p.a.poll_send(&c); }) || c.status != IBV_WC_SUCCESS) _exit(6);
-    _exit(std::memcmp(dst.data(), src.data(), 64) == 0 ? 0 : 7);
+    if (!wait_real([&] { return w.p.a.poll_send(&c); }) || c.status != IBV_WC_SUCCESS) _exit(6);
+    _exit(std::memcmp(w.dst.data(), w.src.data(), 64) == 0 ? 0 : 7);
   });
   INFO("wait status " << status);
   REQUIRE(WIFEXITED(status));

@@ -13,9 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstring>
-
 #include <algorithm>
+#include <cstring>
 
 #include "doorbell_watch.h"
 #include "fabric_shared.h"
