@@ -79,6 +79,7 @@ void wake() {
 // the devices themselves, so that no device thread runs while the process tears down.
 void at_exit() {
   Registry& r = registry();
+  shutdown_ucma();
   shutdown_contexts();
   r.stop.store(true, std::memory_order_release);
   wake();

@@ -90,18 +90,58 @@ int event_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
 
 bool wants_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
 
-// The cdev and the per-process sysfs files; -2 means "not ours".
+// rdma_cm channels keep O_NONBLOCK aside the same way.
+int ucma_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
+  bool on = false;
+  if (cmd == F_GETFL && ucma_nonblocking(fd, &on, false)) {
+    const int flags = real(fd, F_GETFL);
+    if (flags < 0) return flags;
+    return on ? flags : flags & ~O_NONBLOCK;
+  }
+  if (cmd == F_SETFL) {
+    on = (arg & O_NONBLOCK) != 0;
+    if (ucma_nonblocking(fd, &on, true)) return real(fd, F_SETFL, static_cast<int>(arg | O_NONBLOCK));
+  }
+  return real(fd, cmd, arg);
+}
+
+int kind_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
+  switch (fd_kind(fd)) {
+    case FdKind::event:
+      return event_fcntl(real, fd, cmd, arg);
+    case FdKind::ucma:
+      return ucma_fcntl(real, fd, cmd, arg);
+    default:
+      return real(fd, cmd, arg);
+  }
+}
+
+// The cdevs and the per-process sysfs files; -2 means "not ours".
 int open_special(const char* path, int flags) {
   const int index = uverbs_index_of(path);
   if (index >= 0) return open_uverbs(static_cast<uint32_t>(index), flags);
   if (index == -3) return -2;  // null path: libc reports it
+  if (is_ucma_path(path)) return open_ucma(flags);
   return open_dynamic_sysfs_file(path);
 }
 
 int stat_special(const char* path, struct stat* st) {
-  const int index = uverbs_index_of(path);  // null-safe
+  if (is_ucma_path(path)) return fake_stat_ucma(st);  // null-safe
+  const int index = uverbs_index_of(path);
   if (index < 0) return -2;
   return fake_stat_uverbs(static_cast<uint32_t>(index), st);
+}
+
+// fstat of a descriptor the shim made; -2 means "not ours".
+int fstat_special(int fd, struct stat* st) {
+  switch (fd_kind(fd)) {
+    case FdKind::command:
+      return fstat_command_fd(fd, st);
+    case FdKind::ucma:
+      return fake_stat_ucma(st);
+    default:
+      return -2;
+  }
 }
 
 }  // namespace
@@ -190,12 +230,12 @@ int stat64(const char* path, struct stat64* st) {
 }
 
 int fstat(int fd, struct stat* st) {
-  if (fd_kind(fd) == FdKind::command) return fstat_command_fd(fd, st);
+  if (const int r = fstat_special(fd, st); r != -2) return r;
   return next_symbol(g_fstat, "fstat")(fd, st);
 }
 
 int fstat64(int fd, struct stat64* st) {
-  if (fd_kind(fd) == FdKind::command) return fstat_command_fd(fd, reinterpret_cast<struct stat*>(st));
+  if (const int r = fstat_special(fd, reinterpret_cast<struct stat*>(st)); r != -2) return r;
   return next_symbol(g_fstat64, "fstat64")(fd, reinterpret_cast<struct stat*>(st));
 }
 
@@ -211,22 +251,38 @@ int __xstat64(int ver, const char* path, struct stat64* st) {
   return next_symbol(g_xstat64, "__xstat64")(ver, path, reinterpret_cast<struct stat*>(st));
 }
 int __fxstat(int ver, int fd, struct stat* st) {
-  if (fd_kind(fd) == FdKind::command) return fstat_command_fd(fd, st);
+  if (const int r = fstat_special(fd, st); r != -2) return r;
   return next_symbol(g_fxstat, "__fxstat")(ver, fd, st);
 }
 int __fxstat64(int ver, int fd, struct stat64* st) {
-  if (fd_kind(fd) == FdKind::command) return fstat_command_fd(fd, reinterpret_cast<struct stat*>(st));
+  if (const int r = fstat_special(fd, reinterpret_cast<struct stat*>(st)); r != -2) return r;
   return next_symbol(g_fxstat64, "__fxstat64")(ver, fd, reinterpret_cast<struct stat*>(st));
 }
 
 ssize_t read(int fd, void* buf, size_t n) {
-  if (fd_kind(fd) == FdKind::event) return event_read(fd, buf, n);
+  switch (fd_kind(fd)) {
+    case FdKind::event:
+      return event_read(fd, buf, n);
+    case FdKind::command:
+    case FdKind::ucma:
+      // Neither cdev has a read method: the kernel answers EINVAL.
+      errno = EINVAL;
+      return -1;
+    case FdKind::none:
+      break;
+  }
   return next_symbol(g_read, "read")(fd, buf, n);
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
-  if (fd_kind(fd) == FdKind::command) return command_write(fd, buf, n);
-  return next_symbol(g_write, "write")(fd, buf, n);
+  switch (fd_kind(fd)) {
+    case FdKind::command:
+      return command_write(fd, buf, n);
+    case FdKind::ucma:
+      return ucma_write(fd, buf, n);
+    default:
+      return next_symbol(g_write, "write")(fd, buf, n);
+  }
 }
 
 int close(int fd) {
@@ -236,6 +292,9 @@ int close(int fd) {
       break;
     case FdKind::event:
       event_close(fd);
+      break;
+    case FdKind::ucma:
+      ucma_close(fd);
       break;
     case FdKind::none:
       break;
@@ -272,9 +331,7 @@ int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  fcntl_fn real = next_symbol(g_fcntl, "fcntl");
-  if (fd_kind(fd) == FdKind::event) return event_fcntl(real, fd, cmd, arg);
-  return real(fd, cmd, arg);
+  return kind_fcntl(next_symbol(g_fcntl, "fcntl"), fd, cmd, arg);
 }
 
 int fcntl64(int fd, int cmd, ...) {
@@ -282,9 +339,7 @@ int fcntl64(int fd, int cmd, ...) {
   va_start(ap, cmd);
   const long arg = va_arg(ap, long);
   va_end(ap);
-  fcntl_fn real = next_symbol(g_fcntl64, "fcntl64");
-  if (fd_kind(fd) == FdKind::event) return event_fcntl(real, fd, cmd, arg);
-  return real(fd, cmd, arg);
+  return kind_fcntl(next_symbol(g_fcntl64, "fcntl64"), fd, cmd, arg);
 }
 
 // RDMA netlink (NETLINK_RDMA = 20) is where libibverbs looks for devices before sysfs; a

@@ -44,7 +44,7 @@ int munmap(void* addr, size_t len);
 
 // What a descriptor the shim created stands for. Looked up on every read/write/close/mmap of
 // any descriptor, so the table is a flat array of atomics.
-enum class FdKind : uint8_t { none = 0, command, event };
+enum class FdKind : uint8_t { none = 0, command, event, ucma };
 FdKind fd_kind(int fd) noexcept;
 void set_fd_kind(int fd, FdKind kind) noexcept;
 
@@ -86,6 +86,18 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
 // True if [addr, addr+len) is a UAR page the shim keeps mapped; the caller then skips munmap.
 bool command_munmap(void* addr, size_t len);
 void command_close(int fd);
+
+// ---- the rdma_cm cdev (ucma.cc, ucma_commands.cc) ----
+bool is_ucma_path(const char* path) noexcept;  // "/dev/infiniband/rdma_cm"
+int fake_stat_ucma(struct stat* st) noexcept;
+int open_ucma(int flags);
+ssize_t ucma_write(int fd, const void* buf, size_t n);
+// The application's view of O_NONBLOCK on a channel: reads it (set = false) or sets it.
+// False if `fd` is not a channel.
+bool ucma_nonblocking(int fd, bool* on, bool set);
+void ucma_close(int fd);
+// At exit, before the devices go: destroys every ID (REJ or DREQ to the peers).
+void shutdown_ucma();
 
 // ---- event descriptors (events.cc) ----
 ssize_t event_read(int fd, void* buf, size_t n);

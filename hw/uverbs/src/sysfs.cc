@@ -147,6 +147,8 @@ int open_dynamic_sysfs_file(const char* path) {
   const std::string& root = config().sysfs_root;
   if (root.empty() || strncmp(path, root.c_str(), root.size()) != 0) return -2;
   const char* rest = path + root.size();
+  // librdmacm checks the rdma_cm ABI here (rdma/rdma_user_cm.h's version).
+  if (strcmp(rest, "/class/misc/rdma_cm/abi_version") == 0) return memfd_with("4");
   static constexpr char kIb[] = "/class/infiniband/rnicsim";
   if (strncmp(rest, kIb, sizeof kIb - 1) != 0) return -2;
   rest += sizeof kIb - 1;

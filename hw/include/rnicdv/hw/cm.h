@@ -80,6 +80,9 @@ struct CmConnectParams {
   // max_cm_retries + 1 tries fit in it (IBA 12.7.27, ib-cm.md §3).
   uint32_t timeout_ms = 10'000;
   uint8_t max_cm_retries = 15;
+  // The source CM port carried in rdma_cm's header (cma_hdr); 0: the backend picks an
+  // ephemeral one, as rdma_resolve_addr does for an unbound ID.
+  uint16_t local_port = 0;
 };
 
 struct CmAcceptParams {

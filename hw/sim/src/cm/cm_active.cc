@@ -58,7 +58,8 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     r.active = true;
     r.tid = tid_for(r.local_id);
     // rdma_cm binds an ephemeral source port; it travels in the cma_hdr.
-    r.local = {config_.ipv4, static_cast<uint16_t>(32768 + rng_() % 28232)};
+    r.local = {config_.ipv4, p.local_port ? p.local_port
+                                          : static_cast<uint16_t>(32768 + rng_() % 28232)};
     r.remote = p.remote;
     r.name = connection_name(r.local, r.remote);
     r.local_qpn = p.qp.qpn;

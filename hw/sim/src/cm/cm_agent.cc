@@ -418,7 +418,9 @@ Status CmAgent::qp_attr(uint32_t id, hw::QpState target, hw::QpAttr* attr, uint3
               hw::qp_attr::av;
       return Status::ok();
     case hw::QpState::rts:
-      if (r->local_qpn == 0 || r->remote_qpn == 0)
+      // The passive side may ask before accept (rdma_cm moves its QP to RTS before the REP):
+      // what RTS needs is known from the REQ.
+      if (r->remote_qpn == 0)
         return Status::error(Errc::bad_state,
                              "%s: qp attributes for %s: not negotiated yet "
                              "(state %s)",

@@ -94,6 +94,8 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
   r.name = connection_name(r.local, r.remote);
   r.remote_qpn = m.local_qpn;
   r.rq_psn = m.starting_psn;
+  // Chosen now, not at accept: rdma_cm moves the passive QP to RTS before it sends the REP.
+  r.sq_psn = static_cast<uint32_t>(rng_()) & 0xffffff;
   r.mtu = static_cast<hw::Mtu>(m.path_mtu);
   r.responder_resources = m.initiator_depth;  // swapped, bounded again at accept
   r.initiator_depth = m.responder_resources;
@@ -152,7 +154,6 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
       return Status::error(Errc::disconnected, "%s: accept: device %s is closed", r->name.c_str(),
                            config_.device_name.c_str());
     r->local_qpn = p.qp.qpn;
-    r->sq_psn = static_cast<uint32_t>(rng_()) & 0xffffff;
     // Never answer more READ/atomics than offered, nor issue more than the peer answers.
     r->responder_resources = std::min(r->responder_resources, p.qp.responder_resources);
     r->initiator_depth = std::min(r->initiator_depth, p.qp.initiator_depth);
