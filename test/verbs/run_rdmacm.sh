@@ -1,0 +1,68 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Runs one of Debian's unmodified librdmacm programs (rdmacm-utils, perftest -R) as a server
+# and a client process, each on its own simulated HCA (its own address on the UDP wire),
+# connected through /dev/infiniband/rdma_cm of librnicdv-uverbs.so. Both must exit 0 and the
+# client's output must show the work done (PATTERN, an extended regular expression).
+#
+#   run_rdmacm.sh SHIM PORT PATTERN -- SERVER_CMD... -- CLIENT_CMD...
+#
+# In the commands, @S@ stands for the server's address and @P@ for the port. A server has no
+# way to say that it listens, so a client that was refused because nothing listened yet
+# (REJ, invalid service ID) is started again, up to 100 times.
+set -u
+shim=$1 port=$2 pattern=$3
+shift 3
+[ "$1" = -- ] && shift
+server=() client=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do server+=("$1"); shift; done
+shift
+client=("$@")
+for prog in "${server[0]}" "${client[0]}"; do
+  if ! command -v "$prog" >/dev/null; then
+    echo "$prog not found (Debian packages rdmacm-utils and perftest)" >&2
+    exit 77
+  fi
+done
+# One address pair per port, so that tests that overlap (or a stale process) do not collide.
+srv_addr=127.0.$((port % 200 + 20)).1
+cli_addr=127.0.$((port % 200 + 20)).2
+subst() { local a; for a in "$@"; do a=${a//@S@/$srv_addr}; printf '%s\n' "${a//@P@/$port}"; done; }
+mapfile -t server < <(subst "${server[@]}")
+mapfile -t client < <(subst "${client[@]}")
+
+work=$(mktemp -d)
+trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
+export LD_PRELOAD=$shim RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
+
+RNICDV_SIM_ADDR=$srv_addr timeout 120 "${server[@]}" >"$work/server.out" 2>&1 &
+server_pid=$!
+client_rc=1
+for attempt in $(seq 1 100); do
+  RNICDV_SIM_ADDR=$cli_addr timeout 120 "${client[@]}" >"$work/client.out" 2>&1
+  client_rc=$?
+  [ $client_rc -eq 0 ] && break
+  # Refused because the server did not listen yet: the REJ's reason 8, as each program
+  # prints it, or rdma_connect's ECONNREFUSED.
+  if kill -0 $server_pid 2>/dev/null &&
+     grep -Eqi 'REJECTED.{0,12}(error|status)?:? ?8\b|Connection refused' "$work/client.out"; then
+    sleep 0.1
+    continue
+  fi
+  break
+done
+wait $server_pid
+server_rc=$?
+
+status=0
+[ $server_rc -eq 0 ] || { echo "${server[0]} server: exit $server_rc" >&2; status=1; }
+[ $client_rc -eq 0 ] || { echo "${client[0]} client: exit $client_rc" >&2; status=1; }
+if ! grep -Eq -- "$pattern" "$work/client.out"; then
+  echo "${client[0]} client: no line matches '$pattern'" >&2
+  status=1
+fi
+echo "===== server: ${server[*]} (exit $server_rc)"
+cat "$work/server.out"
+echo "===== client: ${client[*]} (exit $client_rc, attempt $attempt)"
+cat "$work/client.out"
+exit $status
