@@ -229,7 +229,11 @@ hw::Mtu path_mtu(const Id& id) {
   return id.dev ? std::min(id.dev->dev->info().caps.active_mtu, hw::Mtu::mtu4096) : hw::Mtu::mtu1024;
 }
 
-uint8_t packet_life_time(const Id& id) { return id.ack_timeout ? id.ack_timeout : kPacketLifeTime; }
+// The QP's Local ACK Timeout: RDMA_OPTION_ID_ACK_TIMEOUT, or the path's packet lifetime + 1.
+uint8_t local_ack_timeout(const Id& id) {
+  return id.ack_timeout ? id.ack_timeout : static_cast<uint8_t>(kPacketLifeTime + 1);
+}
+uint8_t packet_life_time(const Id& id) { return static_cast<uint8_t>(local_ack_timeout(id) - 1); }
 
 // The RoCE path rdma_cm resolves: IPv4-mapped GIDs, permissive LIDs, the route's hop limit.
 ibv_path_record path_record(const Id& id) {
@@ -521,7 +525,7 @@ int connect(const Cmd& c) {
   params.qp.initiator_depth = p.initiator_depth;
   params.qp.retry_count = std::min<uint8_t>(p.retry_count, 7);
   params.qp.rnr_retry_count = std::min<uint8_t>(p.rnr_retry_count, 7);
-  params.qp.local_ack_timeout = static_cast<uint8_t>(std::min(31, packet_life_time(*id) + 1));
+  params.qp.local_ack_timeout = local_ack_timeout(*id);
   params.private_data.assign(p.private_data, p.private_data + p.private_data_len);
   params.timeout_ms = kConnectBudgetMs;
   Result<std::unique_ptr<hw::CmConnection>> conn =
@@ -685,7 +689,7 @@ int set_option(const Cmd& c) {
         return 0;
       case RDMA_OPTION_ID_ACK_TIMEOUT:
         if (cmd.optlen != sizeof(uint8_t)) return c.error(EINVAL, "ACK_TIMEOUT: %u bytes", cmd.optlen);
-        id->ack_timeout = std::min<uint8_t>(val[0], 30);
+        id->ack_timeout = std::min<uint8_t>(val[0], 31);
         return 0;
       default:
         return c.error(ENOSYS, "option %u of level RDMA_OPTION_ID", cmd.optname);

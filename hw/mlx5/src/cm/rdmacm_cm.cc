@@ -4,8 +4,10 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 
@@ -45,6 +47,42 @@ Result<rdma_event_channel*> open_channel(const std::string& what) {
   return ch;
 }
 
+// librdmacm opens its own verbs context for each device (ucma_init_device), so an ID's
+// context is never the driver's: the device is what must match.
+bool same_device(const ibv_context* a, const ibv_context* b) {
+  if (!a || !b) return false;
+  if (a->device == b->device) return true;
+  return std::strcmp(ibv_get_device_name(a->device), ibv_get_device_name(b->device)) == 0;
+}
+
+// Waits on a non-blocking channel for `expected`; any other event, or the deadline, fails
+// with what the event says.
+Status await(rdma_event_channel* ch, rdma_cm_event_type expected,
+             std::chrono::steady_clock::time_point deadline, const std::string& what) {
+  for (;;) {
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(ch, &ev) == 0) {
+      const rdma_cm_event_type got = ev->event;
+      const int status = ev->status;
+      rdma_ack_cm_event(ev);
+      if (got == expected) return Status::ok();
+      return Status::error(Errc::unreachable, "%s: %s (status %d) while waiting for %s",
+                           what.c_str(), rdma_cm_event_name(got), status,
+                           rdma_cm_event_name(expected));
+    }
+    if (errno != EAGAIN) return errno_status(what, "rdma_get_cm_event");
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Status::error(Errc::timeout, "%s: no %s in time", what.c_str(),
+                           rdma_cm_event_name(expected));
+    pollfd pfd{ch->fd, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) < 0 &&
+        errno != EINTR)
+      return errno_status(what, "poll");
+  }
+}
+
 ibv_qp_state ibv_state(QpState s) {
   switch (s) {
     case QpState::init:
@@ -69,11 +107,8 @@ class RdmaCmConnection final : public CmConnection {
     rdma_destroy_event_channel(ch_);
   }
 
-  // Active side: what rdma_connect sends once the route is known.
-  void set_connect_params(const CmConnectParams& p) {
-    params_ = p;
-    pending_connect_ = true;
-  }
+  // Active side: the parameters the REQ carried.
+  void set_connect_params(const CmConnectParams& p) { params_ = p; }
 
   int event_fd() const override { return ch_->fd; }
 
@@ -83,15 +118,9 @@ class RdmaCmConnection final : public CmConnection {
       rdma_cm_event* ev = nullptr;
       if (rdma_get_cm_event(ch_, &ev) != 0) return false;  // EAGAIN: nothing pending
       const rdma_cm_event copy = *ev;
-      bool deliver = false;
-      if (copy.event == RDMA_CM_EVENT_ADDR_RESOLVED) {
-        deliver = on_addr_resolved(out);
-      } else if (copy.event == RDMA_CM_EVENT_ROUTE_RESOLVED) {
-        deliver = on_route_resolved(out);
-      } else {
-        deliver = translate_event(copy, out);
-        if (deliver) out->remote = remote_address();
-      }
+      // Address and route resolution finish inside connect(); nothing else is expected here.
+      const bool deliver = translate_event(copy, out);
+      if (deliver) out->remote = remote_address();
       rdma_ack_cm_event(ev);
       if (deliver) return true;
     }
@@ -168,48 +197,11 @@ class RdmaCmConnection final : public CmConnection {
   }
 
  private:
-  bool fail(CmEvent* out, CmEventType type, const std::string& why) {
-    *out = CmEvent{};
-    out->type = type;
-    out->remote = params_.remote;
-    out->detail = why;
-    return true;
-  }
-
-  bool on_addr_resolved(CmEvent* out) {
-    if (id_->verbs != mgr_.verbs())
-      return fail(out, CmEventType::unreachable,
-                  cm_address_string(params_.remote) + " is reached through another device (" +
-                      (id_->verbs ? ibv_get_device_name(id_->verbs->device) : "none") + "), not " +
-                      mgr_.device_name());
-    if (rdma_resolve_route(id_, static_cast<int>(params_.timeout_ms)) != 0)
-      return fail(out, CmEventType::unreachable,
-                  std::string("rdma_resolve_route: ") + std::strerror(errno));
-    return false;
-  }
-
-  bool on_route_resolved(CmEvent* out) {
-    if (!pending_connect_) return false;
-    pending_connect_ = false;
-    rdma_conn_param cp{};
-    cp.private_data = params_.private_data.empty() ? nullptr : params_.private_data.data();
-    cp.private_data_len = static_cast<uint8_t>(params_.private_data.size());
-    cp.responder_resources = params_.qp.responder_resources;
-    cp.initiator_depth = params_.qp.initiator_depth;
-    cp.retry_count = std::min<uint8_t>(params_.qp.retry_count, 7);
-    cp.rnr_retry_count = std::min<uint8_t>(params_.qp.rnr_retry_count, 7);
-    cp.qp_num = params_.qp.qpn;
-    if (rdma_connect(id_, &cp) != 0)
-      return fail(out, CmEventType::error, std::string("rdma_connect: ") + std::strerror(errno));
-    return false;
-  }
-
   const RdmaCmConnectionManager& mgr_;
   rdma_event_channel* ch_;
   rdma_cm_id* id_;
   std::mutex mu_;
   CmConnectParams params_;
-  bool pending_connect_ = false;
 };
 
 class RdmaCmListener final : public CmListener {
@@ -235,7 +227,7 @@ class RdmaCmListener final : public CmListener {
         continue;
       }
       rdma_cm_id* conn_id = ev->id;
-      const bool ours = conn_id->verbs == mgr_.verbs();
+      const bool ours = same_device(conn_id->verbs, mgr_.verbs());
       CmEvent translated;
       translate_event(*ev, &translated);
       rdma_ack_cm_event(ev);  // before the id moves to its own channel (rdma_migrate_id)
@@ -321,11 +313,32 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
   uint8_t ack_timeout = p.qp.local_ack_timeout;
   [[maybe_unused]] int rc = rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
                                             &ack_timeout, sizeof ack_timeout);
-  sockaddr_in src = make_sockaddr(ipv4_, 0);
+  // Address and route resolution run here, so that the REQ is on its way when connect()
+  // returns, as with the other backend: the application need not poll the connection for
+  // them (a loopback test that waits on its listener would otherwise never see the REQ).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(p.timeout_ms);
+  const int timeout_ms = static_cast<int>(std::min<uint32_t>(p.timeout_ms, INT32_MAX));
+  sockaddr_in src = make_sockaddr(ipv4_, p.local_port);
   sockaddr_in dst = make_sockaddr(p.remote.ipv4, p.remote.port);
   if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
-                        static_cast<int>(std::min<uint32_t>(p.timeout_ms, INT32_MAX))) != 0)
+                        timeout_ms) != 0)
     return errno_status(what, "rdma_resolve_addr");
+  if (Status st = await(ch.value(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, what); !st) return st;
+  if (!same_device(id->verbs, verbs_))
+    return Status::error(Errc::unreachable, "%s: the address is reached through %s, not %s",
+                         what.c_str(), id->verbs ? ibv_get_device_name(id->verbs->device) : "none",
+                         name_.c_str());
+  if (rdma_resolve_route(id, timeout_ms) != 0) return errno_status(what, "rdma_resolve_route");
+  if (Status st = await(ch.value(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, what); !st) return st;
+  rdma_conn_param cp{};
+  cp.private_data = p.private_data.empty() ? nullptr : p.private_data.data();
+  cp.private_data_len = static_cast<uint8_t>(p.private_data.size());
+  cp.responder_resources = p.qp.responder_resources;
+  cp.initiator_depth = p.qp.initiator_depth;
+  cp.retry_count = std::min<uint8_t>(p.qp.retry_count, 7);
+  cp.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
+  cp.qp_num = p.qp.qpn;
+  if (rdma_connect(id, &cp) != 0) return errno_status(what, "rdma_connect");
   return std::unique_ptr<CmConnection>(std::move(conn));
 }
 

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Early posting on the real-device connection path: the mlx5 backend with librdmacm
+// (RdmaCmConnectionManager), run through libibverbs, libmlx5, librdmacm and the uverbs shim
+// on a simulated HCA. The passive side posts right after accept, with its QP in RTR; the batch
+// must ring one doorbell and run exactly once, whether the RTU or, with every RTU dropped,
+// COMM_EST establishes the connection.
+//
+// Runs with LD_PRELOAD=librnicdv-uverbs.so (meson sets it); elsewhere it skips (77).
+#include <catch2/catch.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "cm/sim_cm.h"
+#include "rnicdv/connection.h"
+#include "rnicdv/rnicdv.h"
+#include "rnicdv/sim/sim.h"
+
+using namespace rnicdv;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr uint32_t kEarly = 4;
+constexpr size_t kMsg = 64;
+
+template <class T>
+T take(Result<T> r) {
+  INFO(r.status().message());
+  REQUIRE(r.is_ok());
+  return std::move(r).value();
+}
+
+// The simulated device behind rnicsim0 in this process (the shim's), for its counters and
+// the CM's drop hook.
+std::shared_ptr<sim::Device> shim_device(const std::string& name) {
+  auto fabric = sim::default_fabric();
+  if (!fabric) return nullptr;
+  for (auto& d : fabric.value()->devices())
+    if (d->config().name == name) return d;
+  return nullptr;
+}
+
+struct Rig {
+  std::string name;
+  std::optional<Device> dev;
+  std::optional<ProtectionDomain> pd;
+  std::optional<CompletionQueue> cqa, cqb;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(32 * kMsg, 0);
+  std::optional<MemoryRegion> mr;
+  std::optional<QueuePair> qa, qb;
+  std::string ip;
+  std::shared_ptr<sim::Device> sim;
+
+  Rig() {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (list && n > 0) name = ibv_get_device_name(list[0]);
+    if (list) ibv_free_device_list(list);
+    if (name.rfind("rnicsim", 0) != 0) {
+      std::printf("skipped: needs the uverbs shim preloaded (first device: '%s')\n", name.c_str());
+      std::fflush(stdout);
+      std::exit(77);
+    }
+    dev.emplace(take(Device::open(name)));
+    REQUIRE(dev->info().kind == "mlx5");
+    REQUIRE(dev->hw().connection_manager() != nullptr);
+    const hw::Gid gid = dev->info().gid;
+    REQUIRE(gid.is_ipv4_mapped());
+    char text[32];
+    std::snprintf(text, sizeof text, "%u.%u.%u.%u", gid.raw[12], gid.raw[13], gid.raw[14],
+                  gid.raw[15]);
+    ip = text;
+    pd.emplace(take(dev->alloc_pd()));
+    cqa.emplace(take(dev->create_cq(64)));
+    cqb.emplace(take(dev->create_cq(64)));
+    mr.emplace(take(pd->reg_mr(mem.data(), mem.size(), hw::access::local_write)));
+    qa.emplace(take(dev->create_qp(*pd, *cqa, *cqa, QpConfig{})));
+    qb.emplace(take(dev->create_qp(*pd, *cqb, *cqb, QpConfig{})));
+    sim = shim_device(name);
+    REQUIRE(sim);
+  }
+
+  Errc post_recv(QueuePair& q, uint64_t wr_id, uint32_t slot) {
+    Sge s = mr->sge(slot * kMsg, kMsg);
+    return q.post_recv(RecvWr{wr_id, &s, 1});
+  }
+  Errc post_send(QueuePair& q, uint64_t wr_id, uint32_t slot, uint8_t fill) {
+    std::memset(&mem[slot * kMsg], fill, kMsg);
+    Sge s = mr->sge(slot * kMsg, kMsg);
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.flags = send_flags::signaled;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    return q.post_send(wr);
+  }
+  // Polls `cq` until `n` completions arrived (or 10 s), counting each wr_id.
+  std::map<uint64_t, int> completions(CompletionQueue& cq, size_t n) {
+    std::map<uint64_t, int> seen;
+    size_t got = 0;
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    while (got < n && std::chrono::steady_clock::now() < end) {
+      Completion wc[8];
+      const int k = cq.poll(wc, 8);
+      for (int i = 0; i < k; ++i) {
+        CHECK(wc[i].status == IBV_WC_SUCCESS);
+        ++seen[wc[i].wr_id];
+      }
+      got += static_cast<size_t>(k);
+    }
+    return seen;
+  }
+  uint64_t doorbells(const QueuePair& q) const {
+    Result<sim::QpSnapshot> s = sim->qp_snapshot(q.qpn());
+    return s ? s.value().uar_doorbells : ~uint64_t{0};
+  }
+};
+
+std::optional<ConnectionEvent> wait_with_async(Connection& c, Device& dev,
+                                               std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    dev.process_events();
+    if (auto ev = c.poll_event()) return ev;
+  }
+  return std::nullopt;
+}
+
+// Connects qa to qb over rdma_cm on `port`; qb posts kEarly sends (slots 8..) right after
+// accept, in RTR, and A has kEarly receives (slots 0..) for them.
+struct Early {
+  std::optional<Listener> listener;
+  std::optional<Connection> active, passive;
+};
+
+Early connect_and_post_early(Rig& r, uint16_t port) {
+  Early e;
+  e.listener.emplace(take(Listener::listen(*r.dev, r.ip, port)));
+  e.active.emplace(take(Connection::connect(*r.qa, r.ip, port)));
+  for (uint32_t i = 0; i < kEarly; ++i) REQUIRE(r.post_recv(*r.qa, 100 + i, i) == Errc::ok);
+  auto req = e.listener->wait_event(10s);
+  REQUIRE(req);
+  REQUIRE(req->type == ConnectionEventType::connect_request);
+  REQUIRE(req->request);
+  CHECK(req->request->peer().qpn == r.qa->qpn());
+  e.passive.emplace(take(req->request->accept(*r.qb)));
+  CHECK(r.qb->state() == hw::QpState::rtr);
+  for (uint32_t i = 0; i < kEarly; ++i)
+    REQUIRE(r.post_send(*r.qb, i, 8 + i, static_cast<uint8_t>(0x40 + i)) == Errc::ok);
+  CHECK(r.qb->withheld() == kEarly);
+  CHECK(r.doorbells(*r.qb) == 0);
+  return e;
+}
+
+void check_released_once(Rig& r) {
+  std::map<uint64_t, int> sent = r.completions(*r.cqb, kEarly);
+  std::map<uint64_t, int> received = r.completions(*r.cqa, kEarly);
+  for (uint32_t i = 0; i < kEarly; ++i) {
+    CHECK(sent[i] == 1);
+    CHECK(received[100 + i] == 1);
+    CHECK(r.mem[i * kMsg] == 0x40 + i);  // in posting order
+  }
+  CHECK(r.qb->withheld() == 0);
+  CHECK(r.doorbells(*r.qb) == 1);  // one doorbell for the whole batch
+  // Nothing more arrives: each ran once.
+  Completion wc[4];
+  for (int i = 0; i < 100; ++i) {
+    CHECK(r.cqa->poll(wc, 4) == 0);
+    CHECK(r.cqb->poll(wc, 4) == 0);
+  }
+}
+
+Rig& rig() {
+  static Rig r;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("on the rdma_cm path, sends posted in RTR right after accept run once after the RTU") {
+  Rig& r = rig();
+  Early e = connect_and_post_early(r, 17481);
+  auto ea = e.active->wait_event(10s);
+  REQUIRE(ea);
+  CHECK(ea->type == ConnectionEventType::established);
+  CHECK(r.qa->state() == hw::QpState::rts);
+  auto eb = e.passive->wait_event(10s);
+  REQUIRE(eb);
+  CHECK(eb->type == ConnectionEventType::established);
+  CHECK(r.qb->state() == hw::QpState::rts);
+  check_released_once(r);
+  CHECK_FALSE(e.passive->poll_event());  // ESTABLISHED once
+  REQUIRE(e.active->disconnect().is_ok());
+  auto da = e.active->wait_event(10s);
+  REQUIRE(da);
+  CHECK(da->type == ConnectionEventType::disconnected);
+}
+
+TEST_CASE("on the rdma_cm path, with every RTU dropped, COMM_EST releases the early sends once") {
+  Rig& r = rig();
+  // Fresh QPs: the previous case's are connected (and then disconnected).
+  r.qa.emplace(take(r.dev->create_qp(*r.pd, *r.cqa, *r.cqa, QpConfig{})));
+  r.qb.emplace(take(r.dev->create_qp(*r.pd, *r.cqb, *r.cqb, QpConfig{})));
+  sim::cm::CmAgent& agent = sim::cm::cm_agent_of(*r.sim);
+  const sim::cm::CmCounters before = agent.counters();
+  agent.drop_outgoing(sim::cm::AttrId::rtu, 1000);
+
+  Early e = connect_and_post_early(r, 17482);
+  auto ea = e.active->wait_event(10s);
+  REQUIRE(ea);
+  CHECK(ea->type == ConnectionEventType::established);
+  // No RTU reaches the passive side: it stays in RTR, nothing rung, until A's first message
+  // arrives there and raises COMM_EST.
+  CHECK(r.qb->state() == hw::QpState::rtr);
+  CHECK(r.doorbells(*r.qb) == 0);
+  REQUIRE(r.post_recv(*r.qb, 200, 20) == Errc::ok);
+  REQUIRE(r.post_send(*r.qa, 300, 21, 0x77) == Errc::ok);
+
+  auto eb = wait_with_async(*e.passive, *r.dev, 10s);
+  REQUIRE(eb);
+  INFO(eb->status.message());
+  REQUIRE(eb->type == ConnectionEventType::established);
+  CHECK(r.qb->state() == hw::QpState::rts);
+  const sim::cm::CmCounters after = agent.counters();
+  CHECK(after.comm_est_established == before.comm_est_established + 1);
+  CHECK(after.dropped_by_test_hook > before.dropped_by_test_hook);
+
+  // B's withheld sends and A's message: each once.
+  std::map<uint64_t, int> b_done = r.completions(*r.cqb, kEarly + 1);
+  std::map<uint64_t, int> a_done = r.completions(*r.cqa, kEarly + 1);
+  for (uint32_t i = 0; i < kEarly; ++i) {
+    CHECK(b_done[i] == 1);
+    CHECK(a_done[100 + i] == 1);
+  }
+  CHECK(b_done[200] == 1);
+  CHECK(a_done[300] == 1);
+  CHECK(r.doorbells(*r.qb) == 1);
+  for (int i = 0; i < 100; ++i) {
+    r.dev->process_events();
+    CHECK_FALSE(e.passive->poll_event());
+  }
+  agent.drop_outgoing(sim::cm::AttrId::rtu, 0);
+}
