@@ -13,7 +13,7 @@ if ! command -v "$1" >/dev/null; then
   echo "$1 not found (Debian package rdmacm-utils)" >&2
   exit 77
 fi
-out=$(LD_PRELOAD=$shim RNICDV_UVERBS_DEVICES=1 timeout 60 "$@" 2>&1)
+out=$(RNICDV_UVERBS_DEVICES=1 timeout 60 env LD_PRELOAD="$shim" "$@" 2>&1)
 rc=$?
 echo "===== $* (exit $rc)"
 echo "$out"

@@ -33,13 +33,15 @@ mapfile -t client < <(subst "${client[@]}")
 
 work=$(mktemp -d)
 trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
-export LD_PRELOAD=$shim RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
+# Only the programs get the shim: under a sanitizer it is instrumented, and the shell's own
+# tools (timeout, grep) are not.
+export RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
 
-RNICDV_SIM_ADDR=$srv_addr timeout 120 "${server[@]}" >"$work/server.out" 2>&1 &
+timeout 120 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$srv_addr" "${server[@]}" >"$work/server.out" 2>&1 &
 server_pid=$!
 client_rc=1
 for attempt in $(seq 1 100); do
-  RNICDV_SIM_ADDR=$cli_addr timeout 120 "${client[@]}" >"$work/client.out" 2>&1
+  timeout 120 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$cli_addr" "${client[@]}" >"$work/client.out" 2>&1
   client_rc=$?
   [ $client_rc -eq 0 ] && break
   # Refused because the server did not listen yet: the REJ's reason 8, as each program
