@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "child_process.h"
 #include "cm_env.h"
@@ -40,6 +42,31 @@ std::pair<Child, std::string> start_server(uint32_t messages, uint32_t greeting)
 
 Side udp_side(const std::shared_ptr<sim::Fabric>& f) {
   return make_side(f);
+}
+
+// The Local Communication ID of every CM message with attribute `attr` (0x0010 REQ, 0x0013
+// REP) in a pcap the fabric wrote: Ethernet, IPv4, UDP, BTH and DETH, then the MAD, whose
+// attribute ID is at byte 16 and whose data (Local Communication ID first) starts at 24.
+std::vector<uint32_t> comm_ids(const std::string& path, uint16_t attr) {
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> f((std::istreambuf_iterator<char>(in)), {});
+  std::vector<uint32_t> out;
+  constexpr size_t kMad = 14 + 20 + 8 + 12 + 8;
+  auto be = [&](size_t at, int n) {
+    uint32_t v = 0;
+    for (int i = 0; i < n; ++i) v = v << 8 | f[at + i];
+    return v;
+  };
+  for (size_t at = 24; at + 16 <= f.size();) {
+    const uint32_t len = f[at + 8] | f[at + 9] << 8 | f[at + 10] << 16 | uint32_t{f[at + 11]} << 24;
+    const size_t frame = at + 16;
+    if (frame + len > f.size()) break;
+    const bool to_qp1 = len >= kMad + 28 && be(frame + 14 + 20 + 8 + 5, 3) == 1;
+    if (to_qp1 && f[frame + kMad + 1] == 0x07 && be(frame + kMad + 16, 2) == attr)
+      out.push_back(be(frame + kMad + 24, 4));
+    at = frame + len;
+  }
+  return out;
 }
 
 }  // namespace
@@ -123,4 +150,44 @@ TEST_CASE("a peer process killed mid-transfer: retry exhaustion, flush errors, n
   CHECK(ev.type == ConnectionEventType::disconnected);
   REQUIRE(c.wait_completions(2 + 6 + 3, 10s));
   c.check_each_once(101, 3, IBV_WC_WR_FLUSH_ERR);
+}
+
+TEST_CASE("communication IDs differ between processes and runs") {
+  // The same server address, the same client fabric seed, twice: before the IDs took the OS's
+  // entropy, both runs chose the same REQ and REP communication IDs.
+  std::vector<uint32_t> reqs, reps;
+  for (int run = 0; run < 2; ++run) {
+    // Each side's capture holds the frames it sent.
+    const std::string pcap = "/tmp/rnicdv-comm-ids-" + std::to_string(getpid()) + "-" +
+                             std::to_string(run) + ".pcap";
+    const std::string server_pcap = pcap + ".server";
+    setenv("RNICDV_PCAP", server_pcap.c_str(), 1);
+    auto server = Child::spawn({cm_peer_path(), "server", "--addr", "127.0.0.97", "--port",
+                                "7473", "--messages", "0", "--greeting", "0", "--timeout", "30"});
+    unsetenv("RNICDV_PCAP");
+    REQUIRE(server);
+    REQUIRE(server->read_until("listening ", 20s));
+    {
+      auto fabric = make_fabric(sim::ExecMode::threaded, pcap, sim::WireKind::udp);
+      Side c = udp_side(fabric);
+      Connection conn = take(Connection::connect(*c.qp, "127.0.0.97", 7473));
+      ConnectionEvent ev = wait_event(conn, 20s);
+      INFO(ev.status.message());
+      REQUIRE(ev.type == ConnectionEventType::established);
+      REQUIRE(conn.disconnect().is_ok());
+      CHECK(wait_event(conn, 20s).type == ConnectionEventType::disconnected);
+    }
+    CHECK(server->wait(30s) == 0);
+    const std::vector<uint32_t> q = comm_ids(pcap, 0x0010), p = comm_ids(server_pcap, 0x0013);
+    std::remove(pcap.c_str());
+    std::remove(server_pcap.c_str());
+    REQUIRE_FALSE(q.empty());
+    REQUIRE_FALSE(p.empty());
+    reqs.push_back(q.front());
+    reps.push_back(p.front());
+  }
+  INFO("REQ IDs " << reqs[0] << " and " << reqs[1] << ", REP IDs " << reps[0] << " and "
+                  << reps[1]);
+  CHECK(reqs[0] != reqs[1]);  // this process's two fabrics
+  CHECK(reps[0] != reps[1]);  // two server processes
 }

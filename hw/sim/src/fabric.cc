@@ -98,7 +98,8 @@ Result<std::shared_ptr<Device>> Fabric::add_device(const DeviceConfig& config) {
   if (Status st = hca->start(); !st) return st;
   auto impl = std::make_unique<Device::Impl>();
   impl->hca = std::move(hca);
-  impl->cm = cm::SimConnectionManager::create(*impl->hca, s.config.seed);  // IB CM on QP1
+  impl->cm = cm::SimConnectionManager::create(*impl->hca, s.config.seed,  // IB CM on QP1
+                                              !s.deterministic());
   std::shared_ptr<Device> dev(new Device(std::move(impl)));
   std::lock_guard<std::mutex> lock(s.mu);
   s.devices.push_back(dev);

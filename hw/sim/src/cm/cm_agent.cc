@@ -2,6 +2,8 @@
 // The CM agent's core: ports, identifiers, timers, inbound dispatch, listeners, QP attributes.
 #include "cm/cm_agent.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -45,14 +47,29 @@ std::shared_ptr<CmAgent> CmAgent::create(const CmAgentConfig& config, MadPort* p
   return std::shared_ptr<CmAgent>(new CmAgent(config, port));
 }
 
+namespace {
+
+uint64_t entropy64() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != sizeof v) v = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+  return v;
+}
+
+uint64_t effective_seed(const CmAgentConfig& c) {
+  return c.fresh_entropy ? c.seed ^ entropy64() : c.seed;
+}
+
+}  // namespace
+
 CmAgent::CmAgent(const CmAgentConfig& config, MadPort* port)
     : config_(config),
-      hi_tid_(
-          static_cast<uint32_t>(std::mt19937_64(config.seed ^ config.ca_guid ^ 0x7c1d5eedull)())),
+      hi_tid_(static_cast<uint32_t>(
+          std::mt19937_64(effective_seed(config) ^ config.ca_guid ^ 0x7c1d5eedull)())),
       port_(port),
-      rng_(config.seed ^ (uint64_t{config.ipv4} << 32) ^ config.ca_guid) {
-  // Communication IDs are allocated cyclically and XORed with a random operand, so they are
-  // unpredictable yet never repeat soon (Linux cm.c cm_alloc_id_priv; ib-cm.md §3).
+      rng_(effective_seed(config) ^ (uint64_t{config.ipv4} << 32) ^ config.ca_guid),
+      id_rng_(config.fresh_entropy ? entropy64() : 0) {
+  // Deterministic fabrics: IDs are allocated cyclically and XORed with a random operand, so
+  // they never repeat soon (Linux cm.c cm_alloc_id_priv; ib-cm.md §3) and runs reproduce.
   next_comm_id_ = static_cast<uint32_t>(rng_());
   comm_id_mask_ = static_cast<uint32_t>(rng_());
 }
@@ -120,7 +137,10 @@ CmAgent::Record* CmAgent::find_by_remote(uint64_t guid, uint32_t remote_comm_id)
 
 uint32_t CmAgent::allocate_comm_id() {
   for (;;) {
-    const uint32_t id = next_comm_id_++ ^ comm_id_mask_;
+    // Every ID still held (TIMEWAIT included) is skipped, so a random draw never reuses one
+    // a peer may still associate with an old connection.
+    const uint32_t id = config_.fresh_entropy ? static_cast<uint32_t>(id_rng_() >> 32)
+                                              : next_comm_id_++ ^ comm_id_mask_;
     if (id != 0 && !records_.contains(id)) return id;
   }
 }

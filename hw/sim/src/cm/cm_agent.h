@@ -47,6 +47,10 @@ struct CmAgentConfig {
   hw::Mtu max_mtu = hw::Mtu::mtu4096;
   hw::Mtu active_mtu = hw::Mtu::mtu4096;
   uint64_t seed = 1;        // communication IDs, TIDs, PSNs, ports: reproducible per seed
+  // Real-time fabrics: mix the OS's entropy into the seed and draw every communication ID at
+  // random, so that identifiers and PSNs differ between processes and runs and cannot be
+  // guessed from earlier ones. Off (deterministic fabrics): reproducible per seed.
+  bool fresh_entropy = false;
   std::string device_name;  // for messages
 };
 
@@ -196,6 +200,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
 
   mutable std::mutex mu_;
   std::mt19937_64 rng_;
+  std::mt19937_64 id_rng_;  // fresh_entropy: communication IDs
   uint32_t next_comm_id_;
   uint32_t comm_id_mask_;
   std::unordered_map<uint32_t, std::unique_ptr<Record>> records_;

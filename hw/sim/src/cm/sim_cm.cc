@@ -35,7 +35,8 @@ class SimConnectionManager::GsiPort final : public MadPort {
   std::weak_ptr<CmAgent> agent_;
 };
 
-std::shared_ptr<SimConnectionManager> SimConnectionManager::create(Hca& hca, uint64_t seed) {
+std::shared_ptr<SimConnectionManager> SimConnectionManager::create(Hca& hca, uint64_t seed,
+                                                                    bool fresh_entropy) {
   std::shared_ptr<SimConnectionManager> cm(new SimConnectionManager());
   const hw::DeviceInfo& info = hca.info();
   CmAgentConfig cfg;
@@ -44,6 +45,7 @@ std::shared_ptr<SimConnectionManager> SimConnectionManager::create(Hca& hca, uin
   cfg.max_mtu = info.caps.max_mtu;
   cfg.active_mtu = info.caps.active_mtu;
   cfg.seed = seed ^ info.node_guid;
+  cfg.fresh_entropy = fresh_entropy;
   cfg.device_name = info.name;
   cm->port_ = std::make_unique<GsiPort>(hca.gsi());
   cm->agent_ = CmAgent::create(cfg, cm->port_.get());

@@ -18,8 +18,10 @@ namespace cm {
 
 class SimConnectionManager final : public hw::ConnectionManager {
  public:
-  // Registers the CM as the HCA's MAD handler. `seed` makes identifiers and PSNs reproducible.
-  static std::shared_ptr<SimConnectionManager> create(Hca& hca, uint64_t seed);
+  // Registers the CM as the HCA's MAD handler. `seed` makes identifiers and PSNs reproducible
+  // unless `fresh_entropy` (real-time fabrics) mixes the OS's entropy in.
+  static std::shared_ptr<SimConnectionManager> create(Hca& hca, uint64_t seed,
+                                                      bool fresh_entropy);
   // Unregisters from QP1. Connections still held fail cleanly ("device closed").
   ~SimConnectionManager() override;
 
