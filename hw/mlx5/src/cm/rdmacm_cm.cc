@@ -98,8 +98,7 @@ ibv_qp_state ibv_state(QpState s) {
 
 class RdmaCmConnection final : public CmConnection {
  public:
-  RdmaCmConnection(const RdmaCmConnectionManager& mgr, rdma_event_channel* ch, rdma_cm_id* id)
-      : mgr_(mgr), ch_(ch), id_(id) {}
+  RdmaCmConnection(rdma_event_channel* ch, rdma_cm_id* id) : ch_(ch), id_(id) {}
 
   ~RdmaCmConnection() override {
     // Established: rdma_destroy_id sends the DREQ (cm_destroy_id); connecting: a REJ.
@@ -197,7 +196,6 @@ class RdmaCmConnection final : public CmConnection {
   }
 
  private:
-  const RdmaCmConnectionManager& mgr_;
   rdma_event_channel* ch_;
   rdma_cm_id* id_;
   std::mutex mu_;
@@ -245,7 +243,7 @@ class RdmaCmListener final : public CmListener {
         continue;
       }
       *out = std::move(translated);
-      auto conn = std::make_unique<RdmaCmConnection>(mgr_, ch.value(), conn_id);
+      auto conn = std::make_unique<RdmaCmConnection>(ch.value(), conn_id);
       out->remote = conn->remote_address();
       out->request = std::move(conn);
       return true;
@@ -308,7 +306,7 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
     rdma_destroy_event_channel(ch.value());
     return st;
   }
-  auto conn = std::make_unique<RdmaCmConnection>(*this, ch.value(), id);
+  auto conn = std::make_unique<RdmaCmConnection>(ch.value(), id);
   conn->set_connect_params(p);
   uint8_t ack_timeout = p.qp.local_ack_timeout;
   [[maybe_unused]] int rc = rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
