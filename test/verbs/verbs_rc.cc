@@ -7,7 +7,9 @@
 
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <rdma/rdma_user_cm.h>  // after arpa/inet.h: glibc's in6 definitions first
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -570,4 +572,166 @@ TEST_CASE("raw commands the shim does not know fail with the kernel's errno and 
   ibv_pd* pd = ibv_alloc_pd(d.ctx);
   REQUIRE(pd);
   CHECK(ibv_dealloc_pd(pd) == 0);
+}
+
+namespace {
+
+// Two pages: the first read-write, the second unmapped (a guard), for pointers that end
+// where a mapping ends.
+struct GuardedPage {
+  uint8_t* base = nullptr;
+  GuardedPage() {
+    void* p = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    base = static_cast<uint8_t*>(p);
+    REQUIRE(munmap(base + 4096, 4096) == 0);
+  }
+  ~GuardedPage() { munmap(base, 4096); }
+  uint8_t* end() const { return base + 4096; }
+};
+
+// ALLOC_PD as libibverbs writes it: header, then the response address.
+struct AllocPdCmd {
+  uint32_t command = IB_USER_VERBS_CMD_ALLOC_PD;
+  uint16_t in_words = 4;   // 16 bytes
+  uint16_t out_words = 1;  // ib_uverbs_alloc_pd_resp: 4 bytes
+  uint64_t response = 0;
+};
+
+}  // namespace
+
+TEST_CASE("bad user pointers in commands get EFAULT, as from the kernel, and nothing changes") {
+  Device d("rnicsim0");
+  const int fd = d.ctx->cmd_fd;
+  GuardedPage g;
+
+  // A response address that is tiny, unmapped, read-only, or runs past its mapping.
+  void* ro = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(ro != MAP_FAILED);
+  const uint64_t bad_responses[] = {0x10, reinterpret_cast<uintptr_t>(g.end()),
+                                    reinterpret_cast<uintptr_t>(ro),
+                                    reinterpret_cast<uintptr_t>(g.end() - 2)};
+  for (uint64_t resp : bad_responses) {
+    INFO("response at " << std::hex << resp);
+    AllocPdCmd c;
+    c.response = resp;
+    errno = 0;
+    CHECK(write(fd, &c, sizeof c) == -1);
+    CHECK(errno == EFAULT);
+  }
+  munmap(ro, 4096);
+
+  // The write() buffer itself: unmapped, or a command whose last bytes lie past its page.
+  errno = 0;
+  CHECK(write(fd, g.end(), 16) == -1);
+  CHECK(errno == EFAULT);
+  AllocPdCmd c;
+  uint32_t resp_words[4] = {};
+  c.response = reinterpret_cast<uintptr_t>(resp_words);
+  std::memcpy(g.end() - 8, &c, 8);  // only the header fits before the guard page
+  errno = 0;
+  CHECK(write(fd, g.end() - 8, sizeof c) == -1);
+  CHECK(errno == EFAULT);
+  // A short write at the very end of the page: the shim reads only what was written.
+  errno = 0;
+  CHECK(write(fd, g.end() - 4, 4) == -1);
+  CHECK(errno == EINVAL);
+
+  // REG_MR of a range that is not mapped, or only partly.
+  ibv_pd* pd = ibv_alloc_pd(d.ctx);
+  REQUIRE(pd);
+  errno = 0;
+  CHECK(ibv_reg_mr(pd, g.end(), 4096, IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(errno == EFAULT);
+  errno = 0;
+  CHECK(ibv_reg_mr(pd, g.end() - 4096, 8192, IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(errno == EFAULT);
+  // A read-only buffer can be registered for remote reads only.
+  void* rop = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(rop != MAP_FAILED);
+  errno = 0;
+  CHECK(ibv_reg_mr(pd, rop, 4096, IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(errno == EFAULT);
+  ibv_mr* mr = ibv_reg_mr(pd, rop, 4096, IBV_ACCESS_REMOTE_READ);
+  CHECK(mr);
+  if (mr) CHECK(ibv_dereg_mr(mr) == 0);
+  munmap(rop, 4096);
+
+  // The context still works, and a good MR registers.
+  ibv_mr* ok = ibv_reg_mr(pd, g.base, 4096, IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(ok);
+  CHECK(ibv_dereg_mr(ok) == 0);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+}
+
+TEST_CASE("read() on the command descriptor answers EINVAL, as the kernel's cdev does") {
+  Device d("rnicsim0");
+  char buf[64];
+  errno = 0;
+  CHECK(read(d.ctx->cmd_fd, buf, sizeof buf) == -1);
+  CHECK(errno == EINVAL);
+}
+
+TEST_CASE("the rdma_cm device answers bad pointers with EFAULT and read() with EINVAL") {
+  const int fd = open("/dev/infiniband/rdma_cm", O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  GuardedPage g;
+  struct {
+    rdma_ucm_cmd_hdr hdr;
+    rdma_ucm_create_id cmd;
+  } create{};
+  create.hdr.cmd = RDMA_USER_CM_CMD_CREATE_ID;
+  create.hdr.in = sizeof create.cmd;
+  create.hdr.out = sizeof(rdma_ucm_create_id_resp);
+  create.cmd.ps = RDMA_PS_TCP;
+  create.cmd.qp_type = IBV_QPT_RC;
+  create.cmd.response = 0x10;
+  errno = 0;
+  CHECK(write(fd, &create, sizeof create) == -1);
+  CHECK(errno == EFAULT);
+  create.cmd.response = reinterpret_cast<uintptr_t>(g.end() - 2);  // runs past the mapping
+  errno = 0;
+  CHECK(write(fd, &create, sizeof create) == -1);
+  CHECK(errno == EFAULT);
+  errno = 0;
+  CHECK(write(fd, g.end(), sizeof create) == -1);  // the command itself is unmapped
+  CHECK(errno == EFAULT);
+
+  // Nothing was created by the refused commands: the first real ID is the only one, and
+  // GET_EVENT into a bad buffer takes no event.
+  rdma_ucm_create_id_resp resp{};
+  create.cmd.response = reinterpret_cast<uintptr_t>(&resp);
+  REQUIRE(write(fd, &create, sizeof create) == static_cast<ssize_t>(sizeof create));
+  struct {
+    rdma_ucm_cmd_hdr hdr;
+    rdma_ucm_get_event cmd;
+  } get{};
+  get.hdr.cmd = RDMA_USER_CM_CMD_GET_EVENT;
+  get.hdr.in = sizeof get.cmd;
+  get.hdr.out = sizeof(rdma_ucm_event_resp);
+  get.cmd.response = 0x10;
+  errno = 0;
+  CHECK(write(fd, &get, sizeof get) == -1);
+  CHECK(errno == EFAULT);
+  struct {
+    rdma_ucm_cmd_hdr hdr;
+    rdma_ucm_destroy_id cmd;
+  } destroy{};
+  rdma_ucm_destroy_id_resp dresp{};
+  destroy.hdr.cmd = RDMA_USER_CM_CMD_DESTROY_ID;
+  destroy.hdr.in = sizeof destroy.cmd;
+  destroy.hdr.out = sizeof dresp;
+  destroy.cmd.id = resp.id;
+  destroy.cmd.response = reinterpret_cast<uintptr_t>(&dresp);
+  CHECK(write(fd, &destroy, sizeof destroy) == static_cast<ssize_t>(sizeof destroy));
+  CHECK(dresp.events_reported == 0);
+  errno = 0;
+  CHECK(write(fd, &destroy, sizeof destroy) == -1);  // gone
+  CHECK(errno == ENOENT);
+
+  char buf[32];
+  errno = 0;
+  CHECK(read(fd, buf, sizeof buf) == -1);
+  CHECK(errno == EINVAL);
+  CHECK(close(fd) == 0);
 }

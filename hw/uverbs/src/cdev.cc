@@ -16,10 +16,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <unordered_map>
+#include <vector>
 
 #include "context.h"
 #include "handles.h"
 #include "shim.h"
+#include "user_memory.h"
 
 namespace rnicdv::uverbs {
 
@@ -118,8 +120,20 @@ ssize_t command_write(int fd, const void* buf, size_t n) {
     errno = EBADF;
     return -1;
   }
+  // The command is copied in first, as the kernel's copy_from_user does: a buffer that is
+  // not readable for all of its n bytes is EFAULT, and nothing past them is ever read.
+  if (n > kMaxCommandBytes) {
+    errno = EINVAL;
+    return -1;
+  }
+  std::vector<uint8_t> copy(n);
+  if (!copy_from_user(copy.data(), reinterpret_cast<uintptr_t>(buf), n)) {
+    fail(EFAULT, Status::error(Errc::invalid_argument, "%s: write of %zu bytes at %p: not readable",
+                               device_name(ctx->dev->index).c_str(), n, buf));
+    return -1;
+  }
   std::lock_guard<std::mutex> lock(ctx->mu);
-  return dispatch_write(*ctx, static_cast<const uint8_t*>(buf), n);
+  return dispatch_write(*ctx, copy.data(), n);
 }
 
 // The ioctl interface (RDMA_VERBS_IOCTL) is not provided, as on kernels before it existed:

@@ -24,6 +24,7 @@
 #include "context.h"
 #include "handles.h"
 #include "shim.h"
+#include "user_memory.h"
 
 namespace rnicdv::uverbs {
 
@@ -93,12 +94,15 @@ struct Cmd {
   }
   // Writes the core response and the driver response (each zero-padded or cut to the size
   // the caller gave).
+  // The response was checked writable before the command ran (dispatch_write), so this copy
+  // fails only if the application unmaps it meanwhile; the kernel's copy_to_user then gives
+  // EFAULT as well.
   void reply(const void* core_resp, size_t core_size, const void* drv_resp = nullptr,
              size_t drv_size = 0) const {
     std::vector<uint8_t> out(resp_core_len + resp_drv_len, 0);
     std::memcpy(out.data(), core_resp, std::min(core_size, resp_core_len));
     if (drv_resp) std::memcpy(out.data() + resp_core_len, drv_resp, std::min(drv_size, resp_drv_len));
-    if (!out.empty()) std::memcpy(reinterpret_cast<void*>(response), out.data(), out.size());
+    if (!out.empty()) (void)copy_to_user(response, out.data(), out.size());
   }
   int error(int err, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
 };
@@ -297,6 +301,12 @@ int reg_mr(Cmd& c) {
                    req.access_flags);
   const uint32_t access = req.access_flags & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  // get_user_pages: every page mapped, writable if the HCA may write it.
+  const bool writable = (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                   IBV_ACCESS_REMOTE_ATOMIC)) != 0;
+  if (!user_range_ok(req.start, req.length, writable))
+    return c.error(EFAULT, "[%#llx, +%llu) is not mapped%s", static_cast<unsigned long long>(req.start),
+                   static_cast<unsigned long long>(req.length), writable ? " writable" : "");
   Result<std::unique_ptr<hw::Mr>> mr = c.ctx.dev->dev->reg_mr(
       *pd->second.pd, reinterpret_cast<void*>(req.start), req.length, access);
   if (!mr) return sim_error(c, mr.status());
@@ -351,6 +361,11 @@ int create_cq(Cmd& c) {
     if (!channel || std::find(ctx.channels.begin(), ctx.channels.end(), channel) == ctx.channels.end())
       return c.error(EINVAL, "fd %d is not a completion channel of this context", req.comp_channel);
   }
+  if (!user_range_ok(m.buf_addr, entries * m.cqe_size, true) || !user_range_ok(m.db_addr, 8, true))
+    return c.error(EFAULT, "CQ ring %#llx (%llu bytes) or doorbell record %#llx is not writable",
+                   static_cast<unsigned long long>(m.buf_addr),
+                   static_cast<unsigned long long>(entries * m.cqe_size),
+                   static_cast<unsigned long long>(m.db_addr));
   sim::ExternalCqMemory mem;
   mem.buf = reinterpret_cast<uint8_t*>(m.buf_addr);
   mem.cqe_cnt = static_cast<uint32_t>(entries);
@@ -476,6 +491,11 @@ int create_qp(Cmd& c) {
   sim::ExternalQpMemory mem;
   auto* buf = reinterpret_cast<uint8_t*>(m.buf_addr);
   const size_t rq_bytes = m.rq_wqe_count ? size_t{m.rq_wqe_count} << m.rq_wqe_shift : 0;
+  const size_t sq_bytes = size_t{m.sq_wqe_count} * 64;  // MLX5_SEND_WQE_BB
+  if (!user_range_ok(m.buf_addr, rq_bytes + sq_bytes, true) || !user_range_ok(m.db_addr, 8, true))
+    return c.error(EFAULT, "QP buffer %#llx (%zu bytes) or doorbell record %#llx is not writable",
+                   static_cast<unsigned long long>(m.buf_addr), rq_bytes + sq_bytes,
+                   static_cast<unsigned long long>(m.db_addr));
   // A QP without a receive queue gets a one-entry ring that is never posted to.
   mem.rq_buf = buf;
   mem.rq_wqe_cnt = m.rq_wqe_count ? m.rq_wqe_count : 1;
@@ -786,6 +806,11 @@ ssize_t dispatch_write(Context& ctx, const uint8_t* in, size_t len) {
   if (h->resp_len && (c.resp_core_len < h->resp_len || !c.response))
     return c.error(ENOSPC, "response of %zu bytes, %zu needed", c.resp_core_len, h->resp_len);
   if (h->needs_ucontext && !ctx.have_ucontext) return c.error(EINVAL, "no context yet (GET_CONTEXT first)");
+  // Where the answer goes must be writable before anything is created (copy_to_user).
+  if (c.resp_core_len + c.resp_drv_len &&
+      !user_range_ok(c.response, c.resp_core_len + c.resp_drv_len, true))
+    return c.error(EFAULT, "response at %#llx (%zu bytes) is not writable",
+                   static_cast<unsigned long long>(c.response), c.resp_core_len + c.resp_drv_len);
   if (h->fn(c) != 0) return -1;
   return static_cast<ssize_t>(len);
 }

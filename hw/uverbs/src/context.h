@@ -24,6 +24,8 @@ inline constexpr uint32_t kMaxUarPages = 64;     // static UAR pages
 inline constexpr uint32_t kDynBfRegs = 32;       // dynamic registers (thread domains), 2 a page
 inline constexpr uint32_t kDynUarPages = kDynBfRegs / 2;
 inline constexpr size_t kPage = 4096;
+// The largest command write() accepts: in_words is 16 bits (extended: 8-byte words, twice).
+inline constexpr size_t kMaxCommandBytes = 1 << 20;
 
 struct PdObject {
   std::unique_ptr<hw::Pd> pd;

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "shim.h"
+#include "user_memory.h"
 
 namespace rnicdv::uverbs {
 namespace ucma {
@@ -201,6 +202,8 @@ int get_event(const std::shared_ptr<File>& file, const uint8_t* in, size_t in_le
   std::memcpy(&cmd, in, std::min(in_len, sizeof cmd));
   // The kernel accepts a response without the trailing reserved word and ECE.
   if (out_len < offsetof(rdma_ucm_event_resp, reserved)) return -ENOSPC;
+  const size_t size = std::min(out_len, sizeof(rdma_ucm_event_resp));
+  if (!user_range_ok(cmd.response, size, true)) return -EFAULT;  // before an event is taken
   Registry& r = registry();
   for (;;) {
     {
@@ -212,8 +215,7 @@ int get_event(const std::shared_ptr<File>& file, const uint8_t* in, size_t in_le
           ++it->second->events_reported;
           if (ev.conn_req && it->second->pending_requests > 0) --it->second->pending_requests;
         }
-        std::memcpy(reinterpret_cast<void*>(cmd.response), &ev.resp,
-                    std::min(out_len, sizeof ev.resp));
+        (void)copy_to_user(cmd.response, &ev.resp, size);
         return 0;
       }
     }
@@ -383,12 +385,16 @@ ssize_t ucma_write(int fd, const void* buf, size_t n) {
     errno = EINVAL;
     return -1;
   }
-  std::memcpy(&hdr, buf, sizeof hdr);
+  // copy_from_user of the header, then of the command: an unreadable buffer is EFAULT.
+  if (!copy_from_user(&hdr, reinterpret_cast<uintptr_t>(buf), sizeof hdr)) return -1;
   if (hdr.in + sizeof hdr > n) {
     errno = EINVAL;
     return -1;
   }
-  const auto* in = static_cast<const uint8_t*>(buf) + sizeof hdr;
+  std::vector<uint8_t> body(hdr.in);
+  if (!copy_from_user(body.data(), reinterpret_cast<uintptr_t>(buf) + sizeof hdr, hdr.in))
+    return -1;
+  const uint8_t* in = body.data();
   const int rc = hdr.cmd == RDMA_USER_CM_CMD_GET_EVENT
                      ? ucma::get_event(file, in, hdr.in, hdr.out)
                      : ucma::run_command(file, hdr.cmd, in, hdr.in, hdr.out);

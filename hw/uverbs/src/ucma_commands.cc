@@ -15,6 +15,7 @@
 
 #include "shim.h"
 #include "ucma.h"
+#include "user_memory.h"
 
 namespace rnicdv::uverbs::ucma {
 
@@ -47,9 +48,15 @@ struct Cmd {
     std::memcpy(&v, in, std::min(sizeof v, in_len));
     return v;
   }
+  // Checked with writable() before the command acts; the copy itself cannot fault the shim.
   template <typename T>
   void reply(uint64_t response, const T& resp) const {
-    std::memcpy(reinterpret_cast<void*>(response), &resp, std::min(sizeof resp, out_len));
+    (void)copy_to_user(response, &resp, std::min(sizeof resp, out_len));
+  }
+  // copy_to_user's check, made before anything changes: 0 or -EFAULT.
+  int writable(uint64_t response, size_t size) const {
+    if (user_range_ok(response, std::min(size, out_len), true)) return 0;
+    return error(EFAULT, "response at %#llx is not writable", static_cast<unsigned long long>(response));
   }
   // -err, with the reason logged when RNICDV_UVERBS_LOG=1.
   int error(int err, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
@@ -263,6 +270,7 @@ bool routed(const Id& id) {
 int create_id(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_create_id>();
   if (c.out_len < sizeof(rdma_ucm_create_id_resp)) return -ENOSPC;
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_create_id_resp)); rc != 0) return rc;
   uint8_t qp_type;
   switch (cmd.ps) {
     case RDMA_PS_TCP:
@@ -295,6 +303,7 @@ int create_id(const Cmd& c) {
 int destroy_id(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_destroy_id>();
   if (c.out_len < sizeof(rdma_ucm_destroy_id_resp)) return -ENOSPC;
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_destroy_id_resp)); rc != 0) return rc;
   FIND_ID(c, id, cmd.id);
   (void)id;
   rdma_ucm_destroy_id_resp resp{};
@@ -356,6 +365,7 @@ int resolve_route(const Cmd& c) {
 int query_route(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_query>();
   FIND_ID(c, id, cmd.id);
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_query_route_resp)); rc != 0) return rc;
   rdma_ucm_query_route_resp resp{};
   const sockaddr_in src = sockaddr_of(id->src), dst = sockaddr_of(id->dst);
   std::memcpy(&resp.src_addr, &src, sizeof src);
@@ -393,6 +403,7 @@ int query_route(const Cmd& c) {
 int query(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_query>();
   FIND_ID(c, id, cmd.id);
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_query_addr_resp)); rc != 0) return rc;
   switch (cmd.option) {
     case RDMA_USER_CM_QUERY_ADDR: {
       rdma_ucm_query_addr_resp resp{};
@@ -600,6 +611,7 @@ int init_qp_attr(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_init_qp_attr>();
   FIND_ID(c, id, cmd.id);
   if (c.out_len < sizeof(ib_uverbs_qp_attr)) return -ENOSPC;
+  if (int rc = c.writable(cmd.response, sizeof(ib_uverbs_qp_attr)); rc != 0) return rc;
   hw::QpAttr a;
   uint32_t mask = 0;
   if (cmd.qp_state == IBV_QPS_INIT && !id->conn) {
@@ -664,7 +676,11 @@ int notify(const Cmd& c) {
 int set_option(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_set_option>();
   FIND_ID(c, id, cmd.id);
-  const auto* val = reinterpret_cast<const uint8_t*>(cmd.optval);
+  // copy_from_user of the value (at most an int here; a path record is refused below).
+  uint8_t val[sizeof(int)] = {};
+  if (cmd.optlen <= sizeof val && !copy_from_user(val, cmd.optval, cmd.optlen))
+    return c.error(EFAULT, "option value at %#llx is not readable",
+                   static_cast<unsigned long long>(cmd.optval));
   auto read_int = [&](int* out) {
     if (cmd.optlen != sizeof(int)) return false;
     std::memcpy(out, val, sizeof(int));
@@ -703,6 +719,7 @@ int set_option(const Cmd& c) {
 int migrate_id(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_migrate_id>();
   if (c.out_len < sizeof(rdma_ucm_migrate_resp)) return -ENOSPC;
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_migrate_resp)); rc != 0) return rc;
   Registry& r = registry();
   auto fit = r.files.find(static_cast<int>(cmd.fd));
   if (fit == r.files.end())
