@@ -67,6 +67,7 @@ struct Side {
   std::vector<std::vector<Completion>> send_wcs, recv_wcs;
   uint64_t stray = 0;  // completions naming no WR of this side
   size_t posted = 0;
+  size_t recvs_posted = 0;
   bool established = false, disconnected = false;
   size_t seen() const {
     size_t n = 0;
@@ -92,6 +93,7 @@ class Runner {
              uint64_t real_ms, bool idle_is_done = false);
   void handle_events();
   bool all_completed() const;
+  bool posted_completed() const;
   bool gave_up() const;
   void verify_completions(Side& s, const Side& peer);
   void verify_memory(const char* what, const Side& owner, const std::vector<uint8_t>& got,
@@ -108,6 +110,9 @@ class Runner {
   Clock::time_point start_;
   uint64_t virtual_start_ = 0;
   bool given_up_ = false;
+  // The connection never came up (REQ or REP retries exhausted, a REJ): the run's outcome is
+  // that, not a failure; WRs the driver never accepted are not lost.
+  bool connection_failed_ = false;
 };
 
 void Runner::fail(const char* fmt, ...) {
@@ -285,6 +290,7 @@ bool Runner::post_recvs(Side& s) {
       fail("%s: post_recv %zu: %s", s.name, i, errc_name(rc));
       return false;
     }
+    s.recvs_posted = i + 1;
     ++result_.recvs;
   }
   return true;
@@ -359,6 +365,19 @@ bool Runner::gave_up() const {
   return false;
 }
 
+// Every WR and receive the driver accepted has completed (after a failed connection, with a
+// flush error).
+bool Runner::posted_completed() const {
+  auto done = [](const Side& s) {
+    size_t n = 0;
+    for (size_t i = 0; i < s.posted && i < s.send_wcs.size(); ++i) n += !s.send_wcs[i].empty();
+    for (size_t i = 0; i < s.recvs_posted && i < s.recv_wcs.size(); ++i)
+      n += !s.recv_wcs[i].empty();
+    return n == std::min(s.posted, s.send_wcs.size()) + std::min(s.recvs_posted, s.recv_wcs.size());
+  };
+  return done(a_) && done(b_);
+}
+
 bool Runner::all_completed() const {
   return a_.seen() == a_.send_wcs.size() + a_.recv_wcs.size() &&
          b_.seen() == b_.send_wcs.size() + b_.recv_wcs.size();
@@ -414,6 +433,21 @@ void Runner::handle_events() {
         case ConnectionEventType::disconnected:
           s->disconnected = true;
           break;
+        case ConnectionEventType::rejected:
+        case ConnectionEventType::unreachable:
+        case ConnectionEventType::timeout:
+          if (!s->established) {
+            // The handshake did not survive the loss: an outcome of its own.
+            connection_failed_ = true;
+            result_.connection_failed = true;
+            if (result_.connection_failure.empty())
+              result_.connection_failure = std::string(s->name) + ": " +
+                                           connection_event_name(ev->type) + ": " +
+                                           ev->status.message();
+            s->disconnected = true;
+            break;
+          }
+          [[fallthrough]];
         default:
           fail("%s: connection event %s: %s", s->name, connection_event_name(ev->type),
                ev->status.message().c_str());
@@ -464,14 +498,22 @@ bool Runner::drive(const char* what, const std::function<bool()>& done, uint64_t
 }
 
 void Runner::verify_completions(Side& s, const Side& peer) {
+  // After a failed connection, what the driver accepted must have completed (flushed); the
+  // rest was never posted, so it cannot be lost.
+  const bool flush_ok = given_up_ || connection_failed_;
   if (s.posted < s.ops.size()) {
-    result_.lost += s.ops.size() - s.posted;
-    fail("%s: %zu of %zu WRs never posted (the connection was not established)", s.name,
-         s.ops.size() - s.posted, s.ops.size());
+    if (connection_failed_) {
+      result_.not_posted += s.ops.size() - s.posted;
+    } else {
+      result_.lost += s.ops.size() - s.posted;
+      fail("%s: %zu of %zu WRs never posted (the connection was not established)", s.name,
+           s.ops.size() - s.posted, s.ops.size());
+    }
   }
   for (size_t i = 0; i < s.send_wcs.size(); ++i) {
     const auto& v = s.send_wcs[i];
     const Op& op = s.ops[i];
+    if (v.empty() && i >= s.posted) continue;  // counted above
     if (v.empty()) {
       ++result_.lost;
       fail("%s: WR %zu (%s, %u bytes): no completion", s.name, i, opcode_name(op.opcode), op.len);
@@ -488,7 +530,7 @@ void Runner::verify_completions(Side& s, const Side& peer) {
           ++result_.gave_up;
           continue;
         }
-        if (given_up_ && c.status == IBV_WC_WR_FLUSH_ERR) {
+        if (flush_ok && c.status == IBV_WC_WR_FLUSH_ERR) {
           ++result_.flushed;
           continue;
         }
@@ -507,6 +549,10 @@ void Runner::verify_completions(Side& s, const Side& peer) {
   for (size_t i = 0; i < s.recv_wcs.size(); ++i) {
     const auto& v = s.recv_wcs[i];
     const RecvExpect& e = s.recvs[i];
+    if (v.empty() && connection_failed_ && i >= s.recvs_posted) {
+      ++result_.not_posted;
+      continue;
+    }
     if (v.empty()) {
       ++result_.lost;
       fail("%s: receive %zu (for %s's WR %d, %s): no completion", s.name, i, peer.name, e.op,
@@ -520,7 +566,7 @@ void Runner::verify_completions(Side& s, const Side& peer) {
     for (const Completion& c : v) {
       if (c.status != IBV_WC_SUCCESS) {
         ++result_.completions_error;
-        if (given_up_ && c.status == IBV_WC_WR_FLUSH_ERR) {
+        if (flush_ok && c.status == IBV_WC_WR_FLUSH_ERR) {
           ++result_.flushed;
           continue;
         }
@@ -642,8 +688,16 @@ RunResult Runner::run() {
         a_.conn.emplace(std::move(*conn));
         post_recvs(a_);  // the active QP is in INIT
         bool transferred = drive(
-            "transfer", [&] { return all_completed() || gave_up(); }, vbudget, rbudget);
-        if (transferred && gave_up()) {
+            "transfer", [&] { return all_completed() || gave_up() || connection_failed_; },
+            vbudget, rbudget);
+        if (transferred && connection_failed_) {
+          // End promptly: only what the driver accepted (the passive side's early batch and
+          // the receives) must still complete, with flush errors.
+          transferred = drive("flush after a failed connection",
+                              [&] { return posted_completed(); }, vbudget, rbudget,
+                              /*idle_is_done=*/true);
+        }
+        if (transferred && !connection_failed_ && gave_up()) {
           // The transport gave up (IBA C9-140): that QP is in ERR and the other may still
           // wait. Disconnecting moves both to ERR, and every WR must still complete once.
           given_up_ = true;
@@ -654,7 +708,7 @@ RunResult Runner::run() {
           transferred = drive("flush after giving up", [&] { return all_completed(); }, vbudget,
                               rbudget);
         }
-        if (transferred) {
+        if (transferred && !connection_failed_) {
           // Settle: anything arriving now is a duplicate.
           const uint64_t v_end = fabric_->now_ns() + 200'000'000ull;
           const auto t_end = Clock::now() + std::chrono::milliseconds(100);
@@ -670,7 +724,7 @@ RunResult Runner::run() {
     result_.virtual_ns = fabric_->now_ns() - virtual_start_;
     verify_completions(a_, b_);
     verify_completions(b_, a_);
-    if (given_up_) {
+    if (given_up_ || connection_failed_) {
       // A WR that did not complete successfully may have placed some of its bytes, or
       // (an atomic whose answer was lost) all of them: its slots are not checked. Every
       // byte outside the slots still must be untouched, and successful WRs intact.

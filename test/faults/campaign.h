@@ -101,6 +101,11 @@ struct RunResult {
   uint64_t gave_up = 0;             // WRs that completed with a retry-exhausted error
   uint64_t flushed = 0;             // WRs and receives completed with WR_FLUSH_ERR after that
   uint64_t duplicated = 0;          // second completions, unexpected completions, data twice
+  // The connection never came up (at extreme loss: REQ or REP retries exhausted). Not a
+  // failure and not a loss: its own outcome. WRs the driver never accepted are counted apart.
+  bool connection_failed = false;
+  std::string connection_failure;   // which side saw what
+  uint64_t not_posted = 0;          // WRs and receives never accepted (connection failed)
   uint64_t withheld_in_rtr = 0;     // WRs the passive QP held when the early batch was posted
   uint64_t faults_injected = 0;     // sum of the kinds below
   uint64_t faults_dropped = 0, faults_duplicated = 0, faults_reordered = 0;
@@ -126,6 +131,8 @@ struct Totals {
   uint64_t wrs = 0, recvs = 0, completions_ok = 0, completions_error = 0, bytes_verified = 0;
   uint64_t lost = 0, duplicated = 0, withheld_in_rtr = 0;
   uint64_t gave_up = 0, flushed = 0, runs_gave_up = 0;
+  uint64_t connection_failures = 0, not_posted = 0;
+  std::vector<uint64_t> connection_failed_seeds;
   uint64_t faults_injected = 0, faults_dropped = 0, faults_duplicated = 0, faults_reordered = 0;
   uint64_t faults_corrupted = 0, faults_delayed = 0, frames = 0;
   uint64_t retransmits = 0, timeouts = 0, naks = 0, rnr_naks = 0, duplicates_rx = 0, comm_est = 0;

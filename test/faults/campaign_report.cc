@@ -31,6 +31,11 @@ void Totals::add(const RunResult& r) {
     ++runs_gave_up;
     gave_up_seeds.push_back(r.spec.seed);
   }
+  if (r.connection_failed) {
+    ++connection_failures;
+    connection_failed_seeds.push_back(r.spec.seed);
+  }
+  not_posted += r.not_posted;
   withheld_in_rtr += r.withheld_in_rtr;
   faults_injected += r.faults_injected;
   faults_dropped += r.faults_dropped;
@@ -117,6 +122,8 @@ std::string format_table(const Totals& t) {
           static_cast<double>(t.bytes_verified) / (1 << 20));
   appendf(&s, "%-28s %" PRIu64 " WRs in %" PRIu64 " runs (then %" PRIu64 " flushed, each once)\n",
           "transport gave up", t.gave_up, t.runs_gave_up, t.flushed);
+  appendf(&s, "%-28s %" PRIu64 " runs (%" PRIu64 " WRs never posted: not lost)\n",
+          "connection never came up", t.connection_failures, t.not_posted);
   appendf(&s, "%-28s %" PRIu64 "\n", "lost", t.lost);
   appendf(&s, "%-28s %" PRIu64 "\n", "duplicated", t.duplicated);
   appendf(&s, "%-28s total %.1f s, mean %.1f ms, max %.1f ms (seed %" PRIu64 ")\n", "run time",
@@ -134,6 +141,11 @@ std::string format_table(const Totals& t) {
   if (!t.gave_up_seeds.empty()) {
     s += "seeds where the transport gave up:";
     for (uint64_t seed : t.gave_up_seeds) appendf(&s, " %" PRIu64, seed);
+    s += "\n";
+  }
+  if (!t.connection_failed_seeds.empty()) {
+    s += "seeds whose connection never came up:";
+    for (uint64_t seed : t.connection_failed_seeds) appendf(&s, " %" PRIu64, seed);
     s += "\n";
   }
   if (!t.failed_seeds.empty()) {
@@ -176,6 +188,8 @@ std::string format_json(const Totals& t, const std::vector<RunResult>& failed,
   appendf(&s, "  \"gave_up\": %" PRIu64 ", \"runs_gave_up\": %" PRIu64 ", \"flushed\": %" PRIu64
               ",\n",
           t.gave_up, t.runs_gave_up, t.flushed);
+  appendf(&s, "  \"connection_failures\": %" PRIu64 ", \"not_posted\": %" PRIu64 ",\n",
+          t.connection_failures, t.not_posted);
   appendf(&s, "  \"real_seconds\": %.3f, \"max_run_ms\": %.1f, \"max_run_seed\": %" PRIu64 ",\n",
           t.real_ms / 1e3, t.max_real_ms, t.max_real_seed);
   s += "  \"per_opcode\": {";

@@ -163,3 +163,36 @@ TEST_CASE("fault campaign: the checks catch a lost message") {
   CHECK(r.completions_ok == 0);
   CHECK_FALSE(r.failures.empty());
 }
+
+TEST_CASE("a connection that never comes up at extreme loss is its own outcome: nothing is lost "
+          "and the run ends when the attempt fails") {
+  // 80% of frames dropped: the REQ or the REP does not get through in 16 tries. The passive
+  // side may have accepted and posted its early batch in RTR; that, and every receive, must
+  // complete (flushed) exactly once. The WRs the driver never accepted are not lost.
+  const auto wire = GENERATE(sim::WireKind::inproc, sim::WireKind::udp);
+  SpecOptions o;
+  o.wires = wire == sim::WireKind::udp ? SpecOptions::Wires::udp : SpecOptions::Wires::inproc;
+  o.force_kind = static_cast<int>(FaultKind::drop);
+  o.force_rate = 0.8;
+  o.force_mib = 0;
+  o.max_ops = 10;
+  // A seed whose connection fails; its run is deterministic in process, and on UDP the rate
+  // makes success within 16 attempts unlikely: try a few seeds until one fails to connect.
+  RunResult r;
+  for (uint64_t seed = 34; seed < 44; ++seed) {
+    RunSpec s = spec_for_seed(seed, o);
+    r = run(s);
+    if (r.connection_failed) break;
+  }
+  INFO(r.spec.describe());
+  for (const std::string& f : r.failures) UNSCOPED_INFO(f);
+  REQUIRE(r.connection_failed);
+  INFO(r.connection_failure);
+  CHECK(r.connection_failure.find("UNREACHABLE") != std::string::npos);
+  CHECK(r.passed);
+  CHECK(r.lost == 0);
+  CHECK(r.duplicated == 0);
+  CHECK(r.not_posted > 0);
+  // Ended by the failed attempt (the connect timeout), not by the run's 120 s bound.
+  CHECK(r.real_ms < 0.5 * static_cast<double>(r.spec.real_budget_ms));
+}

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # `tools/dev faults [--seeds N] [--first-seed S] [--wire inproc|udp|both] [--max-rate R]
-#                   [--no-mib] [--jobs J] [--json PATH] [--verbose]`, sourced by tools/dev
+#                   [--rates P,P,...] [--no-mib] [--jobs J] [--json PATH] [--verbose]`, sourced by tools/dev
 # (configure, build helpers, ensure_pkgs, say, die and $builddir come from there).
 #
 # The long fault campaign: builds rnicdv-faults optimised (with assertions) in build-faults/
@@ -9,19 +9,22 @@
 # duplicate, reorder, corrupt and delay faults up to 30%. Prints the table of totals, writes
 # build-faults/faults.json (or --json PATH) and fails if any run lost, duplicated or damaged
 # anything, completed a WR other than exactly once, or hung. docs/reliability.md explains it.
+# With --rates (e.g. 30,45,60,80) the seeds run once per rate, every run at exactly that rate,
+# and one row per rate gives runs, connections that never came up, transport give-ups, lost
+# and duplicated (the rate sweep); it fails if anything was lost or duplicated.
 
 faults_args=()
 json_given=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seeds|--first-seed|--wire|--max-rate|--jobs|--udp-every)
+    --seeds|--first-seed|--wire|--max-rate|--rates|--jobs|--udp-every)
       [ $# -ge 2 ] || die "faults: $1 needs a value"
       faults_args+=("$1" "$2"); shift 2 ;;
     --json)
       [ $# -ge 2 ] || die "faults: --json needs a path"
       faults_args+=("$1" "$2"); json_given=1; shift 2 ;;
     --no-mib|--verbose|-v) faults_args+=("$1"); shift ;;
-    *) die "faults: unknown argument '$1' (--seeds N, --first-seed S, --wire inproc|udp|both, --max-rate R, --no-mib, --jobs J, --json PATH, --verbose)" ;;
+    *) die "faults: unknown argument '$1' (--seeds N, --first-seed S, --wire inproc|udp|both, --max-rate R, --rates P,P,..., --no-mib, --jobs J, --json PATH, --verbose)" ;;
   esac
 done
 
