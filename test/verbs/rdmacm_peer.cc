@@ -69,7 +69,8 @@ struct Peer {
     id = cm_id;
     pd = ibv_alloc_pd(id->verbs);
     cq = pd ? ibv_create_cq(id->verbs, 2 * kSlots, nullptr, nullptr, 0) : nullptr;
-    mr = cq ? ibv_reg_mr(pd, mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE) : nullptr;
+    const int access = IBV_ACCESS_LOCAL_WRITE;  // an int: ibv_reg_mr mixes it with another enum
+    mr = cq ? ibv_reg_mr(pd, mem.data(), mem.size(), access) : nullptr;
     if (!mr) return false;
     ibv_qp_init_attr attr{};
     attr.send_cq = attr.recv_cq = cq;

@@ -590,6 +590,10 @@ struct GuardedPage {
   uint8_t* end() const { return base + 4096; }
 };
 
+// Access flags as ints: ibv_reg_mr is a macro that mixes them with another enum.
+constexpr int kLocalWrite = IBV_ACCESS_LOCAL_WRITE;
+constexpr int kRemoteRead = IBV_ACCESS_REMOTE_READ;
+
 // ALLOC_PD as libibverbs writes it: header, then the response address.
 struct AllocPdCmd {
   uint32_t command = IB_USER_VERBS_CMD_ALLOC_PD;
@@ -641,24 +645,24 @@ TEST_CASE("bad user pointers in commands get EFAULT, as from the kernel, and not
   ibv_pd* pd = ibv_alloc_pd(d.ctx);
   REQUIRE(pd);
   errno = 0;
-  CHECK(ibv_reg_mr(pd, g.end(), 4096, IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(ibv_reg_mr(pd, g.end(), 4096, kLocalWrite) == nullptr);
   CHECK(errno == EFAULT);
   errno = 0;
-  CHECK(ibv_reg_mr(pd, g.end() - 4096, 8192, IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(ibv_reg_mr(pd, g.end() - 4096, 8192, kLocalWrite) == nullptr);
   CHECK(errno == EFAULT);
   // A read-only buffer can be registered for remote reads only.
   void* rop = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(rop != MAP_FAILED);
   errno = 0;
-  CHECK(ibv_reg_mr(pd, rop, 4096, IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(ibv_reg_mr(pd, rop, 4096, kLocalWrite) == nullptr);
   CHECK(errno == EFAULT);
-  ibv_mr* mr = ibv_reg_mr(pd, rop, 4096, IBV_ACCESS_REMOTE_READ);
+  ibv_mr* mr = ibv_reg_mr(pd, rop, 4096, kRemoteRead);
   CHECK(mr);
   if (mr) CHECK(ibv_dereg_mr(mr) == 0);
   munmap(rop, 4096);
 
   // The context still works, and a good MR registers.
-  ibv_mr* ok = ibv_reg_mr(pd, g.base, 4096, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* ok = ibv_reg_mr(pd, g.base, 4096, kLocalWrite);
   REQUIRE(ok);
   CHECK(ibv_dereg_mr(ok) == 0);
   CHECK(ibv_dealloc_pd(pd) == 0);
