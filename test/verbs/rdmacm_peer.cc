@@ -79,6 +79,15 @@ struct Peer {
     attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
     return rdma_create_qp(id, pd, &attr) == 0;
   }
+  // After rdma_destroy_qp: what the QP used.
+  void release() {
+    if (mr) ibv_dereg_mr(mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    mr = nullptr;
+    cq = nullptr;
+    pd = nullptr;
+  }
   char* slot(uint32_t i) { return mem.data() + i * kMsgBytes; }
   bool post_recv(uint32_t i) {
     ibv_sge sge{reinterpret_cast<uintptr_t>(slot(i)), kMsgBytes, mr->lkey};
@@ -178,6 +187,7 @@ int run_server(const Args& a, rdma_event_channel* ch) {
   rdma_disconnect(id);
   std::printf("disconnected after %u messages\n", a.messages);
   rdma_destroy_qp(id);
+  p.release();
   rdma_destroy_id(id);
   rdma_destroy_id(listen_id);
   return 0;
@@ -241,6 +251,7 @@ int run_client(const Args& a, rdma_event_channel* ch) {
   rdma_ack_cm_event(ev);
   say("disconnected");
   rdma_destroy_qp(id);
+  p.release();
   rdma_destroy_id(id);
   return 0;
 }
