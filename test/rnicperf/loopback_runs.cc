@@ -3,7 +3,9 @@
 // JSON report parsed back by an independent parser.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "json_check.h"
@@ -174,4 +176,27 @@ TEST_CASE("first-reply times fresh connections for each way the server replies, 
     }
     std::remove(json.c_str());
   }
+}
+
+TEST_CASE("when one loopback end cannot open its device, that cause is reported at once",
+          "[e2e]") {
+  // Both ends given the same address on the UDP wire: the second device cannot attach. The
+  // other end must not wait out --timeout for a hello and then blame the peer's silence.
+  setenv("RNICDV_SIM_WIRE", "udp", 1);
+  setenv("RNICDV_SIM_ADDR", "127.0.0.93,127.0.0.93", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  ProcessResult r = run_rnicperf({"write_lat", "--loopback", "-d", "sim0", "-n", "10",
+                                  "--timeout=60"},
+                                 120);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsetenv("RNICDV_SIM_WIRE");
+  unsetenv("RNICDV_SIM_ADDR");
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("address in use") != std::string::npos);
+  CHECK(r.err.find("no answer from loopback peer") == std::string::npos);
+  // Not after the 60 s --timeout: the failure ends both ends (a wide margin for a slow machine).
+  CHECK(seconds < 30);
 }

@@ -3,6 +3,8 @@
 // both sides), barriers, results, and its errors (unreachable server, port in use).
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -235,5 +237,48 @@ TEST_CASE("a peer that does not speak the protocol is named", "[oob]") {
   t.join();
   CHECK(st.message() ==
         "loopback peer does not speak rnicperf's protocol (hello 'GET / HTTP/1.1..', expected "
-        "'rnicperf/1')");
+        "'rnicperf/2')");
+}
+
+TEST_CASE("signs of life without progress do not hold a waiting side past its timeout", "[oob]") {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  OobSession waiting(std::move(p->first), false, 300);
+  OobSession peer(std::move(p->second), true, 300);
+  std::atomic<bool> stop{false};
+  // The peer says it is alive every 50 ms, always with the same count, and never sends DONE.
+  std::thread t([&] {
+    while (!stop.load()) {
+      if (!peer.send_alive(7)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  uint64_t count = 0;
+  rnicdv::Status st = waiting.recv_done(&count, 0);
+  stop = true;
+  t.join();
+  CHECK(st.code() == Errc::timeout);
+  CHECK(st.message().find("no progress from loopback peer") != std::string::npos);
+}
+
+TEST_CASE("signs of life with progress keep a waiting side waiting", "[oob]") {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  OobSession waiting(std::move(p->first), false, 1000);
+  OobSession peer(std::move(p->second), true, 1000);
+  // Fifteen signs of life 100 ms apart, each with more done: longer in all than the 1 s
+  // wait, then DONE.
+  std::thread t([&] {
+    for (uint64_t i = 1; i <= 15; ++i) {
+      (void)peer.send_alive(i * 1000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    (void)peer.send_done(12345);
+  });
+  uint64_t count = 0;
+  rnicdv::Status st = waiting.recv_done(&count, 0);
+  t.join();
+  INFO(st.message());
+  CHECK(st.is_ok());
+  CHECK(count == 12345);
 }

@@ -4,6 +4,7 @@
 //   rnicperf write_lat                 server: waits for a client on TCP port 18515
 //   rnicperf write_lat 10.0.0.1        client
 //   rnicperf write_bw --loopback       both ends in this process
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -74,12 +75,24 @@ int run_loopback(const Options& o, const std::string& device) {
                               "--wire %s: %s is not a simulated HCA (simN)", o.wire.c_str(),
                               device.c_str()));
   }
+  // Each end's result and when it ended: when both fail, the first failure is the cause and
+  // the other end's (the channel closing under it) a consequence.
+  using Clock = std::chrono::steady_clock;
   Status server_status;
-  std::thread server_thread([&] { server_status = rnicperf::run_session(server); });
+  Clock::time_point server_end;
+  std::thread server_thread([&] {
+    server_status = rnicperf::run_session(server);
+    server_end = Clock::now();
+  });
   Status client_status = rnicperf::run_session(client);
+  const Clock::time_point client_end = Clock::now();
   server_thread.join();
+  const Status server_failure =
+      server_status ? server_status : Status(server_status).prepend("loopback server");
+  if (!client_status && !server_status)
+    return fail(server_end < client_end ? server_failure : client_status);
   if (!client_status) return fail(client_status);
-  if (!server_status) return fail(Status(server_status).prepend("loopback server"));
+  if (!server_status) return fail(server_failure);
   return 0;
 }
 

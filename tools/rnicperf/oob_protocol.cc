@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <chrono>
 #include <cstring>
 
 namespace rnicperf {
@@ -222,12 +223,42 @@ Status OobSession::send_tagged(uint32_t t, const void* body, size_t len) {
 Status OobSession::recv_tagged(uint32_t t, void* body, size_t len, uint32_t timeout_ms) {
   uint8_t head[8];
   uint32_t got = 0, got_len = 0;
-  do {  // signs of life restart the wait
-    if (Status s = ch_.recv_all(head, sizeof head, timeout_ms ? timeout_ms : timeout_ms_); !s)
-      return s;
+  // A sign of life restarts the wait only if it reports progress (more operations done than
+  // the last one said): a peer that sends nothing but keep-alives is cut off after the same
+  // wait as a silent one.
+  const uint32_t wait_ms = timeout_ms ? timeout_ms : timeout_ms_;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  uint64_t progress = 0;
+  bool first_alive = true;
+  auto timed_out = [&] {
+    return first_alive
+               ? Status::error(Errc::timeout, "no answer from %s for %u ms", ch_.peer().c_str(),
+                               wait_ms)
+               : Status::error(Errc::timeout,
+                               "no progress from %s for %u ms (signs of life, the same count)",
+                               ch_.peer().c_str(), wait_ms);
+  };
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return timed_out();
+    if (Status s = ch_.recv_all(head, sizeof head, static_cast<uint32_t>(left.count())); !s)
+      return s.code() == Errc::timeout ? timed_out() : s;
     got = get_be32(head);
     got_len = get_be32(head + 4);
-  } while (got == kTagAlive && got_len == 0);
+    if (got != kTagAlive) break;
+    if (got_len != 8)
+      return Status::error(Errc::protocol_error, "a sign of life from %s with %u bytes, not 8",
+                           ch_.peer().c_str(), got_len);
+    uint8_t count[8];
+    if (Status s = ch_.recv_all(count, sizeof count, timeout_ms_); !s) return s;
+    const uint64_t n = get_be64(count);
+    if (first_alive || n > progress) {
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+      progress = n;
+      first_alive = false;
+    }
+  }
   if (got == kTagAbort && got_len < 4096) {
     std::string why(got_len, '\0');
     if (Status s = ch_.recv_all(why.data(), got_len, timeout_ms_); !s) return s;
@@ -378,8 +409,10 @@ Status OobSession::exchange_bw(const BandwidthResult& local, BandwidthResult* re
   return send_bw(local);
 }
 
-Status OobSession::send_alive() {
-  return send_tagged(kTagAlive, nullptr, 0);
+Status OobSession::send_alive(uint64_t progress) {
+  uint8_t body[8];
+  put_be64(body, progress);
+  return send_tagged(kTagAlive, body, sizeof body);
 }
 
 void OobSession::send_abort(const std::string& why) {

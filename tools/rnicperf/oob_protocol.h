@@ -22,7 +22,7 @@
 
 namespace rnicperf {
 
-inline constexpr char kProtocolHello[16] = "rnicperf/1";
+inline constexpr char kProtocolHello[16] = "rnicperf/2";
 
 // The parameters both ends must agree on (and the MTU, which they negotiate).
 struct TestParams {
@@ -89,7 +89,9 @@ class OobSession {
   void send_abort(const std::string& why);
   // A sign of life while this side measures and the peer waits; a waiting recv restarts its
   // timeout on each. Sent from the reporter thread only while the main thread is measuring.
-  rnicdv::Status send_alive();
+  // A sign of life carrying the operations done so far (restarts the peer's wait only when
+  // they grew).
+  rnicdv::Status send_alive(uint64_t progress);
 
   OobChannel& channel() { return ch_; }
   bool is_client() const { return client_; }

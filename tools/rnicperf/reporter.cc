@@ -26,7 +26,8 @@ void Reporter::run() {
   uint32_t seconds = 0;
   while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
     ++seconds;
-    if (alive_ && !alive_->send_alive()) alive_ = nullptr;  // the peer is gone: stop trying
+    const uint64_t done = counter_ ? counter_->load(std::memory_order_relaxed) : seconds;
+    if (alive_ && !alive_->send_alive(done)) alive_ = nullptr;  // the peer is gone: stop trying
     if (!label_.empty()) {
       unsigned long long n = counter_ ? counter_->load(std::memory_order_relaxed) : 0;
       if (duration_s_)

@@ -118,7 +118,11 @@ Status Session::run() {
 
   EndpointConfig config{s_.device_name, s_.device_options, o_.dpdk_mem};
   auto ep = TestEndpoint::open(config);
-  if (!ep) return ep.status();
+  if (!ep) {
+    // A loopback peer waits on the channel for the hello: closing it ends that wait now.
+    s_.channel = OobChannel();
+    return ep.status();
+  }
   ep_ = std::move(ep.value());
 
   if (Status st = connect_control(); !st) return st;
