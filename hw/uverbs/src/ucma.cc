@@ -199,7 +199,7 @@ void pump_loop() {
 int get_event(const std::shared_ptr<File>& file, const uint8_t* in, size_t in_len,
               size_t out_len) {
   rdma_ucm_get_event cmd{};
-  std::memcpy(&cmd, in, std::min(in_len, sizeof cmd));
+  if (in_len) std::memcpy(&cmd, in, std::min(in_len, sizeof cmd));
   // The kernel accepts a response without the trailing reserved word and ECE.
   if (out_len < offsetof(rdma_ucm_event_resp, reserved)) return -ENOSPC;
   const size_t size = std::min(out_len, sizeof(rdma_ucm_event_resp));

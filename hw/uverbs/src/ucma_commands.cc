@@ -45,7 +45,7 @@ struct Cmd {
   template <typename T>
   T as() const {
     T v{};
-    std::memcpy(&v, in, std::min(sizeof v, in_len));
+    if (in_len) std::memcpy(&v, in, std::min(sizeof v, in_len));
     return v;
   }
   // Checked with writable() before the command acts; the copy itself cannot fault the shim.
