@@ -798,7 +798,10 @@ ssize_t dispatch_write(Context& ctx, const uint8_t* in, size_t len) {
     c.drv = len - sizeof hdr > h->core_len ? c.core + h->core_len : nullptr;
     c.drv_len = c.drv ? len - sizeof hdr - h->core_len : 0;
     const size_t out = size_t{hdr.out_words} * 4;
-    if (h->resp_len) std::memcpy(&c.response, c.core, sizeof c.response);
+    // The response address is the core request's first u64; a request too short for it is
+    // refused below, before anything reads past what was written.
+    if (h->resp_len && c.core_len >= sizeof c.response)
+      std::memcpy(&c.response, c.core, sizeof c.response);
     c.resp_core_len = std::min(out, h->resp_len);
     c.resp_drv_len = out > h->resp_len ? out - h->resp_len : 0;
   }
