@@ -3,8 +3,12 @@
 // protocol, but through librdmacm and libibverbs only (no rnicdv), so that run with the uverbs
 // shim preloaded it is the unmodified rdma_cm stack on one end and rnicdv's own CM on the other.
 //
-//   rdmacm-peer server --addr IP --port N [--messages N] [--greeting N]
+//   rdmacm-peer server --addr IP --port N [--messages N] [--greeting N] [--reject 1]
 //   rdmacm-peer client --peer IP --port N [--messages N] [--greeting N]
+//
+// With --reject 1 the server rejects the request with the private data "go away"; the client
+// then prints "rejected: reason R, private data 'go away'" and exits 3. A client whose
+// address resolution fails prints "address error: status S" and exits 4.
 //
 // Protocol (cm-peer.cc): the REQ carries "hello from cm-peer" and the REP "welcome" as private
 // data; the server sends N greetings ("greeting i") and echoes each "message i" of the client
@@ -33,7 +37,9 @@ struct Args {
   std::string addr, peer;
   uint16_t port = 7471;
   uint32_t messages = 16, greeting = 4;
+  bool reject = false;
 };
+constexpr char kGoAway[] = "go away";
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "rdmacm-peer: %s\nusage: rdmacm-peer server|client [--addr IP] [--peer IP] "
@@ -157,6 +163,13 @@ int run_server(const Args& a, rdma_event_channel* ch) {
   Peer p;
   rdma_cm_id* id = ev->id;
   rdma_ack_cm_event(ev);
+  if (a.reject) {
+    if (rdma_reject(id, kGoAway, sizeof kGoAway)) return die("rdma_reject");
+    say("rejected");
+    rdma_destroy_id(id);
+    rdma_destroy_id(listen_id);
+    return 0;
+  }
   if (!p.setup(id)) return die("QP set-up");
   for (uint32_t i = 0; i < a.messages; ++i)
     if (!p.post_recv(i)) return die("ibv_post_recv");
@@ -203,6 +216,12 @@ int run_client(const Args& a, rdma_event_channel* ch) {
   if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000))
     return die("rdma_resolve_addr");
   rdma_cm_event* ev = next(ch);
+  if (ev && ev->event == RDMA_CM_EVENT_ADDR_ERROR) {
+    std::printf("address error: status %d\n", ev->status);
+    rdma_ack_cm_event(ev);
+    rdma_destroy_id(id);
+    return 4;
+  }
   if (!ev || ev->event != RDMA_CM_EVENT_ADDR_RESOLVED) return die("no ADDR_RESOLVED");
   rdma_ack_cm_event(ev);
   if (rdma_resolve_route(id, 2000)) return die("rdma_resolve_route");
@@ -220,6 +239,16 @@ int run_client(const Args& a, rdma_event_channel* ch) {
   cp.retry_count = cp.rnr_retry_count = 7;
   if (rdma_connect(id, &cp)) return die("rdma_connect");
   ev = next(ch);
+  if (ev && ev->event == RDMA_CM_EVENT_REJECTED) {
+    const auto* why = static_cast<const char*>(ev->param.conn.private_data);
+    const bool has = why && ev->param.conn.private_data_len >= sizeof kGoAway;
+    std::printf("rejected: reason %d, private data '%s'\n", ev->status, has ? why : "");
+    rdma_ack_cm_event(ev);
+    rdma_destroy_qp(id);
+    p.release();
+    rdma_destroy_id(id);
+    return 3;
+  }
   if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED) {
     std::fprintf(stderr, "rdmacm-peer: %s (status %d) instead of ESTABLISHED\n",
                  ev ? rdma_event_str(ev->event) : "no event", ev ? ev->status : 0);
@@ -272,6 +301,7 @@ int main(int argc, char** argv) {
     else if (opt == "--port") a.port = static_cast<uint16_t>(std::atoi(v));
     else if (opt == "--messages") a.messages = static_cast<uint32_t>(std::atoi(v));
     else if (opt == "--greeting") a.greeting = static_cast<uint32_t>(std::atoi(v));
+    else if (opt == "--reject") a.reject = std::atoi(v) != 0;
     else usage(("unknown option " + opt).c_str());
   }
   if (a.server ? a.addr.empty() : a.peer.empty()) usage("server needs --addr, client --peer");

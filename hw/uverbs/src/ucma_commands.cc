@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
@@ -193,6 +194,26 @@ int bind_to(const Cmd& c, Id& id, const Parsed& a) {
   return 0;
 }
 
+// Address resolution's answer, as ARP gives it: false only when no simulated HCA can own
+// `ipv4`. On the UDP wire a loopback address belongs to the process that bound its RoCE port,
+// so a port that can be bound has nobody behind it. Other addresses (other hosts, network
+// namespaces) cannot be probed and are taken as present; the CM's retries then decide.
+bool address_present(uint32_t ipv4) {
+  if (device_owning(ipv4)) return true;
+  if ((ipv4 >> 24) != 127) return true;
+  Result<std::shared_ptr<sim::Fabric>> fabric = sim::default_fabric();
+  if (!fabric || fabric.value()->config().wire != sim::WireKind::udp) return true;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(ipv4);
+  sa.sin_port = htons(fabric.value()->config().udp_port);
+  const bool free_port = ::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0;
+  libc::close(fd);
+  return !free_port;
+}
+
 int resolve(const Cmd& c, Id& id, const Parsed* src, const Parsed& dst) {
   if (dst.family == AF_IB) return c.unsupported(EAFNOSUPPORT, "AF_IB addressing (native InfiniBand)");
   if (dst.family == AF_INET6) return c.unsupported(EADDRNOTAVAIL, "the IPv6 wildcard as a destination");
@@ -215,6 +236,12 @@ int resolve(const Cmd& c, Id& id, const Parsed* src, const Parsed& dst) {
   if (dst_ip == 0) dst_ip = id.dev->dev->ipv4();  // connecting to "any" is loopback
   id.src.ipv4 = id.dev->dev->ipv4();
   id.dst = {dst_ip, dst.ep.port};
+  if (!address_present(dst_ip)) {
+    // As an ARP request nobody answers: ADDR_ERROR, and the ID is bound as before.
+    id.state = State::addr_bound;
+    post_event(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
+    return 0;
+  }
   id.state = State::addr_resolved;
   post_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
   return 0;
