@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cm/sim_cm.h"
+#include "cm_env.h"
 #include "rnicdv/connection.h"
 #include "rnicdv/rnicdv.h"
 #include "rnicdv/sim/sim.h"
@@ -123,16 +124,6 @@ struct Rig {
   }
 };
 
-std::optional<ConnectionEvent> wait_with_async(Connection& c, Device& dev,
-                                               std::chrono::milliseconds timeout) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    dev.process_events();
-    if (auto ev = c.poll_event()) return ev;
-  }
-  return std::nullopt;
-}
-
 // Connects qa to qb over rdma_cm on `port`; qb posts kEarly sends (slots 8..) right after
 // accept, in RTR, and A has kEarly receives (slots 0..) for them.
 struct Early {
@@ -223,7 +214,7 @@ TEST_CASE("on the rdma_cm path, with every RTU dropped, COMM_EST releases the ea
   REQUIRE(r.post_recv(*r.qb, 200, 20) == Errc::ok);
   REQUIRE(r.post_send(*r.qa, 300, 21, 0x77) == Errc::ok);
 
-  auto eb = wait_with_async(*e.passive, *r.dev, 10s);
+  auto eb = test::wait_event_with_async(*e.passive, *r.dev, 10s);
   REQUIRE(eb);
   INFO(eb->status.message());
   REQUIRE(eb->type == ConnectionEventType::established);

@@ -427,17 +427,23 @@ int query_route(const Cmd& c) {
   return 0;
 }
 
+// What QUERY ADDR and QUERY GID say of the device (nothing while the ID has none).
+rdma_ucm_query_addr_resp device_part(const Id& id) {
+  rdma_ucm_query_addr_resp resp{};
+  resp.node_guid = node_guid_be(id);
+  resp.port_num = id.dev ? 1 : 0;
+  resp.pkey = kDefaultPkey;
+  resp.ibdev_index = id.dev ? id.dev->index : UINT32_MAX;
+  return resp;
+}
+
 int query(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_query>();
   FIND_ID(c, id, cmd.id);
   if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_query_addr_resp)); rc != 0) return rc;
   switch (cmd.option) {
     case RDMA_USER_CM_QUERY_ADDR: {
-      rdma_ucm_query_addr_resp resp{};
-      resp.node_guid = node_guid_be(*id);
-      resp.port_num = id->dev ? 1 : 0;
-      resp.pkey = kDefaultPkey;
-      resp.ibdev_index = id->dev ? id->dev->index : UINT32_MAX;
+      rdma_ucm_query_addr_resp resp = device_part(*id);
       if (id->family == AF_IB) {
         sockaddr_ib ib{};
         ib.sib_family = AF_IB;
@@ -454,11 +460,7 @@ int query(const Cmd& c) {
       return 0;
     }
     case RDMA_USER_CM_QUERY_GID: {
-      rdma_ucm_query_addr_resp resp{};
-      resp.node_guid = node_guid_be(*id);
-      resp.port_num = id->dev ? 1 : 0;
-      resp.pkey = kDefaultPkey;
-      resp.ibdev_index = id->dev ? id->dev->index : UINT32_MAX;
+      rdma_ucm_query_addr_resp resp = device_part(*id);
       sockaddr_ib s{}, d{};
       s.sib_family = d.sib_family = AF_IB;
       s.sib_pkey = d.sib_pkey = htobe16(kDefaultPkey);

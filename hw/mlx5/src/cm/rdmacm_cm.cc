@@ -83,6 +83,19 @@ Status await(rdma_event_channel* ch, rdma_cm_event_type expected,
   }
 }
 
+// rdma_connect's and rdma_accept's parameters for `qp` (the QP is the driver's: qp_num).
+rdma_conn_param conn_param(const CmQpOffer& qp, const std::vector<uint8_t>& private_data) {
+  rdma_conn_param cp{};
+  cp.private_data = private_data.empty() ? nullptr : private_data.data();
+  cp.private_data_len = static_cast<uint8_t>(private_data.size());
+  cp.responder_resources = qp.responder_resources;
+  cp.initiator_depth = qp.initiator_depth;
+  cp.retry_count = std::min<uint8_t>(qp.retry_count, 7);
+  cp.rnr_retry_count = std::min<uint8_t>(qp.rnr_retry_count, 7);
+  cp.qp_num = qp.qpn;
+  return cp;
+}
+
 ibv_qp_state ibv_state(QpState s) {
   switch (s) {
     case QpState::init:
@@ -142,13 +155,8 @@ class RdmaCmConnection final : public CmConnection {
                            "%s: accept: %zu bytes of private data, at "
                            "most %zu",
                            name().c_str(), p.private_data.size(), kRepPrivateDataMax);
-    rdma_conn_param cp{};
-    cp.private_data = p.private_data.empty() ? nullptr : p.private_data.data();
-    cp.private_data_len = static_cast<uint8_t>(p.private_data.size());
-    cp.responder_resources = p.qp.responder_resources;
-    cp.initiator_depth = p.qp.initiator_depth;
-    cp.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
-    cp.qp_num = p.qp.qpn;  // the QP is the driver's: librdmacm only sends the REP
+    // The QP is the driver's (qp_num): librdmacm only sends the REP.
+    rdma_conn_param cp = conn_param(p.qp, p.private_data);
     if (rdma_accept(id_, &cp) != 0) return errno_status(name() + ": accept", "rdma_accept");
     return Status::ok();
   }
@@ -328,14 +336,7 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
                          name_.c_str());
   if (rdma_resolve_route(id, timeout_ms) != 0) return errno_status(what, "rdma_resolve_route");
   if (Status st = await(ch.value(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, what); !st) return st;
-  rdma_conn_param cp{};
-  cp.private_data = p.private_data.empty() ? nullptr : p.private_data.data();
-  cp.private_data_len = static_cast<uint8_t>(p.private_data.size());
-  cp.responder_resources = p.qp.responder_resources;
-  cp.initiator_depth = p.qp.initiator_depth;
-  cp.retry_count = std::min<uint8_t>(p.qp.retry_count, 7);
-  cp.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
-  cp.qp_num = p.qp.qpn;
+  rdma_conn_param cp = conn_param(p.qp, p.private_data);
   if (rdma_connect(id, &cp) != 0) return errno_status(what, "rdma_connect");
   return std::unique_ptr<CmConnection>(std::move(conn));
 }
