@@ -8,8 +8,8 @@
 #   run_rdmacm.sh SHIM PORT PATTERN -- SERVER_CMD... -- CLIENT_CMD...
 #
 # In the commands, @S@ stands for the server's address and @P@ for the port. A server has no
-# way to say that it listens, so a client that was refused because nothing listened yet
-# (REJ, invalid service ID) is started again, up to 100 times.
+# way to say that it listens, so a client that found no HCA at the address yet (ADDR_ERROR)
+# or nothing listening (REJ, invalid service ID) is started again, up to 100 times.
 set -u
 shim=$1 port=$2 pattern=$3
 shift 3
@@ -44,12 +44,14 @@ for attempt in $(seq 1 100); do
   timeout 120 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$cli_addr" "${client[@]}" >"$work/client.out" 2>&1
   client_rc=$?
   [ $client_rc -eq 0 ] && break
-  # Refused because the server did not listen yet: the REJ's reason 8 or the REJECTED event
-  # (number 8), as each program prints them, or rdma_connect's ECONNREFUSED. perftest prints
-  # "Event: RDMA_CM_EVENT_REJECTED; error: 8." on one path and "Unexpected CM event ... 8" on
-  # another (and may crash in its clean-up after either).
+  # Refused because the server is not up yet: its device has no address yet (ADDR_ERROR,
+  # event 1, EHOSTUNREACH), or nothing listens (REJECTED, event 8, the REJ's reason 8), as each
+  # program prints them, or rdma_connect's ECONNREFUSED. perftest prints "Event:
+  # RDMA_CM_EVENT_REJECTED; error: 8." on one path and "Unexpected CM event ... 8" on another
+  # (and may crash in its clean-up after either).
   if kill -0 $server_pid 2>/dev/null &&
-     grep -Eqi 'REJECTED|Connection refused|Unexpected CM event.* 8$' "$work/client.out"; then
+     grep -Eqi 'REJECTED|ADDR_ERROR|Connection refused|No route to host|Unexpected CM event.* [18]$' \
+       "$work/client.out"; then
     sleep 0.1
     continue
   fi
