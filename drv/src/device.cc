@@ -2,7 +2,10 @@
 // Device: opening by name (real mlx5 devices or simulated HCAs), and async-event dispatch.
 #include "rnicdv/device.h"
 
+#include <dlfcn.h>
+
 #include <cctype>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,7 +16,7 @@
 #include "rnicdv/detail/cq_core.h"
 #include "rnicdv/detail/qp_core.h"
 #include "rnicdv/qp.h"
-#include "rnicdv/sim/sim.h"
+#include "rnicdv/hw/sim_provider.h"
 
 namespace rnicdv {
 
@@ -36,21 +39,63 @@ std::string join(const std::vector<std::string>& names) {
   return out.empty() ? std::string("nothing") : out;
 }
 
+// The directory librnicdv was loaded from: librnicdv-sim is installed (and built) beside it.
+std::string own_directory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&own_directory), &info) == 0 || !info.dli_fname) return "";
+  std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+// The simulator's entry points (rnicdv/hw/sim_provider.h): in the process already when the
+// program links librnicdv-sim; loaded on first use otherwise (`load`), never for a program
+// that opens only real devices.
+const sim::Provider* sim_provider(bool load, Status* why) {
+  static std::mutex mu;
+  static const sim::Provider* found = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (found) return found;
+  using Entry = const sim::Provider* (*)();
+  auto entry = reinterpret_cast<Entry>(dlsym(RTLD_DEFAULT, "rnicdv_sim_provider"));
+  std::string error;
+  if (!entry && load) {
+    for (const std::string& name :
+         {own_directory() + sim::kProviderLibrary, std::string(sim::kProviderLibrary)}) {
+      // RTLD_GLOBAL: the simulator's symbols serve later users in the process (the uverbs
+      // shim, tools that reach its API) from this one copy.
+      void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
+      if (!handle) {
+        if (error.empty()) error = dlerror();
+        continue;
+      }
+      entry = reinterpret_cast<Entry>(dlsym(handle, "rnicdv_sim_provider"));
+      if (entry) break;
+    }
+  }
+  if (!entry) {
+    if (why)
+      *why = Status::error(Errc::unsupported, "the software HCA (%s) cannot be loaded: %s",
+                           sim::kProviderLibrary, error.empty() ? "not found" : error.c_str());
+    return nullptr;
+  }
+  const sim::Provider* p = entry();
+  if (!p || p->abi != sim::kProviderAbi) {
+    if (why)
+      *why = Status::error(Errc::internal, "%s: provider ABI %u, expected %u",
+                           sim::kProviderLibrary, p ? p->abi : 0, sim::kProviderAbi);
+    return nullptr;
+  }
+  found = p;
+  return found;
+}
+
 Result<std::shared_ptr<hw::Device>> open_sim(const std::string& name,
                                              const DeviceOptions& options) {
-  std::shared_ptr<sim::Fabric> fabric = options.fabric;
-  if (!fabric) {
-    auto def = sim::default_fabric();
-    if (!def) return Status(def.status()).prepend("open " + name);
-    fabric = std::move(def.value());
-  }
-  for (const auto& dev : fabric->devices())
-    if (dev->info().name == name) return std::shared_ptr<hw::Device>(dev);
-  sim::DeviceConfig config = options.sim_config ? *options.sim_config : sim::DeviceConfig{};
-  config.name = name;
-  auto added = fabric->add_device(config);
-  if (!added) return Status(added.status()).prepend("open " + name);
-  return std::shared_ptr<hw::Device>(std::move(added.value()));
+  Status why;
+  const sim::Provider* p = sim_provider(true, &why);
+  if (!p) return why.prepend("open " + name);
+  return p->open(name, options.fabric, options.sim_config);
 }
 
 }  // namespace
@@ -58,10 +103,11 @@ Result<std::shared_ptr<hw::Device>> open_sim(const std::string& name,
 std::vector<std::string> Device::list() {
   std::vector<std::string> names = hw::mlx5::list_devices();
   bool have_sim0 = false;
-  if (auto fabric = sim::default_fabric()) {
-    for (const auto& dev : fabric.value()->devices()) {
-      names.push_back(dev->info().name);
-      have_sim0 |= dev->info().name == "sim0";
+  // Only a simulator already in the process is asked: listing loads nothing.
+  if (const sim::Provider* p = sim_provider(false, nullptr)) {
+    for (std::string& n : p->list()) {
+      have_sim0 |= n == "sim0";
+      names.push_back(std::move(n));
     }
   }
   if (!have_sim0) names.push_back("sim0");

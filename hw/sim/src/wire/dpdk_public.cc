@@ -1,31 +1,22 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// rnicdv/sim/dpdk.h, and the DPDK wire's factory when rnicdv is built without libdpdk.
-#include "rnicdv/sim/dpdk.h"
-#include "rnicdv_config.h"
-#include "wire/wire.h"
-
-#if RNICDV_HAVE_DPDK
+// librnicdv-dpdk's entry point (dpdk_provider.h): the DPDK wire and the EAL and memory calls
+// behind rnicdv/sim/dpdk.h.
 #include <rte_malloc.h>
 
 #include "wire/dpdk_args.h"
 #include "wire/dpdk_eal.h"
-#endif
+#include "wire/dpdk_provider.h"
 
 namespace rnicdv::sim {
+namespace {
 
-#if RNICDV_HAVE_DPDK
-
-bool dpdk_built() noexcept {
-  return true;
-}
-
-Status dpdk_init(const std::string& dpdk_args) {
+Status init(const std::string& dpdk_args) {
   Result<DpdkWireOptions> options = parse_dpdk_args(dpdk_args);
   if (!options) return options.status();
   return eal_start(options->eal_args);
 }
 
-Result<void*> dpdk_alloc(size_t bytes, size_t align) {
+Result<void*> alloc(size_t bytes, size_t align) {
   if (bytes == 0 || (align & (align - 1)) != 0)
     return Status::error(Errc::invalid_argument,
                          "dpdk: allocate %zu bytes aligned to %zu: %s", bytes, align,
@@ -41,44 +32,21 @@ Result<void*> dpdk_alloc(size_t bytes, size_t align) {
   return memory;
 }
 
-void dpdk_free(void* memory) noexcept {
+void release(void* memory) noexcept {
   ::rte_free(memory);
 }
 
-std::string dpdk_memory_mode() {
+std::string memory_mode() {
   return eal_memory_mode();
 }
 
-#else  // built without libdpdk
+const DpdkProvider kProvider{kDpdkProviderAbi, dpdk_wire_create, init, alloc, release,
+                             memory_mode};
 
-namespace {
-Status not_built(const char* what) {
-  return Status::error(Errc::unsupported, "%s: rnicdv was built without libdpdk", what);
-}
 }  // namespace
-
-bool dpdk_built() noexcept {
-  return false;
-}
-
-Status dpdk_init(const std::string&) {
-  return not_built("dpdk: start EAL");
-}
-
-Result<void*> dpdk_alloc(size_t, size_t) {
-  return not_built("dpdk: allocate");
-}
-
-void dpdk_free(void*) noexcept {}
-
-std::string dpdk_memory_mode() {
-  return "";
-}
-
-Result<std::unique_ptr<Wire>> make_dpdk_wire(const WireConfig&) {
-  return not_built("dpdk wire");
-}
-
-#endif
-
 }  // namespace rnicdv::sim
+
+extern "C" __attribute__((visibility("default"))) const rnicdv::sim::DpdkProvider*
+rnicdv_dpdk_provider() {
+  return &rnicdv::sim::kProvider;
+}

@@ -34,6 +34,7 @@
 #include "wire/dpdk_args.h"
 #include "wire/dpdk_eal.h"
 #include "wire/dpdk_port.h"
+#include "wire/dpdk_provider.h"
 #include "wire/endpoint_table.h"
 #include "wire/frame.h"
 #include "wire/wire_base.h"
@@ -396,7 +397,7 @@ std::string DpdkWire::endpoint_detail(const Endpoint& local) const {
 
 }  // namespace
 
-Result<std::unique_ptr<Wire>> make_dpdk_wire(const WireConfig& config) {
+Result<std::unique_ptr<Wire>> dpdk_wire_create(const WireConfig& config) {
   Status st = WireBase::validate(config, "dpdk");
   if (!st) return st;
   Result<DpdkWireOptions> options = parse_dpdk_args(config.dpdk_args);
