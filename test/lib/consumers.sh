@@ -1,0 +1,67 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# External programs build against an installed copy, as users build them: `meson install
+# --destdir` into a temporary tree, then a Meson project with dependency('rnicdv') and a CMake
+# project with pkg_check_modules(... rnicdv), each linking the driver alone and opening sim0
+# (the simulator comes from beside the installed librnicdv, on demand).
+#
+#   consumers.sh BUILDDIR
+set -eu
+build=$(cd "$1" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+meson install -C "$build" --destdir "$root" --no-rebuild --quiet >/dev/null
+pcdir=$(dirname "$(find "$root" -name rnicdv.pc | head -1)")
+[ -n "$pcdir" ] || { echo "no rnicdv.pc installed" >&2; exit 1; }
+libdir=$(dirname "$(find "$root" -name 'librnicdv.so' | head -1)")
+# The .pc files name the configured prefix; point theirs into the tree (PKG_CONFIG_SYSROOT_DIR
+# would also move rdma-core's paths, which are the system's).
+mkdir -p "$work/pc"
+for pc in "$pcdir"/rnicdv*.pc; do
+  sed "s|^prefix=|prefix=$root|" "$pc" >"$work/pc/$(basename "$pc")"
+done
+export PKG_CONFIG_PATH=$work/pc
+echo "== pkg-config: rnicdv $(pkg-config --modversion rnicdv): $(pkg-config --libs rnicdv)"
+pkg-config --exists rnicdv-sim
+
+mkdir -p "$work/src"
+cat >"$work/src/main.cc" <<'CC'
+#include <cstdio>
+#include <rnicdv/rnicdv.h>
+int main() {
+  auto dev = rnicdv::Device::open("sim0");
+  if (!dev) { std::fprintf(stderr, "%s\n", dev.status().message().c_str()); return 1; }
+  auto pd = dev.value().alloc_pd();
+  std::printf("opened %s (%s), pd %s\n", dev.value().name().c_str(),
+              dev.value().info().kind.c_str(), pd ? "ok" : "failed");
+  return pd ? 0 : 1;
+}
+CC
+cat >"$work/src/meson.build" <<'MB'
+project('consumer', 'cpp', default_options: ['cpp_std=c++20'])
+executable('consumer', 'main.cc', dependencies: dependency('rnicdv'))
+MB
+cat >"$work/src/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.16)
+project(consumer CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(RNICDV REQUIRED IMPORTED_TARGET rnicdv)
+add_executable(consumer main.cc)
+target_link_libraries(consumer PkgConfig::RNICDV)
+CM
+
+status=0
+meson setup "$work/meson-build" "$work/src" >/dev/null && ninja -C "$work/meson-build" >/dev/null
+out=$(LD_LIBRARY_PATH=$libdir "$work/meson-build/consumer") || status=1
+echo "== meson consumer: $out"
+if command -v cmake >/dev/null; then
+  cmake -S "$work/src" -B "$work/cmake-build" >/dev/null && cmake --build "$work/cmake-build" >/dev/null
+  out=$(LD_LIBRARY_PATH=$libdir "$work/cmake-build/consumer") || status=1
+  echo "== cmake consumer: $out"
+else
+  echo "cmake not found (Debian package cmake)" >&2
+  status=1
+fi
+exit $status
