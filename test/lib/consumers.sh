@@ -22,8 +22,17 @@ for pc in "$pcdir"/rnicdv*.pc; do
   sed "s|^prefix=|prefix=$root|" "$pc" >"$work/pc/$(basename "$pc")"
 done
 export PKG_CONFIG_PATH=$work/pc
-echo "== pkg-config: rnicdv $(pkg-config --modversion rnicdv): $(pkg-config --libs rnicdv)"
+echo "== pkg-config: rnicdv $(pkg-config --modversion rnicdv): $(pkg-config --cflags --libs rnicdv)"
 pkg-config --exists rnicdv-sim
+# What the installed headers need and nothing else: no DPDK flags or requirements (they used
+# to reach every consumer: -include rte_config.h, -march, RTE_ macros, Requires.private).
+for what in "--cflags rnicdv" "--cflags rnicdv-sim" "--print-requires-private rnicdv" \
+            "--print-requires-private rnicdv-sim"; do
+  if pkg-config $what | grep -Eq 'rte_|dpdk|-march|-include'; then
+    echo "pkg-config $what: $(pkg-config $what): DPDK's flags reach the consumer" >&2
+    exit 1
+  fi
+done
 
 mkdir -p "$work/src"
 cat >"$work/src/main.cc" <<'CC'
