@@ -8,6 +8,7 @@
 
 #include <cstdarg>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <utility>
 #include <variant>
@@ -71,6 +72,20 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+// What Result<T>::value() throws when there is no value, as std::expected's
+// bad_expected_access carries its error: the Status, and a what() that names it.
+class BadResultAccess : public std::exception {
+ public:
+  explicit BadResultAccess(Status status)
+      : status_(std::move(status)), what_("Result::value() without a value: " + status_.message()) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+  const Status& status() const noexcept { return status_; }
+
+ private:
+  Status status_;
+  std::string what_;
+};
+
 // A value or the Status explaining why there is none.
 template <class T>
 class [[nodiscard]] Result {
@@ -81,17 +96,31 @@ class [[nodiscard]] Result {
   bool is_ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return is_ok(); }
 
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  T* operator->() { return &std::get<0>(v_); }
-  const T* operator->() const { return &std::get<0>(v_); }
+  // The value; without one, throws BadResultAccess carrying the Status.
+  T& value() & {
+    check();
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    check();
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    check();
+    return std::get<0>(std::move(v_));
+  }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
 
   // The error; Status::ok() when a value is present.
   Status status() const { return is_ok() ? Status() : std::get<1>(v_); }
 
  private:
+  void check() const {
+    if (!is_ok()) throw BadResultAccess(std::get<1>(v_));
+  }
+
   std::variant<T, Status> v_;
 };
 
