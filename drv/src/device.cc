@@ -16,6 +16,7 @@
 #include "rnicdv/detail/cq_core.h"
 #include "rnicdv/detail/qp_core.h"
 #include "rnicdv/qp.h"
+#include "rnicdv/hw/loader.h"
 #include "rnicdv/hw/sim_provider.h"
 
 namespace rnicdv {
@@ -39,15 +40,6 @@ std::string join(const std::vector<std::string>& names) {
   return out.empty() ? std::string("nothing") : out;
 }
 
-// The directory librnicdv was loaded from: librnicdv-sim is installed (and built) beside it.
-std::string own_directory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&own_directory), &info) == 0 || !info.dli_fname) return "";
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
-}
-
 // The simulator's entry points (rnicdv/hw/sim_provider.h): in the process already when the
 // program links librnicdv-sim; loaded on first use otherwise (`load`), never for a program
 // that opens only real devices.
@@ -57,26 +49,18 @@ const sim::Provider* sim_provider(bool load, Status* why) {
   std::lock_guard<std::mutex> lock(mu);
   if (found) return found;
   using Entry = const sim::Provider* (*)();
-  auto entry = reinterpret_cast<Entry>(dlsym(RTLD_DEFAULT, "rnicdv_sim_provider"));
-  std::string error;
-  if (!entry && load) {
-    for (const std::string& name :
-         {own_directory() + sim::kProviderLibrary, std::string(sim::kProviderLibrary)}) {
-      // RTLD_GLOBAL: the simulator's symbols serve later users in the process (the uverbs
-      // shim, tools that reach its API) from this one copy.
-      void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
-      if (!handle) {
-        if (error.empty()) error = dlerror();
-        continue;
-      }
-      entry = reinterpret_cast<Entry>(dlsym(handle, "rnicdv_sim_provider"));
-      if (entry) break;
-    }
-  }
+  std::string error = "not loaded";
+  // RTLD_GLOBAL: the simulator's symbols serve later users in the process (the uverbs shim,
+  // tools that reach its API) from this one copy.
+  auto entry = reinterpret_cast<Entry>(
+      load ? hw::find_entry("rnicdv_sim_provider", sim::kProviderLibrary,
+                            reinterpret_cast<const void*>(&sim_provider), RTLD_NOW | RTLD_GLOBAL,
+                            &error)
+           : dlsym(RTLD_DEFAULT, "rnicdv_sim_provider"));
   if (!entry) {
     if (why)
       *why = Status::error(Errc::unsupported, "the software HCA (%s) cannot be loaded: %s",
-                           sim::kProviderLibrary, error.empty() ? "not found" : error.c_str());
+                           sim::kProviderLibrary, error.c_str());
     return nullptr;
   }
   const sim::Provider* p = entry();

@@ -2,12 +2,12 @@
 // rnicdv/sim/dpdk.h and the DPDK wire's factory, through librnicdv-dpdk (dpdk_provider.h),
 // which is loaded here on first use: a process that never asks for DPDK maps none of it.
 #include <dlfcn.h>
-#include <libgen.h>
 
 #include <cstring>
 #include <mutex>
 #include <string>
 
+#include "rnicdv/hw/loader.h"
 #include "rnicdv/sim/dpdk.h"
 #include "rnicdv_config.h"
 #include "wire/dpdk_provider.h"
@@ -21,15 +21,6 @@ struct Loaded {
   Status why;  // when provider is null
 };
 
-// The directory this library was loaded from: librnicdv-dpdk is installed (and built) beside it.
-std::string own_directory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&own_directory), &info) == 0 || !info.dli_fname) return "";
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
-}
-
 Loaded load() {
   Loaded l;
 #if !RNICDV_HAVE_DPDK
@@ -37,20 +28,10 @@ Loaded load() {
   return l;
 #else
   using Entry = const DpdkProvider* (*)();
-  auto entry = reinterpret_cast<Entry>(dlsym(RTLD_DEFAULT, "rnicdv_dpdk_provider"));
   std::string error;
-  if (!entry) {
-    // Beside this library first (a build tree, or an installed prefix), then the loader's path.
-    for (const std::string& name : {own_directory() + kDpdkLibrary, std::string(kDpdkLibrary)}) {
-      void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!handle) {
-        if (error.empty()) error = dlerror();
-        continue;
-      }
-      entry = reinterpret_cast<Entry>(dlsym(handle, "rnicdv_dpdk_provider"));
-      if (entry) break;
-    }
-  }
+  auto entry = reinterpret_cast<Entry>(hw::find_entry("rnicdv_dpdk_provider", kDpdkLibrary,
+                                                      reinterpret_cast<const void*>(&load),
+                                                      RTLD_NOW | RTLD_LOCAL, &error));
   if (!entry) {
     l.why = Status::error(Errc::unsupported, "cannot load %s: %s", kDpdkLibrary, error.c_str());
     return l;
