@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Connection: the active side, and what every CM event does to the QP (design.md, "What
-// triggers the flush", "The failure path"; ib-cm.md §5 for the order of QP moves).
+// Connection: the active side, and what every CM event does to the QP (docs/connections.md,
+// "The flows, with the QP's state at each step"; docs/driver.md, "Early posting").
 #include <arpa/inet.h>
 #include <poll.h>
 

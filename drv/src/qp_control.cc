@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // QP state transitions as the driver sees them: the flush of withheld work on reaching RTS,
-// software flush errors on ERR, and the discard on RESET (design.md, "The flush itself" and
-// "The failure path").
+// software flush errors on ERR, and the discard on RESET (docs/driver.md, "Early posting":
+// release, failure, RESET).
 #include <cstring>
 #include <mutex>
 
@@ -128,7 +128,7 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
   return Status::ok();
 }
 
-// The flush (design.md, "The flush itself"), with the post lock held and the device in RTS:
+// The release (docs/driver.md, "Early posting"), with the post lock held and the device in RTS:
 // 1. copy the shadow batch into the SQ; 2. store the DBR; 3. one doorbell, BlueFlame only for
 // a single WQE on the QP's own register (SendDoorbell decides); 4. publish RTS with release
 // ordering, last, so that a poster who sees RTS posts after the batch.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The cold side of posting: every state but RTS. Runs with the QP's post lock held (or on the
-// owner thread of a Threading::single QP). design.md, "The central mechanism".
+// owner thread of a Threading::single QP). docs/driver.md, "Early posting".
 #include <cstring>
 
 #include "rnicdv/detail/cq_core.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Connections: the IB CM flow (REQ, REP, RTU; REJ; DREQ, DREP) driving a QueuePair's states
-// and, with them, the early-post gate (design.md, "What triggers the flush", "The failure
-// path"). On the simulated fabric the CM speaks IB CM MADs on QP1; on real devices it is
+// and, with them, the early-post gate (docs/driver.md, "Early posting": release
+// and failure). On the simulated fabric the CM speaks IB CM MADs on QP1; on real devices it is
 // librdmacm with the QP managed here, not by librdmacm. See docs/connections.md.
 //
 //   passive (Listener)                              active (Connection::connect)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // rnicdv::QueuePair: an RC queue pair whose WQEs the driver writes straight into the send
-// queue the HCA reads, with early posting in RTR (design.md, "The central mechanism").
+// queue the HCA reads, with early posting in RTR (docs/driver.md, "Early posting").
 //
 // | QP state  | post_recv          | post_send                                          |
 // |-----------|--------------------|----------------------------------------------------|

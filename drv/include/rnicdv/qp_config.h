@@ -10,7 +10,7 @@
 
 namespace rnicdv {
 
-// How work posted in RTR is withheld (design.md, "Two ways to withhold").
+// How work posted in RTR is withheld (docs/driver.md, "Early posting", the EarlyPost values).
 enum class EarlyPost : uint8_t {
   strict,     // IB semantics: post_send below RTS fails with Errc::bad_state
   automatic,  // from the device profile: shadow if it fetches beyond the DBR, else in place

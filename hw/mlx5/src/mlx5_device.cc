@@ -75,7 +75,7 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
     info.gid_index = static_cast<uint8_t>(port1->source_gid->index);
   }
   // mlx5 remembers a send doorbell rung in RTR and executes it after RTS, and fetches no WQE
-  // beyond the doorbell record (semantics.md sections 0 and 4, from rdma-core commit 988f90bc):
+  // beyond the doorbell record (rdma-core commit 988f90bc):
   // the driver withholds both the DBR and the UAR write, in place.
   info.profile.fetches_beyond_dbr = false;
   info.profile.keeps_rtr_doorbell = true;

@@ -7,7 +7,7 @@
 // whole WQEs to it without serialising against other QPs. When that fails (no dynamic bfregs
 // left, an old kernel, a provider without thread domains) the QP is created in the plain PD,
 // gets one of the context's static bfregs, and QpView::bf_shared is set: libmlx5 may hand the
-// same register to other QPs (rdma-core-mlx5.md section 7).
+// same register to other QPs (providers/mlx5/verbs.c, the bfreg allocation).
 //
 // Moving the QP to RESET makes libmlx5 zero both doorbell record words (mlx5_modify_qp); the
 // driver must restart its producer counters from zero as well.

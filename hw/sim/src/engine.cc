@@ -89,7 +89,7 @@ bool Hca::engine_pass_locked(uint64_t now_ns) {
   return did;
 }
 
-// Doorbell registers (design.md, "Doorbells"): a write is a hint that names a QP; the DBR is
+// Doorbell registers, as a ConnectX treats them: a write is a hint that names a QP; the DBR is
 // the truth. Every QP bound to a register that saw a write is checked, because two QPs
 // sharing a register can overwrite each other's write before the device reads it.
 bool Hca::scan_doorbells_locked() {

@@ -16,7 +16,7 @@
 namespace rnicdv {
 
 // Every code is distinct on purpose: a state error is never reported as "queue full"
-// (libmlx5 returns ENOMEM for both; see design.md, "Why it is new").
+// (libmlx5 returns ENOMEM for both).
 enum class Errc : uint8_t {
   ok = 0,
   // Fast-path codes.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Barriers named by the ordering they guarantee, one header per ISA (after rdma-core's
-// util/udma_barrier.h; rdma-core-mlx5.md §4):
+// util/udma_barrier.h):
 //
 //   to_device_barrier()    prior stores to ordinary (write-back) memory - WQEs, doorbell
 //                          records - are visible to the device before later such stores;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // CQ doorbells: the consumer index record and the arm request (libmlx5 update_cons_index and
-// mlx5_arm_cq; rdma-core-mlx5.md §3, "CQ doorbells").
+// mlx5_arm_cq in providers/mlx5/cq.c).
 #pragma once
 
 #include <endian.h>

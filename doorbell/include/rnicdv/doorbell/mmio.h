@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Stores and loads of doorbell records and device registers (rdma-core util/mmio.h;
-// rdma-core-mlx5.md §4 and §7).
+// Stores and loads of doorbell records and device registers (rdma-core util/mmio.h, and
+// providers/mlx5's doorbell and BlueFlame writes).
 //
 // Doorbell records are ordinary memory the device reads by DMA; the UAR doorbell/BlueFlame
 // register is write-combining MMIO. Every access here is a single atomic instruction of the

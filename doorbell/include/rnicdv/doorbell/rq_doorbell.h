@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The receive doorbell: only the doorbell record, no register write (libmlx5 mlx5_post_recv;
-// rdma-core-mlx5.md §2, "Receive WQEs").
+// libmlx5's mlx5_post_recv).
 #pragma once
 
 #include <infiniband/mlx5dv.h>

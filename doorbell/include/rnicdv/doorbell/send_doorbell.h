@@ -38,7 +38,7 @@ class SendDoorbell {
 
   // The mlx5 send doorbell for a batch of `nreq` WQEs whose last one is `last_wqe` (its ctrl
   // segment, inside `ring`) of `last_ds` 16-byte units; `pi` is the producer index after the
-  // batch. rdma-core post_send_db (rdma-core-mlx5.md §4):
+  // batch. rdma-core post_send_db (providers/mlx5/qp.c):
   //   to_device_barrier; dbrec[MLX5_SND_DBR] = pi & 0xffff; wc_start;
   //   BlueFlame copy of the last WQE iff mode()==bf && nreq==1 && last_ds*16 <= bf_size
   //   (align(last_ds*16, 64) bytes, the source wrapping at the ring's end), else one 8-byte

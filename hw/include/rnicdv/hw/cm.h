@@ -38,7 +38,7 @@ struct CmAddress {
 std::string cm_address_string(const CmAddress& a);  // "127.0.0.3:7471"
 
 // Private data capacities (IBA 12.6, Tables 106-113; rdma_cm takes 36 bytes of the REQ's 92
-// for its cma_hdr, ib-cm.md §5).
+// for its cma_hdr, Linux cma.c).
 inline constexpr size_t kReqPrivateDataMax = 56;
 inline constexpr size_t kRepPrivateDataMax = 196;
 inline constexpr size_t kRejPrivateDataMax = 148;
@@ -77,7 +77,7 @@ struct CmConnectParams {
   CmQpOffer qp;
   std::vector<uint8_t> private_data;  // at most kReqPrivateDataMax bytes
   // Whole budget for the REQ stage. The REQ's CM response timeout is chosen so that
-  // max_cm_retries + 1 tries fit in it (IBA 12.7.27, ib-cm.md §3).
+  // max_cm_retries + 1 tries fit in it (IBA 12.7.27).
   uint32_t timeout_ms = 10'000;
   uint8_t max_cm_retries = 15;
   // The source CM port carried in rdma_cm's header (cma_hdr); 0: the backend picks an

@@ -35,7 +35,7 @@ inline constexpr uint32_t remote_atomic = 1u << 3;
 }  // namespace access
 
 // What the hardware guarantees about send queue fetching. It decides how the driver withholds
-// work posted in RTR (design.md, "Two ways to withhold").
+// work posted in RTR (docs/driver.md, "Early posting").
 struct DeviceProfile {
   // The device may execute valid-looking WQEs beyond the SQ doorbell record (a scanning
   // device). Withholding in place is unsafe: the driver uses a shadow queue.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // hw::ConnectionManager for real devices, over librdmacm, with the QP managed by the driver:
 // rdma_create_id without rdma_create_qp, so that librdmacm never moves the QP and RTR is a real
-// window (ib-cm.md §5, semantics.md §2):
+// window (docs/connections.md):
 //   active:  rdma_resolve_addr, rdma_resolve_route, rdma_connect(qp_num) ... CONNECT_RESPONSE
 //            -> the driver moves the QP to RTR and RTS (rdma_init_qp_attr) -> rdma_establish
 //   passive: CONNECT_REQUEST -> the driver moves the QP to INIT and RTR -> rdma_accept(qp_num)

@@ -100,7 +100,7 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     q.rnr_retry_count = r.rnr_retry_count;
     q.max_cm_retries = r.max_cm_retries;
     // RoCEv2 over IPv4 with a routed hop limit: permissive LIDs, IPv4-mapped GIDs, not
-    // subnet-local (ib-cm.md §5).
+    // subnet-local (Linux cm.c, cm_format_req, with a hop limit above 1).
     q.primary_local_lid = 0xffff;
     q.primary_remote_lid = 0xffff;
     q.primary_local_gid = ipv4_gid(config_.ipv4);
@@ -222,7 +222,7 @@ void CmAgent::retry_expired(Outbox& out, Record& r, uint64_t now) {
   switch (r.state) {
     case State::req_sent:
     case State::mra_req_rcvd:
-      // REQ_ERROR: rdma_cm reports it as UNREACHABLE (ib-cm.md §3).
+      // REQ_ERROR: rdma_cm reports it as UNREACHABLE (Linux cma.c, cma_ib_handler).
       send_rej_timeout(out, r);
       ev.type =
           r.state == State::req_sent ? hw::CmEventType::unreachable : hw::CmEventType::timeout;
@@ -242,7 +242,7 @@ void CmAgent::retry_expired(Outbox& out, Record& r, uint64_t now) {
       finish(r);
       return;
     case State::dreq_sent:
-      // DREQ_ERROR leads to TIMEWAIT and DISCONNECTED (ib-cm.md §3).
+      // DREQ_ERROR leads to TIMEWAIT and DISCONNECTED (Linux cm.c, IB_CM_DREQ_ERROR).
       ev.type = hw::CmEventType::disconnected;
       ev.detail = "no DREP from " + hw::cm_address_string(r.remote) + " after " +
                   std::to_string(attempts) + " DREQ attempts";

@@ -69,7 +69,7 @@ CmAgent::CmAgent(const CmAgentConfig& config, MadPort* port)
       rng_(effective_seed(config) ^ (uint64_t{config.ipv4} << 32) ^ config.ca_guid),
       id_rng_(config.fresh_entropy ? entropy64() : 0) {
   // Deterministic fabrics: IDs are allocated cyclically and XORed with a random operand, so
-  // they never repeat soon (Linux cm.c cm_alloc_id_priv; ib-cm.md §3) and runs reproduce.
+  // they never repeat soon (Linux cm.c cm_alloc_id_priv) and runs reproduce.
   next_comm_id_ = static_cast<uint32_t>(rng_());
   comm_id_mask_ = static_cast<uint32_t>(rng_());
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The IB CM of one simulated HCA: the communication-management state machine of IBA 12.9
-// (Linux drivers/infiniband/core/cm.c behaviour, summarised in ib-cm.md §3-4), independent of
+// (Linux drivers/infiniband/core/cm.c behaviour), independent of
 // how MADs travel. A MadPort carries MADs and timers; on the simulated fabric it is the
 // engine's GSI (QP1) and clock, in unit tests a fake.
 //

@@ -32,7 +32,7 @@ struct CmAgent::Record {
   uint8_t local_ack_timeout = 14;
   hw::CmPeerOffer peer;  // the peer's REQ or REP as received
 
-  // CM timers (IBA 12.7.27-12.7.30, ib-cm.md §3).
+  // CM timers (IBA 12.7.27-12.7.30).
   uint8_t cm_response_timeout = 0;  // this connection's CM response timeout (REQ field)
   uint8_t max_cm_retries = 0;
   uint64_t retry_interval_ns = 0;

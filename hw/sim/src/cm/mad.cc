@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // CM MAD encoding and decoding. Offsets below are within the 232-byte MAD data (add 24 for the
 // offset in the MAD); a mask names the bits of its byte (IBA "Byte[Bit]", MSB first), exactly
-// as the tables of ib-cm.md §2 give them.
+// as IBA 12.6 (Tables 106-113) gives them.
 #include "cm/mad.h"
 
 #include <algorithm>
@@ -391,7 +391,7 @@ void encode_cma_header(const CmaHeader& h, uint8_t* out) noexcept {
   out[1] = static_cast<uint8_t>(h.ip_version << 4);
   store_be(out + 2, 2, h.src_port);
   // IPv4 sits in the last 4 bytes of each 16-byte address, after 12 zero bytes (not the
-  // ::ffff-mapped form; ib-cm.md §5).
+  // ::ffff-mapped form; Linux cma.c, cma_format_hdr).
   store_be(out + 4 + 12, 4, h.src_ipv4);
   store_be(out + 20 + 12, 4, h.dst_ipv4);
 }

@@ -3,7 +3,7 @@
 //
 // Layouts: the MAD common header (IBA 13.4.2), the CM messages of IBA 12.6 (REQ Table 106,
 // MRA 107, REJ 108, REP 110, RTU 111, DREQ 112, DREP 113), checked against Linux
-// include/rdma/ibta_vol1_c12.h and summarised in ib-cm.md §1-2. Every field is big-endian;
+// include/rdma/ibta_vol1_c12.h. Every field is big-endian;
 // sub-byte fields are masks on their byte, bits numbered MSB first. Reserved bits are written
 // as zero and ignored on receipt. The alternate path of a REQ is unused over RoCE: written as
 // zeros, not decoded.
@@ -188,7 +188,8 @@ MadBytes encode_cm_mad(const CmMad& mad) noexcept;
 // `bytes`, whatever they hold: this is the fuzzing entry point for the CM.
 Result<CmMad> decode_cm_mad(std::span<const uint8_t> bytes);
 
-// rdma_cm's header at the start of a REQ's private data (IBA Annex A11, ib-cm.md §5).
+// rdma_cm's header at the start of a REQ's private data (IBA Annex A11; Linux cma.c,
+// struct cma_hdr).
 inline constexpr size_t kCmaHeaderSize = 36;
 inline constexpr uint64_t kRdmaPsTcpServicePrefix = 0x0000000001060000ull;  // RDMA_PS_TCP << 16
 

@@ -2,7 +2,7 @@
 // RoCEv2 transport packets (the UDP payload without its ICRC): BTH, extension headers,
 // payload, pad. Parsing treats every byte as hostile; building writes exactly what the
 // parser accepts. Layouts: IBA 9.2-9.5 (BTH 9.2.1, RETH 9.3.3, AETH 9.3.5, AtomicETH 9.3.4,
-// AtomicAckETH 9.5.2, ImmDt 9.3.6, DETH 9.3.2), summarised in softrnic.md §1.4.
+// AtomicAckETH 9.5.2, ImmDt 9.3.6, DETH 9.3.2).
 #pragma once
 
 #include <cstddef>

@@ -57,7 +57,8 @@ uint32_t roce_icrc_ipv4(const uint8_t* ipv4_udp_headers, const uint8_t* datagram
 uint32_t roce_icrc(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
   if (len < kBthLen) [[unlikely]]
     return 0;
-  // The header an unconnected IP_PMTUDISC_DO socket sends (softrnic.md §4.3): ID 0, DF.
+  // The header an unconnected IP_PMTUDISC_DO socket sends (Linux ip_select_ident_segs: a DF
+  // datagram with no connected peer gets ID 0): ID 0, DF.
   // Lengths include the ICRC the datagram will carry. Masked fields are left for
   // mask_variant_fields().
   uint8_t masked[kMaskedHeadersLen];

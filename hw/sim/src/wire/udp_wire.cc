@@ -5,8 +5,8 @@
 //
 // Sockets are unconnected and set IP_MTU_DISCOVER = IP_PMTUDISC_DO: Linux then sends every
 // datagram with DF set and IPv4 ID 0, so the pseudo header the ICRC covers (roce_icrc) is the
-// header actually sent (softrnic.md §4.3). A receiver cannot see the IPv4 header; it rebuilds
-// the same pseudo header from the sender's address (recvmmsg) and the bound address.
+// header actually sent (IBA Annex A17, RoCEv2). A receiver cannot see the IPv4 header; it
+// rebuilds the same pseudo header from the sender's address (recvmmsg) and the bound address.
 //
 // Faults are applied by the sender. Held-back frames wait in the sending endpoint's outbox
 // (an MPSC ring, as transmit may run on any thread) and holding area, and leave when

@@ -3,7 +3,7 @@
 //
 // The device hands the wire a RoCEv2 UDP payload *without* its ICRC: BTH, extension headers,
 // payload and pad. The wire is the link layer: it appends the ICRC (computed over the
-// pseudo IPv4/UDP header the frame would carry, rxe/RoCEv2 rules: softrnic.md §1.4, §4.3),
+// pseudo IPv4/UDP header the frame would carry, rxe/RoCEv2 rules: IBA Annex A17, Linux rxe_icrc.c),
 // applies seeded faults, writes the pcap, and on receive verifies the ICRC and lengths,
 // strips the ICRC and delivers the datagram to the sink attached at the destination
 // address. Frames with a bad ICRC, a runt length or no sink are dropped and counted.

@@ -15,7 +15,7 @@
 
 namespace rnicdv::wqe {
 
-// The layouts read and written here (rdma-core-mlx5.md §3, checked against rdma-core 44).
+// The layouts read and written here (mlx5dv.h, struct mlx5_cqe64, of rdma-core 44).
 static_assert(sizeof(mlx5_cqe64) == 64);
 static_assert(offsetof(mlx5_cqe64, flags_rqpn) == 24);
 static_assert(offsetof(mlx5_cqe64, srqn_uidx) == 32);

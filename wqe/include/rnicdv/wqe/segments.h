@@ -16,7 +16,7 @@
 
 namespace rnicdv::wqe {
 
-// The layouts this library depends on (rdma-core-mlx5.md §2, checked against rdma-core 44).
+// The layouts this library depends on (mlx5dv.h of rdma-core 44).
 static_assert(sizeof(mlx5_wqe_ctrl_seg) == 16);
 static_assert(offsetof(mlx5_wqe_ctrl_seg, opmod_idx_opcode) == 0);
 static_assert(offsetof(mlx5_wqe_ctrl_seg, qpn_ds) == 4);

@@ -2,7 +2,7 @@
 // Send-WQE encoding into an mlx5 send queue ring. Pure functions over ring memory.
 //
 // Layouts come from rdma-core's mlx5dv.h (struct mlx5_wqe_ctrl_seg, _raddr_seg, _atomic_seg,
-// _data_seg, _inl_data_seg). Ring rules (rdma-core-mlx5.md §2):
+// _data_seg, _inl_data_seg). Ring rules (libmlx5, providers/mlx5/qp.c):
 //  * the ring is `bb_count` 64-byte basic blocks (BBs), a power of two;
 //  * `pi` is the free-running producer counter in BBs; slot = pi & (bb_count - 1);
 //  * a WQE starts on a BB boundary and may wrap: segments continue at the ring's start, and

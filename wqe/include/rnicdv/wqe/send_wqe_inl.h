@@ -3,7 +3,7 @@
 //
 // A WQE is validated and sized before anything is written, so a failed encode leaves the ring
 // untouched. Segment order and sizes follow libmlx5's _mlx5_post_send for RC (rdma-core
-// providers/mlx5/qp.c; rdma-core-mlx5.md §2):
+// providers/mlx5/qp.c):
 //   SEND, SEND_IMM             ctrl + (data segments | one inline segment)
 //   RDMA_WRITE(_IMM), READ     ctrl + raddr + (data segments | one inline segment)
 //   ATOMIC_CS, ATOMIC_FA       ctrl + raddr + atomic + one 8-byte data segment   (DS 4)
