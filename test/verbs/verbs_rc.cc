@@ -5,6 +5,7 @@
 // simulated HCAs in this process, connected over the simulated wire.
 #include <catch2/catch.hpp>
 
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -744,4 +745,45 @@ TEST_CASE("the rdma_cm device answers bad pointers with EFAULT and read() with E
   CHECK(read(fd, buf, sizeof buf) == -1);
   CHECK(errno == EINVAL);
   CHECK(close(fd) == 0);
+}
+
+TEST_CASE("a CQ ring the application write-protects gives CQ_ERR and QP_FATAL, not a crash") {
+  Pair p;
+  Buffer src(p.da.pd, 256, kAllAccess), dst(p.db.pd, 256, kAllAccess);
+  // libmlx5's CQ ring, as mlx5dv describes it: page-aligned, whole pages.
+  mlx5dv_cq dv{};
+  mlx5dv_obj obj{};
+  obj.cq.in = p.a.cq;
+  obj.cq.out = &dv;
+  REQUIRE(mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ) == 0);
+  const size_t bytes = size_t{dv.cqe_cnt} * dv.cqe_size;
+  REQUIRE(reinterpret_cast<uintptr_t>(dv.buf) % 4096 == 0);
+  REQUIRE(bytes % 4096 == 0);
+  REQUIRE(mprotect(dv.buf, bytes, PROT_READ) == 0);
+
+  ibv_sge sge{src.addr(), 64, src.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_RDMA_WRITE, &sge, 1, 1);
+  wr.wr.rdma.remote_addr = dst.addr();
+  wr.wr.rdma.rkey = dst.mr->rkey;
+  p.a.post(wr);
+  bool cq_err = false, qp_fatal = false;
+  while (!cq_err || !qp_fatal) {
+    pollfd pfd{p.da.ctx->async_fd, POLLIN, 0};
+    REQUIRE(poll(&pfd, 1, 30000) == 1);
+    ibv_async_event ev{};
+    REQUIRE(ibv_get_async_event(p.da.ctx, &ev) == 0);
+    if (ev.event_type == IBV_EVENT_CQ_ERR) {
+      CHECK(ev.element.cq == p.a.cq);
+      cq_err = true;
+    } else if (ev.event_type == IBV_EVENT_QP_FATAL) {
+      CHECK(ev.element.qp == p.a.qp);
+      qp_fatal = true;
+    }
+    ibv_ack_async_event(&ev);
+  }
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  REQUIRE(ibv_query_qp(p.a.qp, &attr, IBV_QP_STATE, &init) == 0);
+  CHECK(attr.qp_state == IBV_QPS_ERR);
+  REQUIRE(mprotect(dv.buf, bytes, PROT_READ | PROT_WRITE) == 0);
 }

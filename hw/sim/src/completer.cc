@@ -195,7 +195,11 @@ void Hca::on_read_response(QpObj& qp, const pkt::Packet& p) {
     ++qp.counters.rx_dropped;
     return;
   }
-  if (p.payload_len) scatter_bytes(w->segs, offset, p.payload, p.payload_len);
+  if (p.payload_len && scatter_bytes(w->segs, offset, p.payload, p.payload_len) != SegCopy::ok) {
+    // The local buffer was taken away after the WQE was fetched.
+    ++counters_.host_memory_faults;
+    w->error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+  }
   ++w->resp_pkts;
   acknowledge_through(qp, psn);
 }
@@ -213,7 +217,10 @@ void Hca::on_atomic_ack(QpObj& qp, const pkt::Packet& p) {
   // The original value, in host order, into the 8-byte local buffer (IBA 9.4.5).
   uint8_t value[8];
   std::memcpy(value, &p.atomic_orig, sizeof value);
-  scatter_bytes(w->segs, 0, value, sizeof value);
+  if (scatter_bytes(w->segs, 0, value, sizeof value) != SegCopy::ok) {
+    ++counters_.host_memory_faults;
+    w->error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+  }
   w->atomic_done = true;
   acknowledge_through(qp, psn);
 }

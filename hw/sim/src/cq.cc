@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "host_access.h"
+
 namespace rnicdv::sim {
 
 namespace {
@@ -21,19 +23,41 @@ bool is_error_cqe_opcode(uint8_t opcode) {
 
 }  // namespace
 
+// A word of the record, read through host_access.h when the application placed it. A fault
+// marks the CQ (cq.h host_fault) and reads as `fallback`.
+uint32_t load_record(const CqObj& cq, unsigned word, uint32_t fallback) noexcept {
+  if (!cq.external) [[likely]]
+    return __atomic_load_n(&cq.dbrec[word], __ATOMIC_ACQUIRE);
+  uint32_t raw = 0;
+  if (cq.host_failed || !host_load32(&cq.dbrec[word], &raw)) {
+    cq.host_fault = !cq.host_failed;
+    return fallback;
+  }
+  return raw;
+}
+
 uint32_t cq_consumer_index(const CqObj& cq) noexcept {
-  const uint32_t raw = __atomic_load_n(&cq.dbrec[kCqDbrConsumerIndex], __ATOMIC_ACQUIRE);
+  const uint32_t raw = load_record(cq, kCqDbrConsumerIndex, htobe32(cq.pi & 0xffffff));
   return be32toh(raw) & 0xffffff;
 }
 
 CqPush cq_push(CqObj& cq, const wqe::CqeInit& init) noexcept {
   if (cq.overflowed) return CqPush::dead;
   const uint32_t in_use = (cq.pi - cq_consumer_index(cq)) & 0xffffff;
+  if (cq.host_fault) [[unlikely]]
+    return CqPush::host_fault;
   if (in_use >= cq.ring.cqe_cnt) {
     cq.overflowed = true;
     return CqPush::overflow;
   }
-  wqe::write_cqe(cq.ring, cq.pi, init);
+  if (cq.external) [[unlikely]] {
+    if (!host_guarded([&] { wqe::write_cqe(cq.ring, cq.pi, init); })) {
+      cq.host_fault = true;
+      return CqPush::host_fault;
+    }
+  } else {
+    wqe::write_cqe(cq.ring, cq.pi, init);
+  }
   ++cq.pi;
   ++cq.cqes_written;
   return CqPush::written;
@@ -72,11 +96,21 @@ bool cq_arm_met_by_ring(const CqObj& cq) noexcept {
   if (cq.arm == CqArm::next) return true;
   // Solicited: read what the consumer has not polled yet (at most one ring's worth).
   const uint32_t n = std::min(pending, cq.ring.cqe_cnt);
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint8_t op_own = __atomic_load_n(&cq.ring.cqe(cq.pi - n + i)->op_own, __ATOMIC_RELAXED);
-    if ((op_own & wqe::kCqeSolicitedBit) || is_error_cqe_opcode(op_own >> 4)) return true;
+  bool met = false;
+  const auto scan = [&] {
+    for (uint32_t i = 0; i < n && !met; ++i) {
+      const uint8_t op_own =
+          __atomic_load_n(&cq.ring.cqe(cq.pi - n + i)->op_own, __ATOMIC_RELAXED);
+      met = (op_own & wqe::kCqeSolicitedBit) || is_error_cqe_opcode(op_own >> 4);
+    }
+  };
+  if (!cq.external) [[likely]] {
+    scan();
+  } else if (cq.host_failed || !host_guarded(scan)) {
+    cq.host_fault = !cq.host_failed;
+    return false;
   }
-  return false;
+  return met;
 }
 
 bool cq_arm_met_by_cqe(const CqObj& cq, uint32_t index, const wqe::CqeInit& init) noexcept {
@@ -95,17 +129,25 @@ void cq_reset_arming(CqObj& cq) noexcept {
   cq.arm = CqArm::off;
   cq.arm_check_pending = false;
   cq.fired_sn = -1;
-  cq.seen_arm_word = __atomic_load_n(&cq.dbrec[kCqDbrArm], __ATOMIC_ACQUIRE);
+  cq.seen_arm_word = load_record(cq, kCqDbrArm, cq.seen_arm_word);
 }
 
 void cq_watch_arms(CqObj& cq) noexcept {
   cq_reset_arming(cq);
-  uint32_t initial = 0;
   // Only a record still at 0: a word the consumer stored is an arm made before the device
   // watched, and stays as it is.
-  __atomic_compare_exchange_n(&cq.dbrec[kCqDbrArm], &initial, htobe32(kCqArmWatchMark), false,
-                              __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-  cq.seen_arm_word = __atomic_load_n(&cq.dbrec[kCqDbrArm], __ATOMIC_ACQUIRE);
+  const auto mark = [&cq] {
+    uint32_t initial = 0;
+    __atomic_compare_exchange_n(&cq.dbrec[kCqDbrArm], &initial, htobe32(kCqArmWatchMark), false,
+                                __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  };
+  if (!cq.external) {
+    mark();
+  } else if (cq.host_failed || !host_guarded(mark)) {
+    cq.host_fault = !cq.host_failed;
+    return;
+  }
+  cq.seen_arm_word = load_record(cq, kCqDbrArm, cq.seen_arm_word);
 }
 
 }  // namespace rnicdv::sim

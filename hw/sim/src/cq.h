@@ -39,6 +39,12 @@ struct CqObj {
   uint32_t qp_refs = 0;       // QPs that complete into it
   uint8_t* owned_buf = nullptr;
   uint32_t* owned_dbrec = nullptr;
+  // Ring and record placed by someone else (external.h) are accessed through host_access.h.
+  // A fault sets host_fault; the device then treats the CQ as overrun (CQ_ERR, its QPs to
+  // ERR) and sets host_failed: nothing of its memory is touched again.
+  bool external = false;
+  mutable bool host_fault = false;
+  bool host_failed = false;
   hw::CqView view;
   uint64_t cqes_written = 0;
 
@@ -54,11 +60,12 @@ struct CqObj {
   uint64_t events_raised = 0;
 };
 
-enum class CqPush : uint8_t { written, overflow, dead };
+enum class CqPush : uint8_t { written, overflow, dead, host_fault };
 
 // Writes one CQE at the producer index unless that would pass the consumer index the driver
 // published (24 bits, rdma-core mlx5_cq set_ci): then nothing is written, the CQ is marked
-// overflowed and `overflow` is returned once; later pushes return `dead`.
+// overflowed and `overflow` is returned once; later pushes return `dead`. An external CQ
+// whose memory faults is marked the same way and `host_fault` is returned once.
 CqPush cq_push(CqObj& cq, const wqe::CqeInit& init) noexcept;
 
 // The consumer index the driver last published.

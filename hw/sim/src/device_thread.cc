@@ -141,13 +141,23 @@ bool Hca::register_written() {
   const auto written = [](const uint8_t* p) {
     return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE) != 0;
   };
-  for (const auto& reg : registers_)
+  for (const auto& reg : registers_) {
+    if (!reg->owned) continue;
     if (written(reg->base) || written(reg->base + kBfHalfBytes)) return true;
+  }
   for (uint8_t* page : owned_pages_)
     if (written(page + kCqDoorbellOffset)) return true;
-  for (uint8_t* page : external_pages_)
-    if (written(page + kCqDoorbellOffset)) return true;
-  return false;
+  // Pages the application mapped may be gone: a fault counts as a write, so that the engine
+  // pass that follows finds it and fails what used them.
+  bool any = false;
+  const bool read = host_guarded([&] {
+    for (const auto& reg : registers_)
+      if (!reg->owned && !reg->failed && (written(reg->base) || written(reg->base + kBfHalfBytes)))
+        any = true;
+    for (uint8_t* page : external_pages_)
+      if (written(page + kCqDoorbellOffset)) any = true;
+  });
+  return any || !read;
 }
 
 void Hca::thread_main() {

@@ -22,6 +22,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "host_access.h"
+
 namespace rnicdv::sim {
 
 namespace {
@@ -44,8 +46,10 @@ std::atomic<uint64_t> g_faults{0};
 std::atomic<uint64_t> g_mask_checked_at{0};  // 0: check the threads' masks now (after a fork)
 std::atomic<bool> g_mask_blocked{false};
 struct sigaction g_prev;
+struct sigaction g_prev_bus;
 std::once_flag g_install_once;
-std::atomic<bool> g_installed{false};
+std::atomic<bool> g_installed{false};      // the watch may be used
+std::atomic<bool> g_handler_ready{false};  // the fault handler went in (host_access.h)
 
 // The address of the last fault that matched no slot, per thread: a store that faulted on a
 // range just before it was removed (and made writable) is retried once before the fault is
@@ -63,6 +67,7 @@ bool g_single_step = false;  // decided once at installation
 struct sigaction g_prev_trap;
 
 void on_fault(int sig, siginfo_t* si, void* uctx);
+void on_bus(int sig, siginfo_t* si, void* uctx);
 void on_trap(int sig, siginfo_t* si, void* uctx);
 
 // The trap flag is set only while the SIGTRAP handler is this file's: a trap that reached the
@@ -167,6 +172,11 @@ void on_fault(int sig, siginfo_t* si, void* uctx) {
       }
       s.users.fetch_sub(1, std::memory_order_seq_cst);
     }
+  }
+  // A device access to memory the application took away (host_access.h): does not return.
+  host_access_recover_if_guarded();
+  if (si && si->si_code == SEGV_ACCERR) {
+    const auto addr = reinterpret_cast<uintptr_t>(si->si_addr);
     if (t_unmatched != addr) {
       t_unmatched = addr;
       errno = saved_errno;
@@ -176,6 +186,12 @@ void on_fault(int sig, siginfo_t* si, void* uctx) {
   t_unmatched = 0;
   errno = saved_errno;
   chain(g_prev, sig, si, uctx);
+}
+
+// SIGBUS (a page of a truncated file mapping) matters to guarded accesses only.
+void on_bus(int sig, siginfo_t* si, void* uctx) {
+  host_access_recover_if_guarded();
+  chain(g_prev_bus, sig, si, uctx);
 }
 
 void on_trap(int sig, siginfo_t* si, void* uctx) {
@@ -210,15 +226,22 @@ bool can_single_step() noexcept {
 #endif
 }
 
+// The handlers serve two mechanisms: the doorbell watch (off with
+// RNICDV_SIM_DOORBELL_WAKE=poll) and the recovery of guarded host accesses (always).
 void install() noexcept {
   const char* mode = std::getenv("RNICDV_SIM_DOORBELL_WAKE");
-  if (mode && std::strcmp(mode, "poll") == 0) return;
+  const bool watch = !(mode && std::strcmp(mode, "poll") == 0);
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = &on_fault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  if (can_single_step()) {
+  {
+    struct sigaction bus = sa;
+    bus.sa_sigaction = &on_bus;
+    if (::sigaction(SIGBUS, &bus, &g_prev_bus) != 0) std::memset(&g_prev_bus, 0, sizeof g_prev_bus);
+  }
+  if (watch && can_single_step()) {
     struct sigaction st = sa;
     st.sa_sigaction = &on_trap;
     g_single_step = ::sigaction(SIGTRAP, &st, &g_prev_trap) == 0;
@@ -228,7 +251,9 @@ void install() noexcept {
   ::pthread_atfork(nullptr, nullptr, [] { g_mask_checked_at.store(0, std::memory_order_relaxed); });
   // A runtime that refuses other SIGSEGV handlers (a sanitizer's) may accept the call and
   // keep its own; only a handler that is really in place enables the mechanism.
-  g_installed.store(handler_in_place(), std::memory_order_release);
+  g_handler_ready.store(handler_in_place(), std::memory_order_release);
+  g_installed.store(watch && g_handler_ready.load(std::memory_order_relaxed),
+                    std::memory_order_release);
 }
 
 }  // namespace
@@ -274,6 +299,32 @@ bool some_thread_blocks_sigsegv() noexcept {
   return found;
 }
 
+// Someone replaced the handler. Over the default action (a test framework that saved the
+// disposition before this handler was installed, and restored it) it is put back, chaining
+// to the default; over a handler of the process's own only when `over_any`, chaining to that
+// handler, which then still gets every fault that is not the device's.
+static bool reinstall(bool over_any) noexcept {
+  std::lock_guard lock(g_alloc_mu);
+  struct sigaction cur;
+  if (::sigaction(SIGSEGV, nullptr, &cur) != 0) return false;
+  if (!over_any && ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL)) return false;
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == &on_fault) return true;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = &on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (::sigaction(SIGSEGV, &sa, &g_prev) != 0) return false;
+  return handler_in_place();
+}
+
+bool host_fault_handler_in_place() noexcept {
+  std::call_once(g_install_once, install);
+  if (!g_handler_ready.load(std::memory_order_acquire)) return false;
+  // A device access to memory the application takes away must reach this handler first.
+  return handler_in_place() || reinstall(true);
+}
+
 bool doorbell_watch_supported() noexcept {
   std::call_once(g_install_once, install);
   return g_installed.load(std::memory_order_acquire);
@@ -283,21 +334,8 @@ bool doorbell_watch_available() noexcept {
   std::call_once(g_install_once, install);
   if (!g_installed.load(std::memory_order_acquire)) return false;
   if (some_thread_blocks_sigsegv()) return false;
-  if (handler_in_place()) return true;
-  // Someone replaced the handler. One who restored the default action (a test framework
-  // that saved the disposition before this handler was installed) gets it back, chaining to
-  // the default; one who installed a handler of its own keeps it, and the devices poll.
-  std::lock_guard lock(g_alloc_mu);
-  struct sigaction cur;
-  if (::sigaction(SIGSEGV, nullptr, &cur) != 0) return false;
-  if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) return false;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = &on_fault;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  if (::sigaction(SIGSEGV, &sa, &g_prev) != 0) return false;
-  return handler_in_place();
+  // A handler of the process's own, installed later, keeps its place: the devices poll.
+  return handler_in_place() || reinstall(false);
 }
 
 int doorbell_watch_add(void* addr, size_t len, int kick_fd) noexcept {

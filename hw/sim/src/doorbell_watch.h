@@ -13,7 +13,8 @@
 // Faults on any other address go to the handler that was installed before this one (or to
 // the default action). `RNICDV_SIM_DOORBELL_WAKE=poll` turns the mechanism off (the device
 // then backs off to sleeps of at most 1 ms); so does a SIGSEGV handler that the process
-// installs later without chaining to this one, which is checked before each arming.
+// installs later without chaining to this one, which is checked before each arming, until
+// the device is given new memory of the application's (host_fault_handler_in_place).
 #pragma once
 
 #include <cstddef>
@@ -28,6 +29,12 @@ bool doorbell_watch_supported() noexcept;
 // restored, and it is put back), and no thread of the process blocks SIGSEGV (checked at most
 // every 10 ms).
 bool doorbell_watch_available() noexcept;
+
+// Installs the SIGSEGV/SIGBUS handlers if that was not done yet, and puts the SIGSEGV one
+// back in front if the process installed one of its own since (that one is then chained to).
+// True when it is in place: guarded host accesses can recover (host_access.h). The device
+// calls it whenever it is given memory the application may take away.
+bool host_fault_handler_in_place() noexcept;
 
 // One watched range: whole pages, page-aligned. `kick_fd` is written (an eventfd, 1) when a
 // store faults on the range while it is armed. Returns a slot number, or -1 when the table

@@ -7,19 +7,71 @@
 
 #include "fabric_shared.h"
 #include "hca.h"
+#include "host_access.h"
 #include "packet/psn.h"
 
 namespace rnicdv::sim {
 
+namespace {
+
+// A record the application placed (host_access.h). On a fault, or once the QP's memory has
+// failed, the device's own index: no new work appears, and nothing is read again.
+uint16_t load_external_dbr(const QpObj& qp, unsigned word, uint32_t consumed) {
+  uint32_t raw = 0;
+  if (qp.host_failed) return static_cast<uint16_t>(consumed);
+  if (!host_load32(&qp.dbrec[word], &raw)) {
+    qp.host_fault = true;
+    return static_cast<uint16_t>(consumed);
+  }
+  return static_cast<uint16_t>(be32toh(raw) & 0xffff);
+}
+
+}  // namespace
+
 uint16_t Hca::load_sq_dbr(const QpObj& qp) const {
+  if (qp.external) [[unlikely]]
+    return load_external_dbr(qp, MLX5_SND_DBR, qp.sq_consumed);
   // Acquire: WQEs written before the driver's DBR store are visible after this load.
   return static_cast<uint16_t>(be32toh(__atomic_load_n(&qp.dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE)) &
                                0xffff);
 }
 
 uint16_t Hca::load_rq_dbr(const QpObj& qp) const {
+  if (qp.external) [[unlikely]]
+    return load_external_dbr(qp, MLX5_RCV_DBR, qp.rq_consumed);
   return static_cast<uint16_t>(be32toh(__atomic_load_n(&qp.dbrec[MLX5_RCV_DBR], __ATOMIC_ACQUIRE)) &
                                0xffff);
+}
+
+// A QP whose placed memory faulted goes to ERR with QP_FATAL (IBA 11.6.3.1: a local
+// catastrophic error), as a real device's QP does when its queue's pages fail translation.
+// Its fetched WQEs and its receive in progress complete with flush errors into CQs that still
+// work; its rings and record are not read again.
+void Hca::handle_host_faults_locked() {
+  for (auto& qp : qps_) {
+    if (!qp->host_fault) [[likely]]
+      continue;
+    qp->host_fault = false;
+    if (qp->host_failed) continue;
+    qp->host_failed = true;
+    ++counters_.host_memory_faults;
+    // In RESET nothing runs; in ERR (a path that already failed it) the event was raised.
+    if (qp->state == hw::QpState::reset || qp->state == hw::QpState::err) continue;
+    raise_event(hw::AsyncEventType::qp_fatal, qp->qpn, 0);
+    qp_to_error_locked(*qp);
+  }
+}
+
+void Hca::fail_cq_memory_locked(CqObj& cq) {
+  cq.host_fault = false;
+  if (cq.host_failed) return;
+  cq.host_failed = true;
+  cq.overflowed = true;
+  cq.arm = CqArm::off;
+  cq.arm_check_pending = false;
+  ++counters_.host_memory_faults;
+  raise_event(hw::AsyncEventType::cq_err, 0, cq.cqn);
+  overflowed_cqs_.push_back(&cq);
 }
 
 const Clock& Hca::clock() const {
@@ -85,6 +137,8 @@ bool Hca::engine_pass_locked(uint64_t now_ns) {
     did |= requester_progress(*qp, kTxBudgetPerQp);
     did |= responder_transmit(*qp, kTxBudgetPerQp);
   }
+  if (any_external_) [[unlikely]]
+    handle_host_faults_locked();
   handle_cq_overflows_locked();
   return did;
 }
@@ -96,7 +150,18 @@ bool Hca::scan_doorbells_locked() {
   bool did = false;
   for (auto& reg : registers_) {
     DoorbellWrite writes[2];
-    const int n = consume_register(*reg, writes);
+    int n = 0;
+    if (reg->owned) [[likely]] {
+      n = consume_register(*reg, writes);
+    } else if (!reg->failed) {
+      BfRegister& r = *reg;
+      if (!host_guarded([&] { n = consume_register(r, writes); })) {
+        // The application's mapping of the UAR page is gone: every QP ringing it fails.
+        r.failed = true;
+        for (QpObj* qp : r.qps) qp->host_fault = true;
+        continue;
+      }
+    }
     if (n == 0) continue;
     did = true;
     counters_.last_doorbell_ns = now();
@@ -198,9 +263,7 @@ bool Hca::observe_dbrs_locked(QpObj& qp) {
 // it within that sleep (at most 80 us; 1 ms where the watch is off, device_thread.cc).
 bool Hca::scan_cq_arms_locked() {
   bool did = false;
-  const auto from_register = [&](uint8_t* page) {
-    CqArmWrite w;
-    if (!consume_cq_doorbell(page, &w)) return;
+  const auto apply_register = [&](const CqArmWrite& w) {
     did = true;
     for (CqObj* cq : evented_cqs_) {
       if (cq->cqn == w.cqn) {
@@ -209,10 +272,37 @@ bool Hca::scan_cq_arms_locked() {
       }
     }
   };
+  const auto from_register = [&](uint8_t* page) {
+    CqArmWrite w;
+    if (!consume_cq_doorbell(page, &w)) return;
+    apply_register(w);
+  };
   for (uint8_t* page : owned_pages_) from_register(page);
-  for (uint8_t* page : external_pages_) from_register(page);
+  for (size_t i = 0; i < external_pages_.size();) {
+    uint8_t* page = external_pages_[i];
+    CqArmWrite w;
+    bool written = false;
+    if (host_guarded([&] { written = consume_cq_doorbell(page, &w); })) {
+      if (written) apply_register(w);
+      ++i;
+      continue;
+    }
+    // The CQ doorbell of a page the application took away: the page is no longer watched
+    // (arms still arrive through the CQs' records).
+    ++counters_.host_memory_faults;
+    external_pages_.erase(external_pages_.begin() + static_cast<ptrdiff_t>(i));
+  }
   for (CqObj* cq : evented_cqs_) {
-    const uint32_t raw = __atomic_load_n(&cq->dbrec[kCqDbrArm], __ATOMIC_ACQUIRE);
+    uint32_t raw = 0;
+    if (cq->external) [[unlikely]] {
+      if (cq->host_failed) continue;
+      if (!host_load32(&cq->dbrec[kCqDbrArm], &raw)) {
+        fail_cq_memory_locked(*cq);
+        continue;
+      }
+    } else {
+      raw = __atomic_load_n(&cq->dbrec[kCqDbrArm], __ATOMIC_ACQUIRE);
+    }
     if (raw == cq->seen_arm_word) continue;
     cq->seen_arm_word = raw;
     if (cq_apply_arm(*cq, be32toh(raw))) ++counters_.cq_arms;
@@ -229,6 +319,9 @@ bool Hca::check_new_arms_locked() {
     cq->arm_check_pending = false;
     if (cq_arm_met_by_ring(*cq)) {
       raise_cq_event_locked(*cq);
+      did = true;
+    } else if (cq->host_fault) [[unlikely]] {
+      fail_cq_memory_locked(*cq);
       did = true;
     }
   }

@@ -25,6 +25,9 @@ void Hca::push_cqe(QpObj& qp, CqObj* cq, const wqe::CqeInit& init) {
       return;
     case CqPush::dead:
       return;
+    case CqPush::host_fault:
+      fail_cq_memory_locked(*cq);
+      return;
     case CqPush::overflow:
       break;
   }
@@ -93,13 +96,15 @@ void Hca::flush_sq_locked(QpObj& qp) {
     bool beyond = false;
     if (ahead == 0 || ahead > qp.sq.bb_count) {
       // A scanning device flushes valid-looking WQEs past the DBR too.
-      if (!config_.profile.fetches_beyond_dbr ||
-          !wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn))
+      if (!config_.profile.fetches_beyond_dbr || qp.host_failed) break;
+      bool valid = false;
+      if (!read_queue(qp, [&] { valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn); }) ||
+          !valid)
         break;
       beyond = true;
     }
     uint8_t ctrl[8];
-    std::memcpy(ctrl, qp.sq.bb(qp.sq_consumed), sizeof ctrl);
+    if (!read_queue(qp, [&] { std::memcpy(ctrl, qp.sq.bb(qp.sq_consumed), sizeof ctrl); })) break;
     const uint32_t ds = pkt::load_be32(ctrl + 4) & 0x3f;
     w.pi = qp.sq_consumed;
     w.mlx5_opcode = static_cast<uint8_t>(pkt::load_be32(ctrl) & 0xff);

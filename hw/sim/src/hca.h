@@ -28,6 +28,7 @@
 #include "cq.h"
 #include "external.h"
 #include "gsi.h"
+#include "host_access.h"
 #include "mr_table.h"
 #include "packet/packet.h"
 #include "qp.h"
@@ -221,6 +222,23 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Result<BfRegister*> bind_register(QpObj& qp);
   Result<BfRegister*> bind_external_register(QpObj& qp, uint8_t* base);
   void handle_cq_overflows_locked();
+  // Runs `read` over the QP's rings: directly in the device's own memory, through
+  // host_access.h in memory placed by someone else. False (and the QP marked for ERR) on a
+  // fault, and without reading once that memory has failed.
+  template <class F>
+  bool read_queue(const QpObj& qp, F&& read) {
+    if (!qp.external) [[likely]] {
+      read();
+      return true;
+    }
+    if (qp.host_failed) return false;
+    if (host_guarded(read)) return true;
+    qp.host_fault = true;
+    return false;
+  }
+  // Memory the application placed that faulted (host_access.h; engine.cc).
+  void handle_host_faults_locked();
+  void fail_cq_memory_locked(CqObj& cq);
   void unbind_register(QpObj& qp);
   void free_qp_memory(QpObj& qp);
   void maybe_free_cq(CqObj* cq);
@@ -254,6 +272,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   std::unordered_map<uint32_t, QpObj*> qp_by_num_;
   std::atomic<bool> paused_{false};
   std::vector<CqObj*> overflowed_cqs_;  // CQ_ERR raised; their QPs go to ERR
+  bool any_external_ = false;           // a QP in placed memory was ever created
   std::vector<CqObj*> evented_cqs_;     // CQs with an event handler: their arms are watched
   // Completion events raised under mu_ and delivered after it is released: (cqn, handler_gen).
   std::vector<std::pair<uint32_t, uint32_t>> fired_cq_events_;

@@ -10,6 +10,7 @@
 
 #include "fabric_shared.h"
 #include "hca.h"
+#include "host_access.h"
 
 namespace rnicdv::sim {
 
@@ -61,6 +62,9 @@ bool Hca::has_pd(uint32_t pdn) const {
 }
 
 Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
+  // The application may take the region's pages away later: the fault handler that lets the
+  // device survive that (host_access.h) must be in place before the region is used.
+  (void)host_access_supported();
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
@@ -134,6 +138,8 @@ Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
   cq->cqn = next_cqn_++;
   cq->ring = wqe::CqRing{mem.buf, mem.cqe_cnt, mem.cqe_size};
   cq->dbrec = mem.dbrec;
+  cq->external = true;
+  (void)host_access_supported();  // installs the fault handler before the memory is used
   mlx5dv_cq& dv = cq->view.dv;
   dv.buf = mem.buf;
   dv.dbrec = reinterpret_cast<__be32*>(mem.dbrec);
@@ -266,6 +272,9 @@ Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, Cq
                                      CqObj* recv_cq) {
   const char* name = info_.name.c_str();
   const bool external = qp->owned_buf == nullptr;
+  qp->external = external;
+  any_external_ |= external;
+  if (external) (void)host_access_supported();  // the fault handler, before any access
   const auto fail = [&](Status s) {
     std::free(qp->owned_buf);
     std::free(qp->owned_dbrec);

@@ -152,6 +152,12 @@ struct QpObj {
   uint8_t* owned_buf = nullptr;
   uint32_t* owned_dbrec = nullptr;
   hw::QpCaps caps;
+  // Rings and doorbell record placed by someone else (external.h) are read through
+  // host_access.h. A fault there sets host_fault; the engine then moves the QP to ERR with
+  // QP_FATAL and sets host_failed, after which the device never touches that memory again.
+  bool external = false;
+  mutable bool host_fault = false;
+  bool host_failed = false;
 
   // IB state and the attributes set so far.
   hw::QpState state = hw::QpState::reset;

@@ -120,7 +120,14 @@ bool Hca::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
   // A WRITE with immediate uses the WQE for its completion only; its SGEs are not touched.
   if (pkt::opcode_info(p.bth.opcode).kind != pkt::OpKind::send) return true;
   wqe::DecodedRecvWqe d;
-  if (wqe::decode_recv_wqe(qp.rq, r.counter, &d) != wqe::WqeDefect::none) {
+  wqe::WqeDefect defect = wqe::WqeDefect::none;
+  if (!read_queue(qp, [&] { defect = wqe::decode_recv_wqe(qp.rq, r.counter, &d); })) {
+    // The receive queue's memory is gone: the sender gets a NAK, this QP goes to ERR.
+    responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
+                    MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
+    return false;
+  }
+  if (defect != wqe::WqeDefect::none) {
     responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
                     MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
     return false;
@@ -153,7 +160,13 @@ bool Hca::responder_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo&
                     MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, hw::AsyncEventType::qp_req_err);
     return false;
   }
-  if (p.payload_len) scatter_bytes(r.segs, r.placed, p.payload, p.payload_len);
+  if (p.payload_len && scatter_bytes(r.segs, r.placed, p.payload, p.payload_len) != SegCopy::ok) {
+    // The receive buffer was taken away after it was posted (the MR check passed).
+    ++counters_.host_memory_faults;
+    responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
+                    MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
+    return false;
+  }
   r.placed += p.payload_len;
   if (info.pos == pkt::OpPos::last || info.pos == pkt::OpPos::only) {
     complete_recv(qp, p, info.immediate ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND, r.placed);
@@ -197,7 +210,14 @@ bool Hca::responder_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo
   // WRITE with immediate needs a receive WQE for its completion; check before placing so an
   // RNR retry of the last packet finds the same state.
   if (ends && info.immediate && !take_recv_wqe(qp, p)) return false;
-  if (p.payload_len) std::memcpy(wr.dst + wr.placed, p.payload, p.payload_len);
+  if (p.payload_len && !host_copy(wr.dst + wr.placed, p.payload, p.payload_len)) {
+    // The target region's pages were taken away after registration.
+    ++counters_.host_memory_faults;
+    wr.active = false;
+    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+                    hw::AsyncEventType::qp_access_err);
+    return false;
+  }
   wr.placed += p.payload_len;
   if (ends) {
     if (info.immediate) complete_recv(qp, p, MLX5_CQE_RESP_WR_IMM, wr.total);
@@ -257,13 +277,21 @@ void Hca::responder_atomic(QpObj& qp, const pkt::Packet& p) {
   }
   // Atomic with respect to every device of the process (host order, like rxe).
   auto* target = reinterpret_cast<uint64_t*>(host);
-  uint64_t orig;
-  if (p.bth.opcode == pkt::opcode::rc_compare_swap) {
-    orig = a.compare;
-    __atomic_compare_exchange_n(target, &orig, a.swap_add, false, __ATOMIC_SEQ_CST,
-                                __ATOMIC_SEQ_CST);
-  } else {
-    orig = __atomic_fetch_add(target, a.swap_add, __ATOMIC_SEQ_CST);
+  uint64_t orig = 0;
+  const bool cas = p.bth.opcode == pkt::opcode::rc_compare_swap;
+  if (!host_guarded([&] {
+        if (cas) {
+          orig = a.compare;
+          __atomic_compare_exchange_n(target, &orig, a.swap_add, false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST);
+        } else {
+          orig = __atomic_fetch_add(target, a.swap_add, __ATOMIC_SEQ_CST);
+        }
+      })) {
+    ++counters_.host_memory_faults;
+    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+                    hw::AsyncEventType::qp_access_err);
+    return;
   }
   qp.msn = psn_add(qp.msn, 1);
   RespResource& res = qp.resources[qp.res_next++ % qp.resources.size()];

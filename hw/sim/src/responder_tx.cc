@@ -104,7 +104,15 @@ bool Hca::send_read_response(QpObj& qp, RespJob& job) {
   p.aeth = pkt::Aeth{pkt::aeth::kAck | pkt::aeth::kCreditInvalid, job.msn};
   p.payload = host;
   p.payload_len = len;
-  const size_t n = pkt::build_packet(p, frame_.data(), frame_.size());
+  size_t n = 0;
+  if (!host_guarded([&] { n = pkt::build_packet(p, frame_.data(), frame_.size()); })) {
+    // The region's pages were taken away after registration: nothing of them is sent.
+    ++counters_.host_memory_faults;
+    qp.resp_queue.pop_front();
+    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+                    hw::AsyncEventType::qp_access_err);
+    return false;
+  }
   ++job.next_pkt;
   transmit(qp, frame_.data(), n);
   return true;

@@ -2,14 +2,15 @@
 #include "seg_copy.h"
 
 #include <algorithm>
-#include <cstring>
+
+#include "host_access.h"
 
 namespace rnicdv::sim {
 
 namespace {
 
 template <class Copy>
-bool walk(const std::vector<LocalSeg>& segs, uint64_t offset, uint32_t len, Copy&& copy) {
+SegCopy walk(const std::vector<LocalSeg>& segs, uint64_t offset, uint32_t len, Copy&& copy) {
   size_t i = 0;
   while (i < segs.size() && offset >= segs[i].len) {
     offset -= segs[i].len;
@@ -17,33 +18,35 @@ bool walk(const std::vector<LocalSeg>& segs, uint64_t offset, uint32_t len, Copy
   }
   uint32_t done = 0;
   while (done < len) {
-    if (i >= segs.size()) return false;
+    if (i >= segs.size()) return SegCopy::short_list;
     if (segs[i].len == offset) {  // empty, or consumed by `offset`
       offset = 0;
       ++i;
       continue;
     }
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(len - done, segs[i].len - offset));
-    copy(segs[i].ptr + offset, done, n);
+    if (!copy(segs[i].ptr + offset, done, n)) return SegCopy::fault;
     done += n;
     offset = 0;
     ++i;
   }
-  return true;
+  return SegCopy::ok;
 }
 
 }  // namespace
 
-bool gather_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, uint8_t* dst,
-                  uint32_t len) noexcept {
-  return walk(segs, offset, len,
-              [dst](uint8_t* seg, uint32_t at, uint32_t n) { std::memcpy(dst + at, seg, n); });
+SegCopy gather_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, uint8_t* dst,
+                     uint32_t len) noexcept {
+  return walk(segs, offset, len, [dst](uint8_t* seg, uint32_t at, uint32_t n) {
+    return host_copy(dst + at, seg, n);
+  });
 }
 
-bool scatter_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, const uint8_t* src,
-                   uint32_t len) noexcept {
-  return walk(segs, offset, len,
-              [src](uint8_t* seg, uint32_t at, uint32_t n) { std::memcpy(seg, src + at, n); });
+SegCopy scatter_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, const uint8_t* src,
+                      uint32_t len) noexcept {
+  return walk(segs, offset, len, [src](uint8_t* seg, uint32_t at, uint32_t n) {
+    return host_copy(seg, src + at, n);
+  });
 }
 
 }  // namespace rnicdv::sim

@@ -68,7 +68,10 @@ bool Hca::sq_has_fetchable(QpObj& qp, bool* beyond_dbr) {
     qp.sq_limit = qp.sq_consumed + ahead;
     return true;
   }
-  if (!wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn)) return false;
+  bool valid = false;
+  if (!read_queue(qp, [&] { valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn); }) ||
+      !valid)
+    return false;
   *beyond_dbr = true;
   return true;
 }
@@ -87,8 +90,13 @@ bool Hca::fetch_next_wqe(QpObj& qp) {
 
   wqe::DecodedSendWqe& d = *decoded_;
   const uint32_t pi = qp.sq_consumed;
-  const wqe::WqeDefect defect = wqe::decode_send_wqe(qp.sq, pi, qp.qpn, &d, inline_scratch_.data(),
-                                                     static_cast<uint32_t>(inline_scratch_.size()));
+  wqe::WqeDefect defect = wqe::WqeDefect::none;
+  // A WQE in memory the application took away is not fetched; the QP goes to ERR.
+  if (!read_queue(qp, [&] {
+        defect = wqe::decode_send_wqe(qp.sq, pi, qp.qpn, &d, inline_scratch_.data(),
+                                      static_cast<uint32_t>(inline_scratch_.size()));
+      }))
+    return false;
   SendWqe& w = qp.wqe_at(qp.wq_tail);
   std::vector<LocalSeg> segs = std::move(w.segs);
   std::vector<uint8_t> inline_data = std::move(w.inline_data);

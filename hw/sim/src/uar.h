@@ -31,6 +31,7 @@ struct BfRegister {
   uint32_t index = 0;       // the device's register number (owned registers)
   bool owned = true;        // in a page the device allocated
   bool shared = false;      // handed to more than one QP
+  bool failed = false;      // in a page the application took away: never read again
   std::vector<QpObj*> qps;  // every QP bound to it; all are checked on any doorbell
 };
 

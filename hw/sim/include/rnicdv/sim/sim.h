@@ -84,6 +84,11 @@ struct DeviceCounters {
   uint64_t cq_events = 0;         // completion events raised
   uint64_t comm_est_raised = 0;
   uint64_t error_cqes = 0;
+  // Accesses to memory the application placed (rings, doorbell records and UAR mappings
+  // given to the device by the uverbs shim, registered regions) that faulted because the
+  // application had unmapped or protected it: each moved a QP or CQ to its error state, or
+  // ended a work request or an inbound request with a protection error.
+  uint64_t host_memory_faults = 0;
   // Threaded mode: times the device thread went to sleep, and of those the deep sleeps with
   // its UAR pages write-protected (woken by the first doorbell store, not by a timer).
   uint64_t sleeps = 0;
