@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "mlx5_backend.h"
+#include "rnicdv/hw/mlx5.h"
 
 using namespace rnicdv;
 using namespace rnicdv::hw;

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "mlx5_backend.h"
+#include "rnicdv/hw/mlx5.h"
 #include "mlx5_device.h"
 
 // Defined by each device test file: nullptr to run, or why the tests cannot run here.

@@ -52,7 +52,14 @@ uint32_t random_psn() {
 }  // namespace
 
 Result<std::unique_ptr<TestEndpoint>> TestEndpoint::open(const EndpointConfig& config) {
-  auto dev = rnicdv::Device::open(config.device_name, config.device_options);
+  Result<rnicdv::Device> dev = Status();
+  if (config.fabric) {
+    auto sim_dev = rnicdv::sim::open_device(config.device_name, config.fabric);
+    if (!sim_dev) return sim_dev.status();
+    dev = rnicdv::Device::wrap(std::move(sim_dev.value()));
+  } else {
+    dev = rnicdv::Device::open(config.device_name);
+  }
   if (!dev) return dev.status();
   std::unique_ptr<TestEndpoint> ep(new TestEndpoint);
   ep->dev_.emplace(std::move(dev.value()));

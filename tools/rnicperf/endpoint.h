@@ -18,11 +18,16 @@
 #include "report.h"
 #include "rnicdv/rnicdv.h"
 
+namespace rnicdv::sim {
+class Fabric;
+}
+
 namespace rnicperf {
 
 struct EndpointConfig {
   std::string device_name;  // resolved: never empty
-  rnicdv::DeviceOptions device_options;
+  // A simulated HCA on this fabric (--wire, --loopback) instead of the default one.
+  std::shared_ptr<rnicdv::sim::Fabric> fabric;
   bool dpdk_memory = false;  // registered buffers from DPDK's heap (--dpdk-mem)
 };
 

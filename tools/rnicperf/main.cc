@@ -67,7 +67,7 @@ int run_loopback(const Options& o, const std::string& device) {
     if (!o.wire.empty() || !std::getenv("RNICDV_SIM_WIRE")) {
       auto fabric = make_fabric(o.wire.empty() ? "inproc" : o.wire, o.dpdk_args);
       if (!fabric) return fail(fabric.status());
-      server.device_options.fabric = client.device_options.fabric = fabric.value();
+      server.fabric = client.fabric = fabric.value();
     }
   } else if (!o.wire.empty()) {
     return fail(Status::error(rnicdv::Errc::invalid_argument,
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
                                 device.c_str()));
     auto fabric = make_fabric(o.wire, o.dpdk_args);
     if (!fabric) return fail(fabric.status());
-    setup.device_options.fabric = fabric.value();
+    setup.fabric = fabric.value();
   }
   Status st = rnicperf::run_session(setup);
   if (!st) return fail(st);

@@ -116,7 +116,7 @@ Status Session::run() {
   }
   unit_ = o_.report_gbits ? BwUnit::gbit_per_sec : BwUnit::mib_per_sec;
 
-  EndpointConfig config{s_.device_name, s_.device_options, o_.dpdk_mem};
+  EndpointConfig config{s_.device_name, s_.fabric, o_.dpdk_mem};
   auto ep = TestEndpoint::open(config);
   if (!ep) {
     // A loopback peer waits on the channel for the hello: closing it ends that wait now.

@@ -13,6 +13,10 @@
 #include "rnicdv/device.h"
 #include "rnicdv/status.h"
 
+namespace rnicdv::sim {
+class Fabric;
+}
+
 namespace rnicperf {
 
 struct SessionSetup {
@@ -22,7 +26,7 @@ struct SessionSetup {
   bool quiet = false;
   OobChannel channel;
   std::string device_name;  // resolved
-  rnicdv::DeviceOptions device_options;
+  std::shared_ptr<rnicdv::sim::Fabric> fabric;  // see EndpointConfig::fabric
   FILE* out = stdout;
 };
 

@@ -13,11 +13,6 @@
 
 namespace rnicdv {
 
-namespace sim {
-class Fabric;
-struct DeviceConfig;
-}  // namespace sim
-
 class ProtectionDomain;
 class CompletionQueue;
 class QueuePair;
@@ -27,30 +22,23 @@ namespace detail {
 struct DeviceCore;
 }
 
-struct DeviceOptions {
-  // Simulated devices only: the fabric to open the device on. Null: the process-wide default
-  // fabric (threaded, UDP wire; see rnicdv/sim/sim.h, default_fabric()).
-  std::shared_ptr<sim::Fabric> fabric;
-  // Simulated devices only: configuration used when the named device does not exist yet on
-  // the fabric (it is then created). Null: defaults.
-  const sim::DeviceConfig* sim_config = nullptr;
-};
-
 class Device {
  public:
   // Names of the devices that can be opened: real mlx5 devices first, then the simulated
   // ones that exist on the default fabric ("sim0" is always listed: it is created on open).
   static std::vector<std::string> list();
 
-  // Opens `name`. "simN" opens (creating if needed) simulated HCA N on options.fabric or the
-  // default fabric; anything else is looked up among real devices. Errors list what exists:
-  // "open mlx5_3: no such device; found: sim0".
-  static Result<Device> open(const std::string& name, const DeviceOptions& options = {});
+  // Opens `name`. "simN" opens (creating if needed) simulated HCA N on the process-wide
+  // default fabric (loading the software HCA's library on first use); anything else is looked
+  // up among real devices. Errors list what exists: "open mlx5_3: no such device; found:
+  // sim0". A simulated HCA on a fabric of the program's own comes from
+  // rnicdv::sim::open_device (rnicdv/sim/sim.h), wrapped with wrap().
+  static Result<Device> open(const std::string& name);
 
   // The first real device if one exists, else "sim0".
   static std::string default_name();
 
-  // Wraps a backend device created elsewhere (e.g. sim::Fabric::add_device in tests).
+  // Wraps a backend device created elsewhere (sim::open_device, sim::Fabric::add_device).
   static Result<Device> wrap(std::shared_ptr<hw::Device> hw_device);
 
   Device(Device&&) noexcept;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "mlx5_backend.h"
+#include "rnicdv/hw/mlx5.h"
 
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
@@ -76,5 +76,8 @@ Result<std::shared_ptr<Device>> open_device(const std::string& name) {
   if (!device) return device.status();
   return std::shared_ptr<Device>(std::move(*device));
 }
+
+const Backend kBackend{"mlx5", true, [](const std::string&) { return Claim::fallback; },
+                       list_devices, open_device};
 
 }  // namespace rnicdv::hw::mlx5

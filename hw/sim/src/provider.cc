@@ -1,28 +1,35 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// librnicdv-sim's entry point for the driver (rnicdv/hw/sim_provider.h).
+// Opening devices by name (rnicdv/sim/sim.h open_device), and librnicdv-sim's entry point for
+// the backend table of librnicdv (rnicdv/hw/sim_provider.h).
 #include "rnicdv/hw/sim_provider.h"
 
 #include "rnicdv/sim/sim.h"
 
 namespace rnicdv::sim {
-namespace {
 
-Result<std::shared_ptr<hw::Device>> open(const std::string& name,
-                                         const std::shared_ptr<Fabric>& given,
-                                         const DeviceConfig* given_config) {
-  std::shared_ptr<Fabric> fabric = given;
+Result<std::shared_ptr<Device>> open_device(const std::string& name,
+                                            std::shared_ptr<Fabric> fabric,
+                                            const DeviceConfig* given_config) {
   if (!fabric) {
     auto def = default_fabric();
     if (!def) return Status(def.status()).prepend("open " + name);
     fabric = std::move(def.value());
   }
   for (const auto& dev : fabric->devices())
-    if (dev->info().name == name) return std::shared_ptr<hw::Device>(dev);
+    if (dev->info().name == name) return dev;
   DeviceConfig config = given_config ? *given_config : DeviceConfig{};
   config.name = name;
   auto added = fabric->add_device(config);
   if (!added) return Status(added.status()).prepend("open " + name);
-  return std::shared_ptr<hw::Device>(std::move(added.value()));
+  return std::move(added.value());
+}
+
+namespace {
+
+Result<std::shared_ptr<hw::Device>> open(const std::string& name) {
+  auto dev = open_device(name);
+  if (!dev) return dev.status();
+  return std::shared_ptr<hw::Device>(std::move(dev.value()));
 }
 
 std::vector<std::string> list() {

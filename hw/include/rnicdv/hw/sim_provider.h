@@ -2,11 +2,12 @@
 // The boundary between the driver (librnicdv) and the software HCA (librnicdv-sim), which is
 // a library of its own: a program that opens only real devices never maps the simulator.
 //
-// librnicdv-sim exports one C entry point, rnicdv_sim_provider(), returning this table. The
-// driver finds it in the process (a program that links the simulator) or loads the library
-// from beside its own, or from the loader's path, when a "simN" device is first opened, as
-// libibverbs loads a provider for the devices present. Both come from one build: the table
-// carries C++ types, and its ABI number is checked.
+// librnicdv-sim exports one C entry point, rnicdv_sim_provider(), returning this table.
+// librnicdv's backend for simN names (hw/src/sim_backend.cc) finds it in the process (a
+// program that links the simulator) or loads the library from beside its own, or from the
+// loader's path, when such a device is first opened, as libibverbs loads a provider for the
+// devices present. Both come from one build: the table carries C++ types, and its ABI number
+// is checked.
 #pragma once
 
 #include <cstdint>
@@ -19,19 +20,14 @@
 
 namespace rnicdv::sim {
 
-class Fabric;
-struct DeviceConfig;
-
-inline constexpr uint32_t kProviderAbi = 1;
+inline constexpr uint32_t kProviderAbi = 2;
 inline constexpr const char* kProviderLibrary = "librnicdv-sim.so.0";
 
 struct Provider {
   uint32_t abi;
-  // Opens simulated HCA `name` on `fabric` (null: the process-wide default fabric), creating
-  // it with `config` (null: defaults) when it does not exist yet.
-  Result<std::shared_ptr<hw::Device>> (*open)(const std::string& name,
-                                              const std::shared_ptr<Fabric>& fabric,
-                                              const DeviceConfig* config);
+  // Opens simulated HCA `name` on the process-wide default fabric, creating it with the
+  // defaults when it does not exist yet (rnicdv/sim/sim.h open_device).
+  Result<std::shared_ptr<hw::Device>> (*open)(const std::string& name);
   // The names of the devices on the default fabric (none if it was never created).
   std::vector<std::string> (*list)();
 };

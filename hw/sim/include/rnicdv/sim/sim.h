@@ -189,6 +189,14 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
 // "forgetful"); pcap from $RNICDV_PCAP.
 Result<std::shared_ptr<Fabric>> default_fabric();
 
+// Opens simulated HCA `name` ("simN") on `fabric` (null: default_fabric()), creating it with
+// `config` (null: the defaults; its name is replaced by `name`) when the fabric has no device
+// of that name yet. rnicdv::Device::open("simN") opens through this on the default fabric; a
+// program that configures fabrics itself wraps the result (rnicdv::Device::wrap).
+Result<std::shared_ptr<Device>> open_device(const std::string& name,
+                                            std::shared_ptr<Fabric> fabric = nullptr,
+                                            const DeviceConfig* config = nullptr);
+
 // Parses a profile name: "mlx5" {keeps_rtr_doorbell}, "scanning" {fetches_beyond_dbr,
 // keeps_rtr_doorbell}, "forgetful" {neither}, "scanning-forgetful" {fetches_beyond_dbr}.
 Result<hw::DeviceProfile> parse_profile(const std::string& name);

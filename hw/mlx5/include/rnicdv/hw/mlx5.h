@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Entry points of the real-device backend: a ConnectX HCA through rdma-core (libibverbs and
-// libmlx5 direct verbs).
+// libmlx5 direct verbs). The backend table (rnicdv/hw/backend.h) reaches them through
+// kBackend; the project's tests call them directly. Not installed.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "rnicdv/hw/backend.h"
 #include "rnicdv/hw/device.h"
 #include "rnicdv/status.h"
 
@@ -22,5 +24,8 @@ std::vector<std::string> list_devices();
 // - Errc::unsupported if the device exists but its provider is not mlx5.
 // - the errno of ibv_open_device or of a query otherwise.
 Result<std::shared_ptr<Device>> open_device(const std::string& name);
+
+// Any name may be an rdma-core device's (Claim::fallback).
+extern const Backend kBackend;
 
 }  // namespace rnicdv::hw::mlx5

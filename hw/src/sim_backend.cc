@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The software HCA as a backend: its devices are named "simN" and live in librnicdv-sim,
+// which is found in the process (a program that links it) or loaded on the first open of
+// such a name (rnicdv/hw/sim_provider.h), never for a program that opens only real devices.
+#include <dlfcn.h>
+
+#include <cctype>
+#include <mutex>
+
+#include "backend_table.h"
+#include "rnicdv/hw/loader.h"
+#include "rnicdv/hw/sim_provider.h"
+
+namespace rnicdv::hw::sim_loader {
+
+namespace {
+
+// "sim" followed by one or more digits.
+Claim claims(const std::string& name) {
+  if (name.size() <= 3 || name.compare(0, 3, "sim") != 0) return Claim::no;
+  for (size_t i = 3; i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return Claim::no;
+  return Claim::own;
+}
+
+const sim::Provider* provider(bool load, Status* why) {
+  static std::mutex mu;
+  static const sim::Provider* found = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (found) return found;
+  using Entry = const sim::Provider* (*)();
+  std::string error = "not loaded";
+  // RTLD_GLOBAL: the simulator's symbols serve later users in the process (the uverbs shim,
+  // tools that reach its API) from this one copy.
+  auto entry = reinterpret_cast<Entry>(
+      load ? find_entry("rnicdv_sim_provider", sim::kProviderLibrary,
+                        reinterpret_cast<const void*>(&provider), RTLD_NOW | RTLD_GLOBAL, &error)
+           : dlsym(RTLD_DEFAULT, "rnicdv_sim_provider"));
+  if (!entry) {
+    if (why)
+      *why = Status::error(Errc::unsupported, "the software HCA (%s) cannot be loaded: %s",
+                           sim::kProviderLibrary, error.c_str());
+    return nullptr;
+  }
+  const sim::Provider* p = entry();
+  if (!p || p->abi != sim::kProviderAbi) {
+    if (why)
+      *why = Status::error(Errc::internal, "%s: provider ABI %u, expected %u",
+                           sim::kProviderLibrary, p ? p->abi : 0, sim::kProviderAbi);
+    return nullptr;
+  }
+  found = p;
+  return found;
+}
+
+// The default fabric's devices if the simulator is in the process; "sim0" in any case (it is
+// created on open).
+std::vector<std::string> list() {
+  std::vector<std::string> names;
+  if (const sim::Provider* p = provider(false, nullptr)) names = p->list();
+  bool have_sim0 = false;
+  for (const auto& n : names) have_sim0 |= n == "sim0";
+  if (!have_sim0) names.push_back("sim0");
+  return names;
+}
+
+Result<std::shared_ptr<Device>> open(const std::string& name) {
+  Status why;
+  const sim::Provider* p = provider(true, &why);
+  if (!p) return why.prepend("open " + name);
+  return p->open(name);
+}
+
+}  // namespace
+
+const Backend kBackend{"sim", false, claims, list, open};
+
+}  // namespace rnicdv::hw::sim_loader
