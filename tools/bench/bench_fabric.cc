@@ -3,7 +3,8 @@
 // driver or the device model in them (docs/performance.md).
 //
 //   ring-pingpong  two threads ping-pong one frame at a time over the in-process wire's own
-//                  lock-free ring (sim::MpscRing of sim::WireFrame, one ring per direction);
+//                  lock-free ring (rnicdv/sim/mpsc_ring.h, with slots laid out as the wire's
+//                  frames; one ring per direction);
 //   ring-stream    one thread streams frames in bursts to another over the same ring;
 //   udp-pingpong   two processes ping-pong one UDP datagram over 127.0.0.1 (blocking
 //                  receives: each process sleeps until its datagram arrives).
@@ -30,15 +31,26 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "tools/rnicperf/clock.h"
-#include "tools/rnicperf/stats.h"
-#include "wire/mpsc_ring.h"
-#include "wire/wire_frame.h"
+#include "clock.h"
+#include "stats.h"
+#include "rnicdv/sim/mpsc_ring.h"
+#include "rnicdv/sim/sim.h"
 
 namespace {
 
 using rnicdv::sim::MpscRing;
-using rnicdv::sim::WireFrame;
+
+// A slot as the in-process wire lays out its frames (hw/sim/src/wire/wire_frame.h): routing
+// and timing first, then room for the largest datagram.
+struct WireFrame {
+  uint64_t due_ns;
+  uint64_t sequence;
+  uint32_t src_ipv4, dst_ipv4;
+  uint16_t src_port, dst_port;
+  uint32_t len;
+  uint8_t flags;
+  uint8_t bytes[rnicdv::sim::kMaxWireDatagramBytes];
+};
 
 constexpr uint32_t kRoceWriteOverhead = 12 + 16 + 4;  // BTH, RETH, ICRC
 constexpr unsigned kRingLog2 = 9;                     // as the in-process wire
@@ -239,7 +251,7 @@ int main(int argc, char** argv) {
     else if (opt == "--burst") burst = rnicdv::bench::parse_count(argv[i], argv[i + 1], 100'000'000);
     else fail("unknown option '" + opt + "'");
   }
-  if (size > rnicdv::sim::kMaxWireDatagramLen - kRoceWriteOverhead) fail("--size: too large");
+  if (size > rnicdv::sim::kMaxWireDatagramBytes - kRoceWriteOverhead) fail("--size: too large");
   if (iters < 4) fail("--iters: at least 4");
   if (test == "ring-pingpong") ring_pingpong(iters, size);
   else if (test == "ring-stream") ring_stream(iters, size, burst);

@@ -29,7 +29,7 @@
 #define RNICDV_BENCH_HAVE_CALLGRIND 0
 #endif
 
-#include "tools/rnicperf/clock.h"  // invariant TSC, calibrated against CLOCK_MONOTONIC_RAW
+#include "clock.h"  // invariant TSC, calibrated against CLOCK_MONOTONIC_RAW
 
 namespace rnicdv::bench {
 

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "clock.h"
-#include "cm/sim_cm.h"
 #include "json.h"
 #include "report_json.h"
 #include "rnicdv/connection.h"
@@ -335,13 +334,13 @@ Result<FirstReplyResult> run_first_reply(const Options& o) {
   const uint32_t rounds = o.first_reply * static_cast<uint32_t>(kNumRows);
   Shared sh;
   std::thread server_thread([&] { server_main(server, o, sh, rounds, &out); });
-  rnicdv::sim::cm::CmAgent& client_cm = rnicdv::sim::cm::cm_agent_of(*hw_client.value());
+  rnicdv::sim::Device& client_dev = *hw_client.value();
   Status client_status = Status::ok();
   for (uint32_t r = 0; r < rounds; ++r) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
     if (!await(sh.server_ready, r + 1, sh, deadline)) break;
     const RowSpec spec = kRows[r % kNumRows];
-    client_cm.drop_outgoing(rnicdv::sim::cm::AttrId::rtu, spec.rtu_lost ? 1 : 0);
+    client_dev.drop_outgoing_cm(rnicdv::sim::CmMessage::rtu, spec.rtu_lost ? 1 : 0);
     auto t = connect_once(client, server_ip, o);
     if (!t) {
       client_status = t.status();
@@ -353,7 +352,7 @@ Result<FirstReplyResult> run_first_reply(const Options& o) {
     if (r % kNumRows == kNumRows - 1 && (r + 1) % (kNumRows * 50) == 0)
       std::fprintf(stderr, " %zu of %u connections\n", (r + 1) / kNumRows, o.first_reply);
   }
-  client_cm.drop_outgoing(rnicdv::sim::cm::AttrId::rtu, 0);
+  client_dev.drop_outgoing_cm(rnicdv::sim::CmMessage::rtu, 0);
   server_thread.join();
   if (!client_status) return client_status;
   if (!sh.server_status) return Status(sh.server_status).prepend("first reply server");

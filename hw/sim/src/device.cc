@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 
+#include "cm/sim_cm.h"
 #include "device_impl.h"
 #include "handles.h"
 
@@ -111,6 +112,10 @@ void Device::pause() {
 }
 void Device::resume() {
   impl_->hca->resume();
+}
+
+void Device::drop_outgoing_cm(CmMessage msg, uint32_t count) {
+  cm::cm_agent_of(*this).drop_outgoing(static_cast<cm::AttrId>(msg), count);
 }
 
 Result<std::unique_ptr<hw::Cq>> create_cq_external(Device& device, const ExternalCqMemory& mem) {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rnicdv/sim/sim.h"
 #include "wire/wire.h"
 
 namespace rnicdv::sim {
@@ -22,6 +23,7 @@ inline constexpr size_t kMaxDatagramLen = 4096 + 64;
 // The UDP payload the wire carries: datagram plus ICRC.
 inline constexpr size_t kMinWireDatagramLen = kBthLen + kIcrcLen;
 inline constexpr size_t kMaxWireDatagramLen = kMaxDatagramLen + kIcrcLen;
+static_assert(kMaxWireDatagramLen == kMaxWireDatagramBytes, "sim.h states the same limit");
 inline constexpr size_t kIpv4HeaderLen = 20;  // IHL 5: RoCEv2 frames carry no IPv4 options
 inline constexpr size_t kUdpHeaderLen = 8;
 

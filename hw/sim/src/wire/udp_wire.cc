@@ -25,7 +25,7 @@
 #include <new>
 
 #include "wire/endpoint_table.h"
-#include "wire/mpsc_ring.h"
+#include "rnicdv/sim/mpsc_ring.h"
 #include "wire/wire_base.h"
 
 namespace rnicdv::sim {

@@ -14,7 +14,7 @@
 
 #include "wire/fault_injector.h"
 #include "wire/icrc.h"
-#include "wire/mpsc_ring.h"
+#include "rnicdv/sim/mpsc_ring.h"
 #include "wire/pcap_writer.h"
 #include "wire/wire.h"
 #include "wire/wire_frame.h"

@@ -118,6 +118,17 @@ struct QpSnapshot {
 
 class Fabric;
 
+// CM messages by their MAD attribute ID (IBA 16.7 / 12.6).
+enum class CmMessage : uint16_t {
+  req = 0x0010,
+  mra = 0x0011,
+  rej = 0x0012,
+  rep = 0x0013,
+  rtu = 0x0014,
+  dreq = 0x0015,
+  drep = 0x0016,
+};
+
 // A simulated HCA. Created by Fabric::add_device.
 class Device : public hw::Device {
  public:
@@ -146,6 +157,11 @@ class Device : public hw::Device {
   // driver's cost). Doorbells are still recorded and run after resume().
   void pause();
   void resume();
+
+  // Loses the next `count` CM messages of kind `msg` this device sends (retransmissions
+  // included), as a lossy fabric would lose exactly those; 0 stops a drop still pending.
+  // For experiments and tests (rnicperf's first-reply demo loses the RTU).
+  void drop_outgoing_cm(CmMessage msg, uint32_t count);
 
   Impl& impl() { return *impl_; }
 
@@ -196,6 +212,10 @@ Result<std::shared_ptr<Fabric>> default_fabric();
 Result<std::shared_ptr<Device>> open_device(const std::string& name,
                                             std::shared_ptr<Fabric> fabric = nullptr,
                                             const DeviceConfig* config = nullptr);
+
+// The largest UDP payload a simulated wire carries: a RoCEv2 datagram of a 4096-byte MTU
+// (BTH..pad, 4160 bytes at most) and its ICRC.
+inline constexpr size_t kMaxWireDatagramBytes = 4096 + 64 + 4;
 
 // Parses a profile name: "mlx5" {keeps_rtr_doorbell}, "scanning" {fetches_beyond_dbr,
 // keeps_rtr_doorbell}, "forgetful" {neither}, "scanning-forgetful" {fetches_beyond_dbr}.

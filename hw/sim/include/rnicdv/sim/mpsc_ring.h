@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Bounded lock-free multi-producer single-consumer ring of fixed-size slots.
+// Bounded lock-free multi-producer single-consumer ring of fixed-size slots: the ring the
+// simulated in-process wire carries frames on. Installed so that benchmarks can measure the
+// wire's own transport with nothing of the device model in it (tools/bench/bench_fabric.cc);
+// header-only, so a baseline runs the very code the wire runs.
 //
 // Each slot has a sequence number that says whose turn it is (D. Vyukov's bounded queue):
 // slot i is free for the producer that claims position p when seq == p, and holds a
