@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The IB CM state machine between two agents on a deterministic MAD fabric: the handshake,
 // negotiation, losses at every step, rejects, teardown, duplicates, stale connections and
-// hostile MADs (IBA 12.9; ib-cm.md §3-4).
+// hostile MADs (IBA 12.9 and 12.6; docs/connections.md).
 #include <catch2/catch.hpp>
 
 #include <cstring>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// CM MAD encoding against hand-computed bytes (IBA 12.6 tables as summarised in ib-cm.md §1-2),
+// CM MAD encoding against hand-computed bytes (IBA 12.6 tables; docs/design.md, "Protocol notes"),
 // round trips of random messages, and hostile input to the parser.
 #include <catch2/catch.hpp>
 

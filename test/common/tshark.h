@@ -43,7 +43,7 @@ inline std::string shell_output(const std::string& cmd) {
 // stdout of `tshark -n -r PATH ARGS` (ARGS as the shell splits them); its stderr, e.g. the
 // warning about running as root, is discarded. The payload heuristics are disabled: they
 // would parse arbitrary SEND payloads as RPC-over-RDMA, NVMe-oF, iSER... and report them
-// malformed (softrnic.md §4.2).
+// malformed (docs/design.md, "Protocol notes": RoCEv2 headers).
 inline std::string tshark(const std::string& path, const std::string& args) {
   return shell_output(
       "tshark -n -r '" + path + "'" +

@@ -123,7 +123,7 @@ void wc_fence() {
 #endif
 }
 
-// One receive WQE at RQ index 0 (rdma-core-mlx5.md section 2, receive WQEs).
+// One receive WQE at RQ index 0 (mlx5dv.h mlx5_wqe_data_seg; docs/design.md, "Protocol notes").
 void post_recv(const QpView& v, const Mr& mr, void* buf, uint32_t len) {
   auto* seg = at<mlx5_wqe_data_seg>(v.dv.rq.buf, 0);
   mlx5dv_set_data_seg(seg, len, mr.lkey(), reinterpret_cast<uintptr_t>(buf));
@@ -149,7 +149,7 @@ void post_send(const QpView& v, const Mr& mr, void* buf, uint32_t len) {
   wc_fence();
 }
 
-// Waits for the next CQE (ownership rule of rdma-core-mlx5.md section 3) and returns its
+// Waits for the next CQE (the ownership rule of rdma-core's get_sw_cqe) and returns its
 // opcode and byte count; opcode MLX5_CQE_INVALID on timeout.
 struct Completion {
   uint8_t opcode = MLX5_CQE_INVALID;
@@ -277,5 +277,5 @@ TEST_CASE("a SEND written into the views reaches the peer and raises COMM_EST on
 
   CHECK(wait_async(*lb.device, AsyncEventType::comm_est, lb.b.qp->view().qpn));
   CHECK(lb.b.qp->state() ==
-        QpState::rtr);  // COMM_EST does not move the QP (semantics.md, section 2)
+        QpState::rtr);  // COMM_EST does not move the QP (IBA 11.6.3: COMM_EST is an event only)
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The CQE owner bit against the consumer index, over several laps of the ring, for 64- and
-// 128-byte CQEs (rdma-core get_sw_cqe; rdma-core-mlx5.md §3).
+// 128-byte CQEs (rdma-core get_sw_cqe; docs/design.md, "Protocol notes").
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
