@@ -300,7 +300,8 @@ TEST_CASE("UDP faults: corruption dies at the ICRC, delayed frames leave with th
 
 TEST_CASE("On the loopback link the kernel's IPv4 header is the one the ICRC assumes", "[udp]") {
   // Capture our own datagram on lo with a packet socket (needs CAP_NET_RAW) and check its
-  // ICRC over the headers actually sent: ID 0, DF, real lengths (IBA Annex A17.3.3; docs/design.md, "Protocol notes").
+  // ICRC over the headers actually sent: ID 0, DF, real lengths (IBA Annex A17.3.3;
+  // docs/design.md, "Protocol notes").
   const int sniffer = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_IP));
   if (sniffer < 0) {
     WARN("skipped: no packet socket (needs CAP_NET_RAW): " << std::strerror(errno));
