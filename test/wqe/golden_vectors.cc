@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Hand-computed WQE bytes for every opcode, inline data split at the ring's end, and atomics.
 // Each vector was worked out from the layouts in mlx5dv.h (docs/design.md, "Protocol
-// notes": mlx5 layouts), not from this library's output. The ring is 4 BBs (256 bytes), canary-filled; every byte the vector
-// does not name must still hold the canary.
+// notes": mlx5 layouts), not from this library's output. The ring is 4 BBs (256 bytes),
+// canary-filled; every byte the vector does not name must still hold the canary.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>
