@@ -56,7 +56,7 @@ std::vector<uint8_t> raddr_unit(uint64_t addr, uint32_t rkey) {
 // An inline header unit: MLX5_INLINE_SEG | len, then 12 bytes of payload (or leftover bytes).
 std::vector<uint8_t> inline_head(uint32_t len, uint8_t fill) {
   std::vector<uint8_t> unit(16, fill);
-  wqe::store_be32(unit.data(), len | MLX5_INLINE_SEG);
+  store_be32(unit.data(), len | MLX5_INLINE_SEG);
   return unit;
 }
 
@@ -257,7 +257,7 @@ TEST_CASE("random garbage rings decode to a defect or to a self-consistent WQE",
           const uint32_t len =
               (rng() & 1) ? static_cast<uint32_t>(rng() % 64) : static_cast<uint32_t>(rng());
           const size_t offset = (size_t{pi & (bbs - 1)} * 64 + size_t{u} * 16) % (size_t{bbs} * 64);
-          wqe::store_be32(sq.ring.buf + offset, len | MLX5_INLINE_SEG);
+          store_be32(sq.ring.buf + offset, len | MLX5_INLINE_SEG);
         }
     }
     const uint32_t cap = static_cast<uint32_t>(rng() % 1100);

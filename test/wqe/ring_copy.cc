@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Copies out of and between send rings follow the wrap (the shadow-queue flush).
+// Copies between send rings follow the wrap (the shadow-queue flush).
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>
@@ -30,26 +30,6 @@ void require_copied_only(const test::TestSq& shadow, const test::TestSq& sq, uin
 }
 
 }  // namespace
-
-TEST_CASE("copy_from_ring reads a WQE that wraps the ring's end", "[wqe]") {
-  test::TestSq sq(4);
-  fill_pattern(sq);
-  std::vector<uint8_t> out(160, 0);
-  wqe::copy_from_ring(sq.ring, 7, 160, out.data());  // BB 3, then BB 0 and half of BB 1
-  REQUIRE(out == test::wqe_bytes(sq.ring, 7, 160));
-  REQUIRE(std::vector<uint8_t>(out.begin(), out.begin() + 64) ==
-          std::vector<uint8_t>(sq.mem.data() + 192, sq.mem.data() + 256));
-  REQUIRE(std::vector<uint8_t>(out.begin() + 64, out.end()) ==
-          std::vector<uint8_t>(sq.mem.data(), sq.mem.data() + 96));
-}
-
-TEST_CASE("copy_from_ring of more than the ring laps it instead of reading past it", "[wqe]") {
-  test::TestSq sq(2);
-  fill_pattern(sq);
-  std::vector<uint8_t> out(320);
-  wqe::copy_from_ring(sq.ring, 1, 320, out.data());
-  REQUIRE(out == test::wqe_bytes(sq.ring, 1, 320));
-}
 
 TEST_CASE("copy_between_rings moves a batch to the same offsets and touches nothing else",
           "[wqe]") {

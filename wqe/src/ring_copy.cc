@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Copies of WQE bytes out of and between send rings, following the wrap at the ring's end.
+// Copies of WQE bytes between send rings, following the wrap at the ring's end.
 // The shadow-queue flush copies a withheld batch into the SQ at the same BB offsets; for a
 // device that runs valid-looking WQEs past the doorbell record, one WQE at a time with its
 // ctrl segment last.
@@ -20,24 +20,6 @@ size_t ring_bytes(SqRing ring) {
 size_t bb_offset(SqRing ring, uint32_t pi) {
   return static_cast<size_t>(pi & (ring.bb_count - 1)) * kBbBytes;
 }
-
-}  // namespace
-
-void copy_from_ring(SqRing ring, uint32_t pi, uint32_t bytes, uint8_t* dst) noexcept {
-  if (ring.bb_count == 0) return;
-  const size_t size = ring_bytes(ring);
-  size_t offset = bb_offset(ring, pi);
-  size_t left = bytes;
-  while (left != 0) {
-    const size_t chunk = std::min(left, size - offset);
-    std::memcpy(dst, ring.buf + offset, chunk);
-    dst += chunk;
-    left -= chunk;
-    offset = 0;
-  }
-}
-
-namespace {
 
 // `bytes` from byte `skip` of BB `pi` on, to the same place in `dst`. Equal sizes are the
 // contract; each side still wraps at its own end so that a mismatch can never read or write

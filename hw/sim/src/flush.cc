@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "hca.h"
-#include "packet/byte_order.h"
+#include "rnicdv/byte_order.h"
 
 namespace rnicdv::sim {
 
@@ -105,9 +105,9 @@ void Hca::flush_sq_locked(QpObj& qp) {
     }
     uint8_t ctrl[8];
     if (!read_queue(qp, [&] { std::memcpy(ctrl, qp.sq.bb(qp.sq_consumed), sizeof ctrl); })) break;
-    const uint32_t ds = pkt::load_be32(ctrl + 4) & 0x3f;
+    const uint32_t ds = load_be32(ctrl + 4) & 0x3f;
     w.pi = qp.sq_consumed;
-    w.mlx5_opcode = static_cast<uint8_t>(pkt::load_be32(ctrl) & 0xff);
+    w.mlx5_opcode = static_cast<uint8_t>(load_be32(ctrl) & 0xff);
     send_error_cqe(qp, w, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
     qp.sq_consumed += ds == 0 ? 1 : (ds + 3) / 4;
     ++counters_.wqes_fetched;

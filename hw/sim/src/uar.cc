@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "packet/byte_order.h"
+#include "rnicdv/byte_order.h"
 
 namespace rnicdv::sim {
 
@@ -26,8 +26,8 @@ int consume_register(BfRegister& reg, DoorbellWrite out[2]) noexcept {
     }
     uint8_t bytes[8];
     std::memcpy(bytes, &value, sizeof bytes);
-    const uint32_t opmod_idx_opcode = pkt::load_be32(bytes);
-    const uint32_t qpn_ds = pkt::load_be32(bytes + 4);
+    const uint32_t opmod_idx_opcode = load_be32(bytes);
+    const uint32_t qpn_ds = load_be32(bytes + 4);
     out[n++] = DoorbellWrite{qpn_ds >> 8, static_cast<uint16_t>(opmod_idx_opcode >> 8),
                              static_cast<uint8_t>(opmod_idx_opcode & 0xff), blueflame};
   }
@@ -42,8 +42,8 @@ bool consume_cq_doorbell(uint8_t* page, CqArmWrite* out) noexcept {
   if (value == 0) return false;
   uint8_t bytes[8];
   std::memcpy(bytes, &value, sizeof bytes);
-  out->arm_word = pkt::load_be32(bytes);
-  out->cqn = pkt::load_be32(bytes + 4) & 0xffffff;
+  out->arm_word = load_be32(bytes);
+  out->cqn = load_be32(bytes + 4) & 0xffffff;
   return true;
 }
 

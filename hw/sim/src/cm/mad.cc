@@ -4,6 +4,8 @@
 // as IBA 12.6 (Tables 106-113) gives them.
 #include "cm/mad.h"
 
+#include "rnicdv/byte_order.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -12,28 +14,6 @@ namespace rnicdv::sim::cm {
 namespace {
 
 // ---- Field access -----------------------------------------------------------------------
-
-uint32_t load_be(const uint8_t* p, size_t bytes) noexcept {
-  uint32_t v = 0;
-  for (size_t i = 0; i < bytes; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
-void store_be(uint8_t* p, size_t bytes, uint32_t v) noexcept {
-  for (size_t i = bytes; i-- > 0;) {
-    p[i] = static_cast<uint8_t>(v);
-    v >>= 8;
-  }
-}
-
-uint64_t load_be64(const uint8_t* p) noexcept {
-  return (uint64_t{load_be(p, 4)} << 32) | load_be(p + 4, 4);
-}
-
-void store_be64(uint8_t* p, uint64_t v) noexcept {
-  store_be(p, 4, static_cast<uint32_t>(v >> 32));
-  store_be(p + 4, 4, static_cast<uint32_t>(v));
-}
 
 // A sub-byte field: the bits of `mask` in byte `p[0]`.
 uint8_t get_bits(const uint8_t* p, uint8_t mask) noexcept {

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "packet/byte_order.h"
+#include "rnicdv/byte_order.h"
 
 namespace rnicdv::sim::pkt {
 

@@ -4,26 +4,14 @@
 #include <bit>
 #include <cstring>
 
+#include "rnicdv/byte_order.h"
+
 namespace rnicdv::sim {
 namespace {
 
 constexpr uint8_t kIpProtoUdp = 17;
 constexpr uint16_t kIpv4FlagDf = 0x4000, kIpv4FlagMf = 0x2000, kIpv4FragOffsetMask = 0x1FFF;
 
-inline void put16(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-inline void put32(uint8_t* p, uint32_t v) {
-  put16(p, v >> 16);
-  put16(p + 2, v);
-}
-inline uint16_t get16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] << 8 | p[1]);
-}
-inline uint32_t get32(const uint8_t* p) {
-  return uint32_t{get16(p)} << 16 | get16(p + 2);
-}
 
 // RFC 1071: 16-bit big-endian words summed in 32 bits, carries folded at the end. An odd
 // trailing byte is the high byte of a word padded with zero. The bulk goes eight bytes at a
@@ -53,7 +41,7 @@ uint32_t ones_complement_add(uint32_t sum, const uint8_t* p, size_t len) {
     if (sum & 0x80000000u) sum = (sum & 0xFFFF) + (sum >> 16);
   }
   while (len >= 2) {
-    sum += get16(p);
+    sum += load_be16(p);
     p += 2;
     len -= 2;
     if (sum & 0x80000000u) sum = (sum & 0xFFFF) + (sum >> 16);
@@ -65,11 +53,11 @@ uint32_t ones_complement_add(uint32_t sum, const uint8_t* p, size_t len) {
 // The IPv4 pseudo header the UDP checksum covers (RFC 768).
 uint32_t udp_pseudo_header_sum(uint32_t src_ipv4, uint32_t dst_ipv4, size_t udp_len) {
   uint8_t pseudo[12];
-  put32(pseudo, src_ipv4);
-  put32(pseudo + 4, dst_ipv4);
+  store_be32(pseudo, src_ipv4);
+  store_be32(pseudo + 4, dst_ipv4);
   pseudo[8] = 0;
   pseudo[9] = kIpProtoUdp;
-  put16(pseudo + 10, static_cast<uint32_t>(udp_len));
+  store_be16(pseudo + 10, static_cast<uint32_t>(udp_len));
   return ones_complement_add(0, pseudo, sizeof(pseudo));
 }
 
@@ -105,34 +93,34 @@ void write_roce_encap(uint8_t* out, const Endpoint& src, const Endpoint& dst,
   const MacAddress dst_mac = mac_for_ipv4(dst.ipv4), src_mac = mac_for_ipv4(src.ipv4);
   std::memcpy(out, dst_mac.data(), 6);
   std::memcpy(out + 6, src_mac.data(), 6);
-  put16(out + 12, kEthertypeIpv4);
+  store_be16(out + 12, kEthertypeIpv4);
 
   uint8_t* ip = out + kEthHeaderLen;
   const size_t udp_len = kUdpHeaderLen + udp_payload_len;
   ip[0] = 0x45;
   ip[1] = 0;  // DSCP/ECN
-  put16(ip + 2, static_cast<uint32_t>(kIpv4HeaderLen + udp_len));
-  put16(ip + 4, 0);  // identification: 0, as the unconnected DF socket sends
-  put16(ip + 6, kIpv4FlagDf);
+  store_be16(ip + 2, static_cast<uint32_t>(kIpv4HeaderLen + udp_len));
+  store_be16(ip + 4, 0);  // identification: 0, as the unconnected DF socket sends
+  store_be16(ip + 6, kIpv4FlagDf);
   ip[8] = kFrameIpv4Ttl;
   ip[9] = kIpProtoUdp;
-  put16(ip + 10, 0);
-  put32(ip + 12, src.ipv4);
-  put32(ip + 16, dst.ipv4);
-  put16(ip + 10, ipv4_header_checksum(ip));
+  store_be16(ip + 10, 0);
+  store_be32(ip + 12, src.ipv4);
+  store_be32(ip + 16, dst.ipv4);
+  store_be16(ip + 10, ipv4_header_checksum(ip));
 
   uint8_t* udp = ip + kIpv4HeaderLen;
-  put16(udp, src.port);
-  put16(udp + 2, dst.port);
-  put16(udp + 4, static_cast<uint32_t>(udp_len));
-  put16(udp + 6, 0);
+  store_be16(udp, src.port);
+  store_be16(udp + 2, dst.port);
+  store_be16(udp + 4, static_cast<uint32_t>(udp_len));
+  store_be16(udp + 6, 0);
   if (checksum == UdpChecksum::compute && udp_payload != nullptr) {
     uint32_t sum = udp_pseudo_header_sum(src.ipv4, dst.ipv4, udp_len);
     sum = ones_complement_add(sum, udp, kUdpHeaderLen);
     sum = ones_complement_add(sum, udp_payload, udp_payload_len);
     uint16_t value = fold(sum);
     if (value == 0) value = 0xFFFF;  // RFC 768: a computed 0 is sent as all ones
-    put16(udp + 6, value);
+    store_be16(udp + 6, value);
   }
 }
 
@@ -183,25 +171,25 @@ const char* frame_error_name(FrameError e) noexcept {
 
 FrameError parse_roce_frame(const uint8_t* frame, size_t len, ParsedRoceFrame* out) noexcept {
   if (len < kRoceEncapLen) return FrameError::truncated;
-  if (get16(frame + 12) != kEthertypeIpv4) return FrameError::not_ipv4;
+  if (load_be16(frame + 12) != kEthertypeIpv4) return FrameError::not_ipv4;
   const uint8_t* ip = frame + kEthHeaderLen;
   if ((ip[0] >> 4) != 4) return FrameError::not_ipv4;
   if ((ip[0] & 0x0F) != 5) return FrameError::ip_options;
   if (ipv4_header_checksum(ip) != 0) return FrameError::bad_ip_checksum;
-  const uint16_t flags_offset = get16(ip + 6);
+  const uint16_t flags_offset = load_be16(ip + 6);
   if ((flags_offset & kIpv4FlagMf) || (flags_offset & kIpv4FragOffsetMask))
     return FrameError::fragmented;
   if (ip[9] != kIpProtoUdp) return FrameError::not_udp;
-  const size_t ip_total = get16(ip + 2);
+  const size_t ip_total = load_be16(ip + 2);
   if (ip_total < kIpv4HeaderLen + kUdpHeaderLen) return FrameError::bad_ip_length;
   // Anything past the IPv4 datagram is Ethernet padding (minimum frame size).
   if (ip_total > len - kEthHeaderLen) return FrameError::truncated;
 
   const uint8_t* udp = ip + kIpv4HeaderLen;
-  const size_t udp_len = get16(udp + 4);
+  const size_t udp_len = load_be16(udp + 4);
   if (udp_len != ip_total - kIpv4HeaderLen) return FrameError::bad_udp_length;
-  const uint32_t src_ip = get32(ip + 12), dst_ip = get32(ip + 16);
-  if (get16(udp + 6) != 0 && udp_checksum(src_ip, dst_ip, udp, udp_len) != 0)
+  const uint32_t src_ip = load_be32(ip + 12), dst_ip = load_be32(ip + 16);
+  if (load_be16(udp + 6) != 0 && udp_checksum(src_ip, dst_ip, udp, udp_len) != 0)
     return FrameError::bad_udp_checksum;
   const size_t payload_len = udp_len - kUdpHeaderLen;
   if (payload_len < kMinWireDatagramLen) return FrameError::runt;
@@ -209,8 +197,8 @@ FrameError parse_roce_frame(const uint8_t* frame, size_t len, ParsedRoceFrame* o
 
   std::memcpy(out->dst_mac.data(), frame, 6);
   std::memcpy(out->src_mac.data(), frame + 6, 6);
-  out->src = Endpoint{src_ip, get16(udp)};
-  out->dst = Endpoint{dst_ip, get16(udp + 2)};
+  out->src = Endpoint{src_ip, load_be16(udp)};
+  out->dst = Endpoint{dst_ip, load_be16(udp + 2)};
   out->ipv4_header = ip;
   out->datagram = udp + kUdpHeaderLen;
   out->datagram_len = payload_len - kIcrcLen;

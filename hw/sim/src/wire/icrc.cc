@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "rnicdv/byte_order.h"
 #include "wire/crc32.h"
 
 namespace rnicdv::sim {
@@ -17,15 +18,6 @@ constexpr size_t kMaskedHeadersLen = kIpv4HeaderLen + kUdpHeaderLen + kBthLen;
 constexpr size_t kIpv4Tos = 1, kIpv4Ttl = 8, kIpv4Checksum = 10;
 constexpr size_t kUdpChecksum = kIpv4HeaderLen + 6;
 constexpr size_t kBthFecnBecn = kIpv4HeaderLen + kUdpHeaderLen + 4;
-
-inline void put16(uint8_t* p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-inline void put32(uint8_t* p, uint32_t v) {
-  put16(p, v >> 16);
-  put16(p + 2, v);
-}
 
 inline void mask_variant_fields(uint8_t* h) {
   h[kIpv4Tos] = 0xFF;
@@ -64,16 +56,16 @@ uint32_t roce_icrc(const Endpoint& src, const Endpoint& dst, const uint8_t* data
   uint8_t masked[kMaskedHeadersLen];
   const size_t udp_len = kUdpHeaderLen + len + kIcrcLen;
   masked[0] = 0x45;  // version 4, IHL 5
-  put16(masked + 2, static_cast<uint32_t>(kIpv4HeaderLen + udp_len));
-  put16(masked + 4, 0);       // identification
-  put16(masked + 6, 0x4000);  // DF, fragment offset 0
+  store_be16(masked + 2, static_cast<uint32_t>(kIpv4HeaderLen + udp_len));
+  store_be16(masked + 4, 0);       // identification
+  store_be16(masked + 6, 0x4000);  // DF, fragment offset 0
   masked[9] = 17;             // UDP
-  put32(masked + 12, src.ipv4);
-  put32(masked + 16, dst.ipv4);
+  store_be32(masked + 12, src.ipv4);
+  store_be32(masked + 16, dst.ipv4);
   uint8_t* udp = masked + kIpv4HeaderLen;
-  put16(udp, src.port);
-  put16(udp + 2, dst.port);
-  put16(udp + 4, static_cast<uint32_t>(udp_len));
+  store_be16(udp, src.port);
+  store_be16(udp + 2, dst.port);
+  store_be16(udp + 4, static_cast<uint32_t>(udp_len));
   return finish(masked, data, len);
 }
 

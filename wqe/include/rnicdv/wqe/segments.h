@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "rnicdv/byte_order.h"
+
 namespace rnicdv::wqe {
 
 // The layouts this library depends on (mlx5dv.h of rdma-core 44).
@@ -33,28 +35,6 @@ static_assert(offsetof(mlx5_wqe_data_seg, lkey) == 4);
 static_assert(offsetof(mlx5_wqe_data_seg, addr) == 8);
 static_assert(sizeof(mlx5_wqe_inl_data_seg) == 4);
 static_assert(MLX5_SEND_WQE_BB == 64 && (1u << MLX5_SEND_WQE_SHIFT) == MLX5_SEND_WQE_BB);
-
-// ---- Explicit byte-order accessors over raw memory ----------------------------------------
-
-inline uint16_t load_be16(const void* p) noexcept {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return be16toh(v);
-}
-inline uint32_t load_be32(const void* p) noexcept {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return be32toh(v);
-}
-inline uint64_t load_be64(const void* p) noexcept {
-  uint64_t v;
-  std::memcpy(&v, p, sizeof v);
-  return be64toh(v);
-}
-inline void store_be32(void* p, uint32_t host) noexcept {
-  const uint32_t be = htobe32(host);
-  std::memcpy(p, &be, sizeof be);
-}
 
 // ---- Segment builders -----------------------------------------------------------------------
 

@@ -76,10 +76,6 @@ constexpr uint8_t fm_ce_se_for(uint32_t flags) noexcept {
                               (flags & send_flags::solicited) | ((flags & send_flags::fence) << 5));
 }
 
-// Copies `bytes` (a multiple of 16) starting at BB `pi` out of the ring into `dst`, following
-// the wrap. Used by the shadow queue and by BlueFlame staging.
-void copy_from_ring(SqRing ring, uint32_t pi, uint32_t bytes, uint8_t* dst) noexcept;
-
 // Copies `bytes` starting at BB `pi` of `src` into the same offsets of `dst` (two rings of
 // equal size), following the wrap. The shadow-queue flush.
 void copy_between_rings(SqRing src, SqRing dst, uint32_t pi, uint32_t bytes) noexcept;
