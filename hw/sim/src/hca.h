@@ -8,7 +8,7 @@
 // is released (see gsi.h and handles.h).
 //
 // The engine's work is split by concern over several files: doorbells and the engine loop
-// (engine.cc), SQ fetching and WQE validation (sq_executor.cc), request packets
+// (engine.cc), completion events (cq_events.cc), SQ fetching and WQE validation (sq_executor.cc), request packets
 // (requester.cc), inbound responses and send completions (completer.cc), inbound requests
 // (responder.cc, responder_tx.cc), timers and go-back-N (retransmit.cc), errors and flushes
 // (flush.cc), object creation (objects.cc) and state transitions (qp_state.cc).
@@ -143,6 +143,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   friend class Gsi;
 
   // engine.cc
+  bool run_pass(std::unique_lock<std::mutex> lock);
   bool engine_pass_locked(uint64_t now);
   bool scan_doorbells_locked();
   void on_doorbell_locked(QpObj& qp);
@@ -213,7 +214,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void dump_qp(std::string& out, const QpObj& qp) const;
 
   void raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn);
-  // Completion events (engine.cc).
+  // Completion events (cq_events.cc).
   bool scan_cq_arms_locked();
   bool check_new_arms_locked();
   void raise_cq_event_locked(CqObj& cq);
