@@ -31,8 +31,8 @@ MB
 meson setup "$work/build" "$work/src" --buildtype=plain -Drnicdv:tests=disabled \
   -Drnicdv:tools=disabled -Drnicdv:dpdk=disabled >/dev/null
 # The consumer and the simulator it opens on demand; nothing else of the subproject.
-sim=$(ninja -C "$work/build" -t targets all | grep -o '^subprojects/rnicdv/librnicdv-sim\.so[.0-9]*' |
-      head -1)
+sim=$(ninja -C "$work/build" -t targets all |
+      grep -oE '^subprojects/rnicdv/librnicdv-sim\.so(\.[0-9]+)*:' | tr -d : | head -1)
 [ -n "$sim" ] || { echo "the subproject has no librnicdv-sim target" >&2; exit 1; }
 ninja -C "$work/build" consumer "$sim" >/dev/null
 if readelf -d "$work/build/consumer" | grep -q 'librnicdv-sim'; then

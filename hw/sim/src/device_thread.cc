@@ -19,6 +19,7 @@
 #include "doorbell_watch.h"
 #include "fabric_shared.h"
 #include "hca.h"
+#include "rnicdv/doorbell/mmio.h"
 
 namespace rnicdv::sim {
 
@@ -138,9 +139,7 @@ void Hca::disarm_watches() {
 
 bool Hca::register_written() {
   std::lock_guard lock(mu_);
-  const auto written = [](const uint8_t* p) {
-    return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE) != 0;
-  };
+  const auto written = [](const uint8_t* p) { return doorbell::mmio_read64(p) != 0; };
   for (const auto& reg : registers_) {
     if (!reg->owned) continue;
     if (written(reg->base) || written(reg->base + kBfHalfBytes)) return true;

@@ -9,6 +9,7 @@
 #include "hca.h"
 #include "host_access.h"
 #include "packet/psn.h"
+#include "rnicdv/doorbell/mmio.h"
 
 namespace rnicdv::sim {
 
@@ -32,15 +33,13 @@ uint16_t Hca::load_sq_dbr(const QpObj& qp) const {
   if (qp.external) [[unlikely]]
     return load_external_dbr(qp, MLX5_SND_DBR, qp.sq_consumed);
   // Acquire: WQEs written before the driver's DBR store are visible after this load.
-  return static_cast<uint16_t>(be32toh(__atomic_load_n(&qp.dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE)) &
-                               0xffff);
+  return static_cast<uint16_t>(doorbell::load_dbr(&qp.dbrec[MLX5_SND_DBR]) & 0xffff);
 }
 
 uint16_t Hca::load_rq_dbr(const QpObj& qp) const {
   if (qp.external) [[unlikely]]
     return load_external_dbr(qp, MLX5_RCV_DBR, qp.rq_consumed);
-  return static_cast<uint16_t>(be32toh(__atomic_load_n(&qp.dbrec[MLX5_RCV_DBR], __ATOMIC_ACQUIRE)) &
-                               0xffff);
+  return static_cast<uint16_t>(doorbell::load_dbr(&qp.dbrec[MLX5_RCV_DBR]) & 0xffff);
 }
 
 // A QP whose placed memory faulted goes to ERR with QP_FATAL (IBA 11.6.3.1: a local

@@ -7,21 +7,22 @@
 #include <cstring>
 
 #include "rnicdv/byte_order.h"
+#include "rnicdv/doorbell/mmio.h"
 
 namespace rnicdv::sim {
 
 int consume_register(BfRegister& reg, DoorbellWrite out[2]) noexcept {
   int n = 0;
   for (uint32_t half = 0; half < 2; ++half) {
-    auto* word0 = reinterpret_cast<uint64_t*>(reg.base + half * kBfHalfBytes);
-    if (__atomic_load_n(word0, __ATOMIC_RELAXED) == 0) continue;
+    uint8_t* word0 = reg.base + half * kBfHalfBytes;
+    if (doorbell::mmio_read64(word0) == 0) continue;
     // Acquire: the doorbell record and the WQE were written before this store.
-    const uint64_t value = __atomic_exchange_n(word0, 0, __ATOMIC_ACQUIRE);
+    const uint64_t value = doorbell::mmio_take64(word0);
     if (value == 0) continue;
-    auto* word1 = word0 + 1;
+    uint8_t* word1 = word0 + 8;
     bool blueflame = false;
-    if (__atomic_load_n(word1, __ATOMIC_RELAXED) != 0) {
-      __atomic_exchange_n(word1, 0, __ATOMIC_RELAXED);
+    if (doorbell::mmio_read64(word1) != 0) {
+      doorbell::mmio_take64(word1);
       blueflame = true;
     }
     uint8_t bytes[8];
@@ -35,10 +36,10 @@ int consume_register(BfRegister& reg, DoorbellWrite out[2]) noexcept {
 }
 
 bool consume_cq_doorbell(uint8_t* page, CqArmWrite* out) noexcept {
-  auto* reg = reinterpret_cast<uint64_t*>(page + kCqDoorbellOffset);
-  if (__atomic_load_n(reg, __ATOMIC_RELAXED) == 0) return false;
+  uint8_t* reg = page + kCqDoorbellOffset;
+  if (doorbell::mmio_read64(reg) == 0) return false;
   // Acquire: the arm word was stored in the doorbell record before this register.
-  const uint64_t value = __atomic_exchange_n(reg, 0, __ATOMIC_ACQUIRE);
+  const uint64_t value = doorbell::mmio_take64(reg);
   if (value == 0) return false;
   uint8_t bytes[8];
   std::memcpy(bytes, &value, sizeof bytes);

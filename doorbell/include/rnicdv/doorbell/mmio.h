@@ -59,6 +59,13 @@ namespace rnicdv::doorbell {
   return __atomic_load_n(static_cast<const uint64_t*>(reg), __ATOMIC_RELAXED);
 }
 
+// Takes the 8 bytes of a device register and leaves zero (device side: a model consuming a
+// doorbell write). Acquire: what the writer stored before its mmio_write64 (the doorbell
+// record, the WQE) is visible after it.
+[[gnu::always_inline]] inline uint64_t mmio_take64(void* reg) noexcept {
+  return __atomic_exchange_n(static_cast<uint64_t*>(reg), 0, __ATOMIC_ACQUIRE);
+}
+
 namespace detail {
 
 // Copies one 64-byte block to the register with the widest plain stores the ISA has, in
