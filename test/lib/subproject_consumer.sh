@@ -12,18 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src/subprojects"
 ln -s "$src" "$work/src/subprojects/rnicdv"
-cat >"$work/src/main.cc" <<'CC'
-#include <cstdio>
-#include <rnicdv/rnicdv.h>
-int main() {
-  auto dev = rnicdv::Device::open("sim0");
-  if (!dev) { std::fprintf(stderr, "%s\n", dev.status().message().c_str()); return 1; }
-  auto pd = dev.value().alloc_pd();
-  std::printf("opened %s (%s), pd %s\n", dev.value().name().c_str(),
-              dev.value().info().kind.c_str(), pd ? "ok" : "failed");
-  return pd ? 0 : 1;
-}
-CC
+cp "$(dirname "$0")/consumer_main.cc" "$work/src/main.cc"
 cat >"$work/src/meson.build" <<'MB'
 project('consumer', 'cpp', default_options: ['cpp_std=c++20'])
 executable('consumer', 'main.cc', dependencies: dependency('rnicdv'))

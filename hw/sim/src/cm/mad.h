@@ -15,6 +15,7 @@
 #include <span>
 #include <variant>
 
+#include "rnicdv/sim/sim.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::sim::cm {
@@ -29,16 +30,16 @@ inline constexpr uint8_t kCmClassVersion = 2;     // IB_CM_CLASS_VERSION
 inline constexpr uint8_t kMethodSend = 0x03;      // every CM message (IBA 12.6.1)
 inline constexpr uint32_t kQp1Qkey = 0x80010000;  // IB_QP1_QKEY (IBA 13.5.1)
 
-// CM attribute IDs (IBA 12.6.2, Table 104).
+// CM attribute IDs (IBA 12.6.2, Table 104). The connection messages' are sim.h's CmMessage.
 enum class AttrId : uint16_t {
   class_port_info = 0x0001,
-  req = 0x0010,
-  mra = 0x0011,
-  rej = 0x0012,
-  rep = 0x0013,
-  rtu = 0x0014,
-  dreq = 0x0015,
-  drep = 0x0016,
+  req = static_cast<uint16_t>(CmMessage::req),
+  mra = static_cast<uint16_t>(CmMessage::mra),
+  rej = static_cast<uint16_t>(CmMessage::rej),
+  rep = static_cast<uint16_t>(CmMessage::rep),
+  rtu = static_cast<uint16_t>(CmMessage::rtu),
+  dreq = static_cast<uint16_t>(CmMessage::dreq),
+  drep = static_cast<uint16_t>(CmMessage::drep),
   sidr_req = 0x0017,
   sidr_rep = 0x0018,
   lap = 0x0019,
