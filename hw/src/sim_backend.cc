@@ -53,14 +53,13 @@ const sim::Provider* provider(bool load, Status* why) {
   return found;
 }
 
-// The default fabric's devices if the simulator is in the process; "sim0" in any case (it is
-// created on open).
+// "sim0" first (it is created on open, and is the default device where there is no real
+// one), then the default fabric's other devices if the simulator is in the process.
 std::vector<std::string> list() {
-  std::vector<std::string> names;
-  if (const sim::Provider* p = provider(false, nullptr)) names = p->list();
-  bool have_sim0 = false;
-  for (const auto& n : names) have_sim0 |= n == "sim0";
-  if (!have_sim0) names.push_back("sim0");
+  std::vector<std::string> names{"sim0"};
+  if (const sim::Provider* p = provider(false, nullptr))
+    for (std::string& n : p->list())
+      if (n != "sim0") names.push_back(std::move(n));
   return names;
 }
 
