@@ -51,15 +51,20 @@ uint32_t random_psn() {
 
 }  // namespace
 
+namespace {
+
+// The device: on the run's own fabric when it has one (--wire, --loopback), else by name.
+Result<rnicdv::Device> open_device(const EndpointConfig& config) {
+  if (!config.fabric) return rnicdv::Device::open(config.device_name);
+  auto sim_dev = rnicdv::sim::open_device(config.device_name, config.fabric);
+  if (!sim_dev) return sim_dev.status();
+  return rnicdv::Device::wrap(std::move(sim_dev.value()));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<TestEndpoint>> TestEndpoint::open(const EndpointConfig& config) {
-  Result<rnicdv::Device> dev = Status();
-  if (config.fabric) {
-    auto sim_dev = rnicdv::sim::open_device(config.device_name, config.fabric);
-    if (!sim_dev) return sim_dev.status();
-    dev = rnicdv::Device::wrap(std::move(sim_dev.value()));
-  } else {
-    dev = rnicdv::Device::open(config.device_name);
-  }
+  auto dev = open_device(config);
   if (!dev) return dev.status();
   std::unique_ptr<TestEndpoint> ep(new TestEndpoint);
   ep->dev_.emplace(std::move(dev.value()));
