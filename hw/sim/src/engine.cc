@@ -9,38 +9,10 @@
 #include "hca.h"
 #include "host_access.h"
 #include "packet/psn.h"
+#include "rc/queues.h"
 #include "rnicdv/doorbell/mmio.h"
 
 namespace rnicdv::sim {
-
-namespace {
-
-// A record the application placed (host_access.h). On a fault, or once the QP's memory has
-// failed, the device's own index: no new work appears, and nothing is read again.
-uint16_t load_external_dbr(const QpObj& qp, unsigned word, uint32_t consumed) {
-  uint32_t raw = 0;
-  if (qp.host_failed) return static_cast<uint16_t>(consumed);
-  if (!host_load32(&qp.dbrec[word], &raw)) {
-    qp.host_fault = true;
-    return static_cast<uint16_t>(consumed);
-  }
-  return static_cast<uint16_t>(be32toh(raw) & 0xffff);
-}
-
-}  // namespace
-
-uint16_t Hca::load_sq_dbr(const QpObj& qp) const {
-  if (qp.external) [[unlikely]]
-    return load_external_dbr(qp, MLX5_SND_DBR, qp.sq_consumed);
-  // Acquire: WQEs written before the driver's DBR store are visible after this load.
-  return static_cast<uint16_t>(doorbell::load_dbr(&qp.dbrec[MLX5_SND_DBR]) & 0xffff);
-}
-
-uint16_t Hca::load_rq_dbr(const QpObj& qp) const {
-  if (qp.external) [[unlikely]]
-    return load_external_dbr(qp, MLX5_RCV_DBR, qp.rq_consumed);
-  return static_cast<uint16_t>(doorbell::load_dbr(&qp.dbrec[MLX5_RCV_DBR]) & 0xffff);
-}
 
 // A QP whose placed memory faulted goes to ERR with QP_FATAL (IBA 11.6.3.1: a local
 // catastrophic error), as a real device's QP does when its queue's pages fail translation.
@@ -57,20 +29,8 @@ void Hca::handle_host_faults_locked() {
     // In RESET nothing runs; in ERR (a path that already failed it) the event was raised.
     if (qp->state == hw::QpState::reset || qp->state == hw::QpState::err) continue;
     raise_event(hw::AsyncEventType::qp_fatal, qp->qpn, 0);
-    qp_to_error_locked(*qp);
+    rc_.flush.to_error(*qp);
   }
-}
-
-void Hca::fail_cq_memory_locked(CqObj& cq) {
-  cq.host_fault = false;
-  if (cq.host_failed) return;
-  cq.host_failed = true;
-  cq.overflowed = true;
-  cq.arm = CqArm::off;
-  cq.arm_check_pending = false;
-  ++counters_.host_memory_faults;
-  raise_event(hw::AsyncEventType::cq_err, 0, cq.cqn);
-  overflowed_cqs_.push_back(&cq);
 }
 
 const Clock& Hca::clock() const {
@@ -123,9 +83,9 @@ bool Hca::engine_pass_locked(uint64_t now_ns) {
   }
   if (attached_) did |= shared_.wire->poll(endpoint_, kRxBudget) > 0;
   for (auto& qp : qps_) {
-    did |= run_timers_locked(*qp, now_ns);
-    did |= requester_progress(*qp, kTxBudgetPerQp);
-    did |= responder_transmit(*qp, kTxBudgetPerQp);
+    did |= rc_.retransmit.run_timers(*qp, now_ns);
+    did |= rc_.requester.progress(*qp, kTxBudgetPerQp);
+    did |= rc_.responder.transmit(*qp, kTxBudgetPerQp);
   }
   if (any_external_) [[unlikely]]
     handle_host_faults_locked();
@@ -167,7 +127,7 @@ bool Hca::scan_doorbells_locked() {
     }
     for (QpObj* qp : reg->qps) {
       const bool rang = qp == named[0] || qp == named[1];
-      const uint16_t ahead = static_cast<uint16_t>(load_sq_dbr(*qp) - qp->sq_limit);
+      const uint16_t ahead = static_cast<uint16_t>(rc::load_sq_dbr(*qp) - qp->sq_limit);
       if (rang || (ahead != 0 && ahead <= qp->sq.bb_count)) qp->db_pending = true;
     }
   }
@@ -192,14 +152,14 @@ void Hca::on_doorbell_locked(QpObj& qp) {
       break;
     case hw::QpState::rts:
     case hw::QpState::sqd: {
-      const uint16_t dbr = load_sq_dbr(qp);
+      const uint16_t dbr = rc::load_sq_dbr(qp);
       const uint16_t ahead = static_cast<uint16_t>(dbr - qp.sq_consumed);
       if (ahead != 0 && ahead <= qp.sq.bb_count) qp.sq_limit = qp.sq_consumed + ahead;
       break;
     }
     case hw::QpState::sqe:
     case hw::QpState::err:
-      flush_sq_locked(qp);
+      rc_.flush.flush_sq(qp);
       break;
   }
 }
@@ -208,7 +168,7 @@ void Hca::on_doorbell_locked(QpObj& qp) {
 // flushes work posted to a QP in error as soon as it is seen.
 bool Hca::observe_dbrs_locked(QpObj& qp) {
   bool did = false;
-  const uint16_t sq = load_sq_dbr(qp);
+  const uint16_t sq = rc::load_sq_dbr(qp);
   if (sq != qp.seen_sq_dbr) {
     const uint16_t moved = static_cast<uint16_t>(sq - qp.seen_sq_dbr);
     if (moved < 0x8000) {
@@ -218,11 +178,11 @@ bool Hca::observe_dbrs_locked(QpObj& qp) {
     qp.seen_sq_dbr = sq;
     if (!paused_.load(std::memory_order_relaxed) &&
         (qp.state == hw::QpState::err || qp.state == hw::QpState::sqe)) {
-      flush_sq_locked(qp);
+      rc_.flush.flush_sq(qp);
       did = true;
     }
   }
-  const uint16_t rq = load_rq_dbr(qp);
+  const uint16_t rq = rc::load_rq_dbr(qp);
   if (rq != qp.seen_rq_dbr) {
     const uint16_t moved = static_cast<uint16_t>(rq - qp.seen_rq_dbr);
     if (moved < 0x8000) {
@@ -231,22 +191,9 @@ bool Hca::observe_dbrs_locked(QpObj& qp) {
     }
     qp.seen_rq_dbr = rq;
     if (!paused_.load(std::memory_order_relaxed) && qp.state == hw::QpState::err) {
-      flush_rq_locked(qp);
+      rc_.flush.flush_rq(qp);
       did = true;
     }
-  }
-  return did;
-}
-
-bool Hca::run_timers_locked(QpObj& qp, uint64_t now_ns) {
-  bool did = false;
-  if (qp.rnr_deadline != 0 && now_ns >= qp.rnr_deadline) {
-    on_rnr_timer(qp);
-    did = true;
-  }
-  if (qp.retx_deadline != 0 && now_ns >= qp.retx_deadline) {
-    on_retransmit_timeout(qp);
-    did = true;
   }
   return did;
 }
@@ -303,9 +250,9 @@ void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
     return;
   }
   if (info.request)
-    on_request(*qp, p);
+    rc_.responder.on_request(*qp, p);
   else
-    on_response(*qp, p);
+    rc_.completer.on_response(*qp, p);
 }
 
 void Hca::transmit(QpObj& qp, const uint8_t* frame, size_t len) {

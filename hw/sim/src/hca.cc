@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A device's life: creation, attaching to the fabric, introspection, pause and stop.
 #include "hca.h"
+#include "rc/queues.h"
 
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -66,7 +67,8 @@ Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfi
       shared_(shared),
       config_(config),
       gsi_(*this),
-      mrs_(merge_caps(config.caps).max_mr, memory_key_secret(shared, index)) {
+      mrs_(merge_caps(config.caps).max_mr, memory_key_secret(shared, index)),
+      rc_(*this, counters_, mrs_, info_, config_) {
   if (config_.name.empty()) config_.name = "sim" + std::to_string(index);
   config_.caps = merge_caps(config.caps);
   info_.name = config_.name;
@@ -74,9 +76,6 @@ Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfi
   info_.profile = config_.profile;
   info_.caps = config_.caps;
   info_.node_guid = 0x0002c90300000000ull | (uint64_t{index} << 8) | 1;
-  decoded_ = std::make_unique<wqe::DecodedSendWqe>();
-  inline_scratch_.resize(wqe::kMaxWqeDs * wqe::kDsBytes);
-  frame_.resize(pkt::kMaxPacketBytes + 64);
 }
 
 Hca::~Hca() {
@@ -178,8 +177,8 @@ Result<QpSnapshot> Hca::qp_snapshot(uint32_t qpn) const {
   QpSnapshot s;
   s.qpn = qp.qpn;
   s.state = qp.state;
-  s.sq_dbr = load_sq_dbr(qp);
-  s.rq_dbr = load_rq_dbr(qp);
+  s.sq_dbr = rc::load_sq_dbr(qp);
+  s.rq_dbr = rc::load_rq_dbr(qp);
   s.sq_consumed = qp.sq_consumed;
   s.rq_consumed = qp.rq_consumed;
   s.next_psn = qp.next_psn;
@@ -200,6 +199,25 @@ void Hca::pause() {
 void Hca::resume() {
   paused_.store(false, std::memory_order_release);
   kick();
+}
+
+Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Doorbell-record moves made before this transition are counted in the state they
+  // happened in.
+  observe_dbrs_locked(*qp);
+  Status s = rc_.states.check(*qp, attr, mask);
+  if (!s) return s;
+  rc_.states.apply(*qp, attr, mask);
+  handle_cq_overflows_locked();
+  // A doorbell kept from RTR, a resume from SQD, a flush: the next engine pass acts on it.
+  kick_if_sleeping();
+  return Status::ok();
+}
+
+hw::QpState Hca::qp_state(const QpObj* qp) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return qp->state;
 }
 
 }  // namespace rnicdv::sim

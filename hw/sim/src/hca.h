@@ -7,11 +7,11 @@
 // acquire loads. GSI handlers and timers, and completion-event handlers, run after the lock
 // is released (see gsi.h and handles.h).
 //
-// The engine's work is split by concern over several files: doorbells and the engine loop
-// (engine.cc), completion events (cq_events.cc), SQ fetching and WQE validation (sq_executor.cc), request packets
-// (requester.cc), inbound responses and send completions (completer.cc), inbound requests
-// (responder.cc, responder_tx.cc), timers and go-back-N (retransmit.cc), errors and flushes
-// (flush.cc), object creation (objects.cc) and state transitions (qp_state.cc).
+// The device's own work: doorbells and the engine loop (engine.cc), CQE writes and overruns
+// (cq_write.cc), completion events (cq_events.cc), object creation (objects.cc). The RC
+// transport is its own part (rc/transport.h): role objects (SQ fetcher, requester, completer,
+// retransmit, responder, flush, QP state machine) that see the device only through
+// rc::Context. The engine calls into them; they never call the engine.
 #pragma once
 
 #include <atomic>
@@ -32,6 +32,7 @@
 #include "mr_table.h"
 #include "packet/packet.h"
 #include "qp.h"
+#include "rc/transport.h"
 #include "rnicdv/sim/sim.h"
 #include "uar.h"
 #include "wire/wire.h"
@@ -43,10 +44,6 @@ struct FabricShared;
 // Engine pacing: packets one QP may send per engine pass, datagrams taken from the wire.
 inline constexpr uint32_t kTxBudgetPerQp = 32;
 inline constexpr uint32_t kRxBudget = 128;
-// Go-back-N window in PSNs (rxe stops 128 PSNs past the oldest unacked one) and the
-// interval at which AckReq is set inside long messages.
-inline constexpr uint32_t kPsnWindow = 128;
-inline constexpr uint32_t kAckReqInterval = 32;
 inline constexpr uint32_t kMaxSqBbs = 32768;
 
 // The model's defaults (sim.h: zero fields of DeviceConfig::caps take these).
@@ -142,6 +139,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
  private:
   friend class Gsi;
 
+  friend class rc::Context;
+
   // engine.cc
   bool run_pass(std::unique_lock<std::mutex> lock);
   bool engine_pass_locked(uint64_t now);
@@ -149,66 +148,12 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void on_doorbell_locked(QpObj& qp);
   bool observe_dbrs_locked(QpObj& qp);
   void deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len);
-  bool run_timers_locked(QpObj& qp, uint64_t now);
   void transmit(QpObj& qp, const uint8_t* frame, size_t len);
-  uint16_t load_sq_dbr(const QpObj& qp) const;
-  uint16_t load_rq_dbr(const QpObj& qp) const;
 
-  // sq_executor.cc
-  bool fetch_next_wqe(QpObj& qp);
-  bool sq_has_fetchable(QpObj& qp, bool* beyond_dbr);
-  void resolve_wqe(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w);
-
-  // requester.cc
-  bool requester_progress(QpObj& qp, uint32_t budget);
-  bool send_request_packet(QpObj& qp, SendWqe& w);
-  bool may_start(QpObj& qp, const SendWqe& w);
-  void arm_retransmit(QpObj& qp);
-
-  // completer.cc
-  void on_response(QpObj& qp, const pkt::Packet& p);
-  void on_ack(QpObj& qp, const pkt::Packet& p);
-  void on_read_response(QpObj& qp, const pkt::Packet& p);
-  void on_atomic_ack(QpObj& qp, const pkt::Packet& p);
-  bool acknowledge_through(QpObj& qp, uint32_t psn);
-  void complete_wqes(QpObj& qp);
-  void complete_send_wqe(QpObj& qp, SendWqe& w);
-  SendWqe* find_wqe_by_psn(QpObj& qp, uint32_t psn, uint32_t* index);
-
-  // responder.cc
-  void on_request(QpObj& qp, const pkt::Packet& p);
-  void on_duplicate_request(QpObj& qp, const pkt::Packet& p);
-  bool responder_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
-  bool responder_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
-  void responder_read(QpObj& qp, const pkt::Packet& p);
-  void responder_atomic(QpObj& qp, const pkt::Packet& p);
-  bool take_recv_wqe(QpObj& qp, const pkt::Packet& p);
-  void complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uint64_t byte_cnt);
-  void responder_error(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
-                       hw::AsyncEventType event);
-
-  // responder_tx.cc
-  void queue_ack(QpObj& qp, uint8_t syndrome, uint32_t psn);
-  bool responder_transmit(QpObj& qp, uint32_t budget);
-  bool send_read_response(QpObj& qp, RespJob& job);
-
-  // retransmit.cc
-  void rewind(QpObj& qp, uint32_t psn);
-  void on_retransmit_timeout(QpObj& qp);
-  void on_rnr_timer(QpObj& qp);
-  void on_rnr_nak(QpObj& qp, const pkt::Packet& p);
-
-  // flush.cc
-  void qp_to_error_locked(QpObj& qp);
-  void flush_sq_locked(QpObj& qp);
-  void flush_rq_locked(QpObj& qp);
-  void reset_qp_locked(QpObj& qp);
-  void push_cqe(QpObj& qp, CqObj* cq, const wqe::CqeInit& init);
-  void send_error_cqe(QpObj& qp, const SendWqe& w, uint8_t syndrome);
-
-  // qp_state.cc
-  Status check_modify(const QpObj& qp, const hw::QpAttr& attr, uint32_t mask) const;
-  void apply_modify(QpObj& qp, const hw::QpAttr& attr, uint32_t mask);
+  // cq_write.cc: every CQE the transport writes; overruns and CQ memory faults.
+  void write_cqe_locked(CqObj* cq, const wqe::CqeInit& init);
+  void handle_cq_overflows_locked();
+  void fail_cq_memory_locked(CqObj& cq);
 
   // dump.cc
   void dump_qp(std::string& out, const QpObj& qp) const;
@@ -222,24 +167,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   QpObj* find_qp(uint32_t qpn);
   Result<BfRegister*> bind_register(QpObj& qp);
   Result<BfRegister*> bind_external_register(QpObj& qp, uint8_t* base);
-  void handle_cq_overflows_locked();
-  // Runs `read` over the QP's rings: directly in the device's own memory, through
-  // host_access.h in memory placed by someone else. False (and the QP marked for ERR) on a
-  // fault, and without reading once that memory has failed.
-  template <class F>
-  bool read_queue(const QpObj& qp, F&& read) {
-    if (!qp.external) [[likely]] {
-      read();
-      return true;
-    }
-    if (qp.host_failed) return false;
-    if (host_guarded(read)) return true;
-    qp.host_fault = true;
-    return false;
-  }
   // Memory the application placed that faulted (host_access.h; engine.cc).
   void handle_host_faults_locked();
-  void fail_cq_memory_locked(CqObj& cq);
   void unbind_register(QpObj& qp);
   void free_qp_memory(QpObj& qp);
   void maybe_free_cq(CqObj* cq);
@@ -287,10 +216,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   std::mutex event_mu_;
   std::unordered_map<uint32_t, CqEventHandler> cq_event_handlers_;
 
-  // Scratch for decoding and framing (engine only, under mu_).
-  std::unique_ptr<wqe::DecodedSendWqe> decoded_;
-  std::vector<uint8_t> inline_scratch_;
-  std::vector<uint8_t> frame_;
+  // The RC transport: its roles work on one QP at a time, under mu_ (rc/transport.h).
+  rc::Transport rc_;
   bool transmitted_ = false;
   TxTap tx_tap_;
 

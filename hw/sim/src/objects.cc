@@ -10,6 +10,7 @@
 
 #include "fabric_shared.h"
 #include "hca.h"
+#include "rc/queues.h"
 #include "host_access.h"
 
 namespace rnicdv::sim {
@@ -305,8 +306,8 @@ Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, Cq
   ++send_cq->qp_refs;
   ++recv_cq->qp_refs;
   qp->wqes.resize(std::min<uint32_t>(16, qp->sq.bb_count));
-  qp->seen_sq_dbr = load_sq_dbr(*qp);
-  qp->seen_rq_dbr = load_rq_dbr(*qp);
+  qp->seen_sq_dbr = rc::load_sq_dbr(*qp);
+  qp->seen_rq_dbr = rc::load_rq_dbr(*qp);
 
   mlx5dv_qp& dv = qp->view.dv;
   dv.dbrec = reinterpret_cast<__be32*>(qp->dbrec);

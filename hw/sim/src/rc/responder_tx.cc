@@ -4,12 +4,13 @@
 // the READ responses before it (the requester would take them for lost).
 #include <algorithm>
 
-#include "hca.h"
-#include "packet/psn.h"
+#include "../host_access.h"
+#include "../packet/psn.h"
+#include "responder.h"
 
-namespace rnicdv::sim {
+namespace rnicdv::sim::rc {
 
-void Hca::queue_ack(QpObj& qp, uint8_t syndrome, uint32_t psn) {
+void Responder::queue_ack(QpObj& qp, uint8_t syndrome, uint32_t psn) {
   const bool plain_ack = (syndrome & pkt::aeth::kTypeMask) == pkt::aeth::kAck;
   if (plain_ack && !qp.resp_queue.empty()) {
     RespJob& back = qp.resp_queue.back();
@@ -29,7 +30,7 @@ void Hca::queue_ack(QpObj& qp, uint8_t syndrome, uint32_t psn) {
   qp.resp_queue.push_back(job);
 }
 
-bool Hca::responder_transmit(QpObj& qp, uint32_t budget) {
+bool Responder::transmit(QpObj& qp, uint32_t budget) {
   if (qp.resp_queue.empty()) return false;
   if (qp.state == hw::QpState::reset || qp.state == hw::QpState::init ||
       qp.state == hw::QpState::err) {
@@ -37,7 +38,7 @@ bool Hca::responder_transmit(QpObj& qp, uint32_t budget) {
     return false;
   }
   bool did = false;
-  uint8_t* frame = frame_.data();
+  uint8_t* frame = ctx_.frame();
   while (budget != 0 && !qp.resp_queue.empty()) {
     RespJob& job = qp.resp_queue.front();
     if (job.kind == RespJob::Kind::read) {
@@ -55,9 +56,9 @@ bool Hca::responder_transmit(QpObj& qp, uint32_t budget) {
       p.aeth = pkt::Aeth{job.syndrome, job.msn};
       const uint8_t type = job.syndrome & pkt::aeth::kTypeMask;
       if (type == pkt::aeth::kAck) {
-        ++counters_.acks_tx;
+        ++ctx_.counters().acks_tx;
       } else if (type == pkt::aeth::kNak) {
-        ++counters_.naks_tx;
+        ++ctx_.counters().naks_tx;
         ++qp.counters.naks_tx;
       }
     } else {
@@ -65,9 +66,9 @@ bool Hca::responder_transmit(QpObj& qp, uint32_t budget) {
       p.aeth = pkt::Aeth{pkt::aeth::kAck | pkt::aeth::kCreditInvalid, job.msn};
       p.atomic_orig = job.atomic_orig;
     }
-    const size_t len = pkt::build_packet(p, frame, frame_.size());
+    const size_t len = pkt::build_packet(p, frame, ctx_.frame_size());
     qp.resp_queue.pop_front();
-    transmit(qp, frame, len);
+    ctx_.transmit(qp, frame, len);
     did = true;
     --budget;
   }
@@ -77,16 +78,16 @@ bool Hca::responder_transmit(QpObj& qp, uint32_t budget) {
 // One packet of a READ response stream (IBA 9.7.5.1.4): FIRST/MIDDLE/LAST or ONLY, PSNs
 // request PSN + i, an AETH on FIRST, LAST and ONLY. The region is checked again for every
 // packet: memory deregistered meanwhile is never read.
-bool Hca::send_read_response(QpObj& qp, RespJob& job) {
+bool Responder::send_read_response(QpObj& qp, RespJob& job) {
   const uint32_t k = job.next_pkt;
   const uint64_t offset = uint64_t{k} << qp.mtu_shift;
   const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, job.length - offset));
   uint8_t* host = nullptr;
-  if (mrs_.check(job.rkey, qp.pdn, job.va + offset, len, hw::access::remote_read, &host) !=
+  if (ctx_.mrs().check(job.rkey, qp.pdn, job.va + offset, len, hw::access::remote_read, &host) !=
       AccessResult::ok) {
     const uint32_t psn = psn_add(job.psn, k);
     qp.resp_queue.pop_front();
-    responder_error(qp, pkt::aeth::kNakRemoteAccessError, psn, 0,
+    fail(qp, pkt::aeth::kNakRemoteAccessError, psn, 0,
                     hw::AsyncEventType::qp_access_err);
     return false;
   }
@@ -105,17 +106,17 @@ bool Hca::send_read_response(QpObj& qp, RespJob& job) {
   p.payload = host;
   p.payload_len = len;
   size_t n = 0;
-  if (!host_guarded([&] { n = pkt::build_packet(p, frame_.data(), frame_.size()); })) {
+  if (!host_guarded([&] { n = pkt::build_packet(p, ctx_.frame(), ctx_.frame_size()); })) {
     // The region's pages were taken away after registration: nothing of them is sent.
-    ++counters_.host_memory_faults;
+    ++ctx_.counters().host_memory_faults;
     qp.resp_queue.pop_front();
-    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
                     hw::AsyncEventType::qp_access_err);
     return false;
   }
   ++job.next_pkt;
-  transmit(qp, frame_.data(), n);
+  ctx_.transmit(qp, ctx_.frame(), n);
   return true;
 }
 
-}  // namespace rnicdv::sim
+}  // namespace rnicdv::sim::rc

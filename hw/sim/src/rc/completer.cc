@@ -5,11 +5,14 @@
 // before a later ACK lost it, and is retried (go-back-N).
 #include <cstring>
 
-#include "hca.h"
-#include "packet/psn.h"
-#include "seg_copy.h"
+#include "completer.h"
 
-namespace rnicdv::sim {
+#include "../packet/psn.h"
+#include "../seg_copy.h"
+#include "flush.h"
+#include "retransmit.h"
+
+namespace rnicdv::sim::rc {
 
 namespace {
 
@@ -32,15 +35,15 @@ uint8_t nak_to_syndrome(uint8_t aeth) {
 
 }  // namespace
 
-void Hca::on_response(QpObj& qp, const pkt::Packet& p) {
+void Completer::on_response(QpObj& qp, const pkt::Packet& p) {
   if (qp.state != hw::QpState::rts && qp.state != hw::QpState::sqd &&
       qp.state != hw::QpState::sqe) {
-    ++counters_.rx_dropped;
+    ++ctx_.counters().rx_dropped;
     return;
   }
   // A response for a PSN never sent is not ours (stale, or from a previous connection).
   if (psn_cmp(p.bth.psn, qp.next_psn) >= 0) {
-    ++counters_.rx_dropped;
+    ++ctx_.counters().rx_dropped;
     ++qp.counters.rx_dropped;
     return;
   }
@@ -55,13 +58,13 @@ void Hca::on_response(QpObj& qp, const pkt::Packet& p) {
       on_atomic_ack(qp, p);
       break;
     default:
-      ++counters_.rx_dropped;
+      ++ctx_.counters().rx_dropped;
       break;
   }
   complete_wqes(qp);
 }
 
-SendWqe* Hca::find_wqe_by_psn(QpObj& qp, uint32_t psn, uint32_t* index) {
+SendWqe* Completer::find_wqe_by_psn(QpObj& qp, uint32_t psn, uint32_t* index) {
   for (uint32_t i = qp.wq_head; i != qp.wq_tail; ++i) {
     SendWqe& w = qp.wqe_at(i);
     if (!w.started) break;
@@ -75,7 +78,7 @@ SendWqe* Hca::find_wqe_by_psn(QpObj& qp, uint32_t psn, uint32_t* index) {
 }
 
 // Everything up to and including `psn` was received by the responder.
-bool Hca::acknowledge_through(QpObj& qp, uint32_t psn) {
+bool Completer::acknowledge_through(QpObj& qp, uint32_t psn) {
   uint32_t new_comp = psn_add(psn, 1);
   if (psn_cmp(new_comp, qp.comp_psn) <= 0) return false;
   bool lost_response = false;
@@ -100,7 +103,7 @@ bool Hca::acknowledge_through(QpObj& qp, uint32_t psn) {
     qp.rnr_left = qp.attr.rnr_retry;
     qp.gap_retry_armed = false;
     qp.retx_deadline = 0;
-    if (psn_cmp(qp.comp_psn, qp.next_psn) != 0) arm_retransmit(qp);
+    if (psn_cmp(qp.comp_psn, qp.next_psn) != 0) retransmit_.arm(qp);
     // Packets the responder already has need not be sent again after a rewind.
     while (qp.wq_send != qp.wq_tail) {
       SendWqe& w = qp.wqe_at(qp.wq_send);
@@ -116,36 +119,36 @@ bool Hca::acknowledge_through(QpObj& qp, uint32_t psn) {
   if (lost_response && !(qp.gap_retry_armed && qp.gap_retry_psn == qp.comp_psn)) {
     qp.gap_retry_armed = true;
     qp.gap_retry_psn = qp.comp_psn;
-    rewind(qp, qp.comp_psn);
+    retransmit_.rewind(qp, qp.comp_psn);
   }
   return progress;
 }
 
-void Hca::on_ack(QpObj& qp, const pkt::Packet& p) {
+void Completer::on_ack(QpObj& qp, const pkt::Packet& p) {
   const uint8_t syndrome = p.aeth.syndrome;
   const uint32_t psn = p.bth.psn;
   switch (syndrome & pkt::aeth::kTypeMask) {
     case pkt::aeth::kAck:
-      ++counters_.acks_rx;
+      ++ctx_.counters().acks_rx;
       acknowledge_through(qp, psn);
       return;
     case pkt::aeth::kRnrNak:
-      ++counters_.rnr_naks_rx;
+      ++ctx_.counters().rnr_naks_rx;
       ++qp.counters.rnr_naks_rx;
-      on_rnr_nak(qp, p);
+      retransmit_.on_rnr_nak(qp, p);
       return;
     case pkt::aeth::kNak:
       break;
     default:
-      ++counters_.rx_dropped;
+      ++ctx_.counters().rx_dropped;
       return;
   }
-  ++counters_.naks_rx;
+  ++ctx_.counters().naks_rx;
   ++qp.counters.naks_rx;
   // Every NAK implicitly acknowledges the PSNs before it (IBA 9.7.5.2.2).
   acknowledge_through(qp, psn_add(psn, kPsnMask));
   if (syndrome == pkt::aeth::kNakPsnSeqError) {
-    if (psn_cmp(psn, qp.comp_psn) >= 0) rewind(qp, psn);
+    if (psn_cmp(psn, qp.comp_psn) >= 0) retransmit_.rewind(qp, psn);
     return;
   }
   uint32_t index = 0;
@@ -155,7 +158,7 @@ void Hca::on_ack(QpObj& qp, const pkt::Packet& p) {
   if (static_cast<int32_t>(qp.wq_send - index) > 0) qp.wq_send = index;
 }
 
-void Hca::on_read_response(QpObj& qp, const pkt::Packet& p) {
+void Completer::on_read_response(QpObj& qp, const pkt::Packet& p) {
   const uint32_t psn = p.bth.psn;
   // A response implicitly acknowledges every request before it.
   acknowledge_through(qp, psn_add(psn, kPsnMask));
@@ -163,14 +166,14 @@ void Hca::on_read_response(QpObj& qp, const pkt::Packet& p) {
   SendWqe* w = find_wqe_by_psn(qp, psn, &index);
   if (!w || w->kind != WqeKind::read) {
     ++qp.counters.duplicates_rx;
-    ++counters_.duplicates_rx;
+    ++ctx_.counters().duplicates_rx;
     return;
   }
   const uint32_t expected = psn_add(w->first_psn, w->resp_pkts);
   const int32_t order = psn_cmp(psn, expected);
   if (order < 0) {
     ++qp.counters.duplicates_rx;
-    ++counters_.duplicates_rx;
+    ++ctx_.counters().duplicates_rx;
     return;
   }
   if (order > 0) {
@@ -178,7 +181,7 @@ void Hca::on_read_response(QpObj& qp, const pkt::Packet& p) {
     if (!(qp.gap_retry_armed && qp.gap_retry_psn == expected)) {
       qp.gap_retry_armed = true;
       qp.gap_retry_psn = expected;
-      rewind(qp, expected);
+      retransmit_.rewind(qp, expected);
     }
     return;
   }
@@ -191,48 +194,48 @@ void Hca::on_read_response(QpObj& qp, const pkt::Packet& p) {
   const uint64_t offset = uint64_t{w->resp_pkts} << qp.mtu_shift;
   const uint64_t expected_len = last ? w->length - offset : qp.mtu;
   if (!pos_ok || p.payload_len != expected_len) {
-    ++counters_.rx_dropped;
+    ++ctx_.counters().rx_dropped;
     ++qp.counters.rx_dropped;
     return;
   }
   if (p.payload_len && scatter_bytes(w->segs, offset, p.payload, p.payload_len) != SegCopy::ok) {
     // The local buffer was taken away after the WQE was fetched.
-    ++counters_.host_memory_faults;
+    ++ctx_.counters().host_memory_faults;
     w->error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
   }
   ++w->resp_pkts;
   acknowledge_through(qp, psn);
 }
 
-void Hca::on_atomic_ack(QpObj& qp, const pkt::Packet& p) {
+void Completer::on_atomic_ack(QpObj& qp, const pkt::Packet& p) {
   const uint32_t psn = p.bth.psn;
   acknowledge_through(qp, psn_add(psn, kPsnMask));
   uint32_t index = 0;
   SendWqe* w = find_wqe_by_psn(qp, psn, &index);
   if (!w || w->kind != WqeKind::atomic || w->atomic_done || qp.comp_psn != psn) {
     ++qp.counters.duplicates_rx;
-    ++counters_.duplicates_rx;
+    ++ctx_.counters().duplicates_rx;
     return;
   }
   // The original value, in host order, into the 8-byte local buffer (IBA 9.4.5).
   uint8_t value[8];
   std::memcpy(value, &p.atomic_orig, sizeof value);
   if (scatter_bytes(w->segs, 0, value, sizeof value) != SegCopy::ok) {
-    ++counters_.host_memory_faults;
+    ++ctx_.counters().host_memory_faults;
     w->error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
   }
   w->atomic_done = true;
   acknowledge_through(qp, psn);
 }
 
-void Hca::complete_wqes(QpObj& qp) {
+void Completer::complete_wqes(QpObj& qp) {
   while (qp.wq_head != qp.wq_tail) {
     SendWqe& w = qp.wqe_at(qp.wq_head);
     if (w.error) {
-      send_error_cqe(qp, w, w.error);
+      flush_.send_error_cqe(qp, w, w.error);
       ++qp.wq_head;
       if (static_cast<int32_t>(qp.wq_send - qp.wq_head) < 0) qp.wq_send = qp.wq_head;
-      qp_to_error_locked(qp);
+      flush_.to_error(qp);
       return;
     }
     if (!w.started) break;
@@ -251,11 +254,11 @@ void Hca::complete_wqes(QpObj& qp) {
   if (idle) qp.retx_deadline = 0;
   if (idle && qp.state == hw::QpState::sqd && !qp.sq_drained_raised) {
     qp.sq_drained_raised = true;
-    raise_event(hw::AsyncEventType::sq_drained, qp.qpn, 0);
+    ctx_.raise_event(hw::AsyncEventType::sq_drained, qp.qpn, 0);
   }
 }
 
-void Hca::complete_send_wqe(QpObj& qp, SendWqe& w) {
+void Completer::complete_send_wqe(QpObj& qp, SendWqe& w) {
   // Unsignaled WQEs write nothing: the next signaled CQE retires them (libmlx5 moves
   // sq.tail to wqe_head[wqe_counter] + 1).
   if (!w.signaled) return;
@@ -267,7 +270,7 @@ void Hca::complete_send_wqe(QpObj& qp, SendWqe& w) {
   c.srqn_uidx = qp.user_index;
   if (w.kind == WqeKind::read) c.byte_cnt = static_cast<uint32_t>(w.length);
   if (w.kind == WqeKind::atomic) c.byte_cnt = 8;
-  push_cqe(qp, qp.send_cq, c);
+  ctx_.write_cqe(qp.send_cq, c);
 }
 
-}  // namespace rnicdv::sim
+}  // namespace rnicdv::sim::rc

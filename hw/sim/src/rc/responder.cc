@@ -6,19 +6,23 @@
 #include <algorithm>
 #include <cstring>
 
-#include "hca.h"
-#include "packet/psn.h"
-#include "seg_copy.h"
+#include "responder.h"
 
-namespace rnicdv::sim {
+#include "../host_access.h"
+#include "../packet/psn.h"
+#include "../seg_copy.h"
+#include "flush.h"
+#include "queues.h"
 
-void Hca::on_request(QpObj& qp, const pkt::Packet& p) {
+namespace rnicdv::sim::rc {
+
+void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   // Requests are processed from RTR on (IBA 10.3.1.3). The first one in RTR raises
   // COMM_EST (IBA 11.6.3.1), once.
   if (qp.state == hw::QpState::rtr && !qp.comm_est_raised) {
     qp.comm_est_raised = true;
-    ++counters_.comm_est_raised;
-    raise_event(hw::AsyncEventType::comm_est, qp.qpn, 0);
+    ++ctx_.counters().comm_est_raised;
+    ctx_.raise_event(hw::AsyncEventType::comm_est, qp.qpn, 0);
   }
   const int32_t order = psn_cmp(p.bth.psn, qp.epsn);
   if (order > 0) {
@@ -27,7 +31,7 @@ void Hca::on_request(QpObj& qp, const pkt::Packet& p) {
       qp.nak_seq_sent = true;
       queue_ack(qp, pkt::aeth::kNakPsnSeqError, qp.epsn);
     }
-    ++counters_.rx_dropped;
+    ++ctx_.counters().rx_dropped;
     ++qp.counters.rx_dropped;
     return;
   }
@@ -62,7 +66,7 @@ void Hca::on_request(QpObj& qp, const pkt::Packet& p) {
     }
   }
   if (!sequence_ok || !length_ok) {
-    responder_error(qp, pkt::aeth::kNakInvalidRequest, psn, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+    fail(qp, pkt::aeth::kNakInvalidRequest, psn, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
                     hw::AsyncEventType::qp_req_err);
     return;
   }
@@ -72,25 +76,25 @@ void Hca::on_request(QpObj& qp, const pkt::Packet& p) {
   if (info.kind == pkt::OpKind::read_request) needed = hw::access::remote_read;
   if (info.kind == pkt::OpKind::atomic) needed = hw::access::remote_atomic;
   if ((qp.attr.access_flags & needed) != needed) {
-    responder_error(qp, pkt::aeth::kNakInvalidRequest, psn, 0, hw::AsyncEventType::qp_req_err);
+    fail(qp, pkt::aeth::kNakInvalidRequest, psn, 0, hw::AsyncEventType::qp_req_err);
     return;
   }
 
   switch (info.kind) {
     case pkt::OpKind::send:
-      if (!responder_send(qp, p, info)) return;
+      if (!execute_send(qp, p, info)) return;
       break;
     case pkt::OpKind::write:
-      if (!responder_write(qp, p, info)) return;
+      if (!execute_write(qp, p, info)) return;
       break;
     case pkt::OpKind::read_request:
-      responder_read(qp, p);
+      execute_read(qp, p);
       return;
     case pkt::OpKind::atomic:
-      responder_atomic(qp, p);
+      execute_atomic(qp, p);
       return;
     default:
-      ++counters_.rx_dropped;
+      ++ctx_.counters().rx_dropped;
       return;
   }
   qp.epsn = psn_add(qp.epsn, 1);
@@ -100,10 +104,10 @@ void Hca::on_request(QpObj& qp, const pkt::Packet& p) {
 // Takes the next receive WQE for a SEND (or a WRITE with immediate). Without one the sender
 // gets an RNR NAK carrying this QP's min_rnr_timer (IBA 9.7.5.2.8) and the PSN stays
 // expected. A receive WQE the device cannot use completes in error.
-bool Hca::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
+bool Responder::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
   const uint16_t posted = static_cast<uint16_t>(load_rq_dbr(qp) - qp.rq_consumed);
   if (posted == 0 || posted > qp.rq.wqe_cnt) {
-    ++counters_.rnr_naks_tx;
+    ++ctx_.counters().rnr_naks_tx;
     ++qp.counters.rnr_naks_tx;
     queue_ack(qp, static_cast<uint8_t>(pkt::aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f)),
               p.bth.psn);
@@ -123,12 +127,12 @@ bool Hca::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
   wqe::WqeDefect defect = wqe::WqeDefect::none;
   if (!read_queue(qp, [&] { defect = wqe::decode_recv_wqe(qp.rq, r.counter, &d); })) {
     // The receive queue's memory is gone: the sender gets a NAK, this QP goes to ERR.
-    responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
+    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
                     MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
     return false;
   }
   if (defect != wqe::WqeDefect::none) {
-    responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
+    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
                     MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
     return false;
   }
@@ -136,9 +140,9 @@ bool Hca::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
     const Sge& sge = d.sges[i];
     if (sge.length == 0) continue;
     uint8_t* host = nullptr;
-    if (mrs_.check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host) !=
+    if (ctx_.mrs().check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host) !=
         AccessResult::ok) {
-      responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
+      fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
                       MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
       return false;
     }
@@ -148,7 +152,7 @@ bool Hca::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
   return true;
 }
 
-bool Hca::responder_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
+bool Responder::execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
   if (info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only) {
     if (!take_recv_wqe(qp, p)) return false;
   }
@@ -156,14 +160,14 @@ bool Hca::responder_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo&
   if (r.placed + p.payload_len > r.capacity) {
     // The message is larger than the receive buffer: LOC_LEN_ERR here, NAK invalid
     // request to the sender (IBA 9.7.5.2.4 class C).
-    responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn,
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn,
                     MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, hw::AsyncEventType::qp_req_err);
     return false;
   }
   if (p.payload_len && scatter_bytes(r.segs, r.placed, p.payload, p.payload_len) != SegCopy::ok) {
     // The receive buffer was taken away after it was posted (the MR check passed).
-    ++counters_.host_memory_faults;
-    responder_error(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
+    ++ctx_.counters().host_memory_faults;
+    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
                     MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
     return false;
   }
@@ -178,22 +182,22 @@ bool Hca::responder_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo&
   return true;
 }
 
-bool Hca::responder_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
+bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
   WriteInProgress& wr = qp.write;
   const bool starts = info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only;
   const bool ends = info.pos == pkt::OpPos::last || info.pos == pkt::OpPos::only;
   if (starts) {
     const uint32_t len = p.reth.dma_length;
     const bool len_ok = info.pos == pkt::OpPos::only ? p.payload_len == len : len > qp.mtu;
-    if (!len_ok || len > info_.caps.max_msg_size) {
-      responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
+    if (!len_ok || len > ctx_.caps().max_msg_size) {
+      fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
                       hw::AsyncEventType::qp_req_err);
       return false;
     }
     uint8_t* host = nullptr;
-    if (mrs_.check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_write, &host) !=
+    if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_write, &host) !=
         AccessResult::ok) {
-      responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+      fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
                       hw::AsyncEventType::qp_access_err);
       return false;
     }
@@ -203,7 +207,7 @@ bool Hca::responder_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo
     wr.placed = 0;
   }
   if (wr.placed + p.payload_len > wr.total || (ends && wr.placed + p.payload_len != wr.total)) {
-    responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
                     hw::AsyncEventType::qp_req_err);
     return false;
   }
@@ -212,9 +216,9 @@ bool Hca::responder_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo
   if (ends && info.immediate && !take_recv_wqe(qp, p)) return false;
   if (p.payload_len && !host_copy(wr.dst + wr.placed, p.payload, p.payload_len)) {
     // The target region's pages were taken away after registration.
-    ++counters_.host_memory_faults;
+    ++ctx_.counters().host_memory_faults;
     wr.active = false;
-    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
                     hw::AsyncEventType::qp_access_err);
     return false;
   }
@@ -230,17 +234,17 @@ bool Hca::responder_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo
   return true;
 }
 
-void Hca::responder_read(QpObj& qp, const pkt::Packet& p) {
+void Responder::execute_read(QpObj& qp, const pkt::Packet& p) {
   const uint32_t len = p.reth.dma_length;
-  if (len > info_.caps.max_msg_size) {
-    responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
+  if (len > ctx_.caps().max_msg_size) {
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
                     hw::AsyncEventType::qp_req_err);
     return;
   }
   uint8_t* host = nullptr;
-  if (mrs_.check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_read, &host) !=
+  if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_read, &host) !=
       AccessResult::ok) {
-    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
                     hw::AsyncEventType::qp_access_err);
     return;
   }
@@ -262,16 +266,16 @@ void Hca::responder_read(QpObj& qp, const pkt::Packet& p) {
   qp.epsn = psn_add(qp.epsn, span);
 }
 
-void Hca::responder_atomic(QpObj& qp, const pkt::Packet& p) {
+void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
   const pkt::AtomicEth& a = p.atomic;
   if (a.va & 7) {  // atomics need 8-byte alignment (IBA 9.4.5, C9-...): invalid request
-    responder_error(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
                     hw::AsyncEventType::qp_req_err);
     return;
   }
   uint8_t* host = nullptr;
-  if (mrs_.check(a.rkey, qp.pdn, a.va, 8, hw::access::remote_atomic, &host) != AccessResult::ok) {
-    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+  if (ctx_.mrs().check(a.rkey, qp.pdn, a.va, 8, hw::access::remote_atomic, &host) != AccessResult::ok) {
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
                     hw::AsyncEventType::qp_access_err);
     return;
   }
@@ -288,8 +292,8 @@ void Hca::responder_atomic(QpObj& qp, const pkt::Packet& p) {
           orig = __atomic_fetch_add(target, a.swap_add, __ATOMIC_SEQ_CST);
         }
       })) {
-    ++counters_.host_memory_faults;
-    responder_error(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
+    ++ctx_.counters().host_memory_faults;
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
                     hw::AsyncEventType::qp_access_err);
     return;
   }
@@ -308,8 +312,8 @@ void Hca::responder_atomic(QpObj& qp, const pkt::Packet& p) {
 // A request the responder already executed (IBA 9.7.5.1.2, C9-105 ... C9-113): SEND/WRITE are
 // re-acknowledged without placing data again; a READ is executed again from the requested
 // PSN; an atomic is answered with the saved original value and never applied twice.
-void Hca::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
-  ++counters_.duplicates_rx;
+void Responder::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
+  ++ctx_.counters().duplicates_rx;
   ++qp.counters.duplicates_rx;
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
   const uint32_t psn = p.bth.psn;
@@ -362,7 +366,7 @@ void Hca::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
   // No resource matches: dropped (class D).
 }
 
-void Hca::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uint64_t byte_cnt) {
+void Responder::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uint64_t byte_cnt) {
   wqe::CqeInit c;
   c.cqe_opcode = cqe_opcode;
   c.qpn = qp.qpn;
@@ -373,10 +377,10 @@ void Hca::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uin
   c.srqn_uidx = qp.user_index;
   c.solicited = p.bth.solicited;
   qp.recv.active = false;
-  push_cqe(qp, qp.recv_cq, c);
+  ctx_.write_cqe(qp.recv_cq, c);
 }
 
-void Hca::responder_error(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
+void Responder::fail(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
                           hw::AsyncEventType event) {
   if (recv_syndrome != 0 && qp.recv.active) {
     wqe::CqeInit c;
@@ -386,22 +390,22 @@ void Hca::responder_error(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t
     c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
     c.srqn_uidx = qp.user_index;
     qp.recv.active = false;
-    ++counters_.error_cqes;
-    push_cqe(qp, qp.recv_cq, c);
+    ++ctx_.counters().error_cqes;
+    ctx_.write_cqe(qp.recv_cq, c);
   }
   // Everything already answered goes out first, then the NAK; then the QP stops.
-  responder_transmit(qp, UINT32_MAX);
+  transmit(qp, UINT32_MAX);
   pkt::Packet nak;
   nak.bth.opcode = pkt::opcode::rc_acknowledge;
   nak.bth.dest_qp = qp.attr.dest_qpn;
   nak.bth.psn = psn;
   nak.aeth = pkt::Aeth{nak_syndrome, qp.msn};
-  const size_t len = pkt::build_packet(nak, frame_.data(), frame_.size());
-  ++counters_.naks_tx;
+  const size_t len = pkt::build_packet(nak, ctx_.frame(), ctx_.frame_size());
+  ++ctx_.counters().naks_tx;
   ++qp.counters.naks_tx;
-  transmit(qp, frame_.data(), len);
-  raise_event(event, qp.qpn, 0);
-  qp_to_error_locked(qp);
+  ctx_.transmit(qp, ctx_.frame(), len);
+  ctx_.raise_event(event, qp.qpn, 0);
+  flush_.to_error(qp);
 }
 
-}  // namespace rnicdv::sim
+}  // namespace rnicdv::sim::rc

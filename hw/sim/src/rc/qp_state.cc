@@ -2,10 +2,14 @@
 // The QP state machine (IBA 10.3.1, Table 91 "QP state transition properties" as
 // ibv_modify_qp(3) lists them for RC): which transitions are legal, which attributes each
 // one requires and which it accepts.
-#include "hca.h"
-#include "packet/psn.h"
+#include "qp_state.h"
 
-namespace rnicdv::sim {
+#include "../packet/psn.h"
+#include "completer.h"
+#include "flush.h"
+#include "queues.h"
+
+namespace rnicdv::sim::rc {
 
 namespace {
 
@@ -81,7 +85,7 @@ constexpr uint32_t kKnownAccess = hw::access::local_write | hw::access::remote_w
 
 }  // namespace
 
-Status Hca::check_modify(const QpObj& qp, const hw::QpAttr& attr, uint32_t mask) const {
+Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t mask) const {
   const QpState from = qp.state;
   const QpState to = (mask & a::state) ? attr.state : from;
   const char* f = hw::qp_state_name(from);
@@ -118,7 +122,7 @@ Status Hca::check_modify(const QpObj& qp, const hw::QpAttr& attr, uint32_t mask)
   }
   if (to == QpState::reset || to == QpState::err) return Status::ok();
 
-  const hw::DeviceCaps& caps = info_.caps;
+  const hw::DeviceCaps& caps = ctx_.caps();
   if ((mask & a::port) && (attr.port_num != 1 || attr.pkey_index != 0))
     return fail(Errc::invalid_argument, "only port 1 and P_Key index 0 exist");
   if ((mask & a::access_flags) && (attr.access_flags & ~kKnownAccess))
@@ -152,15 +156,15 @@ Status Hca::check_modify(const QpObj& qp, const hw::QpAttr& attr, uint32_t mask)
   return Status::ok();
 }
 
-void Hca::apply_modify(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
+void QpStateMachine::apply(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
   const QpState from = qp.state;
   const QpState to = (mask & a::state) ? attr.state : from;
   if (to == QpState::reset) {
-    reset_qp_locked(qp);
+    flush_.reset(qp);
     return;
   }
   if (to == QpState::err) {
-    qp_to_error_locked(qp);
+    flush_.to_error(qp);
     return;
   }
   hw::QpAttr& cur = qp.attr;
@@ -203,7 +207,7 @@ void Hca::apply_modify(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
   }
   if (to == QpState::sqd && from != QpState::sqd) {
     qp.sq_drained_raised = false;
-    complete_wqes(qp);  // raises SQ_DRAINED at once when nothing is in flight
+    completer_.complete_wqes(qp);  // raises SQ_DRAINED at once when nothing is in flight
   }
   if (to == QpState::rts && from != QpState::rts) {
     // A doorbell kept from RTR runs now (mlx5); leaving SQD or SQE resumes from the DBR.
@@ -216,23 +220,4 @@ void Hca::apply_modify(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
   }
 }
 
-Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
-  std::lock_guard<std::mutex> lock(mu_);
-  // Doorbell-record moves made before this transition are counted in the state they
-  // happened in.
-  observe_dbrs_locked(*qp);
-  Status s = check_modify(*qp, attr, mask);
-  if (!s) return s;
-  apply_modify(*qp, attr, mask);
-  handle_cq_overflows_locked();
-  // A doorbell kept from RTR, a resume from SQD, a flush: the next engine pass acts on it.
-  kick_if_sleeping();
-  return Status::ok();
-}
-
-hw::QpState Hca::qp_state(const QpObj* qp) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return qp->state;
-}
-
-}  // namespace rnicdv::sim
+}  // namespace rnicdv::sim::rc

@@ -3,11 +3,15 @@
 // within the go-back-N window, honouring max_rd_atomic and fences.
 #include <algorithm>
 
-#include "hca.h"
-#include "packet/psn.h"
-#include "seg_copy.h"
+#include "requester.h"
 
-namespace rnicdv::sim {
+#include "../packet/psn.h"
+#include "../seg_copy.h"
+#include "completer.h"
+#include "retransmit.h"
+#include "sq_fetch.h"
+
+namespace rnicdv::sim::rc {
 
 namespace {
 
@@ -48,7 +52,7 @@ pkt::OpPos position(uint32_t k, uint32_t n) {
 
 }  // namespace
 
-bool Hca::may_start(QpObj& qp, const SendWqe& w) {
+bool Requester::may_start(QpObj& qp, const SendWqe& w) {
   if (psn_diff(qp.next_psn, qp.comp_psn) >= kPsnWindow) return false;
   if (!w.fenced && !w.is_rd_atomic()) return true;
   uint32_t rd_atomic = 0;
@@ -61,19 +65,13 @@ bool Hca::may_start(QpObj& qp, const SendWqe& w) {
   return !w.is_rd_atomic() || rd_atomic < limit;
 }
 
-void Hca::arm_retransmit(QpObj& qp) {
-  if (qp.attr.timeout == 0 || qp.retx_deadline != 0) return;
-  // Local ACK timeout: 4.096 us * 2^timeout (IBA 9.7.6.1.3).
-  qp.retx_deadline = now() + (uint64_t{4096} << qp.attr.timeout);
-}
-
-bool Hca::requester_progress(QpObj& qp, uint32_t budget) {
+bool Requester::progress(QpObj& qp, uint32_t budget) {
   if (qp.state != hw::QpState::rts && qp.state != hw::QpState::sqd) return false;
   if (qp.rnr_deadline != 0) return false;  // waiting out an RNR NAK
   bool did = false;
   while (budget != 0) {
     if (qp.wq_send == qp.wq_tail) {
-      if (qp.state != hw::QpState::rts || !fetch_next_wqe(qp)) break;
+      if (qp.state != hw::QpState::rts || !fetcher_.fetch_next(qp)) break;
       did = true;
     }
     SendWqe& w = qp.wqe_at(qp.wq_send);
@@ -99,11 +97,11 @@ bool Hca::requester_progress(QpObj& qp, uint32_t budget) {
     --budget;
     if (w.fully_sent()) ++qp.wq_send;
   }
-  if (did) complete_wqes(qp);
+  if (did) completer_.complete_wqes(qp);
   return did;
 }
 
-bool Hca::send_request_packet(QpObj& qp, SendWqe& w) {
+bool Requester::send_request_packet(QpObj& qp, SendWqe& w) {
   pkt::Packet p;
   p.bth.dest_qp = qp.attr.dest_qpn;
   uint32_t payload_len = 0;
@@ -152,7 +150,7 @@ bool Hca::send_request_packet(QpObj& qp, SendWqe& w) {
   p.bth.ack_req = last || qp.pkts_since_ack_req >= kAckReqInterval || window_full;
   if (p.bth.ack_req) qp.pkts_since_ack_req = 0;
 
-  uint8_t* frame = frame_.data();
+  uint8_t* frame = ctx_.frame();
   const size_t hl = pkt::build_headers(p, frame);
   if (payload_len != 0) {
     switch (gather_bytes(w.segs, payload_offset, frame + hl, payload_len)) {
@@ -165,19 +163,19 @@ bool Hca::send_request_packet(QpObj& qp, SendWqe& w) {
       case SegCopy::fault:
         // The region's pages were taken away after registration: a local protection error,
         // as the MR check would have given for memory that is not registered.
-        ++counters_.host_memory_faults;
+        ++ctx_.counters().host_memory_faults;
         w.error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
         return false;
     }
   }
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
-  transmit(qp, frame, len);
+  ctx_.transmit(qp, frame, len);
   if (w.kind == WqeKind::send || w.kind == WqeKind::write)
     ++w.pkts_sent;
   else
     w.pkts_sent = 1;
-  arm_retransmit(qp);
+  retransmit_.arm(qp);
   return true;
 }
 
-}  // namespace rnicdv::sim
+}  // namespace rnicdv::sim::rc

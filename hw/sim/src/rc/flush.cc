@@ -7,56 +7,14 @@
 
 #include <cstring>
 
-#include "hca.h"
+#include "flush.h"
+
+#include "queues.h"
 #include "rnicdv/byte_order.h"
 
-namespace rnicdv::sim {
+namespace rnicdv::sim::rc {
 
-void Hca::push_cqe(QpObj& qp, CqObj* cq, const wqe::CqeInit& init) {
-  (void)qp;
-  if (!cq) return;
-  switch (cq_push(*cq, init)) {
-    case CqPush::written:
-      ++counters_.cqes_written;
-      // Only a CQ with an event handler is ever armed (cq.h).
-      if (cq->arm != CqArm::off) [[unlikely]] {
-        if (cq_arm_met_by_cqe(*cq, cq->pi - 1, init)) raise_cq_event_locked(*cq);
-      }
-      return;
-    case CqPush::dead:
-      return;
-    case CqPush::host_fault:
-      fail_cq_memory_locked(*cq);
-      return;
-    case CqPush::overflow:
-      break;
-  }
-  // CQ overrun (IBA 11.4.2.1, C11-...): CQ_ERR, nothing overwritten, and every QP that
-  // completes into this CQ goes to ERR. The moves are done once the current work is over.
-  // An overrun CQ raises no completion event any more: the CQE that would have fired it was
-  // never written, the consumer learns of the overrun from CQ_ERR, and later arms are ignored.
-  cq->arm = CqArm::off;
-  cq->arm_check_pending = false;
-  ++counters_.cq_overflows;
-  raise_event(hw::AsyncEventType::cq_err, 0, cq->cqn);
-  overflowed_cqs_.push_back(cq);
-}
-
-void Hca::handle_cq_overflows_locked() {
-  while (!overflowed_cqs_.empty()) {
-    CqObj* cq = overflowed_cqs_.back();
-    overflowed_cqs_.pop_back();
-    for (auto& qp : qps_) {
-      if ((qp->send_cq != cq && qp->recv_cq != cq) || qp->state == hw::QpState::err ||
-          qp->state == hw::QpState::reset)
-        continue;
-      raise_event(hw::AsyncEventType::qp_fatal, qp->qpn, 0);
-      qp_to_error_locked(*qp);
-    }
-  }
-}
-
-void Hca::send_error_cqe(QpObj& qp, const SendWqe& w, uint8_t syndrome) {
+void Flush::send_error_cqe(QpObj& qp, const SendWqe& w, uint8_t syndrome) {
   wqe::CqeInit c;
   c.cqe_opcode = MLX5_CQE_REQ_ERR;
   c.send_opcode = w.mlx5_opcode;
@@ -64,11 +22,11 @@ void Hca::send_error_cqe(QpObj& qp, const SendWqe& w, uint8_t syndrome) {
   c.wqe_counter = static_cast<uint16_t>(w.pi);
   c.qpn = qp.qpn;
   c.srqn_uidx = qp.user_index;
-  if (syndrome != MLX5_CQE_SYNDROME_WR_FLUSH_ERR) ++counters_.error_cqes;
-  push_cqe(qp, qp.send_cq, c);
+  if (syndrome != MLX5_CQE_SYNDROME_WR_FLUSH_ERR) ++ctx_.counters().error_cqes;
+  ctx_.write_cqe(qp.send_cq, c);
 }
 
-void Hca::qp_to_error_locked(QpObj& qp) {
+void Flush::to_error(QpObj& qp) {
   if (qp.state == hw::QpState::err) return;
   qp.state = hw::QpState::err;
   qp.retx_deadline = 0;
@@ -77,11 +35,11 @@ void Hca::qp_to_error_locked(QpObj& qp) {
   qp.write.active = false;
   qp.cur_op = 0;
   qp.rtr_db_kept = false;
-  flush_sq_locked(qp);
-  flush_rq_locked(qp);
+  flush_sq(qp);
+  flush_rq(qp);
 }
 
-void Hca::flush_sq_locked(QpObj& qp) {
+void Flush::flush_sq(QpObj& qp) {
   // WQEs the device fetched and did not complete.
   while (qp.wq_head != qp.wq_tail) {
     const SendWqe& w = qp.wqe_at(qp.wq_head);
@@ -96,7 +54,7 @@ void Hca::flush_sq_locked(QpObj& qp) {
     bool beyond = false;
     if (ahead == 0 || ahead > qp.sq.bb_count) {
       // A scanning device flushes valid-looking WQEs past the DBR too.
-      if (!config_.profile.fetches_beyond_dbr || qp.host_failed) break;
+      if (!ctx_.profile().fetches_beyond_dbr || qp.host_failed) break;
       bool valid = false;
       if (!read_queue(qp, [&] { valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn); }) ||
           !valid)
@@ -110,13 +68,13 @@ void Hca::flush_sq_locked(QpObj& qp) {
     w.mlx5_opcode = static_cast<uint8_t>(load_be32(ctrl) & 0xff);
     send_error_cqe(qp, w, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
     qp.sq_consumed += ds == 0 ? 1 : (ds + 3) / 4;
-    ++counters_.wqes_fetched;
-    if (beyond) ++counters_.wqes_beyond_dbr;
+    ++ctx_.counters().wqes_fetched;
+    if (beyond) ++ctx_.counters().wqes_beyond_dbr;
   }
   qp.sq_limit = qp.sq_consumed;
 }
 
-void Hca::flush_rq_locked(QpObj& qp) {
+void Flush::flush_rq(QpObj& qp) {
   wqe::CqeInit c;
   c.cqe_opcode = MLX5_CQE_RESP_ERR;
   c.syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
@@ -125,18 +83,18 @@ void Hca::flush_rq_locked(QpObj& qp) {
   if (qp.recv.active) {
     qp.recv.active = false;
     c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
-    push_cqe(qp, qp.recv_cq, c);
+    ctx_.write_cqe(qp.recv_cq, c);
   }
   for (;;) {
     const uint16_t posted = static_cast<uint16_t>(load_rq_dbr(qp) - qp.rq_consumed);
     if (posted == 0 || posted > qp.rq.wqe_cnt) break;
     c.wqe_counter = static_cast<uint16_t>(qp.rq_consumed);
     ++qp.rq_consumed;
-    push_cqe(qp, qp.recv_cq, c);
+    ctx_.write_cqe(qp.recv_cq, c);
   }
 }
 
-void Hca::reset_qp_locked(QpObj& qp) {
+void Flush::reset(QpObj& qp) {
   qp.state = hw::QpState::reset;
   qp.attr = hw::QpAttr{};
   qp.remote_ipv4 = 0;
@@ -162,4 +120,4 @@ void Hca::reset_qp_locked(QpObj& qp) {
   qp.comm_est_raised = false;
 }
 
-}  // namespace rnicdv::sim
+}  // namespace rnicdv::sim::rc

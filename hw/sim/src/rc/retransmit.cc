@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Reliability on the requester side: go-back-N from a PSN, the local ACK timeout with
 // retry_cnt, and RNR NAK waits with rnr_retry (IBA 9.7.5.1, 9.7.6.1).
-#include "hca.h"
-#include "packet/psn.h"
+#include "retransmit.h"
 
-namespace rnicdv::sim {
+#include "../packet/psn.h"
+#include "completer.h"
+
+namespace rnicdv::sim::rc {
 
 namespace {
 
@@ -23,8 +25,14 @@ uint64_t rnr_timer_ns(uint8_t code) {
 // Resends everything from `psn` on: the WQE that holds it resumes there (a partly
 // acknowledged SEND/WRITE skips the packets already acknowledged; a partly answered READ is
 // reissued for the rest), and every WQE after it starts over.
-void Hca::rewind(QpObj& qp, uint32_t psn) {
-  ++counters_.retransmits;
+void Retransmit::arm(QpObj& qp) {
+  if (qp.attr.timeout == 0 || qp.retx_deadline != 0) return;
+  // Local ACK timeout: 4.096 us * 2^timeout (IBA 9.7.6.1.3).
+  qp.retx_deadline = ctx_.now() + (uint64_t{4096} << qp.attr.timeout);
+}
+
+void Retransmit::rewind(QpObj& qp, uint32_t psn) {
+  ++ctx_.counters().retransmits;
   ++qp.counters.retransmits;
   qp.pkts_since_ack_req = 0;
   uint32_t i = qp.wq_head;
@@ -55,17 +63,17 @@ void Hca::rewind(QpObj& qp, uint32_t psn) {
   qp.wq_send = i;
 }
 
-void Hca::on_retransmit_timeout(QpObj& qp) {
+void Retransmit::on_timeout(QpObj& qp) {
   qp.retx_deadline = 0;
   if (qp.wq_head == qp.wq_tail || psn_cmp(qp.comp_psn, qp.next_psn) == 0) return;
-  ++counters_.timeouts;
+  ++ctx_.counters().timeouts;
   ++qp.counters.timeouts;
   if (qp.retry_left == 0) {
     // Retries exhausted (IBA 9.7.6.1.3 C9-140): the oldest outstanding WQE completes with
     // RETRY_EXC_ERR and the QP goes to ERR.
     qp.wqe_at(qp.wq_head).error = MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR;
     qp.wq_send = qp.wq_head;
-    complete_wqes(qp);
+    completer_.complete_wqes(qp);
     return;
   }
   --qp.retry_left;
@@ -73,11 +81,11 @@ void Hca::on_retransmit_timeout(QpObj& qp) {
   rewind(qp, qp.comp_psn);
 }
 
-void Hca::on_rnr_nak(QpObj& qp, const pkt::Packet& p) {
+void Retransmit::on_rnr_nak(QpObj& qp, const pkt::Packet& p) {
   const uint32_t psn = p.bth.psn;
-  acknowledge_through(qp, psn_add(psn, kPsnMask));
+  completer_.acknowledge_through(qp, psn_add(psn, kPsnMask));
   uint32_t index = 0;
-  SendWqe* w = find_wqe_by_psn(qp, psn, &index);
+  SendWqe* w = completer_.find_wqe_by_psn(qp, psn, &index);
   if (!w) return;
   if (qp.attr.rnr_retry != 7) {  // 7 means retry forever (IBA 9.7.5.2.8)
     if (qp.rnr_left == 0) {
@@ -88,13 +96,22 @@ void Hca::on_rnr_nak(QpObj& qp, const pkt::Packet& p) {
     --qp.rnr_left;
   }
   qp.retx_deadline = 0;
-  qp.rnr_deadline = now() + rnr_timer_ns(p.aeth.syndrome & 0x1f);
+  qp.rnr_deadline = ctx_.now() + rnr_timer_ns(p.aeth.syndrome & 0x1f);
   rewind(qp, psn);
 }
 
-void Hca::on_rnr_timer(QpObj& qp) {
-  // The send position was rewound when the NAK arrived; sending resumes now.
-  qp.rnr_deadline = 0;
+bool Retransmit::run_timers(QpObj& qp, uint64_t now_ns) {
+  bool did = false;
+  if (qp.rnr_deadline != 0 && now_ns >= qp.rnr_deadline) {
+    // The send position was rewound when the NAK arrived; sending resumes now.
+    qp.rnr_deadline = 0;
+    did = true;
+  }
+  if (qp.retx_deadline != 0 && now_ns >= qp.retx_deadline) {
+    on_timeout(qp);
+    did = true;
+  }
+  return did;
 }
 
-}  // namespace rnicdv::sim
+}  // namespace rnicdv::sim::rc

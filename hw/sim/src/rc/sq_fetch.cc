@@ -5,14 +5,18 @@
 // moves the QP to ERR when the WQE reaches the head of the queue.
 #include <algorithm>
 
-#include "hca.h"
-#include "packet/psn.h"
+#include "sq_fetch.h"
+
+#include "../packet/psn.h"
+#include "queues.h"
 
 namespace rnicdv::sim {
 
 uint32_t SendWqe::last_psn() const {
   return psn_add(first_psn, span == 0 ? 0 : span - 1);
 }
+
+namespace rc {
 
 namespace {
 
@@ -56,13 +60,18 @@ WqeKind kind_of(uint8_t opcode, bool* known) {
 
 }  // namespace
 
+SqFetcher::SqFetcher(Context& ctx)
+    : ctx_(ctx),
+      decoded_(std::make_unique<wqe::DecodedSendWqe>()),
+      inline_scratch_(wqe::kMaxWqeDs * wqe::kDsBytes) {}
+
 // True when the WQE at sq_consumed may be fetched: the DBR (as last read) is ahead, or the
 // device scans and the WQE looks valid. A scanning device re-reads the DBR first, so only
 // WQEs really beyond it count as fetched beyond the DBR.
-bool Hca::sq_has_fetchable(QpObj& qp, bool* beyond_dbr) {
+bool SqFetcher::has_fetchable(QpObj& qp, bool* beyond_dbr) {
   *beyond_dbr = false;
   if (static_cast<int32_t>(qp.sq_limit - qp.sq_consumed) > 0) return true;
-  if (!config_.profile.fetches_beyond_dbr) return false;
+  if (!ctx_.profile().fetches_beyond_dbr) return false;
   const uint16_t ahead = static_cast<uint16_t>(load_sq_dbr(qp) - qp.sq_consumed);
   if (ahead != 0 && ahead <= qp.sq.bb_count) {
     qp.sq_limit = qp.sq_consumed + ahead;
@@ -76,9 +85,9 @@ bool Hca::sq_has_fetchable(QpObj& qp, bool* beyond_dbr) {
   return true;
 }
 
-bool Hca::fetch_next_wqe(QpObj& qp) {
+bool SqFetcher::fetch_next(QpObj& qp) {
   bool beyond = false;
-  if (!sq_has_fetchable(qp, &beyond)) return false;
+  if (!has_fetchable(qp, &beyond)) return false;
   if (qp.in_flight() == qp.wqes.size()) {
     // Grow the record ring (power of two) up to one record per basic block.
     if (qp.wqes.size() >= qp.sq.bb_count) return false;
@@ -114,17 +123,17 @@ bool Hca::fetch_next_wqe(QpObj& qp) {
     w.error = syndrome_for(defect);
   } else {
     w.bbs = d.bbs;
-    resolve_wqe(qp, d, w);
+    resolve(qp, d, w);
   }
   ++qp.wq_tail;
   qp.sq_consumed += w.bbs;
   if (static_cast<int32_t>(qp.sq_limit - qp.sq_consumed) < 0) qp.sq_limit = qp.sq_consumed;
-  ++counters_.wqes_fetched;
-  if (beyond) ++counters_.wqes_beyond_dbr;
+  ++ctx_.counters().wqes_fetched;
+  if (beyond) ++ctx_.counters().wqes_beyond_dbr;
   return true;
 }
 
-void Hca::resolve_wqe(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
+void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
   bool known = false;
   w.kind = kind_of(d.opcode, &known);
   if (!known) {
@@ -141,7 +150,7 @@ void Hca::resolve_wqe(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
   w.compare = d.compare;
   w.length = d.total_length;
   if (w.kind == WqeKind::nop) return;
-  if (w.length > info_.caps.max_msg_size) {
+  if (w.length > ctx_.caps().max_msg_size) {
     w.error = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
     return;
   }
@@ -158,7 +167,7 @@ void Hca::resolve_wqe(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
       continue;
     }
     uint8_t* host = nullptr;
-    if (mrs_.check(e.lkey, qp.pdn, e.addr, e.length, required, &host) != AccessResult::ok) {
+    if (ctx_.mrs().check(e.lkey, qp.pdn, e.addr, e.length, required, &host) != AccessResult::ok) {
       w.error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
       return;
     }
@@ -179,4 +188,5 @@ void Hca::resolve_wqe(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
   }
 }
 
+}  // namespace rc
 }  // namespace rnicdv::sim

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The transport's context (context.h), bound to its device.
+#include "context.h"
+
+#include "../hca.h"
+
+namespace rnicdv::sim::rc {
+
+Context::Context(Hca& device, DeviceCounters& counters, const MrTable& mrs,
+                 const hw::DeviceInfo& info, const DeviceConfig& config)
+    : device_(device), counters_(counters), mrs_(mrs), info_(info), config_(config) {
+  frame_.resize(pkt::kMaxPacketBytes + 64);
+}
+
+uint64_t Context::now() const {
+  return device_.now();
+}
+
+void Context::transmit(QpObj& qp, const uint8_t* frame, size_t len) {
+  device_.transmit(qp, frame, len);
+}
+
+void Context::write_cqe(CqObj* cq, const wqe::CqeInit& init) {
+  device_.write_cqe_locked(cq, init);
+}
+
+void Context::raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn) {
+  device_.raise_event(type, qpn, cqn);
+}
+
+}  // namespace rnicdv::sim::rc

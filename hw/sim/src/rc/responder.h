@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The responder: executes inbound requests in PSN order (IBA 9.7.5.1) and answers them.
+// SEND consumes receive WQEs, WRITE places data, READ and atomics are answered from a ring of
+// responder resources so duplicates can be replayed. Writes the QP's expected PSN, MSN,
+// messages in progress, resources and answer queue; places data in registered memory; writes
+// receive CQEs through the context. Errors give the NAK classes of IBA 9.7.5.2.4 and move the
+// QP to ERR.
+#pragma once
+
+#include <cstdint>
+
+#include "../packet/packet.h"
+#include "context.h"
+
+namespace rnicdv::sim::rc {
+
+class Flush;
+
+class Responder {
+ public:
+  Responder(Context& ctx, Flush& flush) : ctx_(ctx), flush_(flush) {}
+
+  // An inbound request packet for this QP (the engine checked state and peer).
+  void on_request(QpObj& qp, const pkt::Packet& p);
+  // Puts up to `budget` queued answers on the wire, in PSN order (responder_tx.cc).
+  bool transmit(QpObj& qp, uint32_t budget);
+
+ private:
+  void on_duplicate_request(QpObj& qp, const pkt::Packet& p);
+  bool execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
+  bool execute_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
+  void execute_read(QpObj& qp, const pkt::Packet& p);
+  void execute_atomic(QpObj& qp, const pkt::Packet& p);
+  bool take_recv_wqe(QpObj& qp, const pkt::Packet& p);
+  void complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uint64_t byte_cnt);
+  void fail(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
+            hw::AsyncEventType event);
+  // responder_tx.cc
+  void queue_ack(QpObj& qp, uint8_t syndrome, uint32_t psn);
+  bool send_read_response(QpObj& qp, RespJob& job);
+
+  Context& ctx_;
+  Flush& flush_;
+};
+
+}  // namespace rnicdv::sim::rc
