@@ -88,6 +88,29 @@ TEST_CASE("an -a sweep keeps every size in the JSON report and reports progress"
   std::remove(json.c_str());
 }
 
+TEST_CASE("an -a sweep runs every size of every test, receives carried across sizes",
+          "[e2e]") {
+  // SEND tests consume receives: each size must start with the receive queue full again and
+  // with receives large enough for it (a leftover from a smaller size used to be too small,
+  // or the queue empty: "no completion for 5 s").
+  for (const char* test : {"send_bw", "send_lat", "write_bw", "write_lat", "read_bw", "read_lat"}) {
+    std::string json = tmp_json((std::string("sweep_") + test).c_str());
+    ProcessResult r = run_rnicperf({test, "--loopback", "-a", "--sweep-max=64", "-n", "20",
+                                    "--timeout=20", "--out_json_file=" + json},
+                                   120);
+    INFO(test << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(json_query(json, "[r['MsgSize'] for r in d['results']]") == "[2, 4, 8, 16, 32, 64]");
+    std::remove(json.c_str());
+  }
+  for (const char* test : {"atomic_bw", "atomic_lat"}) {
+    ProcessResult r = run_rnicperf({test, "--loopback", "-a", "-n", "20"}, 60);
+    INFO(test << "\n" << r.out << r.err);
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find("-a is not available: atomics are 8 bytes") != std::string::npos);
+  }
+}
+
 TEST_CASE("early posting reports the batch withheld in RTR beside one posted after RTS",
           "[e2e][early-post]") {
   for (const char* test : {"write_lat", "send_bw"}) {

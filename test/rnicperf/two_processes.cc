@@ -21,7 +21,9 @@ struct Pair {
 Pair run_pair(std::vector<std::string> server_args, std::vector<std::string> client_args) {
   const std::string port = std::to_string(free_port());
   server_args.insert(server_args.end(), {"-p", port, "--timeout=20"});
-  client_args.insert(client_args.end(), {"-p", port, "--timeout=20", "127.0.0.1"});
+  // Both start together: the client waits for the server to listen.
+  client_args.insert(client_args.end(),
+                     {"-p", port, "--timeout=20", "--retry-connect", "127.0.0.1"});
   server_args.insert(server_args.begin(), rnicperf_bin());
   client_args.insert(client_args.begin(), rnicperf_bin());
   Child server(server_args);
@@ -88,6 +90,19 @@ TEST_CASE("read_bw runs as two processes", "[e2e][udp]") {
 TEST_CASE("atomic_bw runs as two processes", "[e2e][udp]") {
   check_pair("atomic_bw", {"-n", "100"}, true);
 }
+TEST_CASE("send_bw and send_lat sweep every size (-a) as two processes", "[e2e][udp]") {
+  for (const char* test : {"send_bw", "send_lat"}) {
+    const std::vector<std::string> args = {test, "-a", "--sweep-max=64", "-n", "20"};
+    Pair p = run_pair(args, args);
+    INFO(test << "\nserver:\n"
+              << p.server.out << p.server.err << "\nclient:\n"
+              << p.client.out << p.client.err);
+    REQUIRE(p.client.exit_code == 0);
+    REQUIRE(p.server.exit_code == 0);
+    for (const char* size : {" 2 ", " 4 ", " 8 ", " 16 ", " 32 ", " 64 "})
+      CHECK(count_lines_starting(p.client.out, size) == 1);
+  }
+}
 
 TEST_CASE("mismatched tests are named on both sides and both exit non-zero", "[e2e][errors]") {
   Pair p = run_pair({"write_lat"}, {"read_lat"});
@@ -102,12 +117,27 @@ TEST_CASE("mismatched tests are named on both sides and both exit non-zero", "[e
   CHECK(sizes.client.err == "rnicperf: parameter mismatch: size local=128 remote=64\n");
 }
 
-TEST_CASE("an unreachable server is a timeout naming the address tried", "[e2e][errors]") {
+TEST_CASE("a client with no server fails at once, saying nobody listens there",
+          "[e2e][errors]") {
   const std::string port = std::to_string(free_port());
-  ProcessResult r = run_rnicperf({"write_lat", "-p", port, "--timeout=1", "127.0.0.1"}, 30);
+  // --timeout=20: the client must not wait it out.
+  ProcessResult r = run_rnicperf({"write_lat", "-p", port, "--timeout=20", "127.0.0.1"}, 15);
   CHECK(r.exit_code == 1);
   CHECK(r.err == "rnicperf: cannot reach server 127.0.0.1:" + port +
-                     ": Connection refused (gave up after 1000 ms)\n");
+                     ": Connection refused (no server is listening there: start the server "
+                     "first, or pass --retry-connect to wait for it)\n");
+}
+
+TEST_CASE("a client asked to retry says what it waits for, then gives up at --timeout",
+          "[e2e][errors]") {
+  const std::string port = std::to_string(free_port());
+  ProcessResult r = run_rnicperf(
+      {"write_lat", "-p", port, "--timeout=2", "--retry-connect", "127.0.0.1"}, 30);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err == "rnicperf: waiting for the server at 127.0.0.1:" + port +
+                     " (Connection refused); giving up after 2 s (--timeout)\n"
+                     "rnicperf: cannot reach server 127.0.0.1:" + port +
+                     ": Connection refused (gave up after 2000 ms)\n");
 }
 
 TEST_CASE("a server whose port is taken says so and exits", "[e2e][errors]") {

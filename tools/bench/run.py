@@ -246,7 +246,8 @@ def fabric_records(builddir, smoke):
         server = subprocess.Popen([rnicperf] + common + [f"--out_json_file={js}"], env=udp,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            run([rnicperf] + common + [f"--out_json_file={jc}", "127.0.0.1"], env=udp)
+            run([rnicperf] + common + [f"--out_json_file={jc}", "--retry-connect", "127.0.0.1"],
+                env=udp)
             _, err = server.communicate(timeout=120)
         except BaseException:
             server.kill()

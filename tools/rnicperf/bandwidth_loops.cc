@@ -187,8 +187,9 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
           if (wc[i].status != IBV_WC_SUCCESS) [[unlikely]]
             return completion_error(test, wc[i]);
           const size_t q = wc[i].wr_id;
+          c.ep.recv_completed(q);
           if (recvs_posted[q] < per_qp) {
-            if (Errc e = c.ep.post_recv(q, c.size); e != Errc::ok) [[unlikely]]
+            if (Errc e = c.ep.post_recv(q); e != Errc::ok) [[unlikely]]
               return post_error(test, "post receive", c.ep.qp(q).qpn(), e);
             ++recvs_posted[q];
           }

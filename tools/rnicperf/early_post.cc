@@ -31,8 +31,11 @@ Status await_completions(RunContext& c, rnicdv::CompletionQueue& cq, uint32_t n,
       continue;
     }
     const uint64_t now = c.clock.now();
-    for (int i = 0; i < k; ++i)
+    const bool receives = &cq == &c.ep.recv_cq();
+    for (int i = 0; i < k; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) return completion_error("early post", wc[i]);
+      if (receives) c.ep.recv_completed(wc[i].wr_id);
+    }
     if (row) {
       if (got == 0) row->t_first_us = c.clock.to_us(now - t0);
       row->t_last_us = c.clock.to_us(now - t0);

@@ -180,24 +180,40 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     regions_.push_back(std::move(r));
   }
 
+  recvs_posted_.assign(o.num_qps, 0);
+  recvs_done_.assign(o.num_qps, 0);
   if (receives) {
-    const uint64_t recv_size = std::max<uint64_t>(max_size, 1);
+    recv_size_ = std::max<uint64_t>(max_size, 1);
     for (uint32_t i = 0; i < o.num_qps; ++i)
       for (uint32_t k = 0; k < rx_depth_ + extra_recvs; ++k)
-        if (Errc e = post_recv(i, recv_size); e != Errc::ok)
+        if (Errc e = post_recv(i); e != Errc::ok)
           return Status::error(e, "post receive on QP %#x: %s", qps_[i].qpn(),
                                rnicdv::errc_name(e));
   }
   return Status::ok();
 }
 
-rnicdv::Errc TestEndpoint::post_recv(size_t i, uint64_t size) noexcept {
-  rnicdv::Sge sge = regions_[i].mr->sge(half_, static_cast<uint32_t>(size));
+rnicdv::Errc TestEndpoint::post_recv(size_t i) noexcept {
+  rnicdv::Sge sge = regions_[i].mr->sge(half_, static_cast<uint32_t>(recv_size_));
   rnicdv::RecvWr wr;
   wr.wr_id = i;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  return qps_[i].post_recv(wr);
+  const Errc e = qps_[i].post_recv(wr);
+  if (e == Errc::ok) ++recvs_posted_[i];
+  return e;
+}
+
+Status TestEndpoint::refill_receives() {
+  if (recv_size_ == 0) return Status::ok();
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    while (recvs_posted_[i] - recvs_done_[i] < rx_depth_) {
+      if (Errc e = post_recv(i); e != Errc::ok)
+        return Status::error(e, "post receive on QP %#x: %s", qps_[i].qpn(),
+                             rnicdv::errc_name(e));
+    }
+  }
+  return Status::ok();
 }
 
 std::vector<PeerRecord> TestEndpoint::local_records() const {

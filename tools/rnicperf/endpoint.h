@@ -69,8 +69,14 @@ class TestEndpoint {
   const PeerRecord& remote(size_t i) const { return remote_[i]; }
   uint32_t rx_depth() const { return rx_depth_; }
 
-  // Posts one receive into QP i's receive half.
-  rnicdv::Errc post_recv(size_t i, uint64_t size) noexcept;
+  // Posts one receive into QP i's receive half, as large as the largest message of the run,
+  // so a receive left over from one size of a sweep (-a) takes any later size.
+  rnicdv::Errc post_recv(size_t i) noexcept;
+  // A receive of QP i completed (the loops call this for every receive completion).
+  void recv_completed(size_t i) noexcept { ++recvs_done_[i]; }
+  // Brings every QP back to rx_depth outstanding receives: before each size of a sweep, as
+  // perftest re-posts its receive queue per size. The loops assume rx_depth are posted.
+  rnicdv::Status refill_receives();
 
   ~TestEndpoint();
 
@@ -93,6 +99,8 @@ class TestEndpoint {
   uint32_t inline_size_ = 0;
   uint32_t out_reads_ = 16;
   uint32_t rx_depth_ = 0;
+  uint64_t recv_size_ = 0;
+  std::vector<uint64_t> recvs_posted_, recvs_done_;  // per QP, over the whole run
   uint8_t qp_timeout_ = 14;
   bool dpdk_memory_ = false;
 };

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -107,8 +108,9 @@ OobChannel::~OobChannel() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port,
-                                       uint32_t timeout_ms) {
+Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port, uint32_t timeout_ms,
+                                       bool retry_refused,
+                                       const std::function<void(const std::string&)>& notice) {
   const std::string target =
       (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
   addrinfo hints{};
@@ -119,13 +121,16 @@ Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port,
   if (gai != 0)
     return Status::error(Errc::unreachable, "cannot reach server %s: %s", target.c_str(),
                          gai_strerror(gai));
-  auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto start = SteadyClock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
   int last_err = ETIMEDOUT;
+  bool announced = false;
   for (;;) {
+    // A connect attempt is bounded by a second at a time, so a silent wait can be announced.
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
       int fd = -1;
-      int64_t left = ms_left(deadline);
-      int err = try_connect(ai, left > 0 ? left : 1, &fd);
+      const int64_t left = ms_left(deadline);
+      int err = try_connect(ai, std::clamp<int64_t>(left, 1, 1000), &fd);
       if (err == 0) {
         std::string peer = endpoint_text(ai->ai_addr);
         ::freeaddrinfo(res);
@@ -133,10 +138,21 @@ Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port,
       }
       last_err = err;
     }
-    // The server may not be listening yet (both ends started together): retry until the
-    // deadline, as a client started a moment early should not fail.
+    if (last_err == ECONNREFUSED && !retry_refused) {
+      ::freeaddrinfo(res);
+      return Status::error(Errc::unreachable,
+                           "cannot reach server %s: %s (no server is listening there: start "
+                           "the server first, or pass --retry-connect to wait for it)",
+                           target.c_str(), std::strerror(last_err));
+    }
+    if (!announced && notice && SteadyClock::now() - start >= std::chrono::seconds(1)) {
+      announced = true;
+      notice("waiting for the server at " + target + " (" + std::strerror(last_err) +
+             "); giving up after " + std::to_string(timeout_ms / 1000) + " s (--timeout)");
+    }
     if (ms_left(deadline) <= 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (last_err == ECONNREFUSED)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ::freeaddrinfo(res);
   return Status::error(last_err == ETIMEDOUT ? Errc::timeout : Errc::unreachable,

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -23,11 +24,13 @@ class OobChannel {
   OobChannel& operator=(const OobChannel&) = delete;
   ~OobChannel();
 
-  // Connects to host:port, retrying while the server is not listening yet, for at most
-  // `timeout_ms`. Error: "cannot reach server 10.0.0.9:18515: connection refused (gave up
-  // after 2000 ms)".
-  static rnicdv::Result<OobChannel> connect(const std::string& host, uint16_t port,
-                                            uint32_t timeout_ms);
+  // Connects to host:port within `timeout_ms`. A refused connection (nobody listening) fails
+  // at once unless `retry_refused`, which tries again every 50 ms until the deadline. A wait
+  // longer than a second is announced once through `notice` (what it waits for, and why).
+  // Error: "cannot reach server 10.0.0.9:18515: Connection refused (...)".
+  static rnicdv::Result<OobChannel> connect(
+      const std::string& host, uint16_t port, uint32_t timeout_ms, bool retry_refused,
+      const std::function<void(const std::string&)>& notice = {});
   // Two connected ends (AF_UNIX socketpair).
   static rnicdv::Result<std::pair<OobChannel, OobChannel>> pair();
 

@@ -46,6 +46,7 @@ enum class Opt : uint8_t {
   histogram,
   loopback,
   timeout,
+  retry_connect,
   sweep_max,
   wire,
   dpdk_args,
@@ -91,6 +92,7 @@ constexpr OptSpec kOpts[] = {
     {0, "histogram", false, Opt::histogram},
     {0, "loopback", false, Opt::loopback},
     {0, "timeout", true, Opt::timeout},
+    {0, "retry-connect", false, Opt::retry_connect},
     {0, "sweep-max", true, Opt::sweep_max},  // for tests: caps the -a sweep; not in -h
     {0, "wire", true, Opt::wire},
     {0, "dpdk-args", true, Opt::dpdk_args},
@@ -237,6 +239,9 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return Status::ok();
     case Opt::timeout:
       return number(1, 3600, opts.timeout_s);
+    case Opt::retry_connect:
+      opts.retry_connect = true;
+      return Status::ok();
     case Opt::sweep_max: {
       auto v = parse_size(value);
       if (!v) return v.status().prepend("--sweep-max");
@@ -507,6 +512,9 @@ rnicperf's own:
                             on one device)
       --timeout=<sec>       Bound on every wait: connect, exchange, completions
                             (default 20)
+      --retry-connect       Client: when the server refuses the connection (not
+                            listening yet), try again until --timeout instead of
+                            failing at once
       --wire=<wire>         The simulated HCA's wire: inproc (with --loopback), udp, or
                             dpdk (RoCEv2 frames on a DPDK ethdev port; docs/dpdk.md)
       --dpdk-args=<args>    With --wire dpdk: EAL arguments (e.g. --vdev=net_af_packet0,

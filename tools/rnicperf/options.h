@@ -56,6 +56,9 @@ struct Options {
   bool histogram = false;
   bool loopback = false;
   uint32_t timeout_s = 20;  // --timeout: every blocking wait is bounded by this
+  // --retry-connect: a client whose server refuses the connection (not listening yet) tries
+  // again until --timeout instead of failing at once, as perftest does.
+  bool retry_connect = false;
   std::string wire;         // --wire: "inproc", "udp", "dpdk"; empty: the default fabric's
   std::string dpdk_args;    // --dpdk-args: EAL and DPDK wire arguments (with --wire dpdk)
   bool dpdk_mem = false;    // --dpdk-mem: buffers from DPDK's heap (hugepages if any)

@@ -95,7 +95,10 @@ Status Session::connect_control() {
     return Status::ok();
   }
   if (s_.client) {
-    auto ch = OobChannel::connect(o_.server, o_.port, timeout_ms);
+    auto ch = OobChannel::connect(o_.server, o_.port, timeout_ms, o_.retry_connect,
+                                  [](const std::string& what) {
+                                    std::fprintf(stderr, "rnicperf: %s\n", what.c_str());
+                                  });
     if (!ch) return ch.status();
     oob_ = std::make_unique<OobSession>(std::move(ch.value()), true, timeout_ms);
     return Status::ok();
@@ -238,6 +241,9 @@ Status Session::run() {
 }
 
 Status Session::run_size(RunContext& c, size_t index) {
+  // Receives first, then the barrier: the peer sends nothing of this size before they are
+  // posted.
+  if (Status st = ep_->refill_receives(); !st) return st;
   if (Status st = oob_->barrier(kSizeBase + static_cast<uint32_t>(index)); !st) return st;
   progress_.store(0, std::memory_order_relaxed);
   return o_.test.kind == Kind::latency ? latency_size(c) : bandwidth_size(c);
