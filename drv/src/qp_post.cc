@@ -68,28 +68,28 @@ Errc QpCore::post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool
 // the same layout) and touch neither the SQ doorbell record nor the UAR (invariant 1). The
 // whole withheld batch must fit in the SQ (invariant 5): a WQE that does not is queue_full.
 Errc QpCore::post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) noexcept {
-  const wqe::SqRing ring = build_ring();
-  uint32_t pi = sq_pi;
-  const uint32_t tail = sq_tail.load(std::memory_order_acquire);
-  Errc err = Errc::ok;
-  size_t i = 0;
-  wqe::EncodedWqe enc;
-  for (; i < count; ++i) {
-    const SendWr& wr = wrs[i];
-    err = wqe::encode_send_wqe(ring, pi, ring.bb_count - (pi - tail), qpn, wr, limits, sig_all_bits,
-                               &enc);
-    if (err != Errc::ok) break;
-    sq_entries[pi & sq_mask] =
-        SqEntry{wr.wr_id, enc.bbs, static_cast<uint8_t>(wr.opcode), kUserWqe, {}};
-    last_wqe_pi = pi;
-    last_ds = enc.ds;
-    pi += enc.bbs;
-  }
-  sq_pi = pi;
-  unrung += static_cast<uint32_t>(i);
-  withheld.store(withheld.load(std::memory_order_relaxed) + static_cast<uint32_t>(i),
+  Errc err;
+  const size_t built = encode_wrs<Publish::after_bytes>(build_ring(), wrs, count, &err);
+  withheld.store(withheld.load(std::memory_order_relaxed) + static_cast<uint32_t>(built),
                  std::memory_order_relaxed);
-  if (err != Errc::ok && bad_index) *bad_index = i;
+  if (err != Errc::ok && bad_index) *bad_index = built;
+  return err;
+}
+
+// A device that runs valid-looking WQEs past the doorbell record can complete a WQE the
+// moment its ctrl segment is in the SQ. So each WQE's sq_entries slot is written and ring_pi
+// moved past it first, and a release fence orders both before the WQE's bytes: the CQE can
+// then never name a WQE the poller does not know (it would drop it as stale, and the WR would
+// never complete). The size comes from send_wqe_size, which encodes nothing.
+Errc QpCore::post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_index,
+                                 bool ring) noexcept {
+  Errc err;
+  const size_t built = encode_wrs<Publish::before_bytes>(sq, wrs, count, &err);
+  if (ring && unrung != 0)
+    ring_unrung();
+  else
+    ring_pi.store(sq_pi, std::memory_order_relaxed);
+  if (err != Errc::ok && bad_index) *bad_index = built;
   return err;
 }
 
@@ -103,58 +103,6 @@ bool room_for(const QpCore& qp, uint32_t pi, uint32_t* tail, uint32_t bbs) noexc
 }
 
 }  // namespace
-
-// A device that runs valid-looking WQEs past the doorbell record can complete a WQE the
-// moment its ctrl segment is in the SQ. So each WQE's sq_entries slot is written and ring_pi
-// moved past it first, and a release fence orders both before the WQE's bytes: the CQE can
-// then never name a WQE the poller does not know (it would drop it as stale, and the WR would
-// never complete). The size comes from send_wqe_size, which encodes nothing.
-Errc QpCore::post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_index,
-                                 bool ring) noexcept {
-  uint32_t pi = sq_pi;
-  uint32_t tail = sq_tail.load(std::memory_order_acquire);
-  Errc err = Errc::ok;
-  size_t i = 0;
-  for (; i < count; ++i) {
-    const SendWr& wr = wrs[i];
-    uint8_t ds = 0;
-    err = wqe::send_wqe_size(wr, limits, &ds);
-    if (err != Errc::ok) break;
-    const uint32_t bbs = (ds + 3u) / 4u;
-    if (!room_for(*this, pi, &tail, bbs)) {
-      err = Errc::queue_full;
-      break;
-    }
-    SqEntry& entry = sq_entries[pi & sq_mask];
-    entry.wr_id = wr.wr_id;
-    entry.bbs = static_cast<uint8_t>(bbs);
-    entry.opcode = static_cast<uint8_t>(wr.opcode);
-    entry.kind = kUserWqe;
-    // sq_pi too: the poller may retire this WQE as soon as it is written, and sq_tail must
-    // never pass sq_pi.
-    sq_pi = pi + bbs;
-    ring_pi.store(pi + bbs, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    wqe::EncodedWqe enc;
-    err = wqe::encode_send_wqe(sq, pi, sq.bb_count - (pi - tail), qpn, wr, limits, sig_all_bits,
-                               &enc);
-    if (err != Errc::ok) [[unlikely]] {
-      sq_pi = pi;  // nothing was written
-      ring_pi.store(pi, std::memory_order_relaxed);
-      break;
-    }
-    last_wqe_pi = pi;
-    last_ds = enc.ds;
-    pi += enc.bbs;
-  }
-  unrung += static_cast<uint32_t>(i);
-  if (ring && unrung != 0)
-    ring_unrung();
-  else
-    ring_pi.store(pi, std::memory_order_relaxed);
-  if (err != Errc::ok && bad_index) *bad_index = i;
-  return err;
-}
 
 // ERR/SQE: the WR is accepted and completes with WR_FLUSH_ERR, made by the driver and delivered
 // by the send CQ after everything the device was given for this QP (IBA C10-96, as rdmavt and

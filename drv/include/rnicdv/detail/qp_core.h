@@ -140,6 +140,17 @@ struct QpCore {
   // Flattened: the WQE encoder is inlined into it whatever the compiler's heuristics say.
   [[gnu::always_inline, gnu::flatten]] Errc post_ready(const SendWr* wrs, size_t count,
                                                        size_t* bad_index, bool ring) noexcept;
+  // The one encode loop of every post path (post_ready, post_withheld, post_ready_scanning):
+  // builds WRs into `ring` (the SQ, or the shadow ring of the same layout) from sq_pi on,
+  // within the room up to sq_tail + bb_count, and records each in sq_entries. It stops at the
+  // first WR that fails (*err says why) and returns how many were built; sq_pi, last_wqe_pi,
+  // last_ds and unrung cover them. Publish::before_bytes (a scanning device, which may run a
+  // WQE as soon as its ctrl segment lands) writes each WQE's sq_entries slot, sq_pi and
+  // ring_pi first, then a release fence, then the bytes; after_bytes writes the slot after.
+  enum class Publish : uint8_t { after_bytes, before_bytes };
+  template <Publish P>
+  [[gnu::always_inline]] size_t encode_wrs(const wqe::SqRing& ring, const SendWr* wrs,
+                                           size_t count, Errc* err) noexcept;
   void ring_unrung() noexcept;
   void ring_send() noexcept;
   Errc post_recv(const RecvWr* wrs, size_t count, size_t* bad_index) noexcept;

@@ -118,34 +118,68 @@ inline void QpCore::commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t
   }
 }
 
-inline Errc QpCore::post_ready(const SendWr* wrs, size_t count, size_t* bad_index,
-                               bool ring) noexcept {
+template <QpCore::Publish P>
+inline size_t QpCore::encode_wrs(const wqe::SqRing& ring, const SendWr* wrs, size_t count,
+                                 Errc* err_out) noexcept {
   uint32_t pi = sq_pi;
   Errc err = Errc::ok;
   size_t i = 0;
   wqe::EncodedWqe enc;
   for (; i < count; ++i) {
     const SendWr& wr = wrs[i];
-    err = wqe::encode_send_wqe(sq, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
-    if (err != Errc::ok) [[unlikely]] {
-      if (err != Errc::queue_full) break;
-      // Acquire pairs with the poller's release of sq_tail: the blocks it retired are no
-      // longer read by the device, and their sq_entries have been consumed.
-      room_end = sq_tail.load(std::memory_order_acquire) + sq.bb_count;
-      err = wqe::encode_send_wqe(sq, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
+    if constexpr (P == Publish::before_bytes) {
+      // The size comes from send_wqe_size, which writes nothing.
+      uint8_t ds = 0;
+      err = wqe::send_wqe_size(wr, limits, &ds);
       if (err != Errc::ok) break;
+      const uint32_t bbs = (ds + 3u) / 4u;
+      if (!has_room(bbs)) {
+        err = Errc::queue_full;
+        break;
+      }
+      sq_entries[pi & sq_mask].set(wr.wr_id, static_cast<uint8_t>(bbs),
+                                   static_cast<uint8_t>(wr.opcode));
+      // sq_pi too: the poller may retire this WQE as soon as it is written, and sq_tail must
+      // never pass sq_pi.
+      sq_pi = pi + bbs;
+      ring_pi.store(pi + bbs, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
     }
-    sq_entries[pi & sq_mask].set(wr.wr_id, enc.bbs, static_cast<uint8_t>(wr.opcode));
+    err = wqe::encode_send_wqe(ring, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
+    if (err != Errc::ok) [[unlikely]] {
+      if constexpr (P == Publish::before_bytes) {
+        sq_pi = pi;  // nothing was written
+        ring_pi.store(pi, std::memory_order_relaxed);
+        break;
+      } else {
+        if (err != Errc::queue_full) break;
+        // Acquire pairs with the poller's release of sq_tail: the blocks it retired are no
+        // longer read by the device, and their sq_entries have been consumed.
+        room_end = sq_tail.load(std::memory_order_acquire) + sq.bb_count;
+        err = wqe::encode_send_wqe(ring, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
+        if (err != Errc::ok) break;
+      }
+    }
+    if constexpr (P == Publish::after_bytes)
+      sq_entries[pi & sq_mask].set(wr.wr_id, enc.bbs, static_cast<uint8_t>(wr.opcode));
     last_wqe_pi = pi;
     last_ds = enc.ds;
     pi += enc.bbs;
   }
   sq_pi = pi;
   unrung += static_cast<uint32_t>(i);
+  *err_out = err;
+  return i;
+}
+
+inline Errc QpCore::post_ready(const SendWr* wrs, size_t count, size_t* bad_index,
+                               bool ring) noexcept {
+  Errc err;
+  const size_t built = encode_wrs<Publish::after_bytes>(sq, wrs, count, &err);
   // Staged WQEs leave ring_pi where it is (commit_one).
   if (ring && unrung != 0) ring_unrung();
   if (err != Errc::ok && bad_index) [[unlikely]]
-    *bad_index = i;
+    *bad_index = built;
   return err;
 }
 
