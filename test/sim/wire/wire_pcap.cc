@@ -2,6 +2,7 @@
 // pcap capture: file format, one record per frame on the link (after faults), timestamps
 // from the wire's clock, crash safety, %p paths, concurrent writers.
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -172,6 +173,52 @@ TEST_CASE("%p in the pcap path becomes the process id", "[pcap]") {
   struct stat st;
   CHECK(::stat(dir.file("wire-" + pid + ".pcap").c_str(), &st) == 0);
   CHECK(::stat(dir.file("wire-%p.pcap").c_str(), &st) != 0);
+}
+
+TEST_CASE("Two processes given one pcap path write two whole captures, not one corrupt file",
+          "[pcap]") {
+  CHECK(PcapWriter::per_process_path("/tmp/x.pcap").find("/tmp/x.") == 0);
+  CHECK(PcapWriter::per_process_path("/tmp/x.pcap").rfind(".pcap") ==
+        PcapWriter::per_process_path("/tmp/x.pcap").size() - 5);
+  CHECK(PcapWriter::per_process_path("/d.x/cap") ==
+        "/d.x/cap." + std::to_string(::getpid()));
+  CHECK(PcapWriter::per_process_path(".pcap") == ".pcap." + std::to_string(::getpid()));
+
+  Fixture f("shared.pcap");
+  const auto d = datagram(0x04, 0x11, 1, {}, {1, 2, 3, 4});
+  f.send(d);
+  f.send(d);
+  f.send(d);
+  // A second process configured with the same path, while this one captures.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    WireConfig config;
+    config.pcap_path = f.path;
+    auto made = make_inproc_wire(config);
+    if (!made.is_ok()) ::_exit(2);
+    RecordingSink sink;
+    if (!(*made)->attach(kB, &sink).is_ok()) ::_exit(3);
+    const auto e = datagram(0x04, 0x11, 7, {}, {9, 9});
+    for (int i = 0; i < 5; ++i) (*made)->transmit(kA, kB, e.data(), e.size());
+    made.value().reset();
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  f.send(d);
+  // This process's capture was neither truncated nor written into by the other.
+  const PcapFile mine = read_pcap(f.path);
+  CHECK_FALSE(mine.truncated);
+  CHECK(mine.records.size() == 4);
+  // The other process wrote its own file beside it.
+  const std::string theirs_path = f.dir.file("shared." + std::to_string(child) + ".pcap");
+  const PcapFile theirs = read_pcap(theirs_path);
+  CHECK_FALSE(theirs.truncated);
+  REQUIRE(theirs.records.size() == 5);
+  for (const PcapRecord& r : theirs.records) CHECK(roce_frame_icrc_ok(parse_ok(r)));
 }
 
 TEST_CASE("A pcap path that cannot be opened fails the wire factory clearly", "[pcap]") {

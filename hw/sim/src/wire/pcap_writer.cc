@@ -2,9 +2,11 @@
 #include "wire/pcap_writer.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace rnicdv::sim {
@@ -68,12 +70,56 @@ std::string PcapWriter::expand_path(const std::string& path_template) {
   return path;
 }
 
+std::string PcapWriter::per_process_path(const std::string& path) {
+  const std::string pid = std::to_string(::getpid());
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot == (slash == std::string::npos ? 0 : slash + 1))
+    return path + "." + pid;
+  return path.substr(0, dot) + "." + pid + path.substr(dot);
+}
+
+namespace {
+
+// Opens `path` for writing and takes an exclusive advisory lock on it, then empties it. The
+// file is truncated only once the lock is held, so a process that finds it taken leaves the
+// writer's file untouched. 0 (fd in *out), EWOULDBLOCK when another process holds the lock,
+// or the errno of the failure.
+int open_locked(const std::string& path, int* out) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return err == EWOULDBLOCK ? EWOULDBLOCK : err;
+  }
+  if (::ftruncate(fd, 0) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
+  *out = fd;
+  return 0;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<PcapWriter>> PcapWriter::open(const std::string& path_template) {
   if (path_template.empty()) return Status::error(Errc::invalid_argument, "pcap: open: empty path");
   std::string path = expand_path(path_template);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
+  int fd = -1;
+  int err = open_locked(path, &fd);
+  if (err == EWOULDBLOCK) {
+    // Another live process captures into this path (two processes given one RNICDV_PCAP):
+    // writing on would interleave two captures into one corrupt file.
+    const std::string own = per_process_path(path);
+    std::fprintf(stderr, "rnicdv: pcap %s is being written by another process; this one writes %s\n",
+                 path.c_str(), own.c_str());
+    path = own;
+    err = open_locked(path, &fd);
+  }
+  if (err != 0) {
     return Status::error(err == EACCES || err == EPERM ? Errc::access_denied : Errc::io_error,
                          "pcap %s: open for writing: %s", path.c_str(), std::strerror(err));
   }
@@ -85,7 +131,7 @@ Result<std::unique_ptr<PcapWriter>> PcapWriter::open(const std::string& path_tem
   header.linktype = kLinktypeEthernet;
   iovec iov{&header, sizeof(header)};
   if (!write_fully(fd, &iov, 1)) {
-    const int err = errno;
+    err = errno;
     ::close(fd);
     return Status::error(Errc::io_error, "pcap %s: write file header: %s", path.c_str(),
                          std::strerror(err));

@@ -29,9 +29,13 @@ class PcapWriter {
   static constexpr int kMaxParts = 8;  // iovecs per record, after the record header
 
   // Creates (or truncates) the file. Every "%p" in `path_template` is replaced by the process
-  // id, so that processes sharing one configured path each write their own file.
+  // id. The writer holds an exclusive advisory lock (flock) on its file for its lifetime: a
+  // second process given the same path finds it taken, leaves it alone, says so on stderr and
+  // writes per_process_path(path) instead, so two captures never interleave in one file.
   static Result<std::unique_ptr<PcapWriter>> open(const std::string& path_template);
   static std::string expand_path(const std::string& path_template);
+  // `path` with ".<pid>" before its extension ("/tmp/x.pcap" -> "/tmp/x.1234.pcap").
+  static std::string per_process_path(const std::string& path);
 
   ~PcapWriter();
   PcapWriter(const PcapWriter&) = delete;
