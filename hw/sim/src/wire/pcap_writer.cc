@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -82,13 +83,19 @@ std::string PcapWriter::per_process_path(const std::string& path) {
 
 namespace {
 
-// Opens `path` for writing and takes an exclusive advisory lock on it, then empties it. The
+// Opens `path` for writing and, for a regular file, takes an exclusive advisory lock on it,
+// then empties it. The
 // file is truncated only once the lock is held, so a process that finds it taken leaves the
 // writer's file untouched. 0 (fd in *out), EWOULDBLOCK when another process holds the lock,
 // or the errno of the failure.
 int open_locked(const std::string& path, int* out) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return errno;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    *out = fd;  // /dev/null, a FIFO: nothing to share or to empty
+    return 0;
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd);
