@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "channel_core.h"
 #include "device_core.h"
 #include "rnicdv/detail/cq_core.h"
 #include "rnicdv/detail/qp_core.h"
@@ -14,8 +15,9 @@
 
 namespace rnicdv {
 
-Result<CompletionQueue> Device::create_cq(uint32_t min_entries) {
-  const hw::DeviceInfo& dev_info = info();
+namespace {
+
+Status check_entries(const hw::DeviceInfo& dev_info, uint32_t min_entries) {
   if (min_entries == 0)
     return Status::error(Errc::invalid_argument, "%s: create_cq: zero entries",
                          dev_info.name.c_str());
@@ -23,15 +25,43 @@ Result<CompletionQueue> Device::create_cq(uint32_t min_entries) {
     return Status::error(Errc::invalid_argument,
                          "%s: create_cq: %u entries exceeds the device limit %u",
                          dev_info.name.c_str(), min_entries, dev_info.caps.max_cqe);
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<CompletionQueue> Device::create_cq(uint32_t min_entries) {
+  if (Status st = check_entries(info(), min_entries); !st) return st;
   auto cq = core_->hw->create_cq(min_entries);
   if (!cq) return cq.status();
-  const mlx5dv_cq& dv = cq.value()->view().dv;
+  return adopt_cq(std::move(cq.value()), nullptr, 0);
+}
+
+Result<CompletionQueue> Device::create_cq(uint32_t min_entries, CompletionChannel& channel,
+                                          uint64_t context) {
+  if (Status st = check_entries(info(), min_entries); !st) return st;
+  if (!channel.core_)
+    return Status::error(Errc::invalid_argument, "%s: create_cq: no completion channel",
+                         info().name.c_str());
+  auto cq = core_->hw->create_evented_cq(min_entries, *channel.core_->hw);
+  if (!cq) return cq.status();
+  return adopt_cq(std::move(cq.value()), channel.core_, context);
+}
+
+Result<CompletionQueue> Device::adopt_cq(std::unique_ptr<hw::Cq> cq,
+                                         std::shared_ptr<detail::ChannelCore> channel,
+                                         uint64_t context) {
+  const mlx5dv_cq& dv = cq->view().dv;
   if (!dv.buf || !dv.dbrec || dv.cqe_cnt == 0 || (dv.cqe_cnt & (dv.cqe_cnt - 1)) != 0 ||
       (dv.cqe_size != 64 && dv.cqe_size != 128))
     return Status::error(Errc::internal,
                          "cq %#x: create: the device returned an unusable ring (%u entries of "
                          "%u bytes)",
                          dv.cqn, dv.cqe_cnt, dv.cqe_size);
+  if (channel && !dv.cq_uar)
+    return Status::error(Errc::internal,
+                         "cq %#x: create: the device gave no doorbell page to arm the CQ with",
+                         dv.cqn);
 
   auto core = std::make_shared<detail::CqCore>();
   core->ring = wqe::CqRing{static_cast<uint8_t*>(dv.buf), dv.cqe_cnt, dv.cqe_size};
@@ -40,10 +70,16 @@ Result<CompletionQueue> Device::create_cq(uint32_t min_entries) {
   core->qp_table = &core_->qp_table;
   core->cqn = dv.cqn;
   core->device = core_;
-  core->hw_cq = std::move(cq.value());
+  core->cq_uar = dv.cq_uar;
+  core->hw_cq = std::move(cq);
   // Every entry starts invalid and owned by the device (libmlx5 mlx5_alloc_cq_buf), so the
   // first lap's owner bit test cannot mistake a zeroed entry for a completion.
   wqe::init_cq_ring(core->ring);
+  if (channel) {
+    core->channel = std::move(channel);
+    core->event_context = context;
+    core->channel->attach(core.get());
+  }
   {
     std::lock_guard lock(core_->mutex);
     core_->cqs.push_back(core.get());
@@ -77,7 +113,9 @@ CqCore::~CqCore() {
     DeviceCore::erase_from(device->cqs, this);
   }
   graveyard.clear();
+  if (channel) channel->detach(this);  // no event is mapped to this CQ from here on
   hw_cq.reset();  // the device CQ before the device itself (member order does the rest)
+  if (channel) channel->forget(cqn);
 }
 
 void CqCore::reap_graveyard() noexcept {
@@ -115,8 +153,12 @@ void CqCore::add_software_qp(QpCore* qp) noexcept {
     qp->software_next = software_head;
     software_head = qp;
   }
-  software_pending.store(true, std::memory_order_release);
+  software_pending.store(true, std::memory_order_seq_cst);
   software_lock.unlock();
+  // An armed CQ learns of software completions from the driver: the device never sees them.
+  if (channel && software_armed.load(std::memory_order_seq_cst) &&
+      software_armed.exchange(false, std::memory_order_acq_rel))
+    channel->push_software(cqn);
 }
 
 void CqCore::remove_software_qp(QpCore* qp) noexcept {

@@ -21,7 +21,41 @@ namespace rnicdv {
 namespace detail {
 struct DeviceCore;
 struct CqCore;
+struct ChannelCore;
 }  // namespace detail
+
+// A completion event: the CQ that raised it, by the context given when it was created
+// (Device::create_cq) and its CQN.
+struct CqEvent {
+  uint64_t context = 0;
+  uint32_t cqn = 0;
+};
+
+// Completion events for event loops (ibv_comp_channel, ibv_get_cq_event). Several CQs may
+// share one channel. fd() is readable (poll, epoll) while an event is pending; get_event
+// takes one without blocking. Each event answers one CompletionQueue::request_notify: the
+// consumer polls the CQ dry, arms it, polls once more (a completion that landed before the
+// arm still raises the event), sleeps on the fd, takes the event, acknowledges it, and polls.
+// Events carry values, never a pointer to the CQ: an event taken for a CQ destroyed since
+// names a CQN that is gone, and a destroyed CQ's pending events are dropped.
+class CompletionChannel {
+ public:
+  CompletionChannel(CompletionChannel&&) noexcept;
+  CompletionChannel& operator=(CompletionChannel&&) noexcept;
+  ~CompletionChannel();
+
+  int fd() const;
+  // Takes one pending event. False when none is pending.
+  bool get_event(CqEvent* out);
+  // Waits up to `timeout_ms` (negative: without limit) for an event, letting a backend without
+  // hardware progress meanwhile (as CompletionQueue::poll does). Errc::timeout when none came.
+  Result<CqEvent> wait_event(int timeout_ms);
+
+ private:
+  friend class Device;
+  explicit CompletionChannel(std::shared_ptr<detail::ChannelCore> core);
+  std::shared_ptr<detail::ChannelCore> core_;  // shared with the CQs created on it
+};
 
 // A moved-from CompletionQueue holds no CQ: poll() returns 0, cqn() and entries() 0.
 class CompletionQueue {
@@ -54,6 +88,17 @@ class CompletionQueue {
   // The device reported CQ_ERR (an overrun: CQEs were lost). poll() keeps returning what
   // is in the ring; the QPs using this CQ should be considered failed.
   bool in_error() const;
+
+  // Completion events (a CQ created on a CompletionChannel). Arms the CQ for one event: the
+  // next completion after those polled so far, or with `solicited_only` the next solicited
+  // receive or error completion (ibv_req_notify_cq). A completion already in the CQ that poll
+  // has not returned raises the event at once. Call it from the thread that polls the CQ.
+  // Errc::invalid_argument for a CQ without a channel (or moved from).
+  Errc request_notify(bool solicited_only = false) noexcept;
+  // Acknowledges `count` events taken for this CQ (ibv_ack_cq_events); unacked_events() is
+  // how many were taken and not yet acknowledged.
+  void ack_events(uint32_t count) noexcept;
+  uint32_t unacked_events() const;
 
   detail::CqCore* core() { return core_.get(); }
 

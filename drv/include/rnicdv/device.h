@@ -15,11 +15,13 @@ namespace rnicdv {
 
 class ProtectionDomain;
 class CompletionQueue;
+class CompletionChannel;
 class QueuePair;
 struct QpConfig;
 
 namespace detail {
 struct DeviceCore;
+struct ChannelCore;
 }
 
 class Device {
@@ -53,6 +55,10 @@ class Device {
   Result<ProtectionDomain> alloc_pd();
   // A completion queue of at least `min_entries` entries.
   Result<CompletionQueue> create_cq(uint32_t min_entries);
+  // Completion events: a channel, and a CQ whose events go to it, named by `context` in them.
+  Result<CompletionChannel> create_completion_channel();
+  Result<CompletionQueue> create_cq(uint32_t min_entries, CompletionChannel& channel,
+                                    uint64_t context);
   // An RC queue pair in RESET. `send_cq` and `recv_cq` may be the same CQ.
   Result<QueuePair> create_qp(ProtectionDomain& pd, CompletionQueue& send_cq,
                               CompletionQueue& recv_cq, const QpConfig& config);
@@ -73,6 +79,9 @@ class Device {
 
  private:
   explicit Device(std::shared_ptr<detail::DeviceCore> core);
+  // The driver's CQ around a device CQ (cq.cc); `channel` null for a CQ without events.
+  Result<CompletionQueue> adopt_cq(std::unique_ptr<hw::Cq> cq,
+                                   std::shared_ptr<detail::ChannelCore> channel, uint64_t context);
   std::shared_ptr<detail::DeviceCore> core_;
 };
 

@@ -101,6 +101,21 @@ Result<std::unique_ptr<Cq>> Mlx5Device::create_cq(uint32_t min_cqe) {
   return mlx5::create_cq(*core_, min_cqe);
 }
 
+Result<std::unique_ptr<CompletionChannel>> Mlx5Device::create_completion_channel() {
+  auto ch = Mlx5CompletionChannel::create(*core_);
+  if (!ch) return ch.status();
+  return std::unique_ptr<CompletionChannel>(std::move(ch.value()));
+}
+
+Result<std::unique_ptr<Cq>> Mlx5Device::create_evented_cq(uint32_t min_cqe,
+                                                          CompletionChannel& channel) {
+  auto* ch = as_mlx5<Mlx5CompletionChannel>(channel);
+  if (!ch)
+    return Status(Errc::invalid_argument,
+                  core_->name + ": create cq: the completion channel is not this backend's");
+  return mlx5::create_cq(*core_, min_cqe, ch->handle());
+}
+
 Result<std::unique_ptr<Qp>> Mlx5Device::create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                                   const QpCaps& caps) {
   auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);

@@ -28,6 +28,9 @@ class Mlx5Device final : public Device {
   Result<std::unique_ptr<Pd>> alloc_pd() override;
   Result<std::unique_ptr<Mr>> reg_mr(Pd& pd, void* addr, size_t length, uint32_t access) override;
   Result<std::unique_ptr<Cq>> create_cq(uint32_t min_cqe) override;
+  Result<std::unique_ptr<CompletionChannel>> create_completion_channel() override;
+  Result<std::unique_ptr<Cq>> create_evented_cq(uint32_t min_cqe,
+                                                CompletionChannel& channel) override;
   Result<std::unique_ptr<Qp>> create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                         const QpCaps& caps) override;
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "mlx5_objects.h"
 
+#include <fcntl.h>
+
 #include <infiniband/mlx5dv.h>
 
 #include <cerrno>
@@ -71,7 +73,8 @@ Result<std::unique_ptr<Mr>> register_mr(const DeviceCore& core, Mlx5Pd& pd, void
   return std::unique_ptr<Mr>(std::make_unique<Mlx5Mr>(pd.handle(), std::move(mr)));
 }
 
-Result<std::unique_ptr<Cq>> create_cq(const DeviceCore& core, uint32_t min_cqe) {
+Result<std::unique_ptr<Cq>> create_cq(const DeviceCore& core, uint32_t min_cqe,
+                                      std::shared_ptr<CompChannelHandle> channel) {
   const std::string what = core.name + ": create cq (min_cqe " + std::to_string(min_cqe) + ")";
   if (min_cqe == 0) return Status(Errc::invalid_argument, what + ": min_cqe must be at least 1");
   if ((core.caps.max_cqe != 0 && min_cqe > core.caps.max_cqe) || min_cqe > INT_MAX) {
@@ -80,11 +83,13 @@ Result<std::unique_ptr<Cq>> create_cq(const DeviceCore& core, uint32_t min_cqe) 
   }
   auto handle = std::make_shared<CqHandle>();
   handle->ctx = core.ctx;
+  handle->channel = std::move(channel);
   // min_cqe is passed as is: verbs guarantees room for that many completions, and libmlx5
   // sizes the ring to the next power of two above it (roundup_pow_of_two(cqe + 1)).
   errno = 0;
   handle->cq.reset(
-      ibv_create_cq(core.ctx.get(), static_cast<int>(min_cqe), handle.get(), nullptr, 0));
+      ibv_create_cq(core.ctx.get(), static_cast<int>(min_cqe), handle.get(),
+                    handle->channel ? handle->channel->channel.get() : nullptr, 0));
   if (!handle->cq) return verbs_failure(errno, what, "ibv_create_cq");
 
   mlx5dv_cq dv_cq{};
@@ -104,6 +109,29 @@ Result<std::unique_ptr<Cq>> create_cq(const DeviceCore& core, uint32_t min_cqe) 
   }
   handle->cqn = dv_cq.cqn;
   return std::unique_ptr<Cq>(std::make_unique<Mlx5Cq>(std::move(handle), dv_cq));
+}
+
+Result<std::unique_ptr<Mlx5CompletionChannel>> Mlx5CompletionChannel::create(
+    const DeviceCore& core) {
+  const std::string what = core.name + ": create completion channel";
+  auto h = std::make_shared<CompChannelHandle>();
+  h->ctx = core.ctx;
+  errno = 0;
+  h->channel.reset(ibv_create_comp_channel(core.ctx.get()));
+  if (!h->channel) return verbs_failure(errno, what, "ibv_create_comp_channel");
+  const int flags = fcntl(h->channel->fd, F_GETFL);
+  if (flags < 0 || fcntl(h->channel->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    return verbs_failure(errno, what, "fcntl(O_NONBLOCK) on the channel fd");
+  return std::unique_ptr<Mlx5CompletionChannel>(new Mlx5CompletionChannel(std::move(h)));
+}
+
+bool Mlx5CompletionChannel::next_event(uint32_t* cqn) {
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  if (ibv_get_cq_event(handle_->channel.get(), &cq, &context) != 0) return false;  // EAGAIN
+  *cqn = static_cast<const CqHandle*>(context)->cqn;
+  ibv_ack_cq_events(cq, 1);
+  return true;
 }
 
 }  // namespace rnicdv::hw::mlx5

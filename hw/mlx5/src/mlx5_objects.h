@@ -59,6 +59,24 @@ Result<std::unique_ptr<Pd>> create_pd(const DeviceCore& core);
 // `access` is a set of access::* bits (ibv_access_flags values); local read is implicit.
 Result<std::unique_ptr<Mr>> register_mr(const DeviceCore& core, Mlx5Pd& pd, void* addr,
                                         size_t length, uint32_t access);
-Result<std::unique_ptr<Cq>> create_cq(const DeviceCore& core, uint32_t min_cqe);
+// `channel`: null, or the completion channel the CQ's events go to.
+Result<std::unique_ptr<Cq>> create_cq(const DeviceCore& core, uint32_t min_cqe,
+                                      std::shared_ptr<CompChannelHandle> channel = nullptr);
+
+// The verbs completion channel, its fd non-blocking. next_event takes one event with
+// ibv_get_cq_event and acknowledges it to the kernel at once: the driver keeps its own count
+// of events taken and acknowledged, and never holds a pointer to a CQ that an event names.
+class Mlx5CompletionChannel final : public CompletionChannel {
+ public:
+  static Result<std::unique_ptr<Mlx5CompletionChannel>> create(const DeviceCore& core);
+  int fd() const override { return handle_->channel->fd; }
+  bool next_event(uint32_t* cqn) override;
+  void forget(uint32_t) override {}  // the kernel drops a destroyed CQ's pending events
+  const std::shared_ptr<CompChannelHandle>& handle() const { return handle_; }
+
+ private:
+  explicit Mlx5CompletionChannel(std::shared_ptr<CompChannelHandle> h) : handle_(std::move(h)) {}
+  std::shared_ptr<CompChannelHandle> handle_;
+};
 
 }  // namespace rnicdv::hw::mlx5

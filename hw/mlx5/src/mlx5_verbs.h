@@ -42,6 +42,9 @@ struct QpDeleter {
 struct TdDeleter {
   void operator()(ibv_td* t) const noexcept;
 };
+struct CompChannelDeleter {
+  void operator()(ibv_comp_channel* c) const noexcept;
+};
 
 using ContextRef = std::shared_ptr<ibv_context>;
 using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
@@ -49,6 +52,14 @@ using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
 using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
 using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;
 using TdPtr = std::unique_ptr<ibv_td, TdDeleter>;
+using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
+
+// A completion channel shared by its CompletionChannel handle and the CQs created on it (a
+// channel cannot be destroyed while a CQ uses it).
+struct CompChannelHandle {
+  ContextRef ctx;  // declared first: released last
+  CompChannelPtr channel;
+};
 
 // A protection domain shared by its Pd handle, its MRs and its QPs.
 struct PdHandle {
@@ -60,6 +71,7 @@ struct PdHandle {
 // that an async CQ event can be mapped to the CQN.
 struct CqHandle {
   ContextRef ctx;
+  std::shared_ptr<CompChannelHandle> channel;  // null without events; outlives cq
   uint32_t cqn = 0;
   CqPtr cq;
 };

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cm/sim_cm.h"
+#include "completion_channel.h"
 #include "device_impl.h"
 #include "handles.h"
 
@@ -65,6 +66,30 @@ Result<std::unique_ptr<hw::Cq>> Device::create_cq(uint32_t min_cqe) {
   Result<CqObj*> cq = impl_->hca->create_cq(min_cqe);
   if (!cq) return cq.status();
   return std::unique_ptr<hw::Cq>(std::make_unique<SimCq>(impl_->hca, cq.value()));
+}
+
+Result<std::unique_ptr<hw::CompletionChannel>> Device::create_completion_channel() {
+  auto ch = SimCompletionChannel::create(impl_->hca->info().name.c_str());
+  if (!ch) return ch.status();
+  return std::unique_ptr<hw::CompletionChannel>(std::move(ch.value()));
+}
+
+Result<std::unique_ptr<hw::Cq>> Device::create_evented_cq(uint32_t min_cqe,
+                                                          hw::CompletionChannel& channel) {
+  Hca& hca = *impl_->hca;
+  auto* ch = dynamic_cast<SimCompletionChannel*>(&channel);
+  if (!ch)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_cq: the completion channel is not a simulated device's",
+                         hca.info().name.c_str());
+  Result<std::unique_ptr<hw::Cq>> cq = create_cq(min_cqe);
+  if (!cq) return cq;
+  auto& sim = static_cast<SimCq&>(*cq.value());
+  const uint32_t cqn = sim.view().dv.cqn;
+  if (Status st = hca.set_cq_event_handler(sim.obj(), [q = ch->queue(), cqn] { q->push(cqn); });
+      !st)
+    return st;
+  return cq;
 }
 
 Result<std::unique_ptr<hw::Qp>> Device::create_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,

@@ -25,6 +25,7 @@
 namespace rnicdv::detail {
 
 struct DeviceCore;
+struct ChannelCore;
 
 struct CqCore {
   CqCore() = default;
@@ -83,6 +84,18 @@ struct CqCore {
   std::vector<std::shared_ptr<QpCore>> graveyard;
   std::shared_ptr<DeviceCore> device;
   std::unique_ptr<hw::Cq> hw_cq;
+
+  // ---- Completion events (cq_events.cc); null channel: none --------------------------------
+  // Arms the device (doorbell::arm_cq) and, for software completions the device never sees,
+  // this CQ itself (software_armed).
+  Errc request_notify(bool solicited_only) noexcept;
+  std::shared_ptr<ChannelCore> channel;
+  uint64_t event_context = 0;
+  void* cq_uar = nullptr;
+  uint32_t arm_sn = 0;                      // the CQ's event sequence number (2 bits used)
+  std::atomic<bool> software_armed{false};  // an arm waits; software completions fire it
+  std::atomic<uint32_t> events_taken{0};
+  std::atomic<uint32_t> events_acked{0};
 };
 
 }  // namespace rnicdv::detail

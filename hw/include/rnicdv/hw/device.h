@@ -207,6 +207,23 @@ class Qp {
   virtual QpState state() const = 0;  // the device's view
 };
 
+// Completion events (IBA 11.4.2.2, "Request Completion Notification"; ibv_comp_channel). A
+// channel gathers the events of the CQs created on it (Device::create_evented_cq). The
+// consumer arms a CQ itself, with mlx5's arm sequence (doorbell::arm_cq: the arm word in
+// dbrec[MLX5_CQ_ARM_DB], then the same word and the CQN at cq_uar + MLX5_CQ_DOORBELL), and
+// the device raises one event per arm: at once if a CQE at or past the armed consumer index
+// is already in the ring, else with the first such CQE.
+class CompletionChannel {
+ public:
+  virtual ~CompletionChannel() = default;
+  // Readable (poll, epoll) while an event is pending.
+  virtual int fd() const = 0;
+  // Takes one pending event: the CQN of the CQ that raised it. False when none is pending.
+  virtual bool next_event(uint32_t* cqn) = 0;
+  // Drops the events of `cqn` still pending (its CQ was destroyed).
+  virtual void forget(uint32_t cqn) = 0;
+};
+
 class ConnectionManager;  // rnicdv/hw/cm.h
 
 class Device {
@@ -220,6 +237,10 @@ class Device {
                                              uint32_t access) = 0;
   // A CQ of at least `min_cqe` entries (rounded up to a power of two).
   virtual Result<std::unique_ptr<Cq>> create_cq(uint32_t min_cqe) = 0;
+  // Completion events: a channel, and a CQ whose events go to it (a channel of this device).
+  virtual Result<std::unique_ptr<CompletionChannel>> create_completion_channel() = 0;
+  virtual Result<std::unique_ptr<Cq>> create_evented_cq(uint32_t min_cqe,
+                                                        CompletionChannel& channel) = 0;
   // An RC QP in RESET.
   virtual Result<std::unique_ptr<Qp>> create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                                 const QpCaps& caps) = 0;

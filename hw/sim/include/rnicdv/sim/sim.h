@@ -140,6 +140,9 @@ class Device : public hw::Device {
   Result<std::unique_ptr<hw::Mr>> reg_mr(hw::Pd& pd, void* addr, size_t length,
                                          uint32_t access) override;
   Result<std::unique_ptr<hw::Cq>> create_cq(uint32_t min_cqe) override;
+  Result<std::unique_ptr<hw::CompletionChannel>> create_completion_channel() override;
+  Result<std::unique_ptr<hw::Cq>> create_evented_cq(uint32_t min_cqe,
+                                                    hw::CompletionChannel& channel) override;
   Result<std::unique_ptr<hw::Qp>> create_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
                                             const hw::QpCaps& caps) override;
   int async_fd() const override;
