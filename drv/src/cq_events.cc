@@ -101,7 +101,7 @@ bool ChannelCore::next(CqEvent* out) {
     CqCore& cq = *it->second;
     // The device moves to the next sequence number with every event it raised (libmlx5
     // mlx5_cq_event); the next arm must carry it, or the device takes it for a repeat.
-    if (from_device) ++cq.arm_sn;
+    if (from_device) cq.arm_sn.fetch_add(1, std::memory_order_relaxed);
     cq.software_armed.store(false, std::memory_order_relaxed);
     cq.events_taken.fetch_add(1, std::memory_order_relaxed);
     out->context = cq.event_context;
@@ -115,7 +115,7 @@ Errc CqCore::request_notify(bool solicited_only) noexcept {
   // Software completions (flush errors made by the driver) are not solicited receives, but
   // they are errors, which fire a solicited-only arm too (IBA 11.4.2.2).
   software_armed.store(true, std::memory_order_seq_cst);
-  doorbell::arm_cq(dbrec, cq_uar, cqn, ci, arm_sn, solicited_only);
+  doorbell::arm_cq(dbrec, cq_uar, cqn, ci, arm_sn.load(std::memory_order_relaxed), solicited_only);
   // A software completion that was queued before the arm fires it now (one queued after it
   // sees software_armed and fires it in add_software_qp).
   if (software_pending.load(std::memory_order_seq_cst) &&

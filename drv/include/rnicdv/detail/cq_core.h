@@ -92,7 +92,7 @@ struct CqCore {
   std::shared_ptr<ChannelCore> channel;
   uint64_t event_context = 0;
   void* cq_uar = nullptr;
-  uint32_t arm_sn = 0;                      // the CQ's event sequence number (2 bits used)
+  std::atomic<uint32_t> arm_sn{0};          // the CQ's event sequence number (2 bits used)
   std::atomic<bool> software_armed{false};  // an arm waits; software completions fire it
   std::atomic<uint32_t> events_taken{0};
   std::atomic<uint32_t> events_acked{0};
