@@ -19,11 +19,18 @@ configure
 say "building the uverbs shim in $builddir"
 ninja -C "$builddir" hw/uverbs/librnicdv-uverbs.so >/dev/null ||
   ninja -C "$builddir" hw/uverbs/librnicdv-uverbs.so
+case "$builddir" in
+  /*) shim="$builddir/hw/uverbs/librnicdv-uverbs.so" ;;
+  *) shim="$top/$builddir/hw/uverbs/librnicdv-uverbs.so" ;;
+esac
+# The command runs where the user stands, so that its relative paths (the program itself,
+# its arguments, the files it writes) mean what they mean there.
+cd "$caller_dir"
 if ! command -v "$1" >/dev/null; then
   case "$1" in
     ib_*) ensure_pkgs perftest ;;
     ibv_*) ensure_pkgs ibverbs-utils ;;
   esac
 fi
-export LD_PRELOAD="$top/$builddir/hw/uverbs/librnicdv-uverbs.so${LD_PRELOAD:+:$LD_PRELOAD}"
+export LD_PRELOAD="$shim${LD_PRELOAD:+:$LD_PRELOAD}"
 exec "$@"
