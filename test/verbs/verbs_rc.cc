@@ -496,6 +496,28 @@ TEST_CASE("COMM_EST reaches the async fd when a QP still in RTR receives its fir
   b.to_rts();
 }
 
+TEST_CASE("the device nodes answer access() and its family as a kernel's 0666 cdevs do") {
+  // UCX drops a device whose node fails access(path, R_OK | W_OK).
+  for (const char* node : {"/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1",
+                           "/dev/infiniband/rdma_cm"}) {
+    INFO(node);
+    CHECK(access(node, F_OK) == 0);
+    CHECK(access(node, R_OK | W_OK) == 0);
+    CHECK(faccessat(AT_FDCWD, node, R_OK | W_OK, 0) == 0);
+    CHECK(faccessat(AT_FDCWD, node, R_OK | W_OK, AT_EACCESS) == 0);
+    CHECK(euidaccess(node, R_OK | W_OK) == 0);
+    CHECK(eaccess(node, W_OK) == 0);
+    errno = 0;
+    CHECK(access(node, X_OK) == -1);
+    CHECK(errno == EACCES);
+  }
+  // Only the configured devices exist (RNICDV_UVERBS_DEVICES=2), and other paths are libc's.
+  errno = 0;
+  CHECK(access("/dev/infiniband/uverbs2", F_OK) == -1);
+  CHECK(errno == ENOENT);
+  CHECK(access("/", R_OK) == 0);
+}
+
 TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a crash") {
   Device d("rnicsim0");
   ibv_srq_init_attr sa{};

@@ -5,7 +5,8 @@
 //
 // libibverbs 44 and libmlx5 44 import open, openat, stat, fstat, read, write, ioctl, mmap,
 // munmap, close and socket (nm -D); the 64-bit and __xstat spellings are covered as well for
-// programs built against other glibc versions.
+// programs built against other glibc versions, and the access() family, which programs such
+// as UCX use to check the device node before opening it.
 #undef _FORTIFY_SOURCE
 // Each spelling (open and open64, mmap and mmap64, ...) is defined here under its own name;
 // with 64-bit file offsets glibc's headers would rename one onto the other.
@@ -56,8 +57,12 @@ using mmap_fn = void* (*)(void*, size_t, int, int, int, off_t);
 using munmap_fn = int (*)(void*, size_t);
 using socket_fn = int (*)(int, int, int);
 using fcntl_fn = int (*)(int, int, ...);
+using access_fn = int (*)(const char*, int);
+using faccessat_fn = int (*)(int, const char*, int, int);
 
 open_fn g_open, g_open64;
+access_fn g_access, g_euidaccess, g_eaccess;
+faccessat_fn g_faccessat;
 openat_fn g_openat, g_openat64;
 stat_fn g_stat, g_stat64;
 fstat_fn g_fstat, g_fstat64;
@@ -130,6 +135,22 @@ int stat_special(const char* path, struct stat* st) {
   const int index = uverbs_index_of(path);
   if (index < 0) return -2;
   return fake_stat_uverbs(static_cast<uint32_t>(index), st);
+}
+
+// access() and its family on the cdevs: they exist as crw-rw-rw- character devices, so read
+// and write are granted and execute is not (the kernel's answer for a 0666 device node);
+// -2 means "not ours". A relative path is never one of them.
+int access_special(int dirfd, const char* path, int mode) {
+  if (!path || path[0] != '/') {
+    (void)dirfd;
+    return -2;
+  }
+  if (uverbs_index_of(path) < 0 && !is_ucma_path(path)) return -2;
+  if (mode & X_OK) {
+    errno = EACCES;
+    return -1;
+  }
+  return 0;
 }
 
 // fstat of a descriptor the shim made; -2 means "not ours".
@@ -227,6 +248,24 @@ int stat64(const char* path, struct stat64* st) {
   const int r = stat_special(path, reinterpret_cast<struct stat*>(st));
   if (r != -2) return r;
   return next_symbol(g_stat64, "stat64")(path, reinterpret_cast<struct stat*>(st));
+}
+
+// UCX and others check the device node before opening it (access(path, R_OK | W_OK)).
+int access(const char* path, int mode) {
+  if (const int r = access_special(AT_FDCWD, path, mode); r != -2) return r;
+  return next_symbol(g_access, "access")(path, mode);
+}
+int euidaccess(const char* path, int mode) {
+  if (const int r = access_special(AT_FDCWD, path, mode); r != -2) return r;
+  return next_symbol(g_euidaccess, "euidaccess")(path, mode);
+}
+int eaccess(const char* path, int mode) {
+  if (const int r = access_special(AT_FDCWD, path, mode); r != -2) return r;
+  return next_symbol(g_eaccess, "eaccess")(path, mode);
+}
+int faccessat(int dirfd, const char* path, int mode, int flags) {
+  if (const int r = access_special(dirfd, path, mode); r != -2) return r;
+  return next_symbol(g_faccessat, "faccessat")(dirfd, path, mode, flags);
 }
 
 int fstat(int fd, struct stat* st) {
