@@ -9,10 +9,14 @@
 //   [target: even = uverbs, odd = rdma_cm] [pointer mode] [offset lo] [length lo, hi] [bytes]
 // Every user pointer a command carries (its response, and for CREATE_CQ/CREATE_QP/REG_MR
 // the rings, doorbell records and buffer) is rewritten to point into an arena whose last
-// page is followed by an unmapped guard page and preceded by a read-only one, or to a tiny
-// address: the decoder must answer EFAULT (or work) and never fault. Pointers into the
-// program's own heap are never given: the simulated HCA would then write there, as real
-// hardware would into an application's memory, which is not a shim fault.
+// page is followed by an inaccessible (PROT_NONE) guard page and preceded by a read-only one,
+// or to a tiny address: the decoder must answer EFAULT (or work) and never fault. Pointers
+// into the program's own heap are never given: the simulated HCA would then write there, as
+// real hardware would into an application's memory, which is not a shim fault. For the same
+// reason the guard page stays mapped: an unmapped hole there would be taken by the next
+// one-page mmap (a UAR page libmlx5 maps, a sanitizer's internal buffer), and a response that
+// runs off the arena would then be written, zero-filled as the kernel does, through it into
+// whatever lies above (ASan's large-chunk headers: process_vm_writev is not instrumented).
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
@@ -33,7 +37,7 @@ constexpr size_t kPage = 4096;
 constexpr size_t kArenaPages = 8;
 
 struct Arena {
-  uint8_t* base = nullptr;  // [read-only page][kArenaPages read-write][guard page]
+  uint8_t* base = nullptr;  // [read-only page][kArenaPages read-write][PROT_NONE guard page]
   uint8_t* rw() const { return base + kPage; }
   uint8_t* guard() const { return base + kPage * (1 + kArenaPages); }
 };
@@ -45,8 +49,9 @@ Arena& arena() {
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) abort();
     x.base = static_cast<uint8_t*>(p);
-    mprotect(x.base, kPage, PROT_READ);
-    munmap(x.guard(), kPage);
+    // The guard is reserved, not unmapped: nothing else may ever be mapped there.
+    if (mprotect(x.base, kPage, PROT_READ) != 0 || mprotect(x.guard(), kPage, PROT_NONE) != 0)
+      abort();
     return x;
   }();
   return a;
@@ -61,7 +66,7 @@ uint64_t pointer(uint8_t mode, uint16_t offset) {
     case 1:  // ending just before, or running into, the guard page
       return reinterpret_cast<uintptr_t>(a.guard() - offset % 256);
     case 2:
-      return reinterpret_cast<uintptr_t>(a.guard());  // unmapped
+      return reinterpret_cast<uintptr_t>(a.guard());  // inaccessible
     case 3:
       return reinterpret_cast<uintptr_t>(a.base + offset % kPage);  // read-only
     default:

@@ -599,17 +599,18 @@ TEST_CASE("raw commands the shim does not know fail with the kernel's errno and 
 
 namespace {
 
-// Two pages: the first read-write, the second unmapped (a guard), for pointers that end
-// where a mapping ends.
+// Two pages: the first read-write, the second inaccessible (a guard), for pointers that end
+// where a mapping ends. The guard is PROT_NONE rather than unmapped: a hole would be taken by
+// the next one-page mmap of any thread, and the shim would then rightly write through it.
 struct GuardedPage {
   uint8_t* base = nullptr;
   GuardedPage() {
     void* p = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(p != MAP_FAILED);
     base = static_cast<uint8_t*>(p);
-    REQUIRE(munmap(base + 4096, 4096) == 0);
+    REQUIRE(mprotect(base + 4096, 4096, PROT_NONE) == 0);
   }
-  ~GuardedPage() { munmap(base, 4096); }
+  ~GuardedPage() { munmap(base, 8192); }
   uint8_t* end() const { return base + 4096; }
 };
 
@@ -695,6 +696,37 @@ TEST_CASE("bad user pointers in commands get EFAULT, as from the kernel, and not
   REQUIRE(ok);
   CHECK(ibv_dereg_mr(ok) == 0);
   CHECK(ibv_dealloc_pd(pd) == 0);
+}
+
+// The shim zero-fills a response to the length the command gives, as the kernel's
+// uverbs_response does, and checks only that the whole range is mapped and writable (through
+// process_vm_writev, which ASan does not see). A guard that is a hole in the address space
+// stops such a write only until some other mapping takes the hole; one that stays mapped
+// PROT_NONE stops it for good (the shim_commands fuzzer's arena once corrupted ASan's heap
+// metadata this way).
+TEST_CASE("a response that runs past a guard page gets EFAULT even after other pages are mapped") {
+  Device d("rnicsim0");
+  GuardedPage g;
+  // One-page mappings made after the guard, as libmlx5's UAR pages or a sanitizer's buffers
+  // are: none may land on the guard.
+  std::vector<void*> pages;
+  for (int i = 0; i < 64; ++i) {
+    void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    pages.push_back(p);
+    CHECK(p != static_cast<void*>(g.end()));
+  }
+  struct {
+    uint32_t command = IB_USER_VERBS_CMD_QUERY_DEVICE;
+    uint16_t in_words = 4;                    // 16 bytes
+    uint16_t out_words = (8 + 4096 + 8) / 4;  // from 8 bytes before the guard to past it
+    uint64_t response = 0;
+  } c;
+  c.response = reinterpret_cast<uintptr_t>(g.end() - 8);
+  errno = 0;
+  CHECK(write(d.ctx->cmd_fd, &c, sizeof c) == -1);
+  CHECK(errno == EFAULT);
+  for (void* p : pages) munmap(p, 4096);
 }
 
 TEST_CASE("read() on the command descriptor answers EINVAL, as the kernel's cdev does") {
