@@ -13,6 +13,7 @@
 #include <rdma/rdma_user_cm.h>  // after arpa/inet.h: glibc's in6 definitions first
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -516,6 +517,57 @@ TEST_CASE("the device nodes answer access() and its family as a kernel's 0666 cd
   CHECK(access("/dev/infiniband/uverbs2", F_OK) == -1);
   CHECK(errno == ENOENT);
   CHECK(access("/", R_OK) == 0);
+}
+
+TEST_CASE("ibv_create_ah gets the destination MAC from the device, or a clear error") {
+  Device d("rnicsim0");
+  ibv_gid local{};
+  REQUIRE(ibv_query_gid(d.ctx, 1, 3, &local) == 0);  // ::ffff:a.b.c.d, RoCE v2
+  ibv_ah_attr a{};
+  a.is_global = 1;
+  a.port_num = 1;
+  a.grh.sgid_index = 3;
+  a.grh.hop_limit = 64;
+  a.grh.dgid = local;
+  errno = 0;
+  ibv_ah* ah = ibv_create_ah(d.pd, &a);
+  INFO("errno " << errno);
+  REQUIRE(ah != nullptr);
+  // The PD is busy while the AH lives, as with the kernel.
+  CHECK(ibv_dealloc_pd(d.pd) == EBUSY);
+  CHECK(ibv_destroy_ah(ah) == 0);
+
+  // A link-local destination: refused with EINVAL (the reason goes to stderr with
+  // RNICDV_UVERBS_LOG=1, as for every refused command).
+  ibv_gid link_local{};
+  REQUIRE(ibv_query_gid(d.ctx, 1, 0, &link_local) == 0);
+  a.grh.dgid = link_local;
+  errno = 0;
+  CHECK(ibv_create_ah(d.pd, &a) == nullptr);
+  CHECK(errno == EINVAL);
+}
+
+TEST_CASE("a duplicate of the command descriptor is the same device file") {
+  Device d("rnicsim0");
+  struct stat orig {}, dup_st {};
+  REQUIRE(fstat(d.ctx->cmd_fd, &orig) == 0);
+  const int fd2 = dup(d.ctx->cmd_fd);
+  REQUIRE(fd2 >= 0);
+  REQUIRE(fstat(fd2, &dup_st) == 0);
+  CHECK(S_ISCHR(dup_st.st_mode));
+  CHECK(dup_st.st_rdev == orig.st_rdev);
+  // The original replaced by a duplicate of itself, then the duplicate closed: the open file,
+  // and so the context, lives on through the one descriptor left.
+  REQUIRE(dup2(fd2, d.ctx->cmd_fd) == d.ctx->cmd_fd);
+  REQUIRE(close(fd2) == 0);
+  ibv_pd* pd = ibv_alloc_pd(d.ctx);
+  REQUIRE(pd != nullptr);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+  const int fd3 = fcntl(d.ctx->cmd_fd, F_DUPFD_CLOEXEC, 100);
+  REQUIRE(fd3 >= 100);
+  REQUIRE(fstat(fd3, &dup_st) == 0);
+  CHECK(S_ISCHR(dup_st.st_mode));
+  CHECK(close(fd3) == 0);
 }
 
 TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a crash") {

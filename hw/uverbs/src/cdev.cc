@@ -110,7 +110,8 @@ std::vector<std::shared_ptr<Context>> contexts_on(uint32_t index) {
   std::vector<std::shared_ptr<Context>> out;
   std::lock_guard<std::mutex> lock(contexts().mu);
   for (auto& [fd, ctx] : contexts().by_fd)
-    if (ctx->dev->index == index) out.push_back(ctx);
+    if (ctx->dev->index == index && std::find(out.begin(), out.end(), ctx) == out.end())
+      out.push_back(ctx);
   return out;
 }
 
@@ -241,6 +242,7 @@ void teardown_locked(Context& ctx) {
   }
   ctx.cqs.clear();
   ctx.mrs.clear();
+  ctx.ahs.clear();
   ctx.pds.clear();
   {
     std::lock_guard<std::mutex> rl(contexts().mu);
@@ -273,10 +275,26 @@ void command_close(int fd) {
     if (it == contexts().by_fd.end()) return;
     ctx = std::move(it->second);
     contexts().by_fd.erase(it);
+    // A duplicate still open keeps the file, and so the context, alive (as the kernel's
+    // file reference count does).
+    for (const auto& [other, c] : contexts().by_fd)
+      if (c == ctx) ctx.reset();
+    if (ctx && ctx->cmd_fd == fd) ctx->cmd_fd = -1;
   }
   set_fd_kind(fd, FdKind::none);
+  if (!ctx) return;
   std::lock_guard<std::mutex> lock(ctx->mu);
   teardown_locked(*ctx);
+}
+
+void command_dup(int oldfd, int newfd) {
+  {
+    std::lock_guard<std::mutex> lock(contexts().mu);
+    auto it = contexts().by_fd.find(oldfd);
+    if (it == contexts().by_fd.end()) return;
+    contexts().by_fd[newfd] = it->second;
+  }
+  set_fd_kind(newfd, FdKind::command);
 }
 
 void shutdown_contexts() {
@@ -285,8 +303,11 @@ void shutdown_contexts() {
     std::lock_guard<std::mutex> lock(contexts().mu);
     all.swap(contexts().by_fd);
   }
+  std::vector<std::shared_ptr<Context>> done;
   for (auto& [fd, ctx] : all) {
     set_fd_kind(fd, FdKind::none);
+    if (std::find(done.begin(), done.end(), ctx) != done.end()) continue;  // a duplicate
+    done.push_back(ctx);
     std::lock_guard<std::mutex> lock(ctx->mu);
     teardown_locked(*ctx);
   }

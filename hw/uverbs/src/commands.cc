@@ -25,6 +25,7 @@
 #include "handles.h"
 #include "shim.h"
 #include "user_memory.h"
+#include "wire/frame.h"
 
 namespace rnicdv::uverbs {
 
@@ -179,7 +180,9 @@ int get_context(Cmd& c) {
   m.max_srq_recv_wr = caps.max_qp_wr;
   m.num_ports = 1;
   m.cqe_version = std::min<uint8_t>(req.max_cqe_version, 1);
-  m.cmds_supp_uhw = 0;
+  // CREATE_AH answers with the destination MAC (mlx5_ib_create_ah_resp), so libmlx5 does not
+  // resolve it itself through a netlink neighbour lookup that cannot see the simulated wire.
+  m.cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_CREATE_AH;
   m.eth_min_inline = MLX5_USER_INLINE_MODE_NONE;  // no L2 header inline (raw QPs only)
   m.log_uar_size = 12;
   m.num_uars_per_page = 1;
@@ -282,6 +285,49 @@ int dealloc_pd(Cmd& c) {
   if (it == c.ctx.pds.end()) return c.error(EINVAL, "pd handle %u does not exist", req.pd_handle);
   if (it->second.users) return c.error(EBUSY, "pd %u still has %u MRs or QPs", req.pd_handle, it->second.users);
   c.ctx.pds.erase(it);
+  return 0;
+}
+
+// ---- Address handles ----
+// For RoCE the kernel resolves the destination MAC from the destination GID; on the simulated
+// fabric that is the MAC the wire gives the IPv4 address (wire/frame.h mac_for_ipv4).
+int create_ah(Cmd& c) {
+  const auto req = c.core_as<ib_uverbs_create_ah>();
+  auto pd = c.ctx.pds.find(req.pd_handle);
+  if (pd == c.ctx.pds.end()) return c.error(EINVAL, "pd handle %u does not exist", req.pd_handle);
+  const ib_uverbs_ah_attr& a = req.attr;
+  if (a.port_num != 1) return c.error(EINVAL, "port %u does not exist (one port)", a.port_num);
+  if (!a.is_global)
+    return c.error(EINVAL, "no GRH: RoCE address handles need one (is_global)");
+  if (a.grh.sgid_index >= kGidTableLen)
+    return c.error(EINVAL, "source GID index %u is outside the GID table (%u entries)",
+                   a.grh.sgid_index, kGidTableLen);
+  static constexpr uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(a.grh.dgid, kV4Prefix, sizeof kV4Prefix) != 0)
+    return c.error(EINVAL,
+                   "destination GID is not IPv4-mapped (the simulated fabric carries RoCE v2 "
+                   "over IPv4 only)");
+  uint32_t ipv4 = 0;
+  std::memcpy(&ipv4, a.grh.dgid + 12, 4);
+  const sim::MacAddress mac = sim::mac_for_ipv4(be32toh(ipv4));
+  const uint32_t h = new_handle(c.ctx);
+  c.ctx.ahs[h].pd = req.pd_handle;
+  ++pd->second.users;
+  ib_uverbs_create_ah_resp r{};
+  r.ah_handle = h;
+  mlx5_ib_create_ah_resp m{};
+  std::memcpy(m.dmac, mac.data(), sizeof m.dmac);
+  m.response_length = static_cast<uint32_t>(std::min(sizeof m, c.resp_drv_len));
+  c.reply(&r, sizeof r, &m, sizeof m);
+  return 0;
+}
+
+int destroy_ah(Cmd& c) {
+  const auto req = c.core_as<ib_uverbs_destroy_ah>();
+  auto it = c.ctx.ahs.find(req.ah_handle);
+  if (it == c.ctx.ahs.end()) return c.error(EINVAL, "ah handle %u does not exist", req.ah_handle);
+  --c.ctx.pds[it->second.pd].users;
+  c.ctx.ahs.erase(it);
   return 0;
 }
 
@@ -717,6 +763,8 @@ const Handler* handler_for(uint32_t cmd, bool extended) {
   static const Handler kDeallocPd{dealloc_pd, sizeof(ib_uverbs_dealloc_pd), 0, true};
   static const Handler kRegMr{reg_mr, sizeof(ib_uverbs_reg_mr), sizeof(ib_uverbs_reg_mr_resp), true};
   static const Handler kDeregMr{dereg_mr, sizeof(ib_uverbs_dereg_mr), 0, true};
+  static const Handler kCreateAh{create_ah, sizeof(ib_uverbs_create_ah), sizeof(ib_uverbs_create_ah_resp), true};
+  static const Handler kDestroyAh{destroy_ah, sizeof(ib_uverbs_destroy_ah), 0, true};
   static const Handler kCompChannel{create_comp_channel, sizeof(ib_uverbs_create_comp_channel), sizeof(ib_uverbs_create_comp_channel_resp), true};
   static const Handler kCreateCq{create_cq, sizeof(ib_uverbs_create_cq), sizeof(ib_uverbs_create_cq_resp), true};
   static const Handler kDestroyCq{destroy_cq, sizeof(ib_uverbs_destroy_cq), sizeof(ib_uverbs_destroy_cq_resp), true};
@@ -741,6 +789,8 @@ const Handler* handler_for(uint32_t cmd, bool extended) {
     case IB_USER_VERBS_CMD_DEALLOC_PD: return &kDeallocPd;
     case IB_USER_VERBS_CMD_REG_MR: return &kRegMr;
     case IB_USER_VERBS_CMD_DEREG_MR: return &kDeregMr;
+    case IB_USER_VERBS_CMD_CREATE_AH: return &kCreateAh;
+    case IB_USER_VERBS_CMD_DESTROY_AH: return &kDestroyAh;
     case IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: return &kCompChannel;
     case IB_USER_VERBS_CMD_CREATE_CQ: return &kCreateCq;
     case IB_USER_VERBS_CMD_DESTROY_CQ: return &kDestroyCq;

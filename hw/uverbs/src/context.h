@@ -37,6 +37,12 @@ struct MrObject {
   uint32_t pd = 0;
 };
 
+// An address handle: the kernel's mlx5 driver only resolves the destination MAC for it (the
+// AV itself lives in user space); it keeps its PD busy.
+struct AhObject {
+  uint32_t pd = 0;
+};
+
 struct CqObject {
   std::unique_ptr<hw::Cq> cq;
   uint64_t user_handle = 0;
@@ -77,6 +83,7 @@ struct Context {
   uint32_t next_handle = 0;
   std::map<uint32_t, PdObject> pds;
   std::map<uint32_t, MrObject> mrs;
+  std::map<uint32_t, AhObject> ahs;
   std::map<uint32_t, CqObject> cqs;
   std::map<uint32_t, QpObject> qps;
   std::vector<std::shared_ptr<EventFile>> channels;

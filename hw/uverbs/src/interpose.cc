@@ -58,10 +58,16 @@ using munmap_fn = int (*)(void*, size_t);
 using socket_fn = int (*)(int, int, int);
 using fcntl_fn = int (*)(int, int, ...);
 using access_fn = int (*)(const char*, int);
+using dup_fn = int (*)(int);
+using dup2_fn = int (*)(int, int);
+using dup3_fn = int (*)(int, int, int);
 using faccessat_fn = int (*)(int, const char*, int, int);
 
 open_fn g_open, g_open64;
 access_fn g_access, g_euidaccess, g_eaccess;
+dup_fn g_dup;
+dup2_fn g_dup2;
+dup3_fn g_dup3;
 faccessat_fn g_faccessat;
 openat_fn g_openat, g_openat64;
 stat_fn g_stat, g_stat64;
@@ -110,7 +116,32 @@ int ucma_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
   return real(fd, cmd, arg);
 }
 
+// Before dup2/dup3 onto `newfd`: the kernel closes what newfd held, and so does the shim.
+void closing_for_dup(int newfd) {
+  switch (fd_kind(newfd)) {
+    case FdKind::command:
+      command_close(newfd);
+      break;
+    case FdKind::event:
+      event_close(newfd);
+      break;
+    case FdKind::ucma:
+      ucma_close(newfd);
+      break;
+    case FdKind::none:
+      break;
+  }
+}
+
+// After a duplicate `newfd` of `oldfd` was made: a command descriptor's duplicate is the same
+// device file. (Duplicates of event and rdma_cm descriptors are not tracked.)
+int duplicated(int oldfd, int newfd) {
+  if (newfd >= 0 && newfd != oldfd && fd_kind(oldfd) == FdKind::command) command_dup(oldfd, newfd);
+  return newfd;
+}
+
 int kind_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return duplicated(fd, real(fd, cmd, arg));
   switch (fd_kind(fd)) {
     case FdKind::event:
       return event_fcntl(real, fd, cmd, arg);
@@ -322,6 +353,20 @@ ssize_t write(int fd, const void* buf, size_t n) {
     default:
       return next_symbol(g_write, "write")(fd, buf, n);
   }
+}
+
+int dup(int fd) {
+  return duplicated(fd, next_symbol(g_dup, "dup")(fd));
+}
+
+int dup2(int oldfd, int newfd) {
+  if (oldfd != newfd) closing_for_dup(newfd);
+  return duplicated(oldfd, next_symbol(g_dup2, "dup2")(oldfd, newfd));
+}
+
+int dup3(int oldfd, int newfd, int flags) {
+  if (oldfd != newfd) closing_for_dup(newfd);
+  return duplicated(oldfd, next_symbol(g_dup3, "dup3")(oldfd, newfd, flags));
 }
 
 int close(int fd) {

@@ -86,6 +86,9 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
 // True if [addr, addr+len) is a UAR page the shim keeps mapped; the caller then skips munmap.
 bool command_munmap(void* addr, size_t len);
 void command_close(int fd);
+// `newfd` is a duplicate of command descriptor `oldfd` (dup, dup2, dup3, F_DUPFD): the same
+// open file, so the same context, which lives until the last of its descriptors is closed.
+void command_dup(int oldfd, int newfd);
 
 // ---- the rdma_cm cdev (ucma.cc, ucma_commands.cc) ----
 bool is_ucma_path(const char* path) noexcept;  // "/dev/infiniband/rdma_cm"
