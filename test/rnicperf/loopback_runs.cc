@@ -165,7 +165,7 @@ TEST_CASE("-R connects the test QP through the connection manager", "[e2e][cm]")
       {"write_bw", "--loopback", "-R", "-n", "100", "-s", "4096", "--timeout=20"}, 120);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out.find(" rdma_cm QPs     : ON\n") != std::string::npos);
+  CHECK(r.out.find(" rdma_cm QPs\t : ON\n") != std::string::npos);
 }
 
 TEST_CASE("first-reply times fresh connections for each way the server replies, with the RTU "

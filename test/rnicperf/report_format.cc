@@ -21,15 +21,17 @@ TEST_CASE("the latency header block matches perftest's layout", "[format]") {
   const std::string expected =
       "---------------------------------------------------------------------------------------\n"
       "                    RDMA_Write Latency Test\n"
-      " Dual-port       : OFF          Device         : sim0\n"
-      " Number of qps   : 1            Transport type : IB\n"
-      " Connection type : RC           Using SRQ      : OFF\n"
+      " Dual-port       : OFF\t\tDevice         : sim0\n"
+      " Number of qps   : 1\t\tTransport type : IB\n"
+      " Connection type : RC\t\tUsing SRQ      : OFF\n"
+      " PCIe relax order: OFF\n"
+      " ibv_wr* API     : OFF\n"
       " TX depth        : 1\n"
       " Mtu             : 1024[B]\n"
       " Link type       : Ethernet\n"
       " GID index       : 0\n"
       " Max inline data : 220[B]\n"
-      " rdma_cm QPs     : OFF\n"
+      " rdma_cm QPs\t : OFF\n"
       " Data ex. method : Ethernet\n"
       " Sim wire        : udp 127.0.0.2:4791\n"
       " Device profile  : mlx5\n"
@@ -73,9 +75,11 @@ TEST_CASE("the bandwidth header shows CQ moderation, post list and outstanding r
   const std::string expected =
       "---------------------------------------------------------------------------------------\n"
       "                    RDMA_Read Bidirectional Post List BW Test\n"
-      " Dual-port       : OFF          Device         : mlx5_0\n"
-      " Number of qps   : 2            Transport type : IB\n"
-      " Connection type : RC           Using SRQ      : OFF\n"
+      " Dual-port       : OFF\t\tDevice         : mlx5_0\n"
+      " Number of qps   : 2\t\tTransport type : IB\n"
+      " Connection type : RC\t\tUsing SRQ      : OFF\n"
+      " PCIe relax order: OFF\n"
+      " ibv_wr* API     : OFF\n"
       " TX depth        : 128\n"
       " Post List       : 4\n"
       " CQ Moderation   : 4\n"
@@ -83,7 +87,7 @@ TEST_CASE("the bandwidth header shows CQ moderation, post list and outstanding r
       " Link type       : Ethernet\n"
       " GID index       : 3\n"
       " Outstand reads  : 16\n"
-      " rdma_cm QPs     : ON\n"
+      " rdma_cm QPs\t : ON\n"
       " Data ex. method : Ethernet\n"
       "---------------------------------------------------------------------------------------\n";
   CHECK(format_header(h) == expected);
@@ -149,9 +153,22 @@ TEST_CASE("the latency table has perftest's exact column header", "[format]") {
   r.t_stdev = 0.05;
   r.p99 = 1.37;
   r.p999 = 5.19;
+  // Byte for byte what Debian's perftest (4.5) prints, tabs included (a row of ib_write_lat
+  // on the uverbs shim, seen with cat -A).
   CHECK(format_latency_row(r) ==
-        " 2      1000           1.24           5.19         1.27               1.27           "
-        "0.05            1.37                   5.19\n");
+        " 2       1000         1.24           5.19         1.27     \t       1.27        \t0.05   "
+        "\t\t1.37    \t\t5.19   \n");
+  r.iterations = 100;
+  r.t_min = 93.99;
+  r.t_max = 1444.01;
+  r.t_typical = 115.32;
+  r.t_avg = 142.71;
+  r.t_stdev = 172.44;
+  r.p99 = 1444.01;
+  r.p999 = 1444.01;
+  CHECK(format_latency_row(r) ==
+        " 2       100          93.99          1444.01      115.32   \t       142.71      \t172.44 "
+        "\t\t1444.01 \t\t1444.01\n");
   CHECK(latency_duration_header() ==
         " #bytes        #iterations       t_avg[usec]    tps average\n");
   CHECK(format_latency_duration_row({2, 123456, 1.5, 333333.333}) ==
@@ -159,20 +176,25 @@ TEST_CASE("the latency table has perftest's exact column header", "[format]") {
 }
 
 TEST_CASE("the bandwidth table has perftest's exact column headers", "[format]") {
+  // Debian's perftest (4.5) labels the 2^20-byte unit MB/sec.
   CHECK(bandwidth_table_header(BwUnit::mib_per_sec) ==
-        " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n");
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n");
   CHECK(bandwidth_table_header(BwUnit::gbit_per_sec) ==
         " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n");
   BandwidthResult r{65536, 5000, 11030.781, 11030.5, 0.1764881};
   CHECK(format_bandwidth_row(r, BwUnit::mib_per_sec) ==
-        " 65536      5000           11030.78            11030.50              0.176488\n");
+        " 65536      5000             11030.78            11030.50\t\t   0.176488\n");
+  // Byte for byte a row of Debian's ib_send_bw on the uverbs shim (cat -A).
+  BandwidthResult seen{65536, 100, 0.0, 289.46, 0.004631};
+  CHECK(format_bandwidth_row(seen, BwUnit::mib_per_sec) ==
+        " 65536      100              0.00               289.46 \t\t   0.004631\n");
   BandwidthResult g{65536, 5000, 98.52, 98.5, 0.187691};
   CHECK(format_bandwidth_row(g, BwUnit::gbit_per_sec) ==
-        " 65536      5000           98.52              98.50                0.187691\n");
+        " 65536      5000             98.52              98.50  \t\t   0.187691\n");
   // Below 0.1 Gb/sec perftest switches to six decimals.
   BandwidthResult slow{2, 1000, 0.0521, 0.04512345, 2.82};
   CHECK(format_bandwidth_row(slow, BwUnit::gbit_per_sec) ==
-        " 2          1000           0.052100           0.045123             2.820000\n");
+        " 2          1000             0.052100            0.045123\t\t   2.820000\n");
 }
 
 TEST_CASE("the early-post table lines up under its header", "[format]") {

@@ -494,7 +494,7 @@ Options (perftest's names and defaults):
   -t, --tx-depth=<n>        Send queue depth (default 128 bw, 1 lat)
   -u, --qp-timeout=<t>      QP ACK timeout 4.096 us * 2^t (default 14)
   -V, --version             Show the version
-      --report_gbits        Report bandwidth in Gb/sec instead of MiB/sec
+      --report_gbits        Report bandwidth in Gb/sec instead of MB/sec (2^20 B)
       --out_json            Save the report as JSON (default file perftest_out.json)
       --out_json_file=<f>   Name of the JSON report file (implies --out_json)
 

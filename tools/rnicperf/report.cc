@@ -19,8 +19,8 @@ namespace {
   return buf;
 }
 
-// Writes `cells` so that each starts at the column where its label starts in `header`
-// (rows line up under perftest's headers with spaces; perftest itself mixes in tabs).
+// Writes `cells` so that each starts at the column where its label starts in `header`: for
+// rnicperf's own tables (duration-mode latency, early post), which perftest does not have.
 std::string row_under(const std::string& header, const std::vector<std::string_view>& labels,
                       const std::vector<std::string>& cells) {
   std::string line;
@@ -43,30 +43,17 @@ std::string kv(const char* key, const std::string& value) {
   return fmt(" %-16s: %s", key, value.c_str());
 }
 
-// Two pairs on one line; the second starts at column 32.
+// Two pairs on one line, separated by two tabs (perftest's " %-16s: %s\t\t%-15s: %s").
 std::string kv2(const char* key1, const std::string& v1, const char* key2, const std::string& v2) {
-  std::string left = kv(key1, v1);
-  if (left.size() < 32)
-    left.append(32 - left.size(), ' ');
-  else
-    left += ' ';
-  return left + fmt("%-15s: %s\n", key2, v2.c_str());
+  return kv(key1, v1) + fmt("\t\t%-15s: %s\n", key2, v2.c_str());
 }
 
 const char* on_off(bool b) {
   return b ? "ON" : "OFF";
 }
 
-const std::vector<std::string_view> kLatLabels = {
-    "#bytes",        "#iterations",          "t_min[usec]",
-    "t_max[usec]",   "t_typical[usec]",      "t_avg[usec]",
-    "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]"};
 const std::vector<std::string_view> kLatDurLabels = {"#bytes", "#iterations", "t_avg[usec]",
                                                      "tps average"};
-const std::vector<std::string_view> kBwLabelsMib = {"#bytes", "#iterations", "BW peak[MiB/sec]",
-                                                    "BW average[MiB/sec]", "MsgRate[Mpps]"};
-const std::vector<std::string_view> kBwLabelsGb = {"#bytes", "#iterations", "BW peak[Gb/sec]",
-                                                   "BW average[Gb/sec]", "MsgRate[Mpps]"};
 const std::vector<std::string_view> kEarlyLabels = {"#posts", "posted", "withheld", "t_first[usec]",
                                                     "t_last[usec]"};
 
@@ -90,6 +77,9 @@ std::string format_header(const HeaderInfo& h) {
   out += kv2("Dual-port", "OFF", "Device", h.device);
   out += kv2("Number of qps", std::to_string(h.num_qps), "Transport type", h.transport_type);
   out += kv2("Connection type", "RC", "Using SRQ", "OFF");
+  // rnicdv registers no memory with relaxed ordering and does not post through ibv_wr_*.
+  out += kv("PCIe relax order", "OFF") + "\n";
+  out += kv("ibv_wr* API", "OFF") + "\n";
   if (h.initiator) out += kv("TX depth", std::to_string(h.tx_depth)) + "\n";
   if (h.post_list > 1) out += kv("Post List", std::to_string(h.post_list)) + "\n";
   if (h.test.verb == Verb::send && h.rx_depth > 0 && (h.server || h.bidirectional))
@@ -102,7 +92,7 @@ std::string format_header(const HeaderInfo& h) {
     out += kv("Outstand reads", std::to_string(h.out_reads)) + "\n";
   else
     out += kv("Max inline data", std::to_string(h.inline_size) + "[B]") + "\n";
-  out += kv("rdma_cm QPs", on_off(h.rdma_cm)) + "\n";
+  out += std::string(" rdma_cm QPs\t : ") + on_off(h.rdma_cm) + "\n";  // perftest's tab
   // The control channel is always TCP ("Ethernet"), with -R too (see cm_connect.h).
   out += kv("Data ex. method", "Ethernet") + "\n";
   if (!h.early_post.empty()) out += kv("Early post", h.early_post) + "\n";
@@ -137,10 +127,11 @@ const std::string& latency_table_header() {
 }
 
 std::string format_latency_row(const LatencyResult& r) {
-  return row_under(latency_table_header(), kLatLabels,
-                   {std::to_string(r.size), std::to_string(r.iterations), fmt("%.2f", r.t_min),
-                    fmt("%.2f", r.t_max), fmt("%.2f", r.t_typical), fmt("%.2f", r.t_avg),
-                    fmt("%.2f", r.t_stdev), fmt("%.2f", r.p99), fmt("%.2f", r.p999)});
+  // perftest's REPORT_FMT_LAT, tabs included.
+  return fmt(" %-7llu %-10llu   %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f"
+             "\t\t%-7.2f \t\t%-7.2f\n",
+             static_cast<unsigned long long>(r.size), static_cast<unsigned long long>(r.iterations),
+             r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999);
 }
 
 const std::string& latency_duration_header() {
@@ -155,20 +146,22 @@ std::string format_latency_duration_row(const LatencyDurationResult& r) {
 }
 
 const std::string& bandwidth_table_header(BwUnit unit) {
-  static const std::string mib =
-      " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n";
+  // MB/sec is Debian's perftest's label (4.5); the unit is 2^20 bytes, as there.
+  static const std::string mb =
+      " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n";
   static const std::string gb =
       " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n";
-  return unit == BwUnit::mib_per_sec ? mib : gb;
+  return unit == BwUnit::mib_per_sec ? mb : gb;
 }
 
 std::string format_bandwidth_row(const BandwidthResult& r, BwUnit unit) {
-  // perftest REPORT_FMT_EXT: six decimals when a Gb/sec average is below 0.1.
-  const char* bw_fmt = (unit == BwUnit::gbit_per_sec && r.bw_avg < 0.1) ? "%.6f" : "%.2f";
-  return row_under(bandwidth_table_header(unit),
-                   unit == BwUnit::mib_per_sec ? kBwLabelsMib : kBwLabelsGb,
-                   {std::to_string(r.size), std::to_string(r.iterations), fmt(bw_fmt, r.bw_peak),
-                    fmt(bw_fmt, r.bw_avg), fmt("%.6f", r.msg_rate)});
+  // perftest's REPORT_FMT, tabs included; REPORT_FMT_EXT (six decimals) when a Gb/sec average
+  // is below 0.1.
+  const bool ext = unit == BwUnit::gbit_per_sec && r.bw_avg < 0.1;
+  return fmt(ext ? " %-7llu    %-10llu       %-7.6f            %-7.6f\t\t   %-7.6f\n"
+                 : " %-7llu    %-10llu       %-7.2f            %-7.2f\t\t   %-7.6f\n",
+             static_cast<unsigned long long>(r.size), static_cast<unsigned long long>(r.iterations),
+             r.bw_peak, r.bw_avg, r.msg_rate);
 }
 
 std::string format_histogram(const Histogram& h, int rtt_factor) {

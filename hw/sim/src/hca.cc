@@ -127,7 +127,9 @@ Status Hca::start() {
   attached_ = true;
   config_.ipv4 = endpoint_.ipv4;
   info_.gid = hw::Gid::from_ipv4(endpoint_.ipv4);
-  info_.gid_index = 0;
+  // Where a ConnectX's GID table holds this address as RoCE v2 (::ffff:a.b.c.d after the two
+  // link-local entries and its RoCE v1 twin), as the uverbs shim presents it too.
+  info_.gid_index = 3;
   info_.transport = std::string("sim ") + wire_kind_name(shared_.wire->kind()) + " " +
                     ipv4_string(endpoint_.ipv4) + ":" + std::to_string(endpoint_.port);
   if (std::string detail = shared_.wire->endpoint_detail(endpoint_); !detail.empty())
