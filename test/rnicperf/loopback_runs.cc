@@ -3,9 +3,11 @@
 // JSON report parsed back by an independent parser.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "json_check.h"
@@ -222,4 +224,34 @@ TEST_CASE("when one loopback end cannot open its device, that cause is reported 
   CHECK(r.err.find("no answer from loopback peer") == std::string::npos);
   // Not after the 60 s --timeout: the failure ends both ends (a wide margin for a slow machine).
   CHECK(seconds < 30);
+}
+
+TEST_CASE("--output prints one number per size, and -x names only the device's GID", "[e2e]") {
+  ProcessResult bw = run_rnicperf(
+      {"write_bw", "--loopback", "-a", "--sweep-max=8", "-n", "50", "--output=bandwidth"}, 60);
+  INFO(bw.out << bw.err);
+  REQUIRE(bw.exit_code == 0);
+  // Three sizes, three lines, each one number as perftest prints it ("%lf").
+  std::istringstream lines(bw.out);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    CHECK(line.find_first_not_of("0123456789.") == std::string::npos);
+    CHECK(line.find('.') == line.size() - 7);
+  }
+  CHECK(n == 3);
+
+  ProcessResult lat = run_rnicperf({"write_lat", "--loopback", "-n", "50", "--output=latency"}, 60);
+  INFO(lat.out << lat.err);
+  REQUIRE(lat.exit_code == 0);
+  CHECK(std::count(lat.out.begin(), lat.out.end(), '\n') == 1);
+
+  ProcessResult gid = run_rnicperf({"write_lat", "--loopback", "-n", "10", "-x", "3"}, 60);
+  CHECK(gid.exit_code == 0);
+  CHECK(gid.out.find(" GID index       : 3\n") != std::string::npos);
+  ProcessResult bad = run_rnicperf({"write_lat", "--loopback", "-n", "10", "-x", "0"}, 60);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("-x 0: sim") != std::string::npos);
+  CHECK(bad.err.find("sends from GID index 3 only") != std::string::npos);
 }

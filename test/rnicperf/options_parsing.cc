@@ -194,3 +194,26 @@ TEST_CASE("--wire, --dpdk-args and --dpdk-mem are parsed and checked", "[options
   CHECK(error_of({"write_bw", "--wire=inproc"}).find("add --loopback") != std::string::npos);
   CHECK(rnicperf::usage_text().find("--dpdk-args") != std::string::npos);
 }
+
+TEST_CASE("perftest's -c, -x, --output, --dont_xchg_versions and --mr_per_qp are understood",
+          "[options]") {
+  auto ok = parse({"write_bw", "-c", "RC", "-x", "3", "--output=bandwidth", "--dont_xchg_versions",
+                   "--mr_per_qp"});
+  REQUIRE(ok.is_ok());
+  CHECK(ok->gid_index == 3);
+  CHECK(ok->output == Options::Output::bandwidth);
+  CHECK(parse({"write_bw", "--connection=RC"}).is_ok());
+  CHECK(parse({"send_bw", "--output=message_rate"})->output == Options::Output::message_rate);
+  CHECK(parse({"read_lat", "--output=latency"})->output == Options::Output::latency);
+  CHECK(parse({"read_lat"})->gid_index == -1);
+  CHECK(error_of({"write_bw", "-c", "UD"}) ==
+        "-c UD: rnicdv connects RC queue pairs only (UC, UD, XRC, DC and SRD are not "
+        "implemented)");
+  CHECK(error_of({"write_bw", "--output=everything"}) ==
+        "--output=everything: one of bandwidth, message_rate, latency");
+  CHECK(error_of({"write_bw", "--output=latency"}) ==
+        "write_bw: --output=latency applies to latency tests (bandwidth or message_rate here)");
+  CHECK(error_of({"write_lat", "--output=bandwidth"}) ==
+        "write_lat: --output=bandwidth applies to bandwidth tests (latency here)");
+  CHECK(error_of({"write_lat", "-x", "300"}).find("-x 300") != std::string::npos);
+}

@@ -98,6 +98,11 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   const auto& info = dev_->info();
   const auto& caps = info.caps;
   qp_timeout_ = o.qp_timeout;
+  // The driver sends from the device's one GID: -x may only name it.
+  if (o.gid_index >= 0 && o.gid_index != info.gid_index)
+    return Status::error(Errc::invalid_argument,
+                         "-x %d: %s sends from GID index %u only (its RoCE v2 address)",
+                         o.gid_index, info.name.c_str(), info.gid_index);
 
   if (o.inline_size >= 0) {
     if (caps.max_inline_data && static_cast<uint32_t>(o.inline_size) > caps.max_inline_data)

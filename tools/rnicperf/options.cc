@@ -47,6 +47,11 @@ enum class Opt : uint8_t {
   loopback,
   timeout,
   retry_connect,
+  connection,
+  gid_index,
+  dont_xchg_versions,
+  mr_per_qp,
+  output,
   sweep_max,
   wire,
   dpdk_args,
@@ -64,6 +69,7 @@ struct OptSpec {
 constexpr OptSpec kOpts[] = {
     {'a', "all", false, Opt::all},
     {'b', "bidirectional", false, Opt::bidirectional},
+    {'c', "connection", true, Opt::connection},
     {'d', "ib-dev", true, Opt::device},
     {'D', "duration", true, Opt::duration},
     {'f', "margin", true, Opt::margin},
@@ -83,6 +89,10 @@ constexpr OptSpec kOpts[] = {
     {'t', "tx-depth", true, Opt::tx_depth},
     {'u', "qp-timeout", true, Opt::qp_timeout},
     {'V', "version", false, Opt::version},
+    {'x', "gid-index", true, Opt::gid_index},
+    {0, "dont_xchg_versions", false, Opt::dont_xchg_versions},
+    {0, "mr_per_qp", false, Opt::mr_per_qp},
+    {0, "output", true, Opt::output},
     {0, "report_gbits", false, Opt::report_gbits},
     {0, "out_json", false, Opt::out_json},
     {0, "out_json_file", true, Opt::out_json_file},
@@ -241,6 +251,31 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return number(1, 3600, opts.timeout_s);
     case Opt::retry_connect:
       opts.retry_connect = true;
+      return Status::ok();
+    case Opt::connection:
+      if (value == "RC") return Status::ok();
+      return Status::error(Errc::invalid_argument,
+                           "-c %s: rnicdv connects RC queue pairs only (UC, UD, XRC, DC and SRD "
+                           "are not implemented)",
+                           value.c_str());
+    case Opt::gid_index:
+      return number(0, 255, opts.gid_index);
+    case Opt::dont_xchg_versions:
+    case Opt::mr_per_qp:
+      // rnicperf exchanges no version string, and registers one region per QP already.
+      return Status::ok();
+    case Opt::output:
+      if (value == "bandwidth") {
+        opts.output = Options::Output::bandwidth;
+      } else if (value == "message_rate") {
+        opts.output = Options::Output::message_rate;
+      } else if (value == "latency") {
+        opts.output = Options::Output::latency;
+      } else {
+        return Status::error(Errc::invalid_argument,
+                             "--output=%s: one of bandwidth, message_rate, latency",
+                             value.c_str());
+      }
       return Status::ok();
     case Opt::sweep_max: {
       auto v = parse_size(value);
@@ -428,6 +463,16 @@ Status resolve_defaults(Options& o) {
   }
   if (o.iterations > kPeakMaxIters) o.no_peak = true;
 
+  if (o.output == Options::Output::latency && bw)
+    return Status::error(Errc::invalid_argument,
+                         "%s: --output=latency applies to latency tests (bandwidth or "
+                         "message_rate here)",
+                         name);
+  if ((o.output == Options::Output::bandwidth || o.output == Options::Output::message_rate) && !bw)
+    return Status::error(Errc::invalid_argument,
+                         "%s: --output=%s applies to bandwidth tests (latency here)", name,
+                         o.output == Options::Output::bandwidth ? "bandwidth" : "message_rate");
+
   if (o.inline_size >= 0 && (o.test.verb == Verb::read || o.test.verb == Verb::atomic) &&
       o.inline_size > 0)
     return Status::error(Errc::invalid_argument, "%s: -I: READ and atomics carry no inline data",
@@ -475,6 +520,7 @@ Tests: write_lat write_bw send_lat send_bw read_lat read_bw atomic_lat atomic_bw
 Options (perftest's names and defaults):
   -a, --all                 Run sizes from 2 till 2^23
   -b, --bidirectional       Measure bidirectional bandwidth (default unidirectional)
+  -c, --connection=<type>   Connection type: RC (the only one)
   -d, --ib-dev=<dev>        Use device <dev> (default: first real device, else sim0)
   -D, --duration=<sec>      Run for <sec> seconds instead of -n iterations
   -f, --margin=<sec>        With -D, skip <sec> at each end (default duration/4)
@@ -494,7 +540,12 @@ Options (perftest's names and defaults):
   -t, --tx-depth=<n>        Send queue depth (default 128 bw, 1 lat)
   -u, --qp-timeout=<t>      QP ACK timeout 4.096 us * 2^t (default 14)
   -V, --version             Show the version
+  -x, --gid-index=<n>       GID index to use: the device's own (printed as GID index)
       --report_gbits        Report bandwidth in Gb/sec instead of MB/sec (2^20 B)
+      --output=<what>       Print only one number per size: bandwidth or message_rate
+                            (bandwidth tests), latency (latency tests: t_typical)
+      --dont_xchg_versions  Accepted: no version string is exchanged anyway
+      --mr_per_qp           Accepted: every QP has its own memory region anyway
       --out_json            Save the report as JSON (default file perftest_out.json)
       --out_json_file=<f>   Name of the JSON report file (implies --out_json)
 

@@ -56,9 +56,20 @@ class Session {
   Status latency_size(RunContext& c);
   Status bandwidth_size(RunContext& c);
   void print(const std::string& text) {
-    if (s_.quiet) return;
+    if (s_.quiet || o_.output != Options::Output::full) return;
     std::fputs(text.c_str(), s_.out);
     std::fflush(s_.out);
+  }
+  // --output: the one number perftest prints per size instead of the tables ("%lf").
+  void print_value(Options::Output what, double value) {
+    if (s_.quiet || o_.output != what) return;
+    std::fprintf(s_.out, "%lf\n", value);
+    std::fflush(s_.out);
+  }
+  void print_bandwidth(const BandwidthResult& r) {
+    print(format_bandwidth_row(r, unit_));
+    print_value(Options::Output::bandwidth, r.bw_avg);
+    print_value(Options::Output::message_rate, r.msg_rate);
   }
   bool initiator() const { return s_.client || o_.bidirectional; }
   // The peer waits on the control channel while this side measures.
@@ -286,6 +297,7 @@ Status Session::latency_size(RunContext& c) {
     auto r = compute_latency_duration(run.window.ticks(), clock_.ticks_per_us(), rtt, c.size,
                                       run.window.iterations());
     print(format_latency_duration_row(r));
+    print_value(Options::Output::latency, r.t_avg);
     json_.add(r);
     return Status::ok();
   }
@@ -296,6 +308,7 @@ Status Session::latency_size(RunContext& c) {
   if (o_.histogram) hist = make_histogram(deltas_, clock_.ticks_per_us(), rtt);
   LatencyResult r = compute_latency(deltas_, clock_.ticks_per_us(), rtt, c.size, c.iterations);
   print(format_latency_row(r));
+  print_value(Options::Output::latency, r.t_typical);
   json_.add(r, hist ? &*hist : nullptr);
   if (hist) {
     print(format_histogram(*hist, rtt));
@@ -309,7 +322,7 @@ Status Session::bandwidth_size(RunContext& c) {
     if (Status st = oob_->recv_done(&count, 0); !st) return st;
     BandwidthResult r;
     if (Status st = oob_->recv_bw(&r, 0); !st) return st;
-    print(format_bandwidth_row(r, unit_));
+    print_bandwidth(r);
     json_.add(r);
     return Status::ok();
   }
@@ -355,7 +368,7 @@ Status Session::bandwidth_size(RunContext& c) {
     if (Status st = oob_->send_done(run.sent); !st) return st;
     if (Status st = oob_->send_bw(mine); !st) return st;
   }
-  print(format_bandwidth_row(shown, unit_));
+  print_bandwidth(shown);
   json_.add(shown);
   return Status::ok();
 }
