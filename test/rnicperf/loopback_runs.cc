@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -254,4 +255,34 @@ TEST_CASE("--output prints one number per size, and -x names only the device's G
   CHECK(bad.exit_code != 0);
   CHECK(bad.err.find("-x 0: sim") != std::string::npos);
   CHECK(bad.err.find("sends from GID index 3 only") != std::string::npos);
+}
+
+TEST_CASE("--perform_warm_up measures only the iterations asked for", "[e2e]") {
+  std::string json = tmp_json("warm_up");
+  ProcessResult r = run_rnicperf({"write_bw", "--loopback", "-n", "200", "--perform_warm_up",
+                                  "--out_json_file=" + json},
+                                 60);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(json_query(json, "[x['n_iterations'] for x in d['results']]") == "[200]");
+  std::remove(json.c_str());
+}
+
+TEST_CASE("--use_hugepages puts the buffers on huge pages, or says why it cannot", "[e2e]") {
+  std::ifstream f("/proc/sys/vm/nr_hugepages");
+  long reserved = 0;
+  f >> reserved;
+  ProcessResult r = run_rnicperf({"write_bw", "--loopback", "-n", "100", "--use_hugepages"}, 60);
+  INFO(r.out << r.err);
+  if (reserved == 0) {
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find("--use_hugepages: cannot map") != std::string::npos);
+    CHECK(r.err.find("sysctl vm.nr_hugepages") != std::string::npos);
+  } else if (r.exit_code == 0) {
+    CHECK(r.out.find(" Buffers         : 2 MiB huge pages (--use_hugepages)\n") !=
+          std::string::npos);
+  } else {
+    // Reserved, but taken by someone else: still a clear reason.
+    CHECK(r.err.find("--use_hugepages: cannot map") != std::string::npos);
+  }
 }

@@ -217,3 +217,16 @@ TEST_CASE("perftest's -c, -x, --output, --dont_xchg_versions and --mr_per_qp are
         "write_lat: --output=bandwidth applies to bandwidth tests (latency here)");
   CHECK(error_of({"write_lat", "-x", "300"}).find("-x 300") != std::string::npos);
 }
+
+TEST_CASE("--perform_warm_up and --use_hugepages are checked against the test", "[options]") {
+  CHECK(parse({"write_bw", "--perform_warm_up"})->warm_up);
+  CHECK(parse({"read_bw", "--perform_warm_up"}).is_ok());
+  CHECK(parse({"atomic_bw", "--perform_warm_up"}).is_ok());
+  CHECK(error_of({"send_bw", "--perform_warm_up"}) ==
+        "send_bw: --perform_warm_up applies to write, read and atomic bandwidth tests");
+  CHECK(error_of({"write_lat", "--perform_warm_up"}) ==
+        "write_lat: --perform_warm_up applies to write, read and atomic bandwidth tests");
+  CHECK(parse({"write_lat", "--use_hugepages"})->use_hugepages);
+  CHECK(error_of({"write_lat", "--use_hugepages", "--dpdk-mem"}) ==
+        "--use_hugepages and --dpdk-mem exclude each other");
+}

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <random>
 
@@ -165,6 +166,18 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
       if (!mem) return mem.status().prepend("--dpdk-mem");
       r.base = static_cast<uint8_t*>(mem.value());
       r.dpdk_heap = true;
+    } else if (o.use_hugepages) {
+      constexpr size_t kHuge = size_t{2} << 20;
+      r.bytes = (r.bytes + kHuge - 1) / kHuge * kHuge;
+      void* mem = ::mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (21 << MAP_HUGE_SHIFT), -1, 0);
+      if (mem == MAP_FAILED)
+        return Status::error(Errc::no_resources,
+                             "--use_hugepages: cannot map %zu bytes of 2 MiB huge pages: %s "
+                             "(reserve some: sysctl vm.nr_hugepages=N)",
+                             r.bytes, std::strerror(errno));
+      r.base = static_cast<uint8_t*>(mem);
+      hugepages_ = true;
     } else {
       void* mem =
           ::mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -281,6 +294,7 @@ void TestEndpoint::describe(HeaderInfo* h) const {
     h->device_profile = rnicdv::sim::profile_name(info.profile);
   }
   if (dpdk_memory_) h->buffers = "DPDK heap, " + rnicdv::sim::dpdk_memory_mode();
+  if (hugepages_) h->buffers = "2 MiB huge pages (--use_hugepages)";
 }
 
 AddressInfo TestEndpoint::local_address(size_t i) const {

@@ -103,6 +103,7 @@ class TestEndpoint {
   std::vector<uint64_t> recvs_posted_, recvs_done_;  // per QP, over the whole run
   uint8_t qp_timeout_ = 14;
   bool dpdk_memory_ = false;
+  bool hugepages_ = false;
 };
 
 }  // namespace rnicperf

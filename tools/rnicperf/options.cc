@@ -52,6 +52,8 @@ enum class Opt : uint8_t {
   dont_xchg_versions,
   mr_per_qp,
   output,
+  use_hugepages,
+  warm_up,
   sweep_max,
   wire,
   dpdk_args,
@@ -93,6 +95,8 @@ constexpr OptSpec kOpts[] = {
     {0, "dont_xchg_versions", false, Opt::dont_xchg_versions},
     {0, "mr_per_qp", false, Opt::mr_per_qp},
     {0, "output", true, Opt::output},
+    {0, "use_hugepages", false, Opt::use_hugepages},
+    {0, "perform_warm_up", false, Opt::warm_up},
     {0, "report_gbits", false, Opt::report_gbits},
     {0, "out_json", false, Opt::out_json},
     {0, "out_json_file", true, Opt::out_json_file},
@@ -263,6 +267,12 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
     case Opt::dont_xchg_versions:
     case Opt::mr_per_qp:
       // rnicperf exchanges no version string, and registers one region per QP already.
+      return Status::ok();
+    case Opt::use_hugepages:
+      opts.use_hugepages = true;
+      return Status::ok();
+    case Opt::warm_up:
+      opts.warm_up = true;
       return Status::ok();
     case Opt::output:
       if (value == "bandwidth") {
@@ -463,6 +473,12 @@ Status resolve_defaults(Options& o) {
   }
   if (o.iterations > kPeakMaxIters) o.no_peak = true;
 
+  if (o.warm_up && !(bw && o.test.verb != Verb::send))
+    return Status::error(Errc::invalid_argument,
+                         "%s: --perform_warm_up applies to write, read and atomic bandwidth tests",
+                         name);
+  if (o.use_hugepages && o.dpdk_mem)
+    return Status::error(Errc::invalid_argument, "--use_hugepages and --dpdk-mem exclude each other");
   if (o.output == Options::Output::latency && bw)
     return Status::error(Errc::invalid_argument,
                          "%s: --output=latency applies to latency tests (bandwidth or "
@@ -544,6 +560,9 @@ Options (perftest's names and defaults):
       --report_gbits        Report bandwidth in Gb/sec instead of MB/sec (2^20 B)
       --output=<what>       Print only one number per size: bandwidth or message_rate
                             (bandwidth tests), latency (latency tests: t_typical)
+      --use_hugepages       Buffers on 2 MiB huge pages (fails if none are free)
+      --perform_warm_up     Write, read, atomic bandwidth: one TX depth of posts first,
+                            not measured
       --dont_xchg_versions  Accepted: no version string is exchanged anyway
       --mr_per_qp           Accepted: every QP has its own memory region anyway
       --out_json            Save the report as JSON (default file perftest_out.json)
