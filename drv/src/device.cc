@@ -12,6 +12,7 @@
 #include "rnicdv/cq.h"
 #include "rnicdv/detail/cq_core.h"
 #include "rnicdv/detail/qp_core.h"
+#include "rnicdv/detail/srq_core.h"
 #include "rnicdv/hw/backend.h"
 #include "rnicdv/qp.h"
 
@@ -87,6 +88,11 @@ int Device::process_events() {
       case hw::AsyncEventType::device_fatal:
         dev.fatal = true;
         for (detail::QpCore* qp : dev.qps) qp->on_async_error(event.type);
+        break;
+      case hw::AsyncEventType::srq_limit_reached:
+        for (detail::SrqCore* srq : dev.srqs)
+          if (srq->srqn == event.srqn)
+            srq->limit_events.fetch_add(1, std::memory_order_relaxed);
         break;
       case hw::AsyncEventType::sq_drained:
       case hw::AsyncEventType::last_wqe_reached:

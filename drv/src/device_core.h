@@ -13,6 +13,7 @@
 namespace rnicdv::detail {
 
 struct CqCore;
+struct SrqCore;
 struct QpCore;
 
 struct DeviceCore {
@@ -28,6 +29,7 @@ struct DeviceCore {
   QpTable qp_table;          // read without the mutex by pollers
   std::vector<QpCore*> qps;  // live QPs, for device-wide events
   std::vector<CqCore*> cqs;  // live CQs, found by CQN for CQ_ERR
+  std::vector<SrqCore*> srqs;  // live SRQs, found by SRQN for SRQ_LIMIT_REACHED
   bool fatal = false;        // DEVICE_FATAL seen
 
   template <class T>

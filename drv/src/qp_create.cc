@@ -14,6 +14,7 @@
 #include "rnicdv/device.h"
 #include "rnicdv/pd.h"
 #include "rnicdv/qp.h"
+#include "rnicdv/srq.h"
 #include "rnicdv/wqe/typed_wqe.h"
 
 namespace rnicdv {
@@ -128,8 +129,16 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
                          "%s: create_qp: the completion queues belong to another device",
                          dev_info.name.c_str());
 
-  auto created =
-      core_->hw->create_qp(pd.hw(), *send_cq.core()->hw_cq, *recv_cq.core()->hw_cq, config.caps);
+  detail::SrqCore* srq = config.srq ? config.srq->core() : nullptr;
+  if (config.srq && (!srq || srq->device != core_))
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: the shared receive queue belongs to another device",
+                         dev_info.name.c_str());
+  auto created = srq ? core_->hw->create_qp_on_srq(pd.hw(), *send_cq.core()->hw_cq,
+                                                   *recv_cq.core()->hw_cq, *srq->hw_srq,
+                                                   config.caps)
+                     : core_->hw->create_qp(pd.hw(), *send_cq.core()->hw_cq,
+                                            *recv_cq.core()->hw_cq, config.caps);
   if (!created) return created.status();
   std::unique_ptr<hw::Qp> hw_qp = std::move(created.value());
   const hw::QpView& view = hw_qp->view();
@@ -138,6 +147,10 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
 
   auto qp = std::make_unique<detail::QpCore>();
   qp->qpn = view.qpn;
+  if (srq) {
+    qp->srq = srq;
+    qp->srq_ref = config.srq->core_;
+  }
   qp->threading = config.threading;
   qp->early_post = early_post;
   qp->scanning_device = dev_info.profile.fetches_beyond_dbr;

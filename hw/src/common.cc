@@ -34,6 +34,7 @@ const char* async_event_name(AsyncEventType t) noexcept {
     case AsyncEventType::device_fatal: return "DEVICE_FATAL";
     case AsyncEventType::port_active: return "PORT_ACTIVE";
     case AsyncEventType::port_err: return "PORT_ERR";
+    case AsyncEventType::srq_limit_reached: return "SRQ_LIMIT_REACHED";
   }
   return "?";
 }

@@ -18,7 +18,7 @@
  *                   the post lock release_withheld_locked (RTR->RTS, the flush) or
  *                   enter_error_locked (->ERR, the failure flush).
  *   Owner           Threading::single: one thread posts and delivers the events.
- *   Device          the HCA (hw/sim/src/engine.cc, sq_executor.cc, flush.cc): in RTS it
+ *   Device          the HCA (hw/sim/src/engine.cc, rc/sq_fetch.cc, rc/flush.cc): in RTS it
  *                   executes WQEs up to the SQ doorbell record, in ERR it flushes them; a
  *                   scanning device (fetches_beyond_dbr) also takes valid-looking WQEs past it.
  *   Poller          CqCore::poll (detail/cq_inl.h) -> QpCore::retire_send, and

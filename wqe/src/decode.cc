@@ -235,15 +235,10 @@ bool looks_valid_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn) noexc
          (qpn_ds >> 8) == expected_qpn;
 }
 
-WqeDefect decode_recv_wqe(RqRing ring, uint32_t index, DecodedRecvWqe* out) noexcept {
-  out->num_sge = 0;
-  out->total_length = 0;
-  if (ring.buf == nullptr || !is_power_of_two(ring.wqe_cnt) || !is_power_of_two(ring.stride) ||
-      ring.stride < sizeof(mlx5_wqe_data_seg))
-    return WqeDefect::bad_ds;
+namespace {
 
-  const uint8_t* const slot = ring.slot(index);
-  const uint32_t capacity = ring.max_sge();
+// Data segments from `slot` on, at most `capacity`, up to the terminator (lkey 0x100).
+WqeDefect decode_scatter(const uint8_t* slot, uint32_t capacity, DecodedRecvWqe* out) noexcept {
   for (uint32_t i = 0; i < capacity; ++i) {
     uint8_t seg[sizeof(mlx5_wqe_data_seg)];
     std::memcpy(seg, slot + static_cast<size_t>(i) * sizeof seg, sizeof seg);
@@ -259,6 +254,26 @@ WqeDefect decode_recv_wqe(RqRing ring, uint32_t index, DecodedRecvWqe* out) noex
     out->total_length += byte_count;
   }
   return WqeDefect::none;
+}
+
+}  // namespace
+
+WqeDefect decode_recv_wqe(RqRing ring, uint32_t index, DecodedRecvWqe* out) noexcept {
+  out->num_sge = 0;
+  out->total_length = 0;
+  if (ring.buf == nullptr || !is_power_of_two(ring.wqe_cnt) || !is_power_of_two(ring.stride) ||
+      ring.stride < sizeof(mlx5_wqe_data_seg))
+    return WqeDefect::bad_ds;
+  return decode_scatter(ring.slot(index), ring.max_sge(), out);
+}
+
+WqeDefect decode_srq_wqe(const SrqRing& ring, uint32_t index, DecodedRecvWqe* out) noexcept {
+  out->num_sge = 0;
+  out->total_length = 0;
+  if (ring.buf == nullptr || !is_power_of_two(ring.wqe_cnt) || !is_power_of_two(ring.stride) ||
+      ring.stride < 2 * sizeof(mlx5_wqe_data_seg))
+    return WqeDefect::bad_ds;
+  return decode_scatter(ring.slot(index) + sizeof(mlx5_wqe_srq_next_seg), ring.max_sge(), out);
 }
 
 const char* wqe_defect_name(WqeDefect defect) noexcept {

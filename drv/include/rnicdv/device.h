@@ -16,6 +16,7 @@ namespace rnicdv {
 class ProtectionDomain;
 class CompletionQueue;
 class CompletionChannel;
+class SharedReceiveQueue;
 class QueuePair;
 struct QpConfig;
 
@@ -59,6 +60,8 @@ class Device {
   Result<CompletionChannel> create_completion_channel();
   Result<CompletionQueue> create_cq(uint32_t min_entries, CompletionChannel& channel,
                                     uint64_t context);
+  // A shared receive queue of at least `max_wr` receives of up to `max_sge` entries each.
+  Result<SharedReceiveQueue> create_srq(ProtectionDomain& pd, uint32_t max_wr, uint32_t max_sge);
   // An RC queue pair in RESET. `send_cq` and `recv_cq` may be the same CQ.
   Result<QueuePair> create_qp(ProtectionDomain& pd, CompletionQueue& send_cq,
                               CompletionQueue& recv_cq, const QpConfig& config);

@@ -33,8 +33,13 @@ enum class Threading : uint8_t {
 };
 const char* threading_name(Threading t) noexcept;
 
+class SharedReceiveQueue;
+
 struct QpConfig {
   hw::QpCaps caps;          // queue sizes; the device may round up
+  // Receives come from this shared receive queue (of the same device); the QP's own receive
+  // queue is then empty (caps.max_recv_* ignored) and QueuePair::post_recv is refused.
+  SharedReceiveQueue* srq = nullptr;
   bool sq_sig_all = false;  // every send WQE requests a CQE
   EarlyPost early_post = EarlyPost::automatic;
   doorbell::DoorbellMode doorbell = doorbell::DoorbellMode::automatic;

@@ -8,5 +8,6 @@
 #include "rnicdv/device.h"    // IWYU pragma: export
 #include "rnicdv/pd.h"        // IWYU pragma: export
 #include "rnicdv/qp.h"        // IWYU pragma: export
+#include "rnicdv/srq.h"       // IWYU pragma: export
 #include "rnicdv/status.h"    // IWYU pragma: export
 #include "rnicdv/wqe/work_request.h"  // IWYU pragma: export

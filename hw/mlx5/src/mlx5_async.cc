@@ -48,8 +48,14 @@ std::optional<AsyncEvent> map_async_event(const ibv_async_event& event) noexcept
     case IBV_EVENT_LID_CHANGE:
     case IBV_EVENT_PKEY_CHANGE:
     case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+      const ibv_srq* srq = event.element.srq;
+      if (!srq || !srq->srq_context) return std::nullopt;
+      AsyncEvent out{AsyncEventType::srq_limit_reached};
+      out.srqn = static_cast<const SrqHandle*>(srq->srq_context)->srqn;
+      return out;
+    }
     case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
     case IBV_EVENT_CLIENT_REREGISTER:
     case IBV_EVENT_GID_CHANGE:
     case IBV_EVENT_WQ_FATAL:

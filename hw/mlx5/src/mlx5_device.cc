@@ -128,6 +128,28 @@ Result<std::unique_ptr<Qp>> Mlx5Device::create_qp(Pd& pd, Cq& send_cq, Cq& recv_
   return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps);
 }
 
+Result<std::unique_ptr<Srq>> Mlx5Device::create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) {
+  auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
+  if (!mlx5_pd)
+    return Status(Errc::invalid_argument, info_.name + ": create srq: the PD is not an mlx5 object");
+  auto srq = Mlx5Srq::create(*core_, *mlx5_pd, max_wr, max_sge);
+  if (!srq) return srq.status();
+  return std::unique_ptr<Srq>(std::move(srq.value()));
+}
+
+Result<std::unique_ptr<Qp>> Mlx5Device::create_qp_on_srq(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                         Srq& srq, const QpCaps& caps) {
+  auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
+  auto* mlx5_send = as_mlx5<Mlx5Cq>(send_cq);
+  auto* mlx5_recv = as_mlx5<Mlx5Cq>(recv_cq);
+  auto* mlx5_srq = as_mlx5<Mlx5Srq>(srq);
+  if (!mlx5_pd || !mlx5_send || !mlx5_recv || !mlx5_srq) {
+    return Status(Errc::invalid_argument,
+                  info_.name + ": create qp: the PD, a CQ or the SRQ is not an mlx5 object");
+  }
+  return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps, mlx5_srq->handle());
+}
+
 int Mlx5Device::async_fd() const {
   return core_->ctx->async_fd;
 }

@@ -33,6 +33,9 @@ class Mlx5Device final : public Device {
                                                 CompletionChannel& channel) override;
   Result<std::unique_ptr<Qp>> create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                         const QpCaps& caps) override;
+  Result<std::unique_ptr<Srq>> create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) override;
+  Result<std::unique_ptr<Qp>> create_qp_on_srq(Pd& pd, Cq& send_cq, Cq& recv_cq, Srq& srq,
+                                               const QpCaps& caps) override;
 
   // The verbs context's async event fd, set non-blocking at open.
   int async_fd() const override;

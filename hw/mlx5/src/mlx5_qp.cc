@@ -58,7 +58,7 @@ Status check_caps(const DeviceCore& core, const QpCaps& caps, const std::string&
 }
 
 ibv_qp* create_in(ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq,
-                  const QpCaps& caps) {
+                  const QpCaps& caps, ibv_srq* srq) {
   ibv_qp_init_attr_ex init;
   std::memset(&init, 0, sizeof init);
   init.qp_type = IBV_QPT_RC;
@@ -69,6 +69,11 @@ ibv_qp* create_in(ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq
   init.cap.max_send_sge = caps.max_send_sge;
   init.cap.max_recv_sge = caps.max_recv_sge;
   init.cap.max_inline_data = caps.max_inline_data;
+  if (srq) {
+    init.srq = srq;
+    init.cap.max_recv_wr = 0;
+    init.cap.max_recv_sge = 0;
+  }
   init.sq_sig_all = 0;  // the driver sets CQ_UPDATE per WQE
   init.comp_mask = IBV_QP_INIT_ATTR_PD;
   init.pd = pd;
@@ -79,7 +84,8 @@ ibv_qp* create_in(ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq
 }  // namespace
 
 Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core, Mlx5Pd& pd,
-                                         Mlx5Cq& send_cq, Mlx5Cq& recv_cq, const QpCaps& caps) {
+                                         Mlx5Cq& send_cq, Mlx5Cq& recv_cq, const QpCaps& caps,
+                                         std::shared_ptr<SrqHandle> srq) {
   const std::string what = create_context(*core, caps);
   ibv_context* ctx = core->ctx.get();
   if (pd.handle()->ctx.get() != ctx || send_cq.handle()->ctx.get() != ctx ||
@@ -93,6 +99,10 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
   qp->pd_ = pd.handle();
   qp->send_cq_ = send_cq.handle();
   qp->recv_cq_ = recv_cq.handle();
+  qp->srq_ = srq;
+  ibv_srq* shared = srq ? srq->srq.get() : nullptr;
+  if (srq && srq->ctx.get() != ctx)
+    return Status(Errc::invalid_argument, what + ": the SRQ belongs to another device");
   ibv_cq* scq = send_cq.handle()->cq.get();
   ibv_cq* rcq = recv_cq.handle()->cq.get();
 
@@ -114,7 +124,7 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
     if (!qp->parent_domain_) {
       qp->shared_bfreg_reason_ = "ibv_alloc_parent_domain: " + errno_text(errno);
     } else {
-      qp->qp_.reset(create_in(ctx, qp->parent_domain_.get(), scq, rcq, caps));
+      qp->qp_.reset(create_in(ctx, qp->parent_domain_.get(), scq, rcq, caps, shared));
       if (!qp->qp_) {
         qp->shared_bfreg_reason_ = "ibv_create_qp_ex in a parent domain: " + errno_text(errno);
       }
@@ -124,7 +134,7 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
     // Fall back to the plain PD and a static, possibly shared, bfreg.
     qp->parent_domain_.reset();
     qp->thread_domain_.reset();
-    qp->qp_.reset(create_in(ctx, pd.handle()->pd.get(), scq, rcq, caps));
+    qp->qp_.reset(create_in(ctx, pd.handle()->pd.get(), scq, rcq, caps, shared));
     if (!qp->qp_) return verbs_failure(errno, what, "ibv_create_qp_ex");
     qp->view_.bf_shared = true;
   }
@@ -199,6 +209,48 @@ QpState Mlx5Qp::state() const {
 QpState Mlx5Qp::last_set_state() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_;
+}
+
+Result<std::unique_ptr<Mlx5Srq>> Mlx5Srq::create(const DeviceCore& core, Mlx5Pd& pd,
+                                                 uint32_t max_wr, uint32_t max_sge) {
+  const std::string what = core.name + ": create srq (max_wr " + std::to_string(max_wr) +
+                           ", max_sge " + std::to_string(max_sge) + ")";
+  if (pd.handle()->ctx.get() != core.ctx.get())
+    return Status(Errc::invalid_argument, what + ": the PD belongs to another device");
+  auto h = std::make_shared<SrqHandle>();
+  h->ctx = core.ctx;
+  h->pd = pd.handle();
+  ibv_srq_init_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.srq_context = h.get();
+  attr.attr.max_wr = max_wr;
+  attr.attr.max_sge = max_sge;
+  errno = 0;
+  h->srq.reset(ibv_create_srq(pd.handle()->pd.get(), &attr));
+  if (!h->srq) return verbs_failure(errno, what, "ibv_create_srq");
+  mlx5dv_srq dv{};
+  mlx5dv_obj obj{};
+  obj.srq.in = h->srq.get();
+  obj.srq.out = &dv;
+  if (int rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_SRQ); rc != 0)
+    return verbs_failure(rc, what, "mlx5dv_init_obj(SRQ)");
+  h->srqn = dv.srqn;
+  std::unique_ptr<Mlx5Srq> srq(new Mlx5Srq());
+  srq->handle_ = std::move(h);
+  srq->view_.dv = dv;
+  // libmlx5's ring: tail + 1 WQEs (the head starts at 0, the tail at the last index).
+  srq->view_.wqe_cnt = dv.tail + 1;
+  return srq;
+}
+
+Status Mlx5Srq::arm_limit(uint32_t limit) {
+  ibv_srq_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.srq_limit = limit;
+  if (int rc = ibv_modify_srq(handle_->srq.get(), &attr, IBV_SRQ_LIMIT); rc != 0)
+    return verbs_failure(rc, "srq " + std::to_string(handle_->srqn) + ": arm limit",
+                         "ibv_modify_srq");
+  return Status::ok();
 }
 
 }  // namespace rnicdv::hw::mlx5

@@ -42,7 +42,8 @@ class Mlx5Qp final : public Qp {
  private:
   friend Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
                                                   Mlx5Pd& pd, Mlx5Cq& send_cq, Mlx5Cq& recv_cq,
-                                                  const QpCaps& caps);
+                                                  const QpCaps& caps,
+                                                  std::shared_ptr<SrqHandle> srq);
   Mlx5Qp() = default;
 
   // Declaration order is destruction order reversed: the QP goes first, then its parent
@@ -51,6 +52,7 @@ class Mlx5Qp final : public Qp {
   std::shared_ptr<PdHandle> pd_;
   std::shared_ptr<CqHandle> send_cq_;
   std::shared_ptr<CqHandle> recv_cq_;
+  std::shared_ptr<SrqHandle> srq_;  // null without a shared receive queue
   TdPtr thread_domain_;
   PdPtr parent_domain_;
   QpPtr qp_;
@@ -63,8 +65,24 @@ class Mlx5Qp final : public Qp {
   uint8_t port_ = 0;  // set by RESET->INIT
 };
 
-// Creates an RC QP in RESET. Errors name the device and the requested sizes.
+// Creates an RC QP in RESET, on `srq` if given. Errors name the device and the sizes.
 Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core, Mlx5Pd& pd,
-                                         Mlx5Cq& send_cq, Mlx5Cq& recv_cq, const QpCaps& caps);
+                                         Mlx5Cq& send_cq, Mlx5Cq& recv_cq, const QpCaps& caps,
+                                         std::shared_ptr<SrqHandle> srq = nullptr);
+
+// A shared receive queue (ibv_create_srq, seen through mlx5dv_init_obj).
+class Mlx5Srq final : public Srq {
+ public:
+  static Result<std::unique_ptr<Mlx5Srq>> create(const DeviceCore& core, Mlx5Pd& pd,
+                                                  uint32_t max_wr, uint32_t max_sge);
+  const SrqView& view() const override { return view_; }
+  Status arm_limit(uint32_t limit) override;
+  const std::shared_ptr<SrqHandle>& handle() const { return handle_; }
+
+ private:
+  Mlx5Srq() = default;
+  std::shared_ptr<SrqHandle> handle_;
+  SrqView view_;
+};
 
 }  // namespace rnicdv::hw::mlx5

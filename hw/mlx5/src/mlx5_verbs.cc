@@ -37,6 +37,9 @@ void QpDeleter::operator()(ibv_qp* q) const noexcept {
 void TdDeleter::operator()(ibv_td* t) const noexcept {
   if (t && ibv_dealloc_td(t) != 0) note_teardown_failure();
 }
+void SrqDeleter::operator()(ibv_srq* q) const noexcept {
+  if (q && ibv_destroy_srq(q) != 0) note_teardown_failure();
+}
 void CompChannelDeleter::operator()(ibv_comp_channel* c) const noexcept {
   if (c && ibv_destroy_comp_channel(c) != 0) note_teardown_failure();
 }

@@ -45,6 +45,9 @@ struct TdDeleter {
 struct CompChannelDeleter {
   void operator()(ibv_comp_channel* c) const noexcept;
 };
+struct SrqDeleter {
+  void operator()(ibv_srq* s) const noexcept;
+};
 
 using ContextRef = std::shared_ptr<ibv_context>;
 using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
@@ -53,6 +56,7 @@ using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
 using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;
 using TdPtr = std::unique_ptr<ibv_td, TdDeleter>;
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
+using SrqPtr = std::unique_ptr<ibv_srq, SrqDeleter>;
 
 // A completion channel shared by its CompletionChannel handle and the CQs created on it (a
 // channel cannot be destroyed while a CQ uses it).
@@ -69,6 +73,15 @@ struct PdHandle {
 
 // A CQ shared by its Cq handle and the QPs that use it. The ibv_cq's cq_context points here so
 // that an async CQ event can be mapped to the CQN.
+// A shared receive queue shared by its Srq handle and the QPs on it. The ibv_srq's srq_context
+// points here so that an SRQ_LIMIT_REACHED event can be mapped to the SRQN.
+struct SrqHandle {
+  ContextRef ctx;
+  std::shared_ptr<PdHandle> pd;
+  uint32_t srqn = 0;
+  SrqPtr srq;
+};
+
 struct CqHandle {
   ContextRef ctx;
   std::shared_ptr<CompChannelHandle> channel;  // null without events; outlives cq

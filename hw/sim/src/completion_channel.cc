@@ -46,7 +46,8 @@ void SimCompletionChannel::Queue::forget(uint32_t cqn) noexcept {
   }
 }
 
-Result<std::unique_ptr<SimCompletionChannel>> SimCompletionChannel::create(const char* device_name) {
+Result<std::unique_ptr<SimCompletionChannel>> SimCompletionChannel::create(
+    const char* device_name) {
   auto q = std::make_shared<Queue>();
   q->fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (q->fd < 0)

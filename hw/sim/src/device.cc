@@ -105,6 +105,50 @@ Result<std::unique_ptr<hw::Qp>> Device::create_qp(hw::Pd& pd, hw::Cq& send_cq, h
   return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(impl_->hca, qp.value()));
 }
 
+namespace {
+
+class SimSrq final : public hw::Srq {
+ public:
+  SimSrq(std::shared_ptr<Hca> hca, SrqObj* srq) : hca_(std::move(hca)), srq_(srq) {}
+  // A QP still on it keeps the queue's memory until the device goes (Hca::~Hca).
+  ~SimSrq() override { (void)hca_->destroy_srq(srq_); }
+  const hw::SrqView& view() const override { return srq_->view; }
+  Status arm_limit(uint32_t limit) override { return hca_->arm_srq_limit(srq_, limit); }
+  SrqObj* obj() const { return srq_; }
+  const Hca* hca() const { return hca_.get(); }
+
+ private:
+  std::shared_ptr<Hca> hca_;
+  SrqObj* srq_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<hw::Srq>> Device::create_srq(hw::Pd& pd, uint32_t max_wr, uint32_t max_sge) {
+  Hca& hca = *impl_->hca;
+  const SimPd* p = sim_pd(hca, pd);
+  if (!p) return foreign(hca, "create_srq", "PD");
+  Result<SrqObj*> srq = hca.create_srq(p->pdn(), max_wr, max_sge);
+  if (!srq) return srq.status();
+  return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(impl_->hca, srq.value()));
+}
+
+Result<std::unique_ptr<hw::Qp>> Device::create_qp_on_srq(hw::Pd& pd, hw::Cq& send_cq,
+                                                         hw::Cq& recv_cq, hw::Srq& srq,
+                                                         const hw::QpCaps& caps) {
+  Hca& hca = *impl_->hca;
+  const SimPd* p = sim_pd(hca, pd);
+  if (!p) return foreign(hca, "create_qp", "PD");
+  CqObj* scq = sim_cq(hca, send_cq);
+  CqObj* rcq = sim_cq(hca, recv_cq);
+  if (!scq || !rcq) return foreign(hca, "create_qp", "CQ");
+  auto* s = dynamic_cast<SimSrq*>(&srq);
+  if (!s || s->hca() != &hca) return foreign(hca, "create_qp", "SRQ");
+  Result<QpObj*> qp = hca.create_qp(p->pdn(), scq, rcq, caps, s->obj());
+  if (!qp) return qp.status();
+  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(impl_->hca, qp.value()));
+}
+
 int Device::async_fd() const {
   return impl_->hca->events().fd();
 }

@@ -283,8 +283,8 @@ void Hca::set_tx_tap(TxTap tap) {
   tx_tap_ = std::move(tap);
 }
 
-void Hca::raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn) {
-  hw::AsyncEvent ev{type, qpn, cqn};
+void Hca::raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn, uint32_t srqn) {
+  hw::AsyncEvent ev{type, qpn, cqn, srqn};
   events_.push(ev);
 }
 

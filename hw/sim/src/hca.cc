@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A device's life: creation, attaching to the fabric, introspection, pause and stop.
+// A device's life: creation, attaching to the fabric, introspection, pause and stop, and
+// QP state changes (modify_qp: the checks and effects are rc/qp_state.cc's).
 #include "hca.h"
 #include "rc/queues.h"
 
@@ -82,6 +83,10 @@ Hca::~Hca() {
   stop();
   unwatch_all();
   for (uint8_t* page : owned_pages_) free_uar_page(page);
+  for (auto& srq : srqs_) {  // handles destroyed while QPs still used them
+    std::free(srq->owned_buf);
+    std::free(srq->owned_dbrec);
+  }
   if (kick_fd_ >= 0) ::close(kick_fd_);
 }
 

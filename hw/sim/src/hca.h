@@ -33,6 +33,7 @@
 #include "packet/packet.h"
 #include "qp.h"
 #include "rc/transport.h"
+#include "srq.h"
 #include "rnicdv/sim/sim.h"
 #include "uar.h"
 #include "wire/wire.h"
@@ -75,7 +76,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   AsyncEventQueue& events() { return events_; }
   Gsi& gsi() { return gsi_; }
 
-  // ---- Control path (objects.cc, qp_state.cc) ----
+  // ---- Control path (objects.cc, srq.cc, hca.cc; transitions in rc/qp_state.cc) ----
   Result<uint32_t> alloc_pd();
   void dealloc_pd(uint32_t pdn);
   bool has_pd(uint32_t pdn) const;
@@ -84,7 +85,12 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Result<CqObj*> create_cq(uint32_t min_cqe);
   Result<CqObj*> create_cq_external(const ExternalCqMemory& mem);
   void release_cq(CqObj* cq);
-  Result<QpObj*> create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq, const hw::QpCaps& caps);
+  Result<QpObj*> create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq, const hw::QpCaps& caps,
+                           SrqObj* srq = nullptr);
+  // Shared receive queues (srq.cc).
+  Result<SrqObj*> create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge);
+  Status arm_srq_limit(SrqObj* srq, uint32_t limit);
+  Status destroy_srq(SrqObj* srq);
   Result<QpObj*> create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                                     const ExternalQpMemory& mem);
   void destroy_qp(QpObj* qp);
@@ -158,7 +164,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // dump.cc
   void dump_qp(std::string& out, const QpObj& qp) const;
 
-  void raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn);
+  void raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn, uint32_t srqn = 0);
   // Completion events (cq_events.cc).
   bool scan_cq_arms_locked();
   bool check_new_arms_locked();
@@ -199,6 +205,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   BfRegister* shared_register_ = nullptr;
   std::vector<std::unique_ptr<CqObj>> cqs_;
   std::vector<std::unique_ptr<QpObj>> qps_;  // creation order: deterministic
+  std::vector<std::unique_ptr<SrqObj>> srqs_;
+  uint32_t next_srqn_ = 0x40;
   std::unordered_map<uint32_t, QpObj*> qp_by_num_;
   std::atomic<bool> paused_{false};
   std::vector<CqObj*> overflowed_cqs_;  // CQ_ERR raised; their QPs go to ERR

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "alloc.h"
 #include "fabric_shared.h"
 #include "hca.h"
 #include "rc/queues.h"
@@ -16,26 +17,6 @@
 namespace rnicdv::sim {
 
 namespace {
-
-uint32_t next_pow2(uint64_t v) {
-  uint64_t p = 1;
-  while (p < v) p <<= 1;
-  return static_cast<uint32_t>(std::min<uint64_t>(p, uint64_t{1} << 31));
-}
-
-bool is_pow2(uint32_t v) {
-  return v != 0 && (v & (v - 1)) == 0;
-}
-
-size_t round_page(size_t n) {
-  return (n + kUarPageBytes - 1) & ~(kUarPageBytes - 1);
-}
-
-uint8_t* alloc_zeroed(size_t align, size_t bytes) {
-  void* p = std::aligned_alloc(align, bytes);
-  if (p) std::memset(p, 0, bytes);
-  return static_cast<uint8_t*>(p);
-}
 
 constexpr uint32_t kKnownAccess = hw::access::local_write | hw::access::remote_write |
                                   hw::access::remote_read | hw::access::remote_atomic;
@@ -191,7 +172,7 @@ uint32_t Hca::alloc_qpn() {
 }
 
 Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
-                              const hw::QpCaps& caps) {
+                              const hw::QpCaps& caps, SrqObj* srq) {
   std::lock_guard<std::mutex> lock(mu_);
   const hw::DeviceCaps& dev = info_.caps;
   const char* name = info_.name.c_str();
@@ -243,7 +224,15 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   g.max_recv_sge = std::min(dev.max_recv_sge, rq_stride / 16);
   g.max_inline_data =
       caps.max_inline_data ? std::min(dev.max_inline_data, wqe_bbs * 64 - 32 - 4) : 0;
-  return finish_create_qp(std::move(qp), pdn, send_cq, recv_cq);
+  if (srq) {
+    // Receives come from the SRQ; the QP's own receive queue stays empty.
+    qp->srq = srq;
+    g.max_recv_wr = 0;
+    g.max_recv_sge = 0;
+  }
+  Result<QpObj*> made = finish_create_qp(std::move(qp), pdn, send_cq, recv_cq);
+  if (made && srq) ++srq->qp_refs;
+  return made;
 }
 
 Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
@@ -387,6 +376,7 @@ void Hca::destroy_qp(QpObj* qp) {
   qp_by_num_.erase(qp->qpn);
   CqObj* scq = qp->send_cq;
   CqObj* rcq = qp->recv_cq;
+  if (qp->srq) --qp->srq->qp_refs;
   std::free(qp->owned_buf);
   std::free(qp->owned_dbrec);
   qps_.erase(std::remove_if(qps_.begin(), qps_.end(),

@@ -137,12 +137,15 @@ struct QpCounters {
   uint64_t rx_dropped = 0;
 };
 
+struct SrqObj;
+
 struct QpObj {
   uint32_t qpn = 0;
   uint32_t pdn = 0;
   uint32_t user_index = 0;
   CqObj* send_cq = nullptr;
   CqObj* recv_cq = nullptr;
+  SrqObj* srq = nullptr;  // receives come from this shared receive queue (srq.h)
   hw::QpView view;
   wqe::SqRing sq;
   wqe::RqRing rq;
@@ -206,6 +209,8 @@ struct QpObj {
   QpCounters counters;
 
   SendWqe& wqe_at(uint32_t i) { return wqes[i & (wqes.size() - 1)]; }
+  // What a receive CQE carries in srqn_uidx: the SRQ's number, or the QP's user index.
+  uint32_t recv_srqn_uidx() const;
   uint32_t in_flight() const { return wq_tail - wq_head; }
 };
 

@@ -884,6 +884,8 @@ void deliver_async_event(uint32_t index, const hw::AsyncEvent& ev) {
     case hw::AsyncEventType::device_fatal: d.event_type = IBV_EVENT_DEVICE_FATAL; qp_event = false; break;
     case hw::AsyncEventType::port_active: d.event_type = IBV_EVENT_PORT_ACTIVE; qp_event = false; break;
     case hw::AsyncEventType::port_err: d.event_type = IBV_EVENT_PORT_ERR; qp_event = false; break;
+    case hw::AsyncEventType::srq_limit_reached:
+      return;  // the shim creates no SRQs (CREATE_SRQ is not implemented)
   }
   if (config().log_errors)
     log_line("%s: async event %s (qp %#x, cq %#x)", device_name(index).c_str(),

@@ -33,6 +33,7 @@
 #include <mutex>
 
 #include "rnicdv/detail/spinlock.h"
+#include "rnicdv/detail/srq_core.h"
 #include "rnicdv/doorbell/send_doorbell.h"
 #include "rnicdv/hw/device.h"
 #include "rnicdv/qp_config.h"
@@ -233,6 +234,8 @@ struct QpCore {
   uint32_t rq_mask = 0;
   uint32_t rq_max_sge = 0;
   uint64_t* rq_wr_ids = nullptr;
+  SrqCore* srq = nullptr;                // receives from a shared receive queue
+  std::shared_ptr<SrqCore> srq_ref;      // keeps it alive while this QP lives
   doorbell::SendDoorbell doorbell;
 
   // ---- Producer side: posting threads -----------------------------------------------------

@@ -202,6 +202,10 @@ inline void QpCore::ring_send() noexcept {
 }
 
 inline Errc QpCore::post_recv(const RecvWr* wrs, size_t count, size_t* bad_index) noexcept {
+  if (srq) [[unlikely]] {
+    if (bad_index) *bad_index = 0;
+    return Errc::invalid_argument;  // its receives go to the shared receive queue
+  }
   OptionalSpinGuard guard(rq_lock, threading == Threading::thread_safe);
   // IBA C10-22: a receive in RESET is an immediate error. From INIT on it is accepted; in ERR
   // the device flushes it.
@@ -263,6 +267,13 @@ inline Retired QpCore::retire_send(const mlx5_cqe64* cqe, Completion* out) noexc
 }
 
 inline Retired QpCore::retire_recv(const mlx5_cqe64* cqe, Completion* out) noexcept {
+  if (srq) [[unlikely]] {
+    uint64_t wr_id = 0;
+    if (!srq->retire(cqe, &wr_id)) return Retired::stale;
+    wqe::cqe_to_completion(cqe, out);
+    out->wr_id = wr_id;
+    return Retired::report;
+  }
   const uint32_t tail = rq_tail.load(std::memory_order_relaxed);
   const uint16_t counter = be16toh(cqe->wqe_counter);
   const uint32_t pos = tail + static_cast<uint16_t>(counter - static_cast<uint16_t>(tail));

@@ -146,6 +146,12 @@ struct CqView {
   mlx5dv_cq dv{};            // buf, dbrec, cqe_cnt, cqe_size, cq_uar, cqn
 };
 
+// A shared receive queue (wqe/srq_wqe.h): its ring, doorbell record and number.
+struct SrqView {
+  mlx5dv_srq dv{};  // buf, dbrec, stride, head, tail, srqn
+  uint32_t wqe_cnt = 0;
+};
+
 enum class AsyncEventType : uint8_t {
   comm_est,          // first inbound request on a QP in RTR (IBV_EVENT_COMM_EST)
   sq_drained,        // SQD reached with the SQ empty
@@ -157,6 +163,7 @@ enum class AsyncEventType : uint8_t {
   device_fatal,      // IBV_EVENT_DEVICE_FATAL
   port_active,
   port_err,
+  srq_limit_reached,  // an armed SRQ fell below its limit (IBV_EVENT_SRQ_LIMIT_REACHED)
 };
 const char* async_event_name(AsyncEventType t) noexcept;
 
@@ -164,6 +171,7 @@ struct AsyncEvent {
   AsyncEventType type;
   uint32_t qpn = 0;  // QP events
   uint32_t cqn = 0;  // CQ events
+  uint32_t srqn = 0;  // SRQ events
 };
 
 // Called by the driver's poll and by blocking helpers; lets a backend without hardware make
@@ -195,6 +203,15 @@ class Cq {
  public:
   virtual ~Cq() = default;
   virtual const CqView& view() const = 0;
+};
+
+class Srq {
+ public:
+  virtual ~Srq() = default;
+  virtual const SrqView& view() const = 0;
+  // Arms the limit event: SRQ_LIMIT_REACHED once fewer than `limit` WQEs remain posted
+  // (ibv_modify_srq with IBV_SRQ_LIMIT); 0 disarms.
+  virtual Status arm_limit(uint32_t limit) = 0;
 };
 
 class Qp {
@@ -244,6 +261,11 @@ class Device {
   // An RC QP in RESET.
   virtual Result<std::unique_ptr<Qp>> create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                                 const QpCaps& caps) = 0;
+  // A shared receive queue of at least `max_wr` WQEs of `max_sge` entries, and an RC QP that
+  // takes its receives from one (its own receive queue is empty; caps.max_recv_* ignored).
+  virtual Result<std::unique_ptr<Srq>> create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) = 0;
+  virtual Result<std::unique_ptr<Qp>> create_qp_on_srq(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                       Srq& srq, const QpCaps& caps) = 0;
 
   // Asynchronous events. `async_fd()` is readable (poll/epoll) while events are pending.
   virtual int async_fd() const = 0;

@@ -24,8 +24,8 @@ void Context::write_cqe(CqObj* cq, const wqe::CqeInit& init) {
   device_.write_cqe_locked(cq, init);
 }
 
-void Context::raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn) {
-  device_.raise_event(type, qpn, cqn);
+void Context::raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn, uint32_t srqn) {
+  device_.raise_event(type, qpn, cqn, srqn);
 }
 
 }  // namespace rnicdv::sim::rc

@@ -50,7 +50,7 @@ class Context {
   // Writes a CQE into `cq` (null: the QP has none): overrun, CQ errors and completion
   // events are the device's (cq.h, cq_events.cc).
   void write_cqe(CqObj* cq, const wqe::CqeInit& init);
-  void raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn);
+  void raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn, uint32_t srqn = 0);
 
  private:
   Hca& device_;

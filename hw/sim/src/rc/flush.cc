@@ -56,7 +56,8 @@ void Flush::flush_sq(QpObj& qp) {
       // A scanning device flushes valid-looking WQEs past the DBR too.
       if (!ctx_.profile().fetches_beyond_dbr || qp.host_failed) break;
       bool valid = false;
-      if (!read_queue(qp, [&] { valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn); }) ||
+      if (!read_queue(qp,
+                      [&] { valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn); }) ||
           !valid)
         break;
       beyond = true;
@@ -79,12 +80,15 @@ void Flush::flush_rq(QpObj& qp) {
   c.cqe_opcode = MLX5_CQE_RESP_ERR;
   c.syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
   c.qpn = qp.qpn;
-  c.srqn_uidx = qp.user_index;
+  c.srqn_uidx = qp.recv_srqn_uidx();
   if (qp.recv.active) {
     qp.recv.active = false;
     c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
     ctx_.write_cqe(qp.recv_cq, c);
   }
+  // The WQEs still posted to a shared receive queue belong to the other QPs as much as to
+  // this one: only the receive this QP was filling is flushed.
+  if (qp.srq) return;
   for (;;) {
     const uint16_t posted = static_cast<uint16_t>(load_rq_dbr(qp) - qp.rq_consumed);
     if (posted == 0 || posted > qp.rq.wqe_cnt) break;

@@ -11,8 +11,10 @@
 #include "../host_access.h"
 #include "../packet/psn.h"
 #include "../seg_copy.h"
+#include "../srq.h"
 #include "flush.h"
 #include "queues.h"
+#include "rnicdv/doorbell/mmio.h"
 
 namespace rnicdv::sim::rc {
 
@@ -67,7 +69,7 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   }
   if (!sequence_ok || !length_ok) {
     fail(qp, pkt::aeth::kNakInvalidRequest, psn, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
-                    hw::AsyncEventType::qp_req_err);
+         hw::AsyncEventType::qp_req_err);
     return;
   }
   // The QP's own remote access rights (INIT attribute access_flags).
@@ -105,6 +107,7 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
 // gets an RNR NAK carrying this QP's min_rnr_timer (IBA 9.7.5.2.8) and the PSN stays
 // expected. A receive WQE the device cannot use completes in error.
 bool Responder::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
+  if (qp.srq) return take_srq_wqe(qp, p);
   const uint16_t posted = static_cast<uint16_t>(load_rq_dbr(qp) - qp.rq_consumed);
   if (posted == 0 || posted > qp.rq.wqe_cnt) {
     ++ctx_.counters().rnr_naks_tx;
@@ -127,29 +130,69 @@ bool Responder::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
   wqe::WqeDefect defect = wqe::WqeDefect::none;
   if (!read_queue(qp, [&] { defect = wqe::decode_recv_wqe(qp.rq, r.counter, &d); })) {
     // The receive queue's memory is gone: the sender gets a NAK, this QP goes to ERR.
-    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
-                    MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
+    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+         hw::AsyncEventType::qp_fatal);
     return false;
   }
   if (defect != wqe::WqeDefect::none) {
-    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
-                    MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
+    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+         hw::AsyncEventType::qp_fatal);
     return false;
   }
+  return resolve_recv_segs(qp, p, d);
+}
+
+bool Responder::resolve_recv_segs(QpObj& qp, const pkt::Packet& p, const wqe::DecodedRecvWqe& d) {
+  RecvInProgress& r = qp.recv;
   for (uint32_t i = 0; i < d.num_sge; ++i) {
     const Sge& sge = d.sges[i];
     if (sge.length == 0) continue;
     uint8_t* host = nullptr;
     if (ctx_.mrs().check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host) !=
         AccessResult::ok) {
-      fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
-                      MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
+      fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+           hw::AsyncEventType::qp_access_err);
       return false;
     }
     r.segs.push_back(LocalSeg{host, sge.length});
     r.capacity += sge.length;
   }
   return true;
+}
+
+// From the QP's shared receive queue: the next WQE in the free list's order (srq_wqe.h). The
+// CQE names it by its index. Falling below an armed limit raises SRQ_LIMIT_REACHED once.
+bool Responder::take_srq_wqe(QpObj& qp, const pkt::Packet& p) {
+  SrqObj& srq = *qp.srq;
+  const uint32_t posted = doorbell::load_dbr(srq.dbrec) - srq.consumed;
+  if (posted == 0 || posted >= srq.ring.wqe_cnt) {
+    ++ctx_.counters().rnr_naks_tx;
+    ++qp.counters.rnr_naks_tx;
+    queue_ack(qp, static_cast<uint8_t>(pkt::aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f)),
+              p.bth.psn);
+    return false;
+  }
+  const uint16_t index = srq.next_index;
+  srq.next_index = srq.ring.next(index);
+  ++srq.consumed;
+  if (srq.limit != 0 && posted - 1 < srq.limit) {
+    srq.limit = 0;  // one event per arm
+    ctx_.raise_event(hw::AsyncEventType::srq_limit_reached, 0, 0, srq.srqn);
+  }
+  RecvInProgress& r = qp.recv;
+  r.counter = index;
+  r.segs.clear();
+  r.capacity = 0;
+  r.placed = 0;
+  r.active = true;
+  if (pkt::opcode_info(p.bth.opcode).kind != pkt::OpKind::send) return true;
+  wqe::DecodedRecvWqe d;
+  if (wqe::decode_srq_wqe(srq.ring, index, &d) != wqe::WqeDefect::none) {
+    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+         hw::AsyncEventType::qp_fatal);
+    return false;
+  }
+  return resolve_recv_segs(qp, p, d);
 }
 
 bool Responder::execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
@@ -160,15 +203,15 @@ bool Responder::execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeI
   if (r.placed + p.payload_len > r.capacity) {
     // The message is larger than the receive buffer: LOC_LEN_ERR here, NAK invalid
     // request to the sender (IBA 9.7.5.2.4 class C).
-    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn,
-                    MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, hw::AsyncEventType::qp_req_err);
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
+         hw::AsyncEventType::qp_req_err);
     return false;
   }
   if (p.payload_len && scatter_bytes(r.segs, r.placed, p.payload, p.payload_len) != SegCopy::ok) {
     // The receive buffer was taken away after it was posted (the MR check passed).
     ++ctx_.counters().host_memory_faults;
-    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn,
-                    MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
+    fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+         hw::AsyncEventType::qp_access_err);
     return false;
   }
   r.placed += p.payload_len;
@@ -190,15 +233,13 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
     const uint32_t len = p.reth.dma_length;
     const bool len_ok = info.pos == pkt::OpPos::only ? p.payload_len == len : len > qp.mtu;
     if (!len_ok || len > ctx_.caps().max_msg_size) {
-      fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
-                      hw::AsyncEventType::qp_req_err);
+      fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0, hw::AsyncEventType::qp_req_err);
       return false;
     }
     uint8_t* host = nullptr;
     if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_write, &host) !=
         AccessResult::ok) {
-      fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
-                      hw::AsyncEventType::qp_access_err);
+      fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
       return false;
     }
     wr.active = true;
@@ -207,8 +248,7 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
     wr.placed = 0;
   }
   if (wr.placed + p.payload_len > wr.total || (ends && wr.placed + p.payload_len != wr.total)) {
-    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
-                    hw::AsyncEventType::qp_req_err);
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0, hw::AsyncEventType::qp_req_err);
     return false;
   }
   // WRITE with immediate needs a receive WQE for its completion; check before placing so an
@@ -218,8 +258,7 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
     // The target region's pages were taken away after registration.
     ++ctx_.counters().host_memory_faults;
     wr.active = false;
-    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
-                    hw::AsyncEventType::qp_access_err);
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return false;
   }
   wr.placed += p.payload_len;
@@ -237,15 +276,13 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
 void Responder::execute_read(QpObj& qp, const pkt::Packet& p) {
   const uint32_t len = p.reth.dma_length;
   if (len > ctx_.caps().max_msg_size) {
-    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
-                    hw::AsyncEventType::qp_req_err);
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0, hw::AsyncEventType::qp_req_err);
     return;
   }
   uint8_t* host = nullptr;
   if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_read, &host) !=
       AccessResult::ok) {
-    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
-                    hw::AsyncEventType::qp_access_err);
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return;
   }
   const uint32_t span =
@@ -269,14 +306,13 @@ void Responder::execute_read(QpObj& qp, const pkt::Packet& p) {
 void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
   const pkt::AtomicEth& a = p.atomic;
   if (a.va & 7) {  // atomics need 8-byte alignment (IBA 9.4.5, C9-...): invalid request
-    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0,
-                    hw::AsyncEventType::qp_req_err);
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0, hw::AsyncEventType::qp_req_err);
     return;
   }
   uint8_t* host = nullptr;
-  if (ctx_.mrs().check(a.rkey, qp.pdn, a.va, 8, hw::access::remote_atomic, &host) != AccessResult::ok) {
-    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
-                    hw::AsyncEventType::qp_access_err);
+  if (ctx_.mrs().check(a.rkey, qp.pdn, a.va, 8, hw::access::remote_atomic, &host) !=
+      AccessResult::ok) {
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return;
   }
   // Atomic with respect to every device of the process (host order, like rxe).
@@ -293,8 +329,7 @@ void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
         }
       })) {
     ++ctx_.counters().host_memory_faults;
-    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
-                    hw::AsyncEventType::qp_access_err);
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return;
   }
   qp.msn = psn_add(qp.msn, 1);
@@ -366,7 +401,8 @@ void Responder::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
   // No resource matches: dropped (class D).
 }
 
-void Responder::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uint64_t byte_cnt) {
+void Responder::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode,
+                              uint64_t byte_cnt) {
   wqe::CqeInit c;
   c.cqe_opcode = cqe_opcode;
   c.qpn = qp.qpn;
@@ -374,21 +410,21 @@ void Responder::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcod
   c.byte_cnt = static_cast<uint32_t>(byte_cnt);
   c.imm = (cqe_opcode == MLX5_CQE_RESP_SEND_IMM || cqe_opcode == MLX5_CQE_RESP_WR_IMM) ? p.imm : 0;
   c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
-  c.srqn_uidx = qp.user_index;
+  c.srqn_uidx = qp.recv_srqn_uidx();
   c.solicited = p.bth.solicited;
   qp.recv.active = false;
   ctx_.write_cqe(qp.recv_cq, c);
 }
 
 void Responder::fail(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
-                          hw::AsyncEventType event) {
+                     hw::AsyncEventType event) {
   if (recv_syndrome != 0 && qp.recv.active) {
     wqe::CqeInit c;
     c.cqe_opcode = MLX5_CQE_RESP_ERR;
     c.syndrome = recv_syndrome;
     c.qpn = qp.qpn;
     c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
-    c.srqn_uidx = qp.user_index;
+    c.srqn_uidx = qp.recv_srqn_uidx();
     qp.recv.active = false;
     ++ctx_.counters().error_cqes;
     ctx_.write_cqe(qp.recv_cq, c);

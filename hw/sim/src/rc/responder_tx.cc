@@ -87,8 +87,7 @@ bool Responder::send_read_response(QpObj& qp, RespJob& job) {
       AccessResult::ok) {
     const uint32_t psn = psn_add(job.psn, k);
     qp.resp_queue.pop_front();
-    fail(qp, pkt::aeth::kNakRemoteAccessError, psn, 0,
-                    hw::AsyncEventType::qp_access_err);
+    fail(qp, pkt::aeth::kNakRemoteAccessError, psn, 0, hw::AsyncEventType::qp_access_err);
     return false;
   }
   pkt::Packet p;
@@ -110,8 +109,7 @@ bool Responder::send_read_response(QpObj& qp, RespJob& job) {
     // The region's pages were taken away after registration: nothing of them is sent.
     ++ctx_.counters().host_memory_faults;
     qp.resp_queue.pop_front();
-    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0,
-                    hw::AsyncEventType::qp_access_err);
+    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return false;
   }
   ++job.next_pkt;

@@ -22,15 +22,16 @@ uint64_t rnr_timer_ns(uint8_t code) {
 
 }  // namespace
 
-// Resends everything from `psn` on: the WQE that holds it resumes there (a partly
-// acknowledged SEND/WRITE skips the packets already acknowledged; a partly answered READ is
-// reissued for the rest), and every WQE after it starts over.
+// The local ACK timer: started when a request goes out with none running.
 void Retransmit::arm(QpObj& qp) {
   if (qp.attr.timeout == 0 || qp.retx_deadline != 0) return;
   // Local ACK timeout: 4.096 us * 2^timeout (IBA 9.7.6.1.3).
   qp.retx_deadline = ctx_.now() + (uint64_t{4096} << qp.attr.timeout);
 }
 
+// Resends everything from `psn` on: the WQE that holds it resumes there (a partly
+// acknowledged SEND/WRITE skips the packets already acknowledged; a partly answered READ is
+// reissued for the rest), and every WQE after it starts over.
 void Retransmit::rewind(QpObj& qp, uint32_t psn) {
   ++ctx_.counters().retransmits;
   ++qp.counters.retransmits;

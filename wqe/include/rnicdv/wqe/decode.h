@@ -8,6 +8,7 @@
 
 #include "rnicdv/wqe/recv_wqe.h"
 #include "rnicdv/wqe/send_wqe.h"
+#include "rnicdv/wqe/srq_wqe.h"
 
 namespace rnicdv::wqe {
 
@@ -81,6 +82,8 @@ struct DecodedRecvWqe {
 // Decodes the receive WQE in slot `index`: data segments up to the terminator (lkey 0x100) or
 // the end of the stride.
 WqeDefect decode_recv_wqe(RqRing ring, uint32_t index, DecodedRecvWqe* out) noexcept;
+// The same for WQE `index` of a shared receive queue (srq_wqe.h): after its next segment.
+WqeDefect decode_srq_wqe(const SrqRing& ring, uint32_t index, DecodedRecvWqe* out) noexcept;
 
 // Human-readable name of a defect ("bad_ds").
 const char* wqe_defect_name(WqeDefect defect) noexcept;

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Shared receive queues: creation, the limit event, destruction, and QPs that use one.
+#include "srq.h"
+
+#include "alloc.h"
+#include "hca.h"
+
+namespace rnicdv::sim {
+
+Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* name = info_.name.c_str();
+  const hw::DeviceCaps& dev = info_.caps;
+  if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
+    return Status::error(Errc::not_found, "%s: create_srq: pd %u does not exist", name, pdn);
+  if (max_wr == 0 || max_wr >= dev.max_qp_wr)
+    return Status::error(Errc::invalid_argument, "%s: create_srq: max_wr %u (1..%u)", name, max_wr,
+                         dev.max_qp_wr - 1);
+  if (max_sge == 0 || max_sge > dev.max_recv_sge)
+    return Status::error(Errc::invalid_argument, "%s: create_srq: max_sge %u (1..%u)", name,
+                         max_sge, dev.max_recv_sge);
+  // One WQE more than may be posted: the list's tail is never handed out (srq_wqe.h).
+  const uint32_t cnt = next_pow2(uint64_t{max_wr} + 1);
+  const uint32_t stride = next_pow2(16u * (1 + max_sge));
+  auto srq = std::make_unique<SrqObj>();
+  srq->owned_buf = alloc_zeroed(kUarPageBytes, round_page(size_t{cnt} * stride));
+  srq->owned_dbrec = reinterpret_cast<uint32_t*>(alloc_zeroed(64, 64));
+  if (!srq->owned_buf || !srq->owned_dbrec) {
+    std::free(srq->owned_buf);
+    std::free(srq->owned_dbrec);
+    return Status::error(Errc::no_resources, "%s: create_srq: out of memory", name);
+  }
+  srq->srqn = next_srqn_++ & 0xffffff;
+  srq->pdn = pdn;
+  srq->ring = wqe::SrqRing{srq->owned_buf, cnt, stride};
+  wqe::init_srq_ring(srq->ring);
+  srq->dbrec = srq->owned_dbrec;
+  mlx5dv_srq& dv = srq->view.dv;
+  dv.buf = srq->owned_buf;
+  dv.dbrec = reinterpret_cast<__be32*>(srq->dbrec);
+  dv.stride = stride;
+  dv.head = 0;
+  dv.tail = cnt - 1;
+  dv.srqn = srq->srqn;
+  srq->view.wqe_cnt = cnt;
+  SrqObj* raw = srq.get();
+  srqs_.push_back(std::move(srq));
+  return raw;
+}
+
+Status Hca::arm_srq_limit(SrqObj* srq, uint32_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (limit >= srq->ring.wqe_cnt)
+    return Status::error(Errc::invalid_argument, "%s: srq %#x: limit %u above its %u WQEs",
+                         info_.name.c_str(), srq->srqn, limit, srq->ring.wqe_cnt - 1);
+  srq->limit = limit;
+  return Status::ok();
+}
+
+uint32_t QpObj::recv_srqn_uidx() const {
+  return srq ? srq->srqn : user_index;
+}
+
+Status Hca::destroy_srq(SrqObj* srq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (srq->qp_refs)
+    return Status::error(Errc::busy, "%s: srq %#x: destroy: %u QPs still use it",
+                         info_.name.c_str(), srq->srqn, srq->qp_refs);
+  std::free(srq->owned_buf);
+  std::free(srq->owned_dbrec);
+  std::erase_if(srqs_, [srq](const std::unique_ptr<SrqObj>& s) { return s.get() == srq; });
+  return Status::ok();
+}
+
+}  // namespace rnicdv::sim

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A shared receive queue as the device sees it (wqe/srq_wqe.h): the ring the consumer posts
+// into, the doorbell record that counts the WQEs posted, and the device's own position in the
+// free list. QPs created on it take their receives from it (rc/responder.cc).
+#pragma once
+
+#include <cstdint>
+
+#include "rnicdv/hw/device.h"
+#include "rnicdv/wqe/srq_wqe.h"
+
+namespace rnicdv::sim {
+
+struct SrqObj {
+  uint32_t srqn = 0;
+  uint32_t pdn = 0;
+  wqe::SrqRing ring;
+  uint32_t* dbrec = nullptr;  // big-endian word 0: WQEs posted (free-running)
+  uint16_t next_index = 0;    // the WQE the device takes next (it follows next_wqe_index)
+  uint32_t consumed = 0;      // WQEs taken (free-running)
+  uint32_t limit = 0;         // armed limit (0: the limit event is off)
+  uint32_t qp_refs = 0;
+  uint8_t* owned_buf = nullptr;
+  uint32_t* owned_dbrec = nullptr;
+  hw::SrqView view;
+};
+
+}  // namespace rnicdv::sim
