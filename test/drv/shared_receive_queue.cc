@@ -95,8 +95,8 @@ TEST_CASE("one SRQ serves two QPs; each receive names the QP it arrived on", "[s
     CHECK(got[i].wr_id == 100u + i);
     CHECK(got[i].qp_num == qpns[i]);
     CHECK(got[i].byte_len == 32);
-    CHECK(p.bmem[size_t{i} * kSlot] == fills[i]);
-    CHECK(p.bmem[size_t{i} * kSlot + 31] == fills[i]);
+    CHECK(p.bmem[static_cast<size_t>(i) * kSlot] == fills[i]);
+    CHECK(p.bmem[static_cast<size_t>(i) * kSlot + 31] == fills[i]);
   }
 }
 

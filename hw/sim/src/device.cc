@@ -92,19 +92,6 @@ Result<std::unique_ptr<hw::Cq>> Device::create_evented_cq(uint32_t min_cqe,
   return cq;
 }
 
-Result<std::unique_ptr<hw::Qp>> Device::create_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
-                                                  const hw::QpCaps& caps) {
-  Hca& hca = *impl_->hca;
-  const SimPd* p = sim_pd(hca, pd);
-  if (!p) return foreign(hca, "create_qp", "PD");
-  CqObj* scq = sim_cq(hca, send_cq);
-  CqObj* rcq = sim_cq(hca, recv_cq);
-  if (!scq || !rcq) return foreign(hca, "create_qp", "CQ");
-  Result<QpObj*> qp = hca.create_qp(p->pdn(), scq, rcq, caps);
-  if (!qp) return qp.status();
-  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(impl_->hca, qp.value()));
-}
-
 namespace {
 
 class SimSrq final : public hw::Srq {
@@ -122,7 +109,32 @@ class SimSrq final : public hw::Srq {
   SrqObj* srq_;
 };
 
+// An RC QP of `hca` on its own objects, with its receives from `srq` if given.
+Result<std::unique_ptr<hw::Qp>> make_qp(const std::shared_ptr<Hca>& hca, hw::Pd& pd,
+                                        hw::Cq& send_cq, hw::Cq& recv_cq, hw::Srq* srq,
+                                        const hw::QpCaps& caps) {
+  const SimPd* p = sim_pd(*hca, pd);
+  if (!p) return foreign(*hca, "create_qp", "PD");
+  CqObj* scq = sim_cq(*hca, send_cq);
+  CqObj* rcq = sim_cq(*hca, recv_cq);
+  if (!scq || !rcq) return foreign(*hca, "create_qp", "CQ");
+  SrqObj* shared = nullptr;
+  if (srq) {
+    auto* s = dynamic_cast<SimSrq*>(srq);
+    if (!s || s->hca() != hca.get()) return foreign(*hca, "create_qp", "SRQ");
+    shared = s->obj();
+  }
+  Result<QpObj*> qp = hca->create_qp(p->pdn(), scq, rcq, caps, shared);
+  if (!qp) return qp.status();
+  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp.value()));
+}
+
 }  // namespace
+
+Result<std::unique_ptr<hw::Qp>> Device::create_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
+                                                  const hw::QpCaps& caps) {
+  return make_qp(impl_->hca, pd, send_cq, recv_cq, nullptr, caps);
+}
 
 Result<std::unique_ptr<hw::Srq>> Device::create_srq(hw::Pd& pd, uint32_t max_wr, uint32_t max_sge) {
   Hca& hca = *impl_->hca;
@@ -136,17 +148,7 @@ Result<std::unique_ptr<hw::Srq>> Device::create_srq(hw::Pd& pd, uint32_t max_wr,
 Result<std::unique_ptr<hw::Qp>> Device::create_qp_on_srq(hw::Pd& pd, hw::Cq& send_cq,
                                                          hw::Cq& recv_cq, hw::Srq& srq,
                                                          const hw::QpCaps& caps) {
-  Hca& hca = *impl_->hca;
-  const SimPd* p = sim_pd(hca, pd);
-  if (!p) return foreign(hca, "create_qp", "PD");
-  CqObj* scq = sim_cq(hca, send_cq);
-  CqObj* rcq = sim_cq(hca, recv_cq);
-  if (!scq || !rcq) return foreign(hca, "create_qp", "CQ");
-  auto* s = dynamic_cast<SimSrq*>(&srq);
-  if (!s || s->hca() != &hca) return foreign(hca, "create_qp", "SRQ");
-  Result<QpObj*> qp = hca.create_qp(p->pdn(), scq, rcq, caps, s->obj());
-  if (!qp) return qp.status();
-  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(impl_->hca, qp.value()));
+  return make_qp(impl_->hca, pd, send_cq, recv_cq, &srq, caps);
 }
 
 int Device::async_fd() const {
