@@ -116,17 +116,18 @@ int ucma_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
   return real(fd, cmd, arg);
 }
 
-// Before dup2/dup3 onto `newfd`: the kernel closes what newfd held, and so does the shim.
-void closing_for_dup(int newfd) {
-  switch (fd_kind(newfd)) {
+// A descriptor of the shim's is going away (close, or dup2/dup3 onto it, where the kernel
+// closes what the target held): the shim lets go of what it stood for.
+void forget_special_fd(int fd) {
+  switch (fd_kind(fd)) {
     case FdKind::command:
-      command_close(newfd);
+      command_close(fd);
       break;
     case FdKind::event:
-      event_close(newfd);
+      event_close(fd);
       break;
     case FdKind::ucma:
-      ucma_close(newfd);
+      ucma_close(fd);
       break;
     case FdKind::none:
       break;
@@ -360,29 +361,17 @@ int dup(int fd) {
 }
 
 int dup2(int oldfd, int newfd) {
-  if (oldfd != newfd) closing_for_dup(newfd);
+  if (oldfd != newfd) forget_special_fd(newfd);
   return duplicated(oldfd, next_symbol(g_dup2, "dup2")(oldfd, newfd));
 }
 
 int dup3(int oldfd, int newfd, int flags) {
-  if (oldfd != newfd) closing_for_dup(newfd);
+  if (oldfd != newfd) forget_special_fd(newfd);
   return duplicated(oldfd, next_symbol(g_dup3, "dup3")(oldfd, newfd, flags));
 }
 
 int close(int fd) {
-  switch (fd_kind(fd)) {
-    case FdKind::command:
-      command_close(fd);
-      break;
-    case FdKind::event:
-      event_close(fd);
-      break;
-    case FdKind::ucma:
-      ucma_close(fd);
-      break;
-    case FdKind::none:
-      break;
-  }
+  forget_special_fd(fd);
   return next_symbol(g_close, "close")(fd);
 }
 
