@@ -106,6 +106,27 @@ Connected handshake(Pair& p) {
 
 }  // namespace
 
+TEST_CASE("the SRQ bit of each side's QP reaches the other side in the REQ and the REP") {
+  for (const bool active_srq : {false, true}) {
+    Pair p;
+    auto listener = p.b->listen({0, kPort});
+    REQUIRE(listener);
+    hw::CmConnectParams cp = connect_params();
+    cp.qp.srq = active_srq;
+    auto active = p.a->connect(cp);
+    REQUIRE(active);
+    hw::CmEvent req = wait_event(p.fab, **listener);
+    REQUIRE(req.type == hw::CmEventType::connect_request);
+    CHECK(req.peer.srq == active_srq);
+    hw::CmAcceptParams ap = accept_params();
+    ap.qp.srq = !active_srq;
+    REQUIRE(req.request->accept(ap).is_ok());
+    hw::CmEvent rep = wait_event(p.fab, **active);
+    REQUIRE(rep.type == hw::CmEventType::connect_response);
+    CHECK(rep.peer.srq == !active_srq);
+  }
+}
+
 TEST_CASE("a REQ/REP/RTU handshake negotiates QPNs, PSNs, MTU, retries and rd_atomic") {
   Pair p;
   auto listener = p.b->listen({0, kPort});

@@ -204,9 +204,25 @@ Result<std::unique_ptr<hw::Qp>> create_qp_external(Device& device, hw::Pd& pd, h
   CqObj* scq = sim_cq(*hca, send_cq);
   CqObj* rcq = sim_cq(*hca, recv_cq);
   if (!scq || !rcq) return foreign(*hca, "create_qp", "CQ");
-  Result<QpObj*> qp = hca->create_qp_external(p->pdn(), scq, rcq, mem);
+  SrqObj* srq = nullptr;
+  if (mem.srq) {
+    auto* s = dynamic_cast<SimSrq*>(mem.srq);
+    if (!s || s->hca() != hca.get()) return foreign(*hca, "create_qp", "SRQ");
+    srq = s->obj();
+  }
+  Result<QpObj*> qp = hca->create_qp_external(p->pdn(), scq, rcq, mem, srq);
   if (!qp) return qp.status();
   return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp.value()));
+}
+
+Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
+                                                     const ExternalSrqMemory& mem) {
+  auto& hca = device.impl().hca;
+  const SimPd* p = sim_pd(*hca, pd);
+  if (!p) return foreign(*hca, "create_srq", "PD");
+  Result<SrqObj*> srq = hca->create_srq_external(p->pdn(), mem);
+  if (!srq) return srq.status();
+  return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(hca, srq.value()));
 }
 
 Status attach_uar_page(Device& device, void* page) {

@@ -30,6 +30,18 @@ struct ExternalQpMemory {
   uint32_t bf_size = 256;     // reported in mlx5dv_qp.bf.size (0: doorbell only)
   uint32_t user_index = 0;    // written to the CQEs' srqn_uidx
   hw::QpCaps granted;         // what the owner reports to its consumer
+  hw::Srq* srq = nullptr;     // receives come from this SRQ (the RQ fields then go unused)
+};
+
+// A shared receive queue libmlx5 laid out (mlx5_alloc_srq_buf): `wqe_cnt` WQEs of `stride`
+// bytes, linked by their next segments from index 0, and a doorbell record whose low 16 bits
+// count the WQEs posted.
+struct ExternalSrqMemory {
+  uint8_t* buf = nullptr;
+  uint32_t wqe_cnt = 0;       // power of two
+  uint32_t stride = 0;        // power of two, >= 32
+  uint32_t max_sge = 0;       // data segments per WQE the owner granted
+  uint32_t* dbrec = nullptr;  // big-endian
 };
 
 }  // namespace rnicdv::sim

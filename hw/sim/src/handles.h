@@ -106,6 +106,11 @@ Status set_cq_event_handler(hw::Cq& cq, std::function<void()> fn);
 Result<std::unique_ptr<hw::Qp>> create_qp_external(Device& device, hw::Pd& pd, hw::Cq& send_cq,
                                                    hw::Cq& recv_cq, const ExternalQpMemory& mem);
 
+// A shared receive queue whose ring and doorbell record someone else placed (libmlx5 under
+// the shim). A QP takes its receives from it when created with ExternalQpMemory::srq.
+Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
+                                                     const ExternalSrqMemory& mem);
+
 // Makes the device watch the BlueFlame registers of a 4 KiB page it did not allocate.
 Status attach_uar_page(Device& device, void* page);
 void detach_uar_page(Device& device, void* page);

@@ -89,10 +89,11 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
                            SrqObj* srq = nullptr);
   // Shared receive queues (srq.cc).
   Result<SrqObj*> create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge);
+  Result<SrqObj*> create_srq_external(uint32_t pdn, const ExternalSrqMemory& mem);
   Status arm_srq_limit(SrqObj* srq, uint32_t limit);
   Status destroy_srq(SrqObj* srq);
   Result<QpObj*> create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
-                                    const ExternalQpMemory& mem);
+                                    const ExternalQpMemory& mem, SrqObj* srq = nullptr);
   void destroy_qp(QpObj* qp);
   Status modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask);
   hw::QpState qp_state(const QpObj* qp) const;
@@ -179,6 +180,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void free_qp_memory(QpObj& qp);
   void maybe_free_cq(CqObj* cq);
   uint32_t alloc_qpn();
+  // Numbers a new SRQ, fills its view and keeps it (srq.cc); the caller holds mu_.
+  SrqObj* add_srq_locked(std::unique_ptr<SrqObj> srq, uint32_t pdn);
   Result<QpObj*> finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, CqObj* send_cq,
                                   CqObj* recv_cq);
 

@@ -236,7 +236,7 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
 }
 
 Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
-                                       const ExternalQpMemory& mem) {
+                                       const ExternalQpMemory& mem, SrqObj* srq) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!mem.sq_buf || !mem.dbrec || !is_pow2(mem.sq_wqe_cnt) || mem.sq_wqe_cnt > kMaxSqBbs ||
       !is_pow2(mem.rq_wqe_cnt) || !mem.rq_buf || !is_pow2(mem.rq_stride) || mem.rq_stride < 16)
@@ -255,7 +255,10 @@ Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv
   if (!mem.bf_reg)
     return Status::error(Errc::invalid_argument, "%s: create_qp: no doorbell register",
                          info_.name.c_str());
-  return finish_create_qp(std::move(qp), pdn, send_cq, recv_cq);
+  qp->srq = srq;
+  Result<QpObj*> made = finish_create_qp(std::move(qp), pdn, send_cq, recv_cq);
+  if (made && srq) ++srq->qp_refs;
+  return made;
 }
 
 Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, CqObj* send_cq,

@@ -4,8 +4,12 @@
 
 #include "alloc.h"
 #include "hca.h"
+#include "host_access.h"
 
 namespace rnicdv::sim {
+
+// WQE indexes are 16 bits (next_wqe_index, the CQE's wqe_counter), as is the posted count.
+constexpr uint32_t kMaxSrqWqes = 1u << 16;
 
 Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -30,19 +34,44 @@ Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge)
     std::free(srq->owned_dbrec);
     return Status::error(Errc::no_resources, "%s: create_srq: out of memory", name);
   }
-  srq->srqn = next_srqn_++ & 0xffffff;
-  srq->pdn = pdn;
   srq->ring = wqe::SrqRing{srq->owned_buf, cnt, stride};
   wqe::init_srq_ring(srq->ring);
   srq->dbrec = srq->owned_dbrec;
+  return add_srq_locked(std::move(srq), pdn);
+}
+
+Result<SrqObj*> Hca::create_srq_external(uint32_t pdn, const ExternalSrqMemory& mem) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* name = info_.name.c_str();
+  if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
+    return Status::error(Errc::not_found, "%s: create_srq: pd %u does not exist", name, pdn);
+  if (!mem.buf || !mem.dbrec || !is_pow2(mem.wqe_cnt) || mem.wqe_cnt < 2 ||
+      mem.wqe_cnt > kMaxSrqWqes || !is_pow2(mem.stride) || mem.stride < 32 ||
+      mem.max_sge == 0 || mem.max_sge > (mem.stride - 16) / 16)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_srq: an external SRQ needs a buffer, a doorbell record, a "
+                         "power-of-two count of 2..%u WQEs and a power-of-two stride >= 32 "
+                         "holding its SGEs",
+                         name, kMaxSrqWqes);
+  auto srq = std::make_unique<SrqObj>();
+  srq->ring = wqe::SrqRing{mem.buf, mem.wqe_cnt, mem.stride};
+  srq->dbrec = mem.dbrec;
+  srq->external = true;
+  (void)host_access_supported();  // the fault handler, before the device reads the ring
+  return add_srq_locked(std::move(srq), pdn);
+}
+
+SrqObj* Hca::add_srq_locked(std::unique_ptr<SrqObj> srq, uint32_t pdn) {
+  srq->srqn = next_srqn_++ & 0xffffff;
+  srq->pdn = pdn;
   mlx5dv_srq& dv = srq->view.dv;
-  dv.buf = srq->owned_buf;
+  dv.buf = srq->ring.buf;
   dv.dbrec = reinterpret_cast<__be32*>(srq->dbrec);
-  dv.stride = stride;
+  dv.stride = srq->ring.stride;
   dv.head = 0;
-  dv.tail = cnt - 1;
+  dv.tail = srq->ring.wqe_cnt - 1;
   dv.srqn = srq->srqn;
-  srq->view.wqe_cnt = cnt;
+  srq->view.wqe_cnt = srq->ring.wqe_cnt;
   SrqObj* raw = srq.get();
   srqs_.push_back(std::move(srq));
   return raw;
@@ -57,8 +86,13 @@ Status Hca::arm_srq_limit(SrqObj* srq, uint32_t limit) {
   return Status::ok();
 }
 
+// With CQE version 1 (libmlx5 through the shim gives each QP a user index) a receive CQE names
+// the QP by its user index even when the WQE came from an SRQ; the consumer finds the SRQ
+// through the QP. The driver's own QPs, and libmlx5 with version 0 (index 0xffffff), get the
+// SRQ's number.
 uint32_t QpObj::recv_srqn_uidx() const {
-  return srq ? srq->srqn : user_index;
+  if (srq && (!external || user_index == 0xffffff)) return srq->srqn;
+  return user_index;
 }
 
 Status Hca::destroy_srq(SrqObj* srq) {

@@ -22,6 +22,10 @@ struct SrqObj {
   uint32_t qp_refs = 0;
   uint8_t* owned_buf = nullptr;
   uint32_t* owned_dbrec = nullptr;
+  // Ring and record placed by the application (libmlx5 through the uverbs shim): read through
+  // host_access.h; once a read faulted, never read again (host_failed).
+  bool external = false;
+  bool host_failed = false;
   hw::SrqView view;
 };
 

@@ -235,6 +235,10 @@ void teardown_locked(Context& ctx) {
     if (ctx.async) ctx.async->purge(q.key);
   }
   ctx.qps.clear();
+  for (auto& [h, srq] : ctx.srqs) {
+    if (ctx.async) ctx.async->purge(srq.key);
+  }
+  ctx.srqs.clear();
   for (auto& [h, c] : ctx.cqs) {
     (void)sim::set_cq_event_handler(*c.cq, {});
     if (c.channel) c.channel->purge(c.key);

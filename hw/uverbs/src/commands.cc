@@ -21,6 +21,7 @@
 #include <array>
 #include <vector>
 
+#include "command.h"
 #include "context.h"
 #include "handles.h"
 #include "shim.h"
@@ -48,6 +49,8 @@ constexpr uint16_t kMaxSqDescBytes = 512;  // ctrl + raddr + 30 data segments (s
 constexpr uint16_t kMaxRqDescBytes = 512;
 constexpr uint32_t kMaxSendWqebb = 32768;
 
+}  // namespace
+
 const char* command_name(uint32_t cmd) {
   static const char* const names[] = {
       "GET_CONTEXT", "QUERY_DEVICE", "QUERY_PORT", "ALLOC_PD", "DEALLOC_PD", "CREATE_AH",
@@ -67,47 +70,6 @@ const char* command_name(uint32_t cmd) {
   return "unknown command";
 }
 
-// One parsed command.
-struct Cmd {
-  Context& ctx;
-  uint32_t number = 0;
-  bool extended = false;
-  const uint8_t* core = nullptr;  // core request (after the header(s))
-  size_t core_len = 0;
-  const uint8_t* drv = nullptr;   // driver request
-  size_t drv_len = 0;
-  uint64_t response = 0;          // user address of the response
-  size_t resp_core_len = 0;
-  size_t resp_drv_len = 0;
-  std::string dev_name;
-
-  template <typename T>
-  T core_as() const {
-    T v{};
-    std::memcpy(&v, core, std::min(sizeof v, core_len));
-    return v;
-  }
-  template <typename T>
-  T drv_as() const {
-    T v{};
-    if (drv) std::memcpy(&v, drv, std::min(sizeof v, drv_len));
-    return v;
-  }
-  // Writes the core response and the driver response (each zero-padded or cut to the size
-  // the caller gave).
-  // The response was checked writable before the command ran (dispatch_write), so this copy
-  // fails only if the application unmaps it meanwhile; the kernel's copy_to_user then gives
-  // EFAULT as well.
-  void reply(const void* core_resp, size_t core_size, const void* drv_resp = nullptr,
-             size_t drv_size = 0) const {
-    std::vector<uint8_t> out(resp_core_len + resp_drv_len, 0);
-    std::memcpy(out.data(), core_resp, std::min(core_size, resp_core_len));
-    if (drv_resp) std::memcpy(out.data() + resp_core_len, drv_resp, std::min(drv_size, resp_drv_len));
-    if (!out.empty()) (void)copy_to_user(response, out.data(), out.size());
-  }
-  int error(int err, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));
-};
-
 int Cmd::error(int err, const char* fmt, ...) const {
   char why[320];
   va_list ap;
@@ -124,6 +86,8 @@ int sim_error(const Cmd& c, const Status& st) {
 }
 
 uint32_t new_handle(Context& ctx) { return ctx.next_handle++; }
+
+namespace {
 
 // ---- GET_CONTEXT ----
 int get_context(Cmd& c) {
@@ -215,6 +179,9 @@ void fill_device_attr(const Context& ctx, ib_uverbs_query_device_resp& r) {
   r.max_cqe = caps.max_cqe - 1;
   r.max_mr = caps.max_mr;
   r.max_pd = caps.max_pd;
+  r.max_srq = caps.max_qp;
+  r.max_srq_wr = caps.max_qp_wr - 1;
+  r.max_srq_sge = caps.max_recv_sge;
   r.max_qp_rd_atom = caps.max_qp_rd_atom;
   r.max_qp_init_rd_atom = caps.max_qp_init_rd_atom;
   r.max_res_rd_atom = caps.max_qp_rd_atom * caps.max_qp;
@@ -507,7 +474,6 @@ int create_qp(Cmd& c) {
     return c.error(EINVAL, "driver request of %zu bytes is too short", c.drv_len);
   if (req.qp_type != IBV_QPT_RC)
     return c.error(EOPNOTSUPP, "QP type %u (the simulated HCA runs RC only)", req.qp_type);
-  if (req.is_srq) return c.error(EOPNOTSUPP, "shared receive queues");
   if (m.flags & ~(MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_ALLOW_SCATTER_CQE |
                   MLX5_QP_FLAG_BFREG_INDEX))
     return c.error(EOPNOTSUPP, "mlx5 QP flags %#x", m.flags);
@@ -517,6 +483,12 @@ int create_qp(Cmd& c) {
   if (pd == ctx.pds.end()) return c.error(EINVAL, "pd handle %u does not exist", req.pd_handle);
   if (scq == ctx.cqs.end() || rcq == ctx.cqs.end())
     return c.error(EINVAL, "cq handles %u/%u", req.send_cq_handle, req.recv_cq_handle);
+  SrqObject* srq = nullptr;
+  if (req.is_srq) {
+    auto s = ctx.srqs.find(req.srq_handle);
+    if (s == ctx.srqs.end()) return c.error(EINVAL, "srq handle %u does not exist", req.srq_handle);
+    srq = &s->second;
+  }
   if (!m.buf_addr || !m.db_addr) return c.error(EINVAL, "no buffer or doorbell record");
   if (m.rq_wqe_count && (m.rq_wqe_shift < 4 || m.rq_wqe_shift > 12))
     return c.error(EINVAL, "receive WQE stride 2^%u", m.rq_wqe_shift);
@@ -557,6 +529,11 @@ int create_qp(Cmd& c) {
   mem.granted.max_send_sge = req.max_send_sge;
   mem.granted.max_recv_sge = req.max_recv_sge;
   mem.granted.max_inline_data = req.max_inline_data;
+  if (srq) {
+    mem.srq = srq->srq.get();
+    mem.granted.max_recv_wr = 0;
+    mem.granted.max_recv_sge = 0;
+  }
   Result<std::unique_ptr<hw::Qp>> qp = sim::create_qp_external(
       *ctx.dev->dev, *pd->second.pd, *scq->second.cq, *rcq->second.cq, mem);
   if (!qp) return sim_error(c, qp.status());
@@ -570,25 +547,28 @@ int create_qp(Cmd& c) {
   obj.pd = req.pd_handle;
   obj.send_cq = req.send_cq_handle;
   obj.recv_cq = req.recv_cq_handle;
+  obj.has_srq = srq != nullptr;
+  obj.srq = req.srq_handle;
   obj.bfreg = bfreg;
   obj.max_send_wr = req.max_send_wr;
-  obj.max_recv_wr = req.max_recv_wr;
+  obj.max_recv_wr = srq ? 0 : req.max_recv_wr;
   obj.max_send_sge = req.max_send_sge;
-  obj.max_recv_sge = req.max_recv_sge;
+  obj.max_recv_sge = srq ? 0 : req.max_recv_sge;
   obj.max_inline = req.max_inline_data;
   obj.sq_sig_all = req.sq_sig_all;
   ++ctx.bfreg_users[bfreg];
   ++pd->second.users;
   ++scq->second.users;
   ++rcq->second.users;
+  if (srq) ++srq->users;
 
   ib_uverbs_create_qp_resp r{};
   r.qp_handle = h;
   r.qpn = obj.qpn;
-  r.max_send_wr = req.max_send_wr;
-  r.max_recv_wr = req.max_recv_wr;
-  r.max_send_sge = req.max_send_sge;
-  r.max_recv_sge = req.max_recv_sge;
+  r.max_send_wr = obj.max_send_wr;
+  r.max_recv_wr = obj.max_recv_wr;
+  r.max_send_sge = obj.max_send_sge;
+  r.max_recv_sge = obj.max_recv_sge;
   r.max_inline_data = req.max_inline_data;
   mlx5_ib_create_qp_resp mr{};
   mr.bfreg_index = dynamic ? UINT32_MAX : bfreg;  // the kernel's MLX5_IB_INVALID_BFREG
@@ -743,6 +723,7 @@ int destroy_qp(Cmd& c) {
   --ctx.pds[obj.pd].users;
   --ctx.cqs[obj.send_cq].users;
   --ctx.cqs[obj.recv_cq].users;
+  if (obj.has_srq) --ctx.srqs[obj.srq].users;
   ctx.qps.erase(it);
   c.reply(&r, sizeof r);
   return 0;
@@ -772,6 +753,10 @@ const Handler* handler_for(uint32_t cmd, bool extended) {
   static const Handler kQueryQp{query_qp, sizeof(ib_uverbs_query_qp), sizeof(ib_uverbs_query_qp_resp), true};
   static const Handler kModifyQp{modify_qp, sizeof(ib_uverbs_modify_qp), 0, true};
   static const Handler kDestroyQp{destroy_qp, sizeof(ib_uverbs_destroy_qp), sizeof(ib_uverbs_destroy_qp_resp), true};
+  static const Handler kCreateSrq{create_srq, sizeof(ib_uverbs_create_srq), sizeof(ib_uverbs_create_srq_resp), true};
+  static const Handler kModifySrq{modify_srq, sizeof(ib_uverbs_modify_srq), 0, true};
+  static const Handler kQuerySrq{query_srq, sizeof(ib_uverbs_query_srq), sizeof(ib_uverbs_query_srq_resp), true};
+  static const Handler kDestroySrq{destroy_srq, sizeof(ib_uverbs_destroy_srq), sizeof(ib_uverbs_destroy_srq_resp), true};
   static const Handler kQueryDeviceEx{query_device_ex, sizeof(ib_uverbs_ex_query_device), offsetof(ib_uverbs_ex_query_device_resp, odp_caps), true};
   static const Handler kModifyQpEx{modify_qp_ex, sizeof(ib_uverbs_ex_modify_qp), sizeof(ib_uverbs_ex_modify_qp_resp), true};
   if (extended) {
@@ -798,6 +783,10 @@ const Handler* handler_for(uint32_t cmd, bool extended) {
     case IB_USER_VERBS_CMD_QUERY_QP: return &kQueryQp;
     case IB_USER_VERBS_CMD_MODIFY_QP: return &kModifyQp;
     case IB_USER_VERBS_CMD_DESTROY_QP: return &kDestroyQp;
+    case IB_USER_VERBS_CMD_CREATE_SRQ: return &kCreateSrq;
+    case IB_USER_VERBS_CMD_MODIFY_SRQ: return &kModifySrq;
+    case IB_USER_VERBS_CMD_QUERY_SRQ: return &kQuerySrq;
+    case IB_USER_VERBS_CMD_DESTROY_SRQ: return &kDestroySrq;
     default: return nullptr;
   }
 }
@@ -885,7 +874,9 @@ void deliver_async_event(uint32_t index, const hw::AsyncEvent& ev) {
     case hw::AsyncEventType::port_active: d.event_type = IBV_EVENT_PORT_ACTIVE; qp_event = false; break;
     case hw::AsyncEventType::port_err: d.event_type = IBV_EVENT_PORT_ERR; qp_event = false; break;
     case hw::AsyncEventType::srq_limit_reached:
-      return;  // the shim creates no SRQs (CREATE_SRQ is not implemented)
+      d.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+      qp_event = false;
+      break;
   }
   if (config().log_errors)
     log_line("%s: async event %s (qp %#x, cq %#x)", device_name(index).c_str(),
@@ -898,6 +889,13 @@ void deliver_async_event(uint32_t index, const hw::AsyncEvent& ev) {
         if (q.qpn != ev.qpn) continue;
         d.element = q.user_handle;
         ctx->async->push(&d, q.key, q.async_read);
+      }
+    } else if (ev.type == hw::AsyncEventType::srq_limit_reached) {
+      for (auto& [h, srq] : ctx->srqs) {
+        if (srq.srq->view().dv.srqn != ev.srqn) continue;
+        srq.limit = 0;  // the device disarmed it
+        d.element = srq.user_handle;
+        ctx->async->push(&d, srq.key, srq.async_read);
       }
     } else if (ev.type == hw::AsyncEventType::cq_err) {
       for (auto& [h, cq] : ctx->cqs) {

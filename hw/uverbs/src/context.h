@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // One open /dev/infiniband/uverbsN: a verbs context and the objects created through it, as
 // the kernel's ib_uverbs_file and its uobjects. Handles are per context; closing the command
-// descriptor destroys everything left, in dependency order (QPs, CQs, MRs, PDs).
+// descriptor destroys everything left, in dependency order (QPs, SRQs, CQs, MRs, PDs).
 #pragma once
 
 #include <atomic>
@@ -53,12 +53,27 @@ struct CqObject {
   uint32_t users = 0;  // QPs
 };
 
+// A shared receive queue: libmlx5 owns its ring and posts into it without a command; the
+// device follows the ring's free list.
+struct SrqObject {
+  std::unique_ptr<hw::Srq> srq;
+  uint64_t user_handle = 0;
+  uint64_t key = 0;
+  uint32_t pd = 0;
+  uint32_t max_wr = 0, max_sge = 0;
+  uint32_t limit = 0;  // armed limit (0: off); the device disarms it when the event fires
+  ReadCounter async_read = std::make_shared<std::atomic<uint32_t>>(0);
+  uint32_t users = 0;  // QPs
+};
+
 struct QpObject {
   std::unique_ptr<hw::Qp> qp;
   uint64_t user_handle = 0;
   uint64_t key = 0;
   uint32_t qpn = 0;
   uint32_t pd = 0, send_cq = 0, recv_cq = 0;
+  bool has_srq = false;
+  uint32_t srq = 0;    // its SRQ's handle, when has_srq
   uint32_t bfreg = 0;  // page * 4 + k (static pages: libmlx5's bfs[] index)
   ReadCounter async_read = std::make_shared<std::atomic<uint32_t>>(0);
   // What QUERY_QP reports besides the state: the attributes last applied.
@@ -85,6 +100,7 @@ struct Context {
   std::map<uint32_t, MrObject> mrs;
   std::map<uint32_t, AhObject> ahs;
   std::map<uint32_t, CqObject> cqs;
+  std::map<uint32_t, SrqObject> srqs;
   std::map<uint32_t, QpObject> qps;
   std::vector<std::shared_ptr<EventFile>> channels;
 };

@@ -46,6 +46,7 @@ void set_peer_params(rdma_ucm_conn_param& p, const hw::CmPeerOffer& peer) {
   p.initiator_depth = peer.initiator_depth;
   p.retry_count = peer.retry_count;
   p.rnr_retry_count = peer.rnr_retry_count;
+  p.srq = peer.srq;
 }
 
 std::shared_ptr<File> file_of(int fd) {

@@ -555,8 +555,8 @@ int connect(const Cmd& c) {
   if (p.private_data_len > hw::kReqPrivateDataMax)
     return c.error(EINVAL, "id %u: %u bytes of private data, a REQ carries at most %zu",
                    id->handle, p.private_data_len, hw::kReqPrivateDataMax);
-  if (p.srq) return c.unsupported(EOPNOTSUPP, "a QP with a shared receive queue");
   hw::CmConnectParams params;
+  params.qp.srq = p.srq != 0;
   params.remote = {id->dst.ipv4, id->dst.port};
   params.local_port = id->src.port;
   params.qp.qpn = p.qp_num;
@@ -596,8 +596,8 @@ int accept(const Cmd& c) {
   if (p.private_data_len > hw::kRepPrivateDataMax)
     return c.error(EINVAL, "id %u: %u bytes of private data, a REP carries at most %zu",
                    id->handle, p.private_data_len, hw::kRepPrivateDataMax);
-  if (p.srq) return c.unsupported(EOPNOTSUPP, "a QP with a shared receive queue");
   hw::CmAcceptParams params;
+  params.qp.srq = p.srq != 0;
   params.qp.qpn = p.qp_num;
   params.qp.responder_resources = p.responder_resources;
   params.qp.initiator_depth = p.initiator_depth;

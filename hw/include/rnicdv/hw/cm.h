@@ -70,6 +70,7 @@ struct CmQpOffer {
   uint8_t retry_count = 7;           // transport retries the peer should use (3 bits)
   uint8_t rnr_retry_count = 7;       // RNR retries the peer should use; 7 = infinite
   uint8_t local_ack_timeout = 14;    // active side: 4.096 us * 2^t, both sides use it
+  bool srq = false;                  // the QP takes its receives from an SRQ (REQ/REP bit)
 };
 
 struct CmConnectParams {
@@ -100,6 +101,7 @@ struct CmPeerOffer {
   uint8_t retry_count = 0;  // REQ only
   uint8_t rnr_retry_count = 0;
   uint64_t ca_guid = 0;
+  bool srq = false;  // the peer's QP receives from an SRQ
 };
 
 enum class CmEventType : uint8_t {

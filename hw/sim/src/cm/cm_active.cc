@@ -99,6 +99,7 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     q.path_mtu = static_cast<uint8_t>(r.mtu);
     q.rnr_retry_count = r.rnr_retry_count;
     q.max_cm_retries = r.max_cm_retries;
+    q.srq = p.qp.srq;
     // RoCEv2 over IPv4 with a routed hop limit: permissive LIDs, IPv4-mapped GIDs, not
     // subnet-local (Linux cm.c, cm_format_req, with a hop limit above 1).
     q.primary_local_lid = 0xffff;
@@ -167,7 +168,7 @@ void CmAgent::on_rep(Outbox& out, uint32_t src, const MadHeader&, const RepMsg& 
   r->rnr_retry_count = m.rnr_retry_count;
   r->peer = hw::CmPeerOffer{m.local_qpn,           m.starting_psn,    r->mtu,
                             m.responder_resources, m.initiator_depth, 0,
-                            m.rnr_retry_count,     m.local_ca_guid};
+                            m.rnr_retry_count,     m.local_ca_guid,   m.srq};
   r->retry_at = r->deadline_at = 0;
   r->state = State::rep_rcvd;
   index_remote(*r);

@@ -110,7 +110,7 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
   r.retry_interval_ns = cm_time_ns(m.local_cm_response_timeout);
   r.peer = hw::CmPeerOffer{m.local_qpn,           m.starting_psn,    r.mtu,
                            m.responder_resources, m.initiator_depth, m.retry_count,
-                           m.rnr_retry_count,     m.local_ca_guid};
+                           m.rnr_retry_count,     m.local_ca_guid,   m.srq};
   r.events = std::move(queue.value());
   r.state = State::req_rcvd;
   const uint32_t id = r.local_id;
@@ -169,6 +169,7 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
     rep.target_ack_delay = 0;
     rep.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
     rep.local_ca_guid = config_.ca_guid;
+    rep.srq = p.qp.srq;
     std::copy(p.private_data.begin(), p.private_data.end(), rep.private_data.begin());
     r->pending = send(out, r->remote.ipv4, r->tid, rep);
     r->tries_left = r->max_cm_retries;

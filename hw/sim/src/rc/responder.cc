@@ -3,6 +3,8 @@
 // receive WQEs, WRITE places data, READ and atomics are answered from a ring of responder
 // resources so duplicates can be replayed. Errors give the NAK classes of IBA 9.7.5.2.4
 // (as rxe sends them) and move the QP to ERR.
+#include <endian.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -164,7 +166,16 @@ bool Responder::resolve_recv_segs(QpObj& qp, const pkt::Packet& p, const wqe::De
 // CQE names it by its index. Falling below an armed limit raises SRQ_LIMIT_REACHED once.
 bool Responder::take_srq_wqe(QpObj& qp, const pkt::Packet& p) {
   SrqObj& srq = *qp.srq;
-  const uint32_t posted = doorbell::load_dbr(srq.dbrec) - srq.consumed;
+  // The posted count is 16 bits, as libmlx5 keeps it (mlx5_srq.counter).
+  if (srq.host_failed) return srq_memory_gone(qp, p);
+  uint32_t dbr = 0;
+  if (srq.external) [[unlikely]] {
+    if (!host_load32(srq.dbrec, &dbr)) return srq_memory_gone(qp, p);
+    dbr = be32toh(dbr);
+  } else {
+    dbr = doorbell::load_dbr(srq.dbrec);
+  }
+  const uint16_t posted = static_cast<uint16_t>(dbr - srq.consumed);
   if (posted == 0 || posted >= srq.ring.wqe_cnt) {
     ++ctx_.counters().rnr_naks_tx;
     ++qp.counters.rnr_naks_tx;
@@ -173,9 +184,22 @@ bool Responder::take_srq_wqe(QpObj& qp, const pkt::Packet& p) {
     return false;
   }
   const uint16_t index = srq.next_index;
-  srq.next_index = srq.ring.next(index);
+  const bool is_send = pkt::opcode_info(p.bth.opcode).kind == pkt::OpKind::send;
+  uint16_t next = 0;
+  wqe::DecodedRecvWqe d;
+  wqe::WqeDefect defect = wqe::WqeDefect::none;
+  const auto read = [&] {
+    next = srq.ring.next(index);
+    if (is_send) defect = wqe::decode_srq_wqe(srq.ring, index, &d);
+  };
+  if (srq.external) [[unlikely]] {
+    if (!host_guarded(read)) return srq_memory_gone(qp, p);
+  } else {
+    read();
+  }
+  srq.next_index = next;
   ++srq.consumed;
-  if (srq.limit != 0 && posted - 1 < srq.limit) {
+  if (srq.limit != 0 && posted - 1u < srq.limit) {
     srq.limit = 0;  // one event per arm
     ctx_.raise_event(hw::AsyncEventType::srq_limit_reached, 0, 0, srq.srqn);
   }
@@ -185,14 +209,22 @@ bool Responder::take_srq_wqe(QpObj& qp, const pkt::Packet& p) {
   r.capacity = 0;
   r.placed = 0;
   r.active = true;
-  if (pkt::opcode_info(p.bth.opcode).kind != pkt::OpKind::send) return true;
-  wqe::DecodedRecvWqe d;
-  if (wqe::decode_srq_wqe(srq.ring, index, &d) != wqe::WqeDefect::none) {
+  if (!is_send) return true;
+  if (defect != wqe::WqeDefect::none) {
     fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
          hw::AsyncEventType::qp_fatal);
     return false;
   }
   return resolve_recv_segs(qp, p, d);
+}
+
+// The SRQ's ring or record the application placed faulted: it is never read again, and the QP
+// that needed it fails as one whose receive queue is gone.
+bool Responder::srq_memory_gone(QpObj& qp, const pkt::Packet& p) {
+  qp.srq->host_failed = true;
+  fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+       hw::AsyncEventType::qp_fatal);
+  return false;
 }
 
 bool Responder::execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {

@@ -33,6 +33,7 @@ class Responder {
   void execute_atomic(QpObj& qp, const pkt::Packet& p);
   bool take_recv_wqe(QpObj& qp, const pkt::Packet& p);
   bool take_srq_wqe(QpObj& qp, const pkt::Packet& p);
+  bool srq_memory_gone(QpObj& qp, const pkt::Packet& p);
   bool resolve_recv_segs(QpObj& qp, const pkt::Packet& p, const wqe::DecodedRecvWqe& d);
   void complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uint64_t byte_cnt);
   void fail(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,

@@ -1,0 +1,45 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Runs one of ibverbs-utils' unmodified pingpong programs (ibv_rc_pingpong, ibv_srq_pingpong)
+# as a server and a client process, each on a simulated HCA through librnicdv-uverbs.so, and
+# checks that both exit 0 having exchanged every message ("N iters in ...").
+#
+#   run_pingpong.sh SHIM PORT PROGRAM [ARGS...]
+set -u
+shim=$1 port=$2 prog=$3
+shift 3
+if ! command -v "$prog" >/dev/null; then
+  echo "$prog not found (Debian package ibverbs-utils)" >&2
+  exit 77
+fi
+iters=1000
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  [ "${args[$i]}" = -n ] && iters=${args[$((i + 1))]}
+done
+work=$(mktemp -d)
+trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
+export LD_PRELOAD=$shim RNICDV_UVERBS_DEVICES=1 RNICDV_UVERBS_LOG=1
+# GID index 3: ::ffff:<the device's IPv4 address>, RoCE v2.
+timeout 120 "$prog" -d rnicsim0 -g 3 -p "$port" "$@" >"$work/server.out" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 200); do
+  ss -Htln "sport = :$port" | grep -q . && break
+  kill -0 $server_pid 2>/dev/null || break
+  sleep 0.05
+done
+timeout 120 "$prog" -d rnicsim0 -g 3 -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
+client_rc=$?
+wait $server_pid
+server_rc=$?
+status=0
+for side in server client; do
+  rc_var=${side}_rc
+  echo "===== $prog $* ($side, exit ${!rc_var})"
+  cat "$work/$side.out"
+  if [ "${!rc_var}" -ne 0 ] || ! grep -q "^$iters iters in" "$work/$side.out"; then
+    echo "$prog $side: exit ${!rc_var}, or not all $iters iterations" >&2
+    status=1
+  fi
+done
+exit $status

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What the verbs programs of this directory share: devices opened by name, registered
+// buffers, RC endpoints taken through INIT/RTR/RTS as perftest does, and stderr capture. They
+// use libibverbs only (the uverbs shim is preloaded).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <infiniband/verbs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace verbs_test {
+
+constexpr uint8_t kGidIndex = 3;  // ::ffff:a.b.c.d, RoCE v2
+
+struct Device {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  explicit Device(const char* name) {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    REQUIRE(list);
+    for (int i = 0; i < n; ++i)
+      if (std::string(ibv_get_device_name(list[i])) == name) ctx = ibv_open_device(list[i]);
+    ibv_free_device_list(list);
+    REQUIRE(ctx);
+    pd = ibv_alloc_pd(ctx);
+    REQUIRE(pd);
+  }
+  ~Device() {
+    CHECK(ibv_dealloc_pd(pd) == 0);
+    CHECK(ibv_close_device(ctx) == 0);
+  }
+};
+
+struct Buffer {
+  std::vector<uint8_t> bytes;
+  ibv_mr* mr = nullptr;
+  Buffer(ibv_pd* pd, size_t n, int access) : bytes(n, 0) {
+    mr = ibv_reg_mr(pd, bytes.data(), n, access);
+    REQUIRE(mr);
+  }
+  ~Buffer() { CHECK(ibv_dereg_mr(mr) == 0); }
+  uint64_t addr(size_t off = 0) const { return reinterpret_cast<uintptr_t>(bytes.data()) + off; }
+};
+
+// QP attributes with `depth` WRs and `sge` SGEs each way.
+inline ibv_qp_init_attr qp_init(ibv_cq* send_cq, ibv_cq* recv_cq, ibv_qp_type type, uint32_t depth,
+                         uint32_t sge) {
+  ibv_qp_init_attr init{};
+  init.send_cq = send_cq;
+  init.recv_cq = recv_cq;
+  init.qp_type = type;
+  init.cap.max_send_wr = depth;
+  init.cap.max_recv_wr = depth;
+  init.cap.max_send_sge = sge;
+  init.cap.max_recv_sge = sge;
+  return init;
+}
+
+constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+struct Endpoint {
+  Device& dev;
+  ibv_comp_channel* channel = nullptr;
+  ibv_cq* cq = nullptr;       // send completions, and receive ones unless split
+  ibv_cq* recv_cq = nullptr;  // split: a CQ of its own for receives (same channel)
+  ibv_qp* qp = nullptr;
+  // With `srq`, the QP takes its receives from that shared receive queue.
+  Endpoint(Device& d, bool with_channel = false, bool split_cqs = false, ibv_srq* srq = nullptr)
+      : dev(d) {
+    if (with_channel) {
+      channel = ibv_create_comp_channel(d.ctx);
+      REQUIRE(channel);
+    }
+    cq = ibv_create_cq(d.ctx, 64, this, channel, 0);
+    REQUIRE(cq);
+    recv_cq = split_cqs ? ibv_create_cq(d.ctx, 64, this, channel, 0) : cq;
+    REQUIRE(recv_cq);
+    ibv_qp_init_attr init = qp_init(cq, recv_cq, IBV_QPT_RC, 32, 2);
+    init.cap.max_inline_data = 64;
+    init.srq = srq;
+    qp = ibv_create_qp(d.pd, &init);
+    REQUIRE(qp);
+  }
+  ~Endpoint() {
+    CHECK(ibv_destroy_qp(qp) == 0);
+    if (recv_cq != cq) CHECK(ibv_destroy_cq(recv_cq) == 0);
+    CHECK(ibv_destroy_cq(cq) == 0);
+    if (channel) CHECK(ibv_destroy_comp_channel(channel) == 0);
+  }
+  ibv_gid gid() const {
+    ibv_gid g{};
+    REQUIRE(ibv_query_gid(dev.ctx, 1, kGidIndex, &g) == 0);
+    return g;
+  }
+  // RESET -> INIT -> RTR (-> RTS), as perftest's mask sets do.
+  void to_rtr(const Endpoint& peer) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = peer.qp->qp_num;
+    a.rq_psn = 100;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = peer.gid();
+    a.ah_attr.grh.sgid_index = kGidIndex;
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                      IBV_QP_MIN_RNR_TIMER) == 0);
+  }
+  void to_rts() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = 100;
+    a.max_rd_atomic = 4;
+    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  }
+  void post(ibv_send_wr& wr) {
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(qp, &wr, &bad) == 0);
+  }
+  void post_recv(const Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
+    ibv_sge sge{b.addr(off), len, b.mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    REQUIRE(ibv_post_recv(qp, &wr, &bad) == 0);
+  }
+  // Busy-polls for one completion (the simulated device runs on its own thread).
+  ibv_wc wait() {
+    ibv_wc wc{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      const int n = ibv_poll_cq(cq, 1, &wc);
+      REQUIRE(n >= 0);
+      if (n == 1) return wc;
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::yield();
+    }
+  }
+};
+
+struct Pair {
+  Device da{"rnicsim0"}, db{"rnicsim1"};
+  Endpoint a{da}, b{db};
+  Pair() {
+    a.to_rtr(b);
+    b.to_rtr(a);
+    a.to_rts();
+    b.to_rts();
+  }
+};
+
+inline ibv_send_wr make_wr(ibv_wr_opcode op, ibv_sge* sge, int n, uint64_t wr_id) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.sg_list = sge;
+  wr.num_sge = n;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  return wr;
+}
+
+inline void fill(std::vector<uint8_t>& v, uint8_t seed) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>(seed + i * 7);
+}
+
+// Runs `fn` with stderr sent to a file; returns what was written.
+template <typename Fn>
+std::string capture_stderr(Fn fn) {
+  char path[] = "/tmp/verbs_rc_stderr.XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  fflush(stderr);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  fn();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  unlink(path);
+  return ss.str();
+}
+
+}  // namespace verbs_test
