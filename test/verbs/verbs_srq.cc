@@ -5,8 +5,10 @@
 // flushes only the failing QP's work.
 #include <catch2/catch.hpp>
 
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -193,4 +195,40 @@ TEST_CASE("a QP in error leaves the SRQ's receives to the other QPs, and a busy 
   }
   ibv_wc wc{};
   CHECK(ibv_poll_cq(r0.cq, 1, &wc) == 0);
+}
+
+TEST_CASE("an SRQ ring the application takes away fails the QP that needed it, not the process") {
+  Device da("rnicsim0"), db("rnicsim1");
+  Srq s(db.pd, 64, 1);
+  Endpoint a(da), b(db, false, false, s.srq);
+  connect(a, b);
+  Buffer src(da.pd, 64, kAllAccess), dst(db.pd, 64, kAllAccess);
+  s.post(dst, 0, 64, 1);
+  // libmlx5's SRQ ring, as mlx5dv describes it: page-aligned; 64 WQEs and a wait queue of as
+  // many again, 32 bytes each, fill whole pages.
+  mlx5dv_srq dv{};
+  mlx5dv_obj obj{};
+  obj.srq.in = s.srq;
+  obj.srq.out = &dv;
+  REQUIRE(mlx5dv_init_obj(&obj, MLX5DV_OBJ_SRQ) == 0);
+  REQUIRE(reinterpret_cast<uintptr_t>(dv.buf) % 4096 == 0);
+  const size_t bytes = 4096;
+  REQUIRE(mprotect(dv.buf, bytes, PROT_NONE) == 0);
+
+  ibv_sge sge{src.addr(), 16, src.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, 7);
+  a.post(wr);
+  // The sender is told (a NAK: remote operation error), the receiver's QP goes to ERR with
+  // QP_FATAL on its async fd.
+  const ibv_wc wc = a.wait();
+  CHECK(wc.status == IBV_WC_REM_OP_ERR);
+  ibv_async_event ev = next_async_event(db);
+  CHECK(ev.event_type == IBV_EVENT_QP_FATAL);
+  CHECK(ev.element.qp == b.qp);
+  ibv_ack_async_event(&ev);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  REQUIRE(ibv_query_qp(b.qp, &attr, IBV_QP_STATE, &init) == 0);
+  CHECK(attr.qp_state == IBV_QPS_ERR);
+  REQUIRE(mprotect(dv.buf, bytes, PROT_READ | PROT_WRITE) == 0);
 }
