@@ -286,3 +286,19 @@ TEST_CASE("--use_hugepages puts the buffers on huge pages, or says why it cannot
     CHECK(r.err.find("--use_hugepages: cannot map") != std::string::npos);
   }
 }
+
+TEST_CASE("-e sleeps on completion events and says so in the header", "[e2e][events]") {
+  for (const char* test : {"send_lat", "read_lat", "send_bw", "atomic_bw"}) {
+    std::string json = tmp_json("events");
+    ProcessResult r = run_rnicperf(
+        {test, "--loopback", "-e", "-n", "100", "--timeout=20", "--out_json_file=" + json}, 120);
+    INFO(test << " stdout:\n" << r.out << "\nstderr:\n" << r.err);
+    REQUIRE_FALSE(r.timed_out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("\n Test with events. Using sim") != std::string::npos);
+    CHECK(json_query(json, "len(d['results'])") == "1");
+    // The measuring side slept on the channel: events were taken and acknowledged.
+    CHECK(json_query(json, "d['test_info']['Completion_events'] > 0") == "True");
+    std::remove(json.c_str());
+  }
+}

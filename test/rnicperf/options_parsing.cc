@@ -230,3 +230,14 @@ TEST_CASE("--perform_warm_up and --use_hugepages are checked against the test", 
   CHECK(error_of({"write_lat", "--use_hugepages", "--dpdk-mem"}) ==
         "--use_hugepages and --dpdk-mem exclude each other");
 }
+
+TEST_CASE("-e is taken by every test but the write ones, as perftest's -e", "[options]") {
+  for (const char* t : {"send_lat", "send_bw", "read_lat", "read_bw", "atomic_lat", "atomic_bw"})
+    CHECK(parse({t, "-e"})->use_event);
+  CHECK(parse({"send_bw", "--events"})->use_event);
+  CHECK_FALSE(parse({"send_bw"})->use_event);
+  CHECK(error_of({"write_lat", "-e"}) ==
+        "write_lat: -e is not an option of the write tests (their loops poll memory and the send "
+        "CQ, as perftest's do)");
+  CHECK(error_of({"write_bw", "-e"}).rfind("write_bw: -e is not an option", 0) == 0);
+}

@@ -160,7 +160,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     }
 
     if (sender && !tx_done()) {
-      const int n = c.ep.send_cq().poll(wc.data(), kPollBatch);
+      const int n = c.ep.poll_send(wc.data(), kPollBatch);
       if (n > 0) {
         const uint64_t now = c.clock.now();
         for (int i = 0; i < n; ++i) {
@@ -179,7 +179,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     }
 
     if (receiver && !rx_done()) {
-      const int n = c.ep.recv_cq().poll(wc.data(), kPollBatch);
+      const int n = c.ep.poll_recv(wc.data(), kPollBatch);
       if (n > 0) {
         const uint64_t now = c.clock.now();
         if (tot_received == 0) out->t_first_recv = now;

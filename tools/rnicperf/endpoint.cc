@@ -64,6 +64,22 @@ Result<rnicdv::Device> open_device(const EndpointConfig& config) {
 
 }  // namespace
 
+int TestEndpoint::poll_cq(rnicdv::CompletionQueue& cq, rnicdv::Completion* wc, int max) {
+  int n = cq.poll(wc, max);
+  if (n > 0 || !channel_) return n;
+  if (cq.request_notify() != Errc::ok) return 0;
+  // A completion that landed before the arm: no need to sleep (its event stays pending and
+  // wakes a later wait at once, which then polls again).
+  n = cq.poll(wc, max);
+  if (n > 0) return n;
+  Result<rnicdv::CqEvent> ev = channel_->wait_event(kEventSliceMs);
+  if (ev) {
+    (ev->context == 0 ? *send_cq_ : *recv_cq_).ack_events(1);
+    ++events_taken_;
+  }
+  return cq.poll(wc, max);
+}
+
 Result<std::unique_ptr<TestEndpoint>> TestEndpoint::open(const EndpointConfig& config) {
   auto dev = open_device(config);
   if (!dev) return dev.status();
@@ -134,10 +150,18 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     return Status::error(Errc::invalid_argument, "queue depth %u above %s's maximum %u",
                          std::max(sq_depth, rq_depth), info.name.c_str(), caps.max_qp_wr);
 
-  auto scq = dev_->create_cq(sq_depth * o.num_qps);
+  if (o.use_event) {
+    auto ch = dev_->create_completion_channel();
+    if (!ch) return ch.status();
+    channel_.emplace(std::move(ch.value()));
+  }
+  // With -e both CQs raise their events on one channel, named by context 0 (send), 1 (recv).
+  auto scq = channel_ ? dev_->create_cq(sq_depth * o.num_qps, *channel_, 0)
+                      : dev_->create_cq(sq_depth * o.num_qps);
   if (!scq) return scq.status();
   send_cq_.emplace(std::move(scq.value()));
-  auto rcq = dev_->create_cq(rq_depth * o.num_qps);
+  auto rcq = channel_ ? dev_->create_cq(rq_depth * o.num_qps, *channel_, 1)
+                      : dev_->create_cq(rq_depth * o.num_qps);
   if (!rcq) return rcq.status();
   recv_cq_.emplace(std::move(rcq.value()));
 

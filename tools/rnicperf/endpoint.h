@@ -61,6 +61,13 @@ class TestEndpoint {
   rnicdv::Device& device() { return *dev_; }
   rnicdv::CompletionQueue& send_cq() { return *send_cq_; }
   rnicdv::CompletionQueue& recv_cq() { return *recv_cq_; }
+  // Polls the send or receive CQ. With -e, when it is empty, arms it and sleeps on the
+  // completion channel (at most kEventSliceMs, so the caller's stall guard still runs), then
+  // polls again: perftest's ibv_req_notify_cq / ibv_get_cq_event / ibv_ack_cq_events.
+  int poll_send(rnicdv::Completion* wc, int max) { return poll_cq(*send_cq_, wc, max); }
+  int poll_recv(rnicdv::Completion* wc, int max) { return poll_cq(*recv_cq_, wc, max); }
+  static constexpr int kEventSliceMs = 50;
+  uint64_t events_taken() const { return events_taken_; }
   rnicdv::QueuePair& qp(size_t i) { return qps_[i]; }
   size_t num_qps() const { return qps_.size(); }
   uint8_t* send_buf(size_t i) const { return regions_[i].base; }
@@ -91,6 +98,9 @@ class TestEndpoint {
   };
   std::optional<rnicdv::Device> dev_;
   std::optional<rnicdv::ProtectionDomain> pd_;
+  int poll_cq(rnicdv::CompletionQueue& cq, rnicdv::Completion* wc, int max);
+  std::optional<rnicdv::CompletionChannel> channel_;  // -e
+  uint64_t events_taken_ = 0;
   std::optional<rnicdv::CompletionQueue> send_cq_, recv_cq_;
   std::vector<rnicdv::QueuePair> qps_;
   std::vector<Region> regions_;

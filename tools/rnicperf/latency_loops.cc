@@ -17,7 +17,7 @@ namespace {
 Status wait_send_completion(RunContext& c, const char* test, StallGuard& guard) {
   Completion wc;
   for (;;) {
-    int n = c.ep.send_cq().poll(&wc, 1);
+    int n = c.ep.poll_send(&wc, 1);
     if (n > 0) [[likely]] {
       if (wc.status != IBV_WC_SUCCESS) [[unlikely]]
         return completion_error(test, wc);
@@ -127,7 +127,7 @@ Status run_send_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
   while (scnt < iters || rcnt < iters) {
     if (rcnt < iters && !(scnt < 1 && initiator)) {
       for (;;) {
-        int n = c.ep.recv_cq().poll(&wc, 1);
+        int n = c.ep.poll_recv(&wc, 1);
         if (n > 0) break;
         if (!guard.idle()) [[unlikely]]
           return stall_error(test, "message from the peer", c.o.timeout_s);

@@ -58,6 +58,7 @@ enum class Opt : uint8_t {
   wire,
   dpdk_args,
   dpdk_mem,
+  events,
 };
 
 struct OptSpec {
@@ -74,6 +75,7 @@ constexpr OptSpec kOpts[] = {
     {'c', "connection", true, Opt::connection},
     {'d', "ib-dev", true, Opt::device},
     {'D', "duration", true, Opt::duration},
+    {'e', "events", false, Opt::events},
     {'f', "margin", true, Opt::margin},
     {'F', "CPU-freq", false, Opt::cpu_freq},
     {'h', "help", false, Opt::help},
@@ -273,6 +275,9 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return Status::ok();
     case Opt::warm_up:
       opts.warm_up = true;
+      return Status::ok();
+    case Opt::events:
+      opts.use_event = true;
       return Status::ok();
     case Opt::output:
       if (value == "bandwidth") {
@@ -477,6 +482,11 @@ Status resolve_defaults(Options& o) {
     return Status::error(Errc::invalid_argument,
                          "%s: --perform_warm_up applies to write, read and atomic bandwidth tests",
                          name);
+  if (o.use_event && o.test.verb == Verb::write)
+    return Status::error(Errc::invalid_argument,
+                         "%s: -e is not an option of the write tests (their loops poll memory "
+                         "and the send CQ, as perftest's do)",
+                         name);
   if (o.use_hugepages && o.dpdk_mem)
     return Status::error(Errc::invalid_argument, "--use_hugepages and --dpdk-mem exclude each other");
   if (o.output == Options::Output::latency && bw)
@@ -539,6 +549,7 @@ Options (perftest's names and defaults):
   -c, --connection=<type>   Connection type: RC (the only one)
   -d, --ib-dev=<dev>        Use device <dev> (default: first real device, else sim0)
   -D, --duration=<sec>      Run for <sec> seconds instead of -n iterations
+  -e, --events              Sleep on CQ events (default poll); not for the write tests
   -f, --margin=<sec>        With -D, skip <sec> at each end (default duration/4)
   -F, --CPU-freq            Do not warn when the CPU frequency is not at its maximum
   -h, --help                Show this help screen

@@ -64,6 +64,7 @@ struct Options {
   bool dpdk_mem = false;    // --dpdk-mem: buffers from DPDK's heap (hugepages if any)
   bool use_hugepages = false;  // --use_hugepages: buffers on 2 MiB huge pages (MAP_HUGETLB)
   bool warm_up = false;        // --perform_warm_up: one TX depth of unmeasured posts first
+  bool use_event = false;      // -e: sleep on completion events instead of polling
   int32_t gid_index = -1;   // -x: must be the device's own (checked at open); -1: not given
   // --output: perftest's reduced output, one number per size on stdout (full: the tables).
   enum class Output : uint8_t { full, bandwidth, message_rate, latency };

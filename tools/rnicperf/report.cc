@@ -74,6 +74,8 @@ std::string format_header(const HeaderInfo& h) {
   const bool bw = h.test.kind == Kind::bandwidth;
   std::string out = result_line();
   out += "                    " + test_title(h.test, h.bidirectional, h.post_list > 1) + "\n";
+  // The completion channel perftest names after the device and the completion vector.
+  if (h.events) out += " Test with events. Using " + h.device + "_comp0\n";
   out += kv2("Dual-port", "OFF", "Device", h.device);
   out += kv2("Number of qps", std::to_string(h.num_qps), "Transport type", h.transport_type);
   out += kv2("Connection type", "RC", "Using SRQ", "OFF");

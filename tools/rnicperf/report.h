@@ -37,6 +37,7 @@ struct HeaderInfo {
   uint32_t out_reads = 16;
   bool rdma_cm = false;
   bool duration_mode = false;
+  bool events = false;  // -e: " Test with events. Using <device>_comp0"
   // rnicperf's additions; a line is printed only when its value is set.
   std::string early_post;      // "16 writes in RTR (withheld in_place)"
   std::string sim_wire;        // "udp 127.0.0.2:4791"

@@ -107,6 +107,7 @@ std::string JsonReport::text() const {
   if (!h.device_profile.empty()) w.field("Device_profile", h.device_profile);
   if (!h.buffers.empty()) w.field("Buffers", h.buffers);
   if (!h.clock.empty()) w.field("Clock", h.clock);
+  if (completion_events_) w.field("Completion_events", *completion_events_);
   if (h.test.kind == Kind::bandwidth)
     w.field("BW_unit", unit_ == BwUnit::mib_per_sec ? "MiB/sec" : "Gb/sec");
   else

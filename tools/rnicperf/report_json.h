@@ -23,6 +23,8 @@ class JsonReport {
   void set_early_post(const EarlyPostRow& in_rtr, const EarlyPostRow& after_rts, const char* op,
                       uint64_t size);
   void set_error(const std::string& message) { error_ = message; }
+  // -e: how many completion events this side slept on and took.
+  void set_completion_events(uint64_t n) { completion_events_ = n; }
 
   std::string text() const;
   // Writes atomically (a temporary file renamed over `path`).
@@ -44,6 +46,7 @@ class JsonReport {
   EarlyPostRow early_[2];
   std::string early_op_;
   uint64_t early_size_ = 0;
+  std::optional<uint64_t> completion_events_;
   std::string error_;
 };
 

@@ -164,6 +164,7 @@ Status Session::run() {
   header_.cq_mod = o_.cq_mod;
   header_.mtu_bytes = mtu;
   header_.rdma_cm = o_.rdma_cm;
+  header_.events = o_.use_event;
   header_.duration_mode = o_.duration_s > 0;
   header_.clock = clock_.description();
   ep_->describe(&header_);
@@ -246,6 +247,7 @@ Status Session::run() {
   }
 
   if (Status st = oob_->barrier(kFinished); !st) return st;
+  if (o_.use_event) json_.set_completion_events(ep_->events_taken());
   if (o_.out_json && !s_.quiet)
     if (Status st = json_.write(o_.json_path); !st) return st;
   return Status::ok();
