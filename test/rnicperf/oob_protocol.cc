@@ -109,10 +109,10 @@ TEST_CASE("both ends report a parameter mismatch", "[oob]") {
   std::thread t([&, &server = server] {
     TestParams remote;
     uint32_t mtu = 0;
-    server_status = server.hello();
+    server_status = server.hello().status();
     if (server_status) server_status = server.negotiate(sp, &remote, &mtu);
   });
-  rnicdv::Status s = client.hello();
+  rnicdv::Status s = client.hello().status();
   REQUIRE(s.is_ok());
   TestParams remote;
   uint32_t mtu = 0;
@@ -264,7 +264,7 @@ TEST_CASE("a port in use is reported, and a listener accepts a client", "[oob]")
   CHECK(none.status().code() == Errc::timeout);
 }
 
-TEST_CASE("a peer that does not speak the protocol is named", "[oob]") {
+TEST_CASE("a peer that speaks neither rnicperf's nor perftest's exchange is named", "[oob]") {
   auto p = OobChannel::pair();
   REQUIRE(p.is_ok());
   OobChannel a = std::move(p->first);
@@ -277,9 +277,158 @@ TEST_CASE("a peer that does not speak the protocol is named", "[oob]") {
   OobSession s(std::move(a), false, 1000);
   auto st = s.hello();
   t.join();
-  CHECK(st.message() ==
-        "loopback peer does not speak rnicperf's protocol (hello 'GET / HTTP/1.1..', expected "
-        "'rnicperf/2')");
+  CHECK(st.status().message() ==
+        "loopback peer speaks neither rnicperf's nor perftest's exchange (first 16 bytes "
+        "'GET / HTTP/1.1..'; perftest sends its version, 5.70 or later)");
+}
+
+// ---- perftest's exchange, byte for byte (perftest_communication.c at 4.5-0.17) -------------
+
+namespace {
+// The other end as perftest: raw bytes on the channel.
+struct RawPeer {
+  OobChannel ch;
+  std::string read(size_t n) {
+    std::string s(n, '\0');
+    REQUIRE(ch.recv_all(s.data(), n, 5000).is_ok());
+    return s;
+  }
+  void write(const std::string& s) { REQUIRE(ch.send_all(s.data(), s.size(), 5000).is_ok()); }
+};
+std::string bytes(std::initializer_list<int> b) {
+  std::string s;
+  for (int c : b) s += static_cast<char>(c);
+  return s;
+}
+}  // namespace
+
+TEST_CASE("rnicperf knows a perftest peer by its version and answers it with perftest's alone",
+          "[oob][perftest]") {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  RawPeer perftest{std::move(p->second)};
+  OobSession server(std::move(p->first), false, 5000);
+  std::optional<Result<PeerKind>> kind;
+  std::thread t([&] { kind.emplace(server.hello()); });
+  // What Debian's perftest 4.5 sends: VERSION "6.06" in a 16-byte field (exchange_versions).
+  perftest.write(std::string("6.06") + std::string(12, '\0'));
+  const std::string answer = perftest.read(16);
+  t.join();
+  REQUIRE(kind->is_ok());
+  CHECK(**kind == PeerKind::perftest);
+  CHECK(answer == std::string("6.06") + std::string(12, '\0'));  // no rnicperf mark
+}
+
+TEST_CASE("rnicperf's own versions carry its mark after perftest's, and find each other",
+          "[oob][perftest]") {
+  auto [client, server] = make_pair();
+  std::optional<Result<PeerKind>> server_kind;
+  std::thread t([&, &server = server] { server_kind.emplace(server.hello()); });
+  Result<PeerKind> client_kind = client.hello();
+  t.join();
+  REQUIRE(client_kind.is_ok());
+  CHECK(*client_kind == PeerKind::rnicperf);
+  REQUIRE(server_kind->is_ok());
+  CHECK(**server_kind == PeerKind::rnicperf);
+  // perftest reads this field with atof: 6.06, above its 5.70 minimum.
+  char hello[16] = {};
+  std::memcpy(hello, kPerftestVersion, 4);
+  CHECK(std::atof(hello) >= 5.70);
+}
+
+TEST_CASE("a perftest older than 5.70 is refused, as perftest refuses it", "[oob][perftest]") {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  RawPeer old{std::move(p->second)};
+  OobSession client(std::move(p->first), true, 5000);
+  std::optional<Result<PeerKind>> kind;
+  std::thread t([&] { kind.emplace(client.hello()); });
+  (void)old.read(16);
+  old.write(std::string("5.60") + std::string(12, '\0'));
+  t.join();
+  REQUIRE_FALSE(kind->is_ok());
+  CHECK(kind->status().code() == Errc::protocol_error);
+}
+
+TEST_CASE("perftest's prologue: page and cache-line sizes big-endian, the MTU as its code",
+          "[oob][perftest]") {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  RawPeer perftest{std::move(p->second)};
+  OobSession client(std::move(p->first), true, 5000);
+  uint32_t cycle = 4096, line = 64;
+  uint8_t mtu = 0;
+  rnicdv::Status sys, m;
+  std::thread t([&] {
+    sys = client.perftest_sys_data(&cycle, &line);
+    if (sys) m = client.perftest_mtu(5, &mtu);
+  });
+  // The client writes first at every step (ctx_xchg_data).
+  CHECK(perftest.read(4) == bytes({0, 0, 0x10, 0}));
+  perftest.write(bytes({0, 0, 0x20, 0}));  // the peer's 8 KiB page: the larger is kept
+  CHECK(perftest.read(4) == bytes({0, 0, 0, 0x40}));
+  perftest.write(bytes({0, 0, 0, 0x40}));
+  CHECK(perftest.read(2) == bytes({'5', 0}));  // 4096 is IBV_MTU_4096 = 5
+  perftest.write(bytes({'3', 0}));             // 1024: the smaller is kept
+  t.join();
+  REQUIRE(sys.is_ok());
+  REQUIRE(m.is_ok());
+  CHECK(cycle == 8192);
+  CHECK(line == 64);
+  CHECK(mtu == 3);
+}
+
+TEST_CASE("perftest's handshake is the 108-byte record, the server reading first; its bandwidth "
+          "report is five big-endian 8-byte fields",
+          "[oob][perftest]") {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  RawPeer perftest{std::move(p->second)};
+  OobSession server(std::move(p->first), false, 5000);
+  PeerRecord mine;
+  mine.qpn = 0x101;
+  mine.psn = 0xabcdef;
+  mine.out_reads = 16;
+  PeerRecord theirs_in;
+  theirs_in.qpn = 0x222;
+  theirs_in.rkey = 0x1234;
+  theirs_in.vaddr = 0x7f0000001000;
+  PeerRecord got;
+  BandwidthResult report;
+  rnicdv::Status hs, rep;
+  std::thread t([&] {
+    hs = server.perftest_handshake(mine, &got);
+    BandwidthResult zero;
+    if (hs) rep = server.perftest_reports(zero, &report);
+  });
+  perftest.write(encode_record(theirs_in));
+  const std::string answer = perftest.read(kPeerRecordSize);
+  CHECK(std::string(answer.c_str()) ==
+        "0000:0010:000101:abcdef:00000000:0000000000000000:"
+        "00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00000000:");
+  CHECK(answer.back() == '\0');
+  // A write_bw client's report: size 65536, 100 iterations, peak 34.43, average 33.46 and
+  // 0.000535 Mpps, as the doubles' bits in network order (xchg_bw_reports).
+  const std::string fields[5] = {
+      bytes({0, 0, 0, 0, 0, 1, 0, 0}), bytes({0, 0, 0, 0, 0, 0, 0, 0x64}),
+      bytes({0x40, 0x41, 0x37, 0xa7, 0x44, 0x33, 0xc3, 0x75}),
+      bytes({0x40, 0x40, 0xbb, 0x39, 0xc2, 0xf2, 0x02, 0xea}),
+      bytes({0x3f, 0x41, 0x8b, 0x49, 0xa0, 0x18, 0xa7, 0x4a})};
+  for (const std::string& f : fields) {
+    perftest.write(f);
+    CHECK(perftest.read(8).size() == 8);  // the server's answer, which perftest ignores
+  }
+  t.join();
+  REQUIRE(hs.is_ok());
+  CHECK(got.qpn == 0x222);
+  CHECK(got.rkey == 0x1234);
+  CHECK(got.vaddr == 0x7f0000001000);
+  REQUIRE(rep.is_ok());
+  CHECK(report.size == 65536);
+  CHECK(report.iterations == 100);
+  CHECK(report.bw_peak == Approx(34.43).epsilon(1e-3));
+  CHECK(report.bw_avg == Approx(33.46).epsilon(1e-3));
+  CHECK(report.msg_rate == Approx(0.000535).epsilon(1e-2));
 }
 
 TEST_CASE("signs of life without progress do not hold a waiting side past its timeout", "[oob]") {

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "oob_protocol.h"
 
+#include <endian.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cinttypes>
 #include <cstdio>
 #include <chrono>
@@ -273,28 +276,113 @@ Status OobSession::recv_tagged(uint32_t t, void* body, size_t len, uint32_t time
   return ch_.recv_all(body, len, timeout_ms_);
 }
 
-Status OobSession::hello() {
+Result<PeerKind> OobSession::hello() {
   char mine[16] = {};
-  std::memcpy(mine, kProtocolHello, sizeof kProtocolHello);
+  std::memcpy(mine, kPerftestVersion, sizeof kPerftestVersion - 1);
+  std::memcpy(mine + sizeof kPerftestVersion, kRnicperfMark, sizeof kRnicperfMark - 1);
   char theirs[16] = {};
-  auto check = [&]() -> Status {
-    if (std::memcmp(mine, theirs, sizeof mine) != 0) {
-      std::string shown;
-      for (char c : theirs) shown += (c >= 0x20 && c < 0x7f) ? c : '.';
-      return Status::error(Errc::protocol_error,
-                           "%s does not speak rnicperf's protocol (hello '%s', expected '%s')",
-                           ch_.peer().c_str(), shown.c_str(), kProtocolHello);
-    }
-    return Status::ok();
+  const auto classify = [&]() -> Result<PeerKind> {
+    if (std::memcmp(theirs, mine, sizeof mine) == 0) return PeerKind::rnicperf;
+    char version[17] = {};
+    std::memcpy(version, theirs, sizeof theirs);
+    const double v = std::atof(version);
+    if (std::memchr(theirs, 0, sizeof theirs) && v >= 5.70) return PeerKind::perftest;
+    std::string shown;
+    for (char c : theirs) shown += (c >= 0x20 && c < 0x7f) ? c : '.';
+    return Status::error(Errc::protocol_error,
+                         "%s speaks neither rnicperf's nor perftest's exchange (first 16 bytes "
+                         "'%s'; perftest sends its version, 5.70 or later)",
+                         ch_.peer().c_str(), shown.c_str());
   };
   if (client_) {
     if (Status s = ch_.send_all(mine, sizeof mine, timeout_ms_); !s) return s;
     if (Status s = ch_.recv_all(theirs, sizeof theirs, timeout_ms_); !s) return s;
-    return check();
+    return classify();
   }
   if (Status s = ch_.recv_all(theirs, sizeof theirs, timeout_ms_); !s) return s;
+  Result<PeerKind> kind = classify();
+  if (!kind) return kind;
+  if (*kind == PeerKind::perftest)
+    std::memset(mine + sizeof kPerftestVersion, 0, sizeof mine - sizeof kPerftestVersion);
   if (Status s = ch_.send_all(mine, sizeof mine, timeout_ms_); !s) return s;
-  return check();
+  return kind;
+}
+
+Status OobSession::swap(const void* mine, void* theirs, size_t len, uint32_t timeout_ms) {
+  if (timeout_ms == 0) timeout_ms = timeout_ms_;
+  if (client_) {
+    if (Status s = ch_.send_all(mine, len, timeout_ms_); !s) return s;
+    return ch_.recv_all(theirs, len, timeout_ms);
+  }
+  if (Status s = ch_.recv_all(theirs, len, timeout_ms); !s) return s;
+  return ch_.send_all(mine, len, timeout_ms_);
+}
+
+Status OobSession::perftest_sys_data(uint32_t* cycle_buffer, uint32_t* cache_line) {
+  for (uint32_t* v : {cycle_buffer, cache_line}) {
+    const uint32_t mine = htobe32(*v);
+    uint32_t theirs = 0;
+    if (Status s = swap(&mine, &theirs, 4, 0); !s) return s;
+    *v = std::max(*v, be32toh(theirs));
+  }
+  return Status::ok();
+}
+
+Status OobSession::perftest_mtu(uint8_t local_code, uint8_t* negotiated_code) {
+  const char mine[2] = {static_cast<char>('0' + local_code), 0};
+  char theirs[2] = {};
+  if (Status s = swap(mine, theirs, 2, 0); !s) return s;
+  const int remote = theirs[0] - '0';
+  // perftest keeps its own MTU when the peer's is not a valid code (check_mtu).
+  *negotiated_code = (theirs[1] == 0 && remote >= 1 && remote <= 5)
+                         ? static_cast<uint8_t>(std::min<int>(local_code, remote))
+                         : local_code;
+  return Status::ok();
+}
+
+Status OobSession::perftest_handshake(const PeerRecord& local, PeerRecord* remote,
+                                      uint32_t timeout_ms) {
+  const std::string mine = encode_record(local);
+  char theirs[kPeerRecordSize] = {};
+  if (Status s = swap(mine.data(), theirs, kPeerRecordSize, timeout_ms); !s) return s;
+  Result<PeerRecord> r = decode_record(theirs, kPeerRecordSize);
+  if (!r) return r.status();
+  *remote = *r;
+  return Status::ok();
+}
+
+Status OobSession::perftest_reports(const BandwidthResult& local, BandwidthResult* remote,
+                                    uint32_t timeout_ms) {
+  const auto bits = [](double d) {
+    uint64_t u;
+    std::memcpy(&u, &d, 8);
+    return u;
+  };
+  const uint64_t mine[5] = {local.size, local.iterations, bits(local.bw_peak),
+                            bits(local.bw_avg), bits(local.msg_rate)};
+  uint64_t theirs[5] = {};
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t out = htobe64(mine[i]);
+    uint64_t in = 0;
+    if (Status s = swap(&out, &in, 8, timeout_ms); !s) return s;
+    theirs[i] = be64toh(in);
+  }
+  remote->size = theirs[0];
+  remote->iterations = theirs[1];
+  std::memcpy(&remote->bw_peak, &theirs[2], 8);
+  std::memcpy(&remote->bw_avg, &theirs[3], 8);
+  std::memcpy(&remote->msg_rate, &theirs[4], 8);
+  return Status::ok();
+}
+
+Status OobSession::perftest_done() {
+  static const char kDone[] = "done";
+  if (Status s = ch_.send_all(kDone, sizeof kDone, timeout_ms_); !s) return s;
+  // perftest writes its own "done" as it closes. Reading it first keeps this end from closing
+  // on unread bytes, whose reset could reach perftest before its write and fail it (EPIPE).
+  char theirs[sizeof kDone];
+  (void)ch_.recv_all(theirs, sizeof theirs, 2000);
+  return Status::ok();
 }
 
 Status OobSession::negotiate(const TestParams& local, TestParams* remote,

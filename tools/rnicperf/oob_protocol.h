@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What the two ends say over the control channel, in order (perftest_communication.c):
-//  1. a 16-byte hello with the protocol version ("rnicperf/1");
+//  1. a 16-byte hello: perftest's version field ("6.06", NUL-padded) with rnicperf's mark
+//     after the version's NUL. perftest reads the version (atof) and ignores the rest; two
+//     rnicperf ends see each other's mark and go on with rnicperf's exchange below. Against a
+//     perftest peer, rnicperf speaks perftest's own exchange instead (perftest_peer.cc and the
+//     perftest_* calls below), so a perftest peer never sees anything of rnicperf's;
 //  2. the parameter-negotiation record: both ends send theirs and both compare, so a
 //     mismatch is reported on both sides ("parameter mismatch: test local=write_lat
 //     remote=read_lat"); the MTU is negotiated down to the smaller one;
@@ -22,7 +26,9 @@
 
 namespace rnicperf {
 
-inline constexpr char kProtocolHello[16] = "rnicperf/2";
+inline constexpr char kPerftestVersion[] = "6.06";  // what Debian's perftest 4.5 sends
+inline constexpr char kRnicperfMark[] = "rnicperf/3";
+enum class PeerKind : uint8_t { rnicperf, perftest };
 
 // The parameters both ends must agree on (and the MTU, which they negotiate).
 struct TestParams {
@@ -70,7 +76,10 @@ class OobSession {
   OobSession(OobChannel channel, bool client, uint32_t timeout_ms)
       : ch_(std::move(channel)), client_(client), timeout_ms_(timeout_ms) {}
 
-  rnicdv::Status hello();
+  // The 16-byte versions; says whether the peer is rnicperf or perftest (5.70 or later, as
+  // perftest's check_version_compatibility requires). A server answers a perftest client
+  // with perftest's version alone.
+  rnicdv::Result<PeerKind> hello();
   // Sends ours, receives theirs; Errc::invalid_argument "parameter mismatch: ..." on either
   // side when they differ. On success `*negotiated_mtu` is the smaller MTU.
   rnicdv::Status negotiate(const TestParams& local, TestParams* remote, uint32_t* negotiated_mtu);
@@ -93,11 +102,29 @@ class OobSession {
   // they grew).
   rnicdv::Status send_alive(uint64_t progress);
 
+  // ---- perftest's exchange (perftest_communication.c at 4.5-0.17), after hello(). Each
+  // message is one write of a fixed size; the client writes first, the server reads first.
+  // check_sys_data: page size and cache-line size, big-endian int32; both keep the larger.
+  rnicdv::Status perftest_sys_data(uint32_t* cycle_buffer, uint32_t* cache_line);
+  // check_mtu: the ibv_mtu code as one ASCII digit and a NUL; both keep the smaller.
+  rnicdv::Status perftest_mtu(uint8_t local_code, uint8_t* negotiated_code);
+  // ctx_hand_shake: the 108-byte records, ours out and theirs in; also every barrier.
+  rnicdv::Status perftest_handshake(const PeerRecord& local, PeerRecord* remote,
+                                    uint32_t timeout_ms = 0);
+  // xchg_bw_reports: size, iterations, peak, average and message rate, each 8 bytes
+  // big-endian (doubles byte-swapped as integers), one exchange each.
+  rnicdv::Status perftest_reports(const BandwidthResult& local, BandwidthResult* remote,
+                                  uint32_t timeout_ms = 0);
+  // ctx_close_connection's last word: "done" and its NUL; perftest never reads it.
+  rnicdv::Status perftest_done();
+
   OobChannel& channel() { return ch_; }
   bool is_client() const { return client_; }
   uint32_t timeout_ms() const { return timeout_ms_; }
 
  private:
+  // One perftest exchange: the client sends then receives, the server the other way round.
+  rnicdv::Status swap(const void* mine, void* theirs, size_t len, uint32_t timeout_ms);
   rnicdv::Status send_tagged(uint32_t tag, const void* body, size_t len);
   rnicdv::Status recv_tagged(uint32_t tag, void* body, size_t len, uint32_t timeout_ms);
   OobChannel ch_;

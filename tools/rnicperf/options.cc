@@ -268,7 +268,8 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return number(0, 255, opts.gid_index);
     case Opt::dont_xchg_versions:
     case Opt::mr_per_qp:
-      // rnicperf exchanges no version string, and registers one region per QP already.
+      // The versions are always exchanged (perftest 4.5 stops without them, and they tell an
+      // rnicperf peer from perftest); one region per QP is rnicperf's layout already.
       return Status::ok();
     case Opt::use_hugepages:
       opts.use_hugepages = true;
@@ -574,7 +575,7 @@ Options (perftest's names and defaults):
       --use_hugepages       Buffers on 2 MiB huge pages (fails if none are free)
       --perform_warm_up     Write, read, atomic bandwidth: one TX depth of posts first,
                             not measured
-      --dont_xchg_versions  Accepted: no version string is exchanged anyway
+      --dont_xchg_versions  Accepted; versions are exchanged anyway (perftest 4.5 needs them)
       --mr_per_qp           Accepted: every QP has its own memory region anyway
       --out_json            Save the report as JSON (default file perftest_out.json)
       --out_json_file=<f>   Name of the JSON report file (implies --out_json)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "session.h"
+#include "session_impl.h"
 
 #include <atomic>
 #include <cstring>
@@ -24,80 +25,7 @@ namespace rnicperf {
 using rnicdv::Errc;
 using rnicdv::Status;
 
-namespace {
-
-// Barrier numbers: each step of the run has its own, so a lost step is caught.
-constexpr uint32_t kConnected = 1;
-constexpr uint32_t kSizeBase = 100;
-constexpr uint32_t kFinished = 0xfffffff0;
-
-std::vector<uint64_t> sizes_of(const Options& o) {
-  std::vector<uint64_t> sizes;
-  if (!o.all_sizes) {
-    sizes.push_back(o.size);
-    return sizes;
-  }
-  for (uint64_t s = 2; s <= o.sweep_max; s *= 2) sizes.push_back(s);
-  return sizes;
-}
-
-class Session {
- public:
-  explicit Session(SessionSetup& setup) : s_(setup), o_(setup.options), clock_(Clock::get()) {}
-  Status run();
-  // Tells the peer why this side stops, so that it does not wait for a timeout.
-  void abort(const std::string& why) {
-    if (oob_) oob_->send_abort(why);
-  }
-
- private:
-  Status connect_control();
-  Status run_size(RunContext& c, size_t index);
-  Status latency_size(RunContext& c);
-  Status bandwidth_size(RunContext& c);
-  void print(const std::string& text) {
-    if (s_.quiet || o_.output != Options::Output::full) return;
-    std::fputs(text.c_str(), s_.out);
-    std::fflush(s_.out);
-  }
-  // --output: the one number perftest prints per size instead of the tables ("%lf").
-  void print_value(Options::Output what, double value) {
-    if (s_.quiet || o_.output != what) return;
-    std::fprintf(s_.out, "%lf\n", value);
-    std::fflush(s_.out);
-  }
-  void print_bandwidth(const BandwidthResult& r) {
-    print(format_bandwidth_row(r, unit_));
-    print_value(Options::Output::bandwidth, r.bw_avg);
-    print_value(Options::Output::message_rate, r.msg_rate);
-  }
-  bool initiator() const { return s_.client || o_.bidirectional; }
-  // The peer waits on the control channel while this side measures.
-  bool peer_is_passive() const {
-    if (!s_.client || o_.bidirectional) return false;
-    if (o_.test.kind == Kind::latency)
-      return o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
-    return o_.test.verb != Verb::send;
-  }
-  bool this_is_passive() const {
-    if (s_.client || o_.bidirectional) return false;
-    if (o_.test.kind == Kind::latency)
-      return o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
-    return o_.test.verb != Verb::send;
-  }
-
-  SessionSetup& s_;
-  Options& o_;
-  const Clock& clock_;
-  std::unique_ptr<TestEndpoint> ep_;
-  std::unique_ptr<OobSession> oob_;
-  std::optional<rnicdv::Connection> conn_;  // -R; destroyed before the endpoint's QPs
-  JsonReport json_;
-  HeaderInfo header_;
-  BwUnit unit_ = BwUnit::mib_per_sec;
-  std::vector<uint64_t> tposted_, tcompleted_, deltas_;
-  std::atomic<uint64_t> progress_{0};
-};
+namespace detail {
 
 Status Session::connect_control() {
   const uint32_t timeout_ms = o_.timeout_s * 1000u;
@@ -140,7 +68,9 @@ Status Session::run() {
   ep_ = std::move(ep.value());
 
   if (Status st = connect_control(); !st) return st;
-  if (Status st = oob_->hello(); !st) return st;
+  Result<PeerKind> peer = oob_->hello();
+  if (!peer) return peer.status();
+  if (*peer == PeerKind::perftest) return run_with_perftest();
   TestParams remote;
   uint32_t mtu = 0;
   if (Status st = oob_->negotiate(params_from_options(o_, ep_->mtu_bytes(o_)), &remote, &mtu); !st)
@@ -148,33 +78,8 @@ Status Session::run() {
   if (!s_.client) o_.early_post = remote.early_post;  // the client chooses
 
   const std::vector<uint64_t> sizes = sizes_of(o_);
-  const bool receives = o_.test.verb == Verb::send &&
-                        (o_.test.kind == Kind::latency || !s_.client || o_.bidirectional);
   const uint32_t early_recvs = (!s_.client && o_.test.verb == Verb::send) ? 2 * o_.early_post : 0;
-  if (Status st = ep_->create(o_, sizes.back(), receives, early_recvs); !st) return st;
-
-  header_.test = o_.test;
-  header_.bidirectional = o_.bidirectional;
-  header_.initiator = initiator();
-  header_.server = !s_.client;
-  header_.num_qps = o_.num_qps;
-  header_.tx_depth = o_.tx_depth;
-  header_.post_list = o_.post_list;
-  header_.rx_depth = ep_->rx_depth();
-  header_.cq_mod = o_.cq_mod;
-  header_.mtu_bytes = mtu;
-  header_.rdma_cm = o_.rdma_cm;
-  header_.events = o_.use_event;
-  header_.duration_mode = o_.duration_s > 0;
-  header_.clock = clock_.description();
-  ep_->describe(&header_);
-  if (s_.client && o_.early_post) {
-    header_.early_post =
-        std::to_string(o_.early_post) + (o_.test.verb == Verb::send ? " sends" : " writes") +
-        " in RTR (withheld " + rnicdv::early_post_name(ep_->qp(0).early_post()) + ")";
-  }
-  json_.set_header(header_, s_.client ? "client" : "server", unit_);
-  print(format_header(header_));
+  if (Status st = create_endpoint(sizes.back(), early_recvs, mtu); !st) return st;
 
   std::vector<PeerRecord> remote_records;
   if (Status st = oob_->exchange_records(ep_->local_records(), &remote_records); !st) return st;
@@ -185,32 +90,8 @@ Status Session::run() {
   } else if (Status st = ep_->connect(remote_records, mtu, early && s_.client); !st) {
     return st;
   }
-  std::vector<AddressInfo> local_addr, remote_addr;
-  for (size_t i = 0; i < ep_->num_qps(); ++i) {
-    local_addr.push_back(ep_->local_address(i));
-    remote_addr.push_back(ep_->remote_address(i));
-    print(format_address("local", o_.test.verb, local_addr.back()));
-  }
-  for (const auto& a : remote_addr) print(format_address("remote", o_.test.verb, a));
-  json_.set_addresses(local_addr, remote_addr);
-  print(result_line());
-
-  // Sample storage, sized once for the largest run: nothing is allocated inside the loops.
-  const uint64_t total = o_.duration_s ? 0 : o_.iterations * o_.num_qps;
-  tposted_.assign(o_.test.kind == Kind::latency ? total : (o_.no_peak ? 0 : total), 0);
-  tcompleted_.assign(o_.test.kind == Kind::bandwidth && !o_.no_peak ? total : 0, 0);
-  deltas_.reserve(total);
-
-  RunContext base{*ep_,
-                  o_,
-                  clock_,
-                  *oob_,
-                  sizes.front(),
-                  o_.iterations,
-                  tposted_,
-                  tcompleted_,
-                  static_cast<uint64_t>(clock_.ticks_per_sec() * o_.timeout_s),
-                  &progress_};
+  print_addresses();
+  RunContext base = base_context(sizes.front());
   EarlyPostResult early_result;
   if (early) {
     Status st = s_.client ? run_early_post_client(base, o_.early_post, &early_result)
@@ -253,6 +134,66 @@ Status Session::run() {
   return Status::ok();
 }
 
+Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_t mtu) {
+  const bool receives = o_.test.verb == Verb::send &&
+                        (o_.test.kind == Kind::latency || !s_.client || o_.bidirectional);
+  if (Status st = ep_->create(o_, max_size, receives, early_recvs); !st) return st;
+  header_.test = o_.test;
+  header_.bidirectional = o_.bidirectional;
+  header_.initiator = initiator();
+  header_.server = !s_.client;
+  header_.num_qps = o_.num_qps;
+  header_.tx_depth = o_.tx_depth;
+  header_.post_list = o_.post_list;
+  header_.rx_depth = ep_->rx_depth();
+  header_.cq_mod = o_.cq_mod;
+  header_.mtu_bytes = mtu;
+  header_.rdma_cm = o_.rdma_cm;
+  header_.events = o_.use_event;
+  header_.duration_mode = o_.duration_s > 0;
+  header_.clock = clock_.description();
+  ep_->describe(&header_);
+  if (s_.client && o_.early_post) {
+    header_.early_post =
+        std::to_string(o_.early_post) + (o_.test.verb == Verb::send ? " sends" : " writes") +
+        " in RTR (withheld " + rnicdv::early_post_name(ep_->qp(0).early_post()) + ")";
+  }
+  json_.set_header(header_, s_.client ? "client" : "server", unit_);
+  print(format_header(header_));
+
+  return Status::ok();
+}
+
+void Session::print_addresses() {
+  std::vector<AddressInfo> local_addr, remote_addr;
+  for (size_t i = 0; i < ep_->num_qps(); ++i) {
+    local_addr.push_back(ep_->local_address(i));
+    remote_addr.push_back(ep_->remote_address(i));
+    print(format_address("local", o_.test.verb, local_addr.back()));
+  }
+  for (const auto& a : remote_addr) print(format_address("remote", o_.test.verb, a));
+  json_.set_addresses(local_addr, remote_addr);
+  print(result_line());
+}
+
+RunContext Session::base_context(uint64_t first_size) {
+  // Sample storage, sized once for the largest run: nothing is allocated inside the loops.
+  const uint64_t total = o_.duration_s ? 0 : o_.iterations * o_.num_qps;
+  tposted_.assign(o_.test.kind == Kind::latency ? total : (o_.no_peak ? 0 : total), 0);
+  tcompleted_.assign(o_.test.kind == Kind::bandwidth && !o_.no_peak ? total : 0, 0);
+  deltas_.reserve(total);
+  return RunContext{*ep_,
+                    o_,
+                    clock_,
+                    *oob_,
+                    first_size,
+                    o_.iterations,
+                    tposted_,
+                    tcompleted_,
+                    static_cast<uint64_t>(clock_.ticks_per_sec() * o_.timeout_s),
+                    &progress_};
+}
+
 Status Session::run_size(RunContext& c, size_t index) {
   // Receives first, then the barrier: the peer sends nothing of this size before they are
   // posted.
@@ -276,10 +217,10 @@ Status Session::latency_size(RunContext& c) {
     Status st;
     switch (o_.test.verb) {
       case Verb::write:
-        st = run_write_pingpong(c, s_.client, &run);
+        st = run_write_pingpong(c, pingpong_initiator(), &run);
         break;
       case Verb::send:
-        st = run_send_pingpong(c, s_.client, &run);
+        st = run_send_pingpong(c, pingpong_initiator(), &run);
         break;
       default:
         st = run_one_sided_latency(c, &run);
@@ -381,13 +322,14 @@ Status Session::bandwidth_size(RunContext& c) {
   }
   print_bandwidth(shown);
   json_.add(shown);
+  last_bw_ = shown;
   return Status::ok();
 }
 
-}  // namespace
+}  // namespace detail
 
 Status run_session(SessionSetup& setup) {
-  Session session(setup);
+  detail::Session session(setup);
   Status st = session.run();
   if (!st) session.abort(st.message());
   return st;

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A run against perftest itself: the messages perftest's program of the same test sends in
+// this role (perftest_communication.c and the tests' main() at perftest 4.5-0.17, Debian's
+// perftest 4.5), in the same order, sizes and formats, so that rnicperf and ib_write_lat,
+// ib_read_lat, ib_write_bw or ib_send_bw measure against each other, either one the server.
+//
+//   prologue   versions (hello), page and cache-line sizes, MTU code. perftest 4.5 cannot run
+//              without its versions (with --dont_xchg_versions it stops: "not compatible
+//              with versions older than 5.70"), so rnicperf always sends them
+//   records    the 108-byte record at every handshake: 1 before the QPs connect (bandwidth)
+//              or 2 (latency), then 2 more (the addresses are printed after the first)
+//   write_lat  nothing more: the server writes first, each write's last byte is its number
+//   read_lat   the server waits in a last handshake until the client has read; "done"
+//   write_bw   the server waits in a handshake until the client has written; the client's
+//              last row goes over as 5 x 8 bytes, the server prints it; a handshake; "done"
+//   send_bw    a handshake once the receives are posted (per size with -a, and one after
+//              each size then), a last handshake; "done"
+//
+// Nothing is negotiated, as between two perftest ends: both are given the same size (or -a)
+// and iterations. perftest's exchange has no room for rnicperf's extras (early posting,
+// first reply), nor for -b, -D, -q and -R, which perftest exchanges differently.
+#include "bandwidth_loops.h"
+#include "latency_loops.h"
+#include "session_impl.h"
+
+namespace rnicperf::detail {
+
+namespace {
+
+// perftest waits without limit while its peer measures; rnicperf waits up to a day.
+constexpr uint32_t kMeasureWaitMs = 24u * 3600 * 1000;
+
+uint8_t mtu_code_of(uint32_t bytes) {
+  uint8_t code = 1;
+  while (code < 5 && (128u << code) < bytes) ++code;
+  return code;
+}
+
+Status check_supported(const Options& o) {
+  const char* name = test_name(o.test);
+  const bool lat = o.test.kind == Kind::latency, bw = !lat;
+  const bool test_ok = (lat && (o.test.verb == Verb::write || o.test.verb == Verb::read)) ||
+                       (bw && (o.test.verb == Verb::write || o.test.verb == Verb::send));
+  const auto refuse = [&](const char* what) {
+    return Status::error(Errc::invalid_argument,
+                         "%s: the peer is perftest, whose exchange has no room for %s (it needs "
+                         "an rnicperf peer)",
+                         name, what);
+  };
+  if (!test_ok)
+    return Status::error(Errc::invalid_argument,
+                         "%s: the peer is perftest; rnicperf speaks perftest's exchange for "
+                         "write_lat, read_lat, write_bw and send_bw",
+                         name);
+  if (o.bidirectional) return refuse("-b");
+  if (o.duration_s) return refuse("-D");
+  if (o.num_qps != 1) return refuse("-q");
+  if (o.rdma_cm) return refuse("-R (perftest's -R exchanges over rdma_cm, not TCP)");
+  if (o.early_post) return refuse("--early-post");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Session::run_with_perftest() {
+  perftest_peer_ = true;
+  if (Status st = check_supported(o_); !st) return st;
+  // rnicperf's buffers do not depend on the page and cache-line sizes; the MTU does matter.
+  uint32_t cycle_buffer = 4096, cache_line = 64;
+  if (Status st = oob_->perftest_sys_data(&cycle_buffer, &cache_line); !st) return st;
+  uint8_t code = 0;
+  if (Status st = oob_->perftest_mtu(mtu_code_of(ep_->mtu_bytes(o_)), &code); !st) return st;
+  const uint32_t mtu = 128u << code;
+  const std::vector<uint64_t> sizes = sizes_of(o_);
+  if (Status st = create_endpoint(sizes.back(), 0, mtu); !st) return st;
+
+  const PeerRecord mine = ep_->local_records()[0];
+  PeerRecord theirs;
+  const auto handshake = [&](uint32_t wait_ms = 0) {
+    return oob_->perftest_handshake(mine, &theirs, wait_ms);
+  };
+  // The QPN, PSN and GID come from the last handshake before the QPs connect; perftest sends
+  // the same record every time.
+  if (Status st = handshake(); !st) return st;
+  if (o_.test.kind == Kind::latency)
+    if (Status st = handshake(); !st) return st;
+  if (Status st = ep_->connect({theirs}, mtu, false); !st) return st;
+  if (Status st = handshake(); !st) return st;
+  print_addresses();
+  if (Status st = handshake(); !st) return st;
+  if (Status st = ep_->set_remote({theirs}); !st) return st;
+
+  RunContext base = base_context(sizes.front());
+  Status st;
+  if (o_.test.kind == Kind::latency)
+    st = perftest_latency(sizes, base);
+  else if (o_.test.verb == Verb::write)
+    st = perftest_write_bw(sizes, base);
+  else
+    st = perftest_send_bw(sizes, base);
+  if (!st) return st;
+  if (o_.use_event) json_.set_completion_events(ep_->events_taken());
+  if (o_.out_json && !s_.quiet)
+    if (Status js = json_.write(o_.json_path); !js) return js;
+  return Status::ok();
+}
+
+Status Session::perftest_latency(const std::vector<uint64_t>& sizes, RunContext& base) {
+  const PeerRecord mine = ep_->local_records()[0];
+  PeerRecord theirs;
+  if (o_.test.verb == Verb::read && !s_.client) {
+    // The READ server only answers: it waits in the closing handshake until the client is done.
+    if (Status st = oob_->perftest_handshake(mine, &theirs, kMeasureWaitMs); !st) return st;
+    return oob_->perftest_done();
+  }
+  print(latency_table_header());
+  for (uint64_t size : sizes) {
+    RunContext c = base;
+    c.size = size;
+    progress_.store(0, std::memory_order_relaxed);
+    if (Status st = latency_size(c); !st) return st;
+  }
+  print(result_line());
+  if (o_.test.verb == Verb::write) return Status::ok();  // perftest's write_lat just exits
+  if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+  return oob_->perftest_done();
+}
+
+Status Session::perftest_write_bw(const std::vector<uint64_t>& sizes, RunContext& base) {
+  const PeerRecord mine = ep_->local_records()[0];
+  PeerRecord theirs;
+  print(bandwidth_table_header(unit_));
+  if (s_.client) {
+    for (uint64_t size : sizes) {
+      RunContext c = base;
+      c.size = size;
+      progress_.store(0, std::memory_order_relaxed);
+      if (Status st = bandwidth_size(c); !st) return st;
+    }
+    print(result_line());
+    if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+    BandwidthResult server_report;  // perftest's server sends one it never filled
+    if (Status st = oob_->perftest_reports(last_bw_, &server_report); !st) return st;
+  } else {
+    // The WRITE server does nothing while the client writes; it prints the client's last row.
+    if (Status st = oob_->perftest_handshake(mine, &theirs, kMeasureWaitMs); !st) return st;
+    BandwidthResult client_report;
+    if (Status st = oob_->perftest_reports(BandwidthResult{}, &client_report); !st) return st;
+    print_bandwidth(client_report);
+    json_.add(client_report);
+    print(result_line());
+  }
+  if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+  return oob_->perftest_done();
+}
+
+Status Session::perftest_send_bw(const std::vector<uint64_t>& sizes, RunContext& base) {
+  const PeerRecord mine = ep_->local_records()[0];
+  PeerRecord theirs;
+  print(bandwidth_table_header(unit_));
+  for (uint64_t size : sizes) {
+    RunContext c = base;
+    c.size = size;
+    // The server's receives are posted before it answers this handshake: the client sends
+    // as soon as it has the answer.
+    if (!s_.client)
+      if (Status st = ep_->refill_receives(); !st) return st;
+    if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+    progress_.store(0, std::memory_order_relaxed);
+    if (Status st = bandwidth_size(c); !st) return st;
+    if (o_.all_sizes)
+      if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+  }
+  print(result_line());
+  if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+  return oob_->perftest_done();
+}
+
+}  // namespace rnicperf::detail

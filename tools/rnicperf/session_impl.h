@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The session's state and steps, shared by its two flows: with an rnicperf peer (session.cc:
+// rnicperf's exchange, with negotiation, barriers and the early-post extras) and with a
+// perftest peer (perftest_peer.cc: perftest's exchange, message for message).
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clock.h"
+#include "endpoint.h"
+#include "oob_protocol.h"
+#include "report.h"
+#include "report_json.h"
+#include "run_context.h"
+#include "session.h"
+#include "stats.h"
+
+namespace rnicperf::detail {
+
+using rnicdv::Errc;
+using rnicdv::Result;
+using rnicdv::Status;
+
+// Barrier numbers: each step of the run has its own, so a lost step is caught.
+inline constexpr uint32_t kConnected = 1;
+inline constexpr uint32_t kSizeBase = 100;
+inline constexpr uint32_t kFinished = 0xfffffff0;
+
+inline std::vector<uint64_t> sizes_of(const Options& o) {
+  std::vector<uint64_t> sizes;
+  if (!o.all_sizes) {
+    sizes.push_back(o.size);
+    return sizes;
+  }
+  for (uint64_t s = 2; s <= o.sweep_max; s *= 2) sizes.push_back(s);
+  return sizes;
+}
+
+class Session {
+ public:
+  explicit Session(SessionSetup& setup) : s_(setup), o_(setup.options), clock_(Clock::get()) {}
+  Status run();
+  // Tells the peer why this side stops, so that it does not wait for a timeout.
+  void abort(const std::string& why) {
+    if (oob_ && !perftest_peer_) oob_->send_abort(why);
+  }
+
+ private:
+  Status connect_control();
+  // Creates the QPs and their memory for sizes up to `max_size`, fills and prints the header.
+  Status create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_t mtu);
+  void print_addresses();
+  RunContext base_context(uint64_t first_size);
+  // The run against a perftest peer (perftest_peer.cc), after the versions.
+  Status run_with_perftest();
+  Status perftest_latency(const std::vector<uint64_t>& sizes, RunContext& base);
+  Status perftest_write_bw(const std::vector<uint64_t>& sizes, RunContext& base);
+  Status perftest_send_bw(const std::vector<uint64_t>& sizes, RunContext& base);
+  // In write_lat the perftest server writes first; between rnicperf ends the client does.
+  bool pingpong_initiator() const { return perftest_peer_ ? !s_.client : s_.client; }
+  Status run_size(RunContext& c, size_t index);
+  Status latency_size(RunContext& c);
+  Status bandwidth_size(RunContext& c);
+  void print(const std::string& text) {
+    if (s_.quiet || o_.output != Options::Output::full) return;
+    std::fputs(text.c_str(), s_.out);
+    std::fflush(s_.out);
+  }
+  // --output: the one number perftest prints per size instead of the tables ("%lf").
+  void print_value(Options::Output what, double value) {
+    if (s_.quiet || o_.output != what) return;
+    std::fprintf(s_.out, "%lf\n", value);
+    std::fflush(s_.out);
+  }
+  void print_bandwidth(const BandwidthResult& r) {
+    print(format_bandwidth_row(r, unit_));
+    print_value(Options::Output::bandwidth, r.bw_avg);
+    print_value(Options::Output::message_rate, r.msg_rate);
+  }
+  bool initiator() const { return s_.client || o_.bidirectional; }
+  // The peer waits on the control channel while this side measures.
+  bool peer_is_passive() const {
+    if (!s_.client || o_.bidirectional || perftest_peer_) return false;
+    if (o_.test.kind == Kind::latency)
+      return o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
+    return o_.test.verb != Verb::send;
+  }
+  bool this_is_passive() const {
+    if (s_.client || o_.bidirectional) return false;
+    if (o_.test.kind == Kind::latency)
+      return o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
+    return o_.test.verb != Verb::send;
+  }
+
+  SessionSetup& s_;
+  Options& o_;
+  const Clock& clock_;
+  std::unique_ptr<TestEndpoint> ep_;
+  std::unique_ptr<OobSession> oob_;
+  std::optional<rnicdv::Connection> conn_;  // -R; destroyed before the endpoint's QPs
+  JsonReport json_;
+  HeaderInfo header_;
+  BwUnit unit_ = BwUnit::mib_per_sec;
+  std::vector<uint64_t> tposted_, tcompleted_, deltas_;
+  std::atomic<uint64_t> progress_{0};
+  BandwidthResult last_bw_;     // the last row printed (what perftest's xchg_bw_reports sends)
+  bool perftest_peer_ = false;  // the peer speaks perftest's exchange: no rnicperf messages
+};
+
+}  // namespace rnicperf::detail
