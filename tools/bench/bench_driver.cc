@@ -774,8 +774,8 @@ void scale_poll_cases(const Options& o, std::vector<Record>* out) {
 // beside the same for the first 32 QPs of a fresh device (what memory_per_qp measures).
 // Everything the QP costs in this process counts: the driver's QP and its rings, and the
 // simulated device's own state for it (a real device keeps that in its memory instead).
-void scale_memory_cases(const Options& o, std::vector<Record>* out) {
-  const uint32_t many = o.smoke ? 64 : 1024, few = o.smoke ? 8 : 32;
+void scale_memory_cases(std::vector<Record>* out) {
+  const uint32_t many = 1024, few = 32;
   sim::FabricConfig fc;
   fc.mode = sim::ExecMode::deterministic;
   fc.wire = sim::WireKind::inproc;
@@ -839,7 +839,7 @@ int main(int argc, char** argv) {
   if (o.wants("poll")) poll_cases(o, &records);
   if (o.wants("memory") && !o.callgrind) memory_cases(o, &records);
   if (o.wants("scale")) scale_poll_cases(o, &records);
-  if (o.wants("scale") && !o.callgrind) scale_memory_cases(o, &records);
+  if (o.wants("scale") && !o.callgrind) scale_memory_cases(&records);
   bench::print_records(records, stdout);
   return 0;
 }

@@ -4,7 +4,8 @@
 
     run.py --builddir DIR [--smoke] [--no-callgrind] [--uverbs-shim SO] [--out FILE]
 
-Runs, from DIR: tools/bench/rnicdv-bench-driver (post path, flush, completions, memory),
+Runs, from DIR: tools/bench/rnicdv-bench-driver (post path, flush, completions, memory, many
+QPs on one CQ), tools/bench/rnicdv-bench-cm (connection set-up through the CM),
 tools/bench/rnicdv-bench-libmlx5 with the uverbs shim (SO, default
 DIR/hw/uverbs/librnicdv-uverbs.so) preloaded (rnicdv's post path beside the unmodified
 libmlx5's), both again under callgrind for instructions per operation (when valgrind is
@@ -39,6 +40,10 @@ FLUSH_CASES = [f"flush_{k}_{n}" for k in ("in_place", "shadow") for n in (1, 64,
 POLL_CASES = ["poll_1", "poll_batch_16"]
 LEAN_POLL_CASES = ["poll_1_lean", "poll_batch_16_lean"]
 MEMORY_CASES = ["memory_per_qp_128x128", "memory_per_cq_256", "memory_per_device"]
+# Many QPs (rnicdv-bench-driver's scale group) and many connections (rnicdv-bench-cm).
+SCALE_CASES = ["poll_cqe_64qp", "poll_cqe_1024qp", "memory_per_connected_qp_1024"]
+CM_CASES = ["cm_setup_us_per_connection_1000", "cm_connections_per_sec_1000",
+            "cm_setup_p50_us_1000", "cm_setup_p99_us_1000"]
 FABRIC_CASES = ["fabric_inproc_write_lat_8", "fabric_udp_write_lat_8",
                 "fabric_inproc_write_rate_64_pl32"]
 # The simulated HCA after idle periods (rnicdv-bench-sim-idle) and early posting's value on a
@@ -63,7 +68,8 @@ TARGETS = {**{c: 1.3 for c in POST_CASES + TYPED_CASES},
            "post_write_1sge_libmlx5_instr": 0.6, "post_write_typed_libmlx5_instr": 0.3,
            **{f"flush_in_place_{n}{s}": 2.0 for n in (1, 64, 4096) for s in ("", "_instr")},
            **{f"flush_shadow_{n}{s}": 1.3 for n in (1, 64, 4096) for s in ("", "_instr")},
-           "fabric_inproc_write_lat_8": 1.5, "fabric_udp_write_lat_8": 1.5}
+           "fabric_inproc_write_lat_8": 1.5, "fabric_udp_write_lat_8": 1.5,
+           "poll_cqe_64qp": 1.2, "poll_cqe_1024qp": 1.2}
 
 
 class BenchError(Exception):
@@ -96,7 +102,7 @@ def record(name, value, unit, baseline_name=None, baseline_value=None):
 
 def driver_records(builddir, smoke):
     exe = os.path.join(builddir, "tools/bench/rnicdv-bench-driver")
-    say("post path, flush, completions, memory")
+    say("post path, flush, completions, memory, many QPs")
     raw = json.loads(run([exe] + (["--smoke"] if smoke else [])))
     # The ratio again from the printed figures, so that it is exactly value / baseline_value.
     return [record(r["name"], r["value"], r["unit"], r["baseline_name"], r["baseline_value"])
@@ -275,6 +281,15 @@ def fabric_records(builddir, smoke):
     return out
 
 
+def cm_records(builddir, smoke):
+    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-cm")
+    say("connection set-up through the CM: 1000 connections between two processes, 32 in "
+        "flight, beside one at a time")
+    raw = json.loads(run([exe] + (["--smoke"] if smoke else [])))
+    return [record(r["name"], r["value"], r["unit"], r["baseline_name"], r["baseline_value"])
+            for r in raw]
+
+
 def sim_idle_records(builddir, smoke):
     exe = os.path.join(builddir, "tools/bench/rnicdv-bench-sim-idle")
     samples = "5" if smoke else "200"
@@ -418,7 +433,8 @@ def main():
         records += fabric_records(args.builddir, args.smoke)
         records += sim_idle_records(args.builddir, args.smoke)
         records += first_reply_records(args.builddir, args.smoke)
-        expected += SIM_IDLE_CASES + FIRST_REPLY_CASES
+        records += cm_records(args.builddir, args.smoke)
+        expected += SIM_IDLE_CASES + FIRST_REPLY_CASES + SCALE_CASES + CM_CASES
         validate(records, expected)
         records = place_libmlx5(records)
     except BenchError as e:

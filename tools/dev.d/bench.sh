@@ -27,7 +27,8 @@ ensure_pkgs "${build_pkgs[@]}" python3 valgrind ibverbs-providers
 configure -Dbuildtype=release -Db_ndebug=true
 say "building the benchmarks in $builddir"
 bench_targets=(tools/bench/rnicdv-bench-driver tools/bench/rnicdv-bench-fabric
-               tools/bench/rnicdv-bench-sim-idle tools/bench/rnicdv-bench-libmlx5 hw/uverbs/librnicdv-uverbs.so tools/rnicperf/rnicperf)
+               tools/bench/rnicdv-bench-sim-idle tools/bench/rnicdv-bench-libmlx5 tools/bench/rnicdv-bench-cm
+               hw/uverbs/librnicdv-uverbs.so tools/rnicperf/rnicperf)
 ninja -C "$builddir" "${bench_targets[@]}" >/dev/null || ninja -C "$builddir" "${bench_targets[@]}"
 say "running the benchmark suite"
 exec python3 "$top/tools/bench/run.py" --builddir "$builddir" "${bench_args[@]}"
