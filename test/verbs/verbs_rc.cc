@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -357,6 +358,29 @@ TEST_CASE("ibv_create_ah gets the destination MAC from the device, or a clear er
   errno = 0;
   CHECK(ibv_create_ah(d.pd, &a) == nullptr);
   CHECK(errno == EINVAL);
+}
+
+TEST_CASE("a UAR page mapped by a direct system call is the page the shim maps") {
+  // UCX's memory hooks patch mmap, so libmlx5's UAR mappings reach the kernel on the command
+  // descriptor without the shim's mmap. The descriptor's own pages are the UAR pages.
+  Device d("rnicsim0");
+  const int fd = d.ctx->cmd_fd;
+  for (const long cmd : {0L, 2L, 3L}) {  // regular, write-combining, non-cached; page 0
+    const off_t off = static_cast<off_t>(cmd << 8) * 4096;
+    void* raw = reinterpret_cast<void*>(
+        syscall(SYS_mmap, nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off));
+    REQUIRE(raw != MAP_FAILED);
+    void* seen = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    REQUIRE(seen != MAP_FAILED);
+    // Offset 0x400: no register of the page (doorbells are at 0x20 and from 0x800).
+    auto* a = static_cast<volatile uint32_t*>(raw) + 0x100;
+    auto* b = static_cast<volatile uint32_t*>(seen) + 0x100;
+    *a = 0x5a5a0000u + static_cast<uint32_t>(cmd);
+    CHECK(*b == 0x5a5a0000u + static_cast<uint32_t>(cmd));
+    *a = 0;
+    CHECK(syscall(SYS_munmap, raw, 4096) == 0);
+    CHECK(munmap(seen, 4096) == 0);
+  }
 }
 
 TEST_CASE("a duplicate of the command descriptor is the same device file") {

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -14,7 +14,9 @@
 #include <rdma/mlx5-abi.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 #include <vector>
 
@@ -87,8 +89,16 @@ int open_uverbs(uint32_t index, int flags) {
     errno = ENODEV;
     return -1;
   }
-  const int fd = ::eventfd(0, (flags & O_CLOEXEC) ? EFD_CLOEXEC : 0);
+  // A memfd: its pages at libmlx5's mmap offsets are the UAR pages (context.h
+  // kCommandFileBytes), however the application reaches mmap.
+  const int fd = ::memfd_create("rnicdv-uverbs-cmd", (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
   if (fd < 0) return -1;
+  if (::ftruncate(fd, static_cast<off_t>(kCommandFileBytes)) != 0) {
+    const int err = errno;
+    libc::close(fd);
+    errno = err;
+    return -1;
+  }
   auto ctx = std::make_shared<Context>();
   ctx->cmd_fd = fd;
   ctx->dev = dev.value();
@@ -148,9 +158,68 @@ int command_ioctl(int fd, unsigned long request, void* arg) {
   return -1;
 }
 
+int64_t uar_page_of_offset(const Context& ctx, uint64_t off) {
+  const uint64_t pgoff = off / kPage;
+  const uint32_t cmd = (pgoff >> 8) & 0xff;
+  const uint32_t idx = static_cast<uint32_t>((pgoff & 0xff) | ((pgoff >> 16) << 8));
+  if (off % kPage != 0) return -1;
+  if (cmd == MLX5_IB_MMAP_ALLOC_WC) return idx < kDynUarPages ? ctx.static_pages + idx : -1;
+  if (cmd == MLX5_IB_MMAP_REGULAR_PAGE || cmd == MLX5_IB_MMAP_WC_PAGE ||
+      cmd == MLX5_IB_MMAP_NC_PAGE)
+    return idx < ctx.static_pages ? idx : -1;
+  return -1;
+}
+
+namespace {
+
+// Gives the device the first mapping of UAR page `idx` (the caller holds ctx.mu).
+Status adopt_uar_page_locked(const std::shared_ptr<Context>& ctx, uint32_t idx, uint8_t* page) {
+  Status st = sim::attach_uar_page(*ctx->dev->dev, page);
+  if (!st) return st;
+  ctx->uar_pages[idx] = page;
+  std::lock_guard<std::mutex> rl(contexts().mu);
+  contexts().by_uar[reinterpret_cast<uintptr_t>(page)] = ctx;
+  contexts().uar_count.fetch_add(1, std::memory_order_release);
+  return Status::ok();
+}
+
+}  // namespace
+
+void adopt_unseen_uar_mappings_locked(Context& ctx) {
+  if (ctx.uar_memfd < 0) return;
+  struct stat st{};
+  if (::syscall(SYS_fstat, ctx.uar_memfd, &st) != 0) return;
+  std::shared_ptr<Context> self;
+  {
+    std::lock_guard<std::mutex> lock(contexts().mu);
+    auto it = contexts().by_fd.find(ctx.cmd_fd);
+    if (it != contexts().by_fd.end()) self = it->second;
+  }
+  if (!self) return;
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (!maps) return;
+  char line[512];
+  while (std::fgets(line, sizeof line, maps)) {
+    unsigned long start = 0, end = 0, inode = 0;
+    unsigned long long offset = 0;
+    char perms[8] = {};
+    unsigned dev_major = 0, dev_minor = 0;
+    if (std::sscanf(line, "%lx-%lx %7s %llx %x:%x %lu", &start, &end, perms, &offset,
+                    &dev_major, &dev_minor, &inode) != 7)
+      continue;
+    if (inode != st.st_ino || perms[3] != 's' || !std::strstr(line, "rnicdv-uverbs-cmd")) continue;
+    const int64_t idx = uar_page_of_offset(ctx, offset);
+    if (idx < 0 || ctx.uar_pages[static_cast<size_t>(idx)]) continue;
+    (void)adopt_uar_page_locked(self, static_cast<uint32_t>(idx),
+                                reinterpret_cast<uint8_t*>(start));
+  }
+  std::fclose(maps);
+}
+
 // libmlx5 maps UAR page `idx` at offset ((cmd << 8) | idx) * page size (mlx5_ib_mmap_cmd:
-// 0 regular, 2 write-combining, 3 non-cached; the same page in each case). The page lives in
-// a memfd, so a second mapping of one index aliases the first, as the hardware page would.
+// 0 regular, 2 write-combining, 3 non-cached, 6 a dynamic page). The command descriptor is
+// the memfd that holds the pages, mapped here at the offset asked for, as the kernel maps it
+// when the application's mmap bypasses the shim.
 void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t off) {
   std::shared_ptr<Context> ctx = context_of(fd);
   if (!ctx) {
@@ -184,21 +253,14 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
     return MAP_FAILED;
   }
   if (dynamic) idx += ctx->static_pages;
-  void* p = libc::mmap(addr, len, prot | PROT_READ | PROT_WRITE, flags, ctx->uar_memfd,
-                       static_cast<off_t>(idx * kPage));
+  void* p = libc::mmap(addr, len, prot | PROT_READ | PROT_WRITE, flags, ctx->uar_memfd, off);
   if (p == MAP_FAILED) return p;
   if (!ctx->uar_pages[idx]) {
-    auto* page = static_cast<uint8_t*>(p);
-    Status st = sim::attach_uar_page(*ctx->dev->dev, page);
-    if (!st) {
+    if (Status st = adopt_uar_page_locked(ctx, idx, static_cast<uint8_t*>(p)); !st) {
       libc::munmap(p, len);
       fail(EINVAL, st);
       return MAP_FAILED;
     }
-    ctx->uar_pages[idx] = page;
-    std::lock_guard<std::mutex> rl(contexts().mu);
-    contexts().by_uar[reinterpret_cast<uintptr_t>(page)] = ctx;
-    contexts().uar_count.fetch_add(1, std::memory_order_release);
   }
   return p;
 }

@@ -10,7 +10,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -106,11 +108,13 @@ int get_context(Cmd& c) {
   if (pages > kMaxUarPages)
     return c.error(EINVAL, "%u BlueFlame registers exceed %u UAR pages", tot, kMaxUarPages);
 
-  const int memfd = ::memfd_create("rnicdv-uverbs-uar", MFD_CLOEXEC);
+  // The command descriptor is a memfd whose pages at libmlx5's mmap offsets are the UAR
+  // pages (cdev.cc); this duplicate outlives the application's descriptors while a mapping
+  // needs it. A raw system call: the shim's own fcntl would take it for the application's.
+  const int memfd = static_cast<int>(::syscall(SYS_fcntl, ctx.cmd_fd, F_DUPFD_CLOEXEC, 0));
   const uint32_t all_pages = pages + kDynUarPages;
-  if (memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(all_pages * kPage)) != 0) {
+  if (memfd < 0) {
     const int err = errno;
-    if (memfd >= 0) libc::close(memfd);
     return c.error(err, "UAR memory: %s", strerror(err));
   }
   std::shared_ptr<EventFile> async = EventFile::create(sizeof(ib_uverbs_async_event_desc));
@@ -368,6 +372,7 @@ int create_cq(Cmd& c) {
   if (m.cqe_comp_en) return c.error(EOPNOTSUPP, "CQE compression");
   if (m.uar_page_index >= ctx.static_pages)
     return c.error(EINVAL, "UAR page %u of %u", m.uar_page_index, ctx.static_pages);
+  if (!ctx.uar_pages[m.uar_page_index]) adopt_unseen_uar_mappings_locked(ctx);
   std::shared_ptr<EventFile> channel;
   if (req.comp_channel >= 0) {
     channel = event_file(req.comp_channel);
@@ -503,6 +508,7 @@ int create_qp(Cmd& c) {
                                        m.bfreg_index % kNonFpBfRegsPerUar
                                  : pick_bfreg(ctx);
   const uint32_t page = bfreg / kBfRegsPerUar;
+  if (!ctx.uar_pages[page]) adopt_unseen_uar_mappings_locked(ctx);
   if (!ctx.uar_pages[page])
     return c.error(EINVAL, "UAR page %u of register %u is not mapped", page, bfreg);
 

@@ -26,7 +26,9 @@ std::string default_sysfs_root(uint32_t devices) {
   const char* base = getenv("XDG_RUNTIME_DIR");
   std::string dir = (base && *base) ? base : "/tmp";
   dir += "/rnicdv-uverbs-" + std::to_string(getuid());
-  dir += "/sysfs-" + std::to_string(devices);
+  // The layout's version is part of the name: a tree an older shim wrote is never reused.
+  constexpr int kSysfsLayout = 3;
+  dir += "/sysfs-v" + std::to_string(kSysfsLayout) + "-" + std::to_string(devices);
   return dir;
 }
 

@@ -24,6 +24,11 @@ inline constexpr uint32_t kMaxUarPages = 64;     // static UAR pages
 inline constexpr uint32_t kDynBfRegs = 32;       // dynamic registers (thread domains), 2 a page
 inline constexpr uint32_t kDynUarPages = kDynBfRegs / 2;
 inline constexpr size_t kPage = 4096;
+// The command descriptor is a memfd of this size (sparse): libmlx5's UAR mmap offsets,
+// ((cmd << 8) | index) pages for the commands up to MLX5_IB_MMAP_ALLOC_WC (6), fall inside it,
+// so a mapping the kernel makes (a program that reaches mmap by a system call or a patched
+// entry point, as UCX's memory hooks do) gets the same pages the shim would map.
+inline constexpr size_t kCommandFileBytes = size_t{7 << 8} * kPage;
 // The largest command write() accepts: in_words is 16 bits (extended: 8-byte words, twice).
 inline constexpr size_t kMaxCommandBytes = 1 << 20;
 
@@ -110,6 +115,12 @@ std::shared_ptr<Context> context_of(int cmd_fd);
 std::vector<std::shared_ptr<Context>> contexts_on(uint32_t index);
 // Destroys every object of `ctx` (the caller holds ctx.mu).
 void teardown_locked(Context& ctx);
+// Finds the UAR pages the application mapped without the shim seeing it (a direct system
+// call on the command descriptor) in /proc/self/maps, and gives the first mapping of each to
+// the device, as command_mmap does (the caller holds ctx.mu).
+void adopt_unseen_uar_mappings_locked(Context& ctx);
+// The UAR page (index into Context::uar_pages) an mmap offset names, or -1.
+int64_t uar_page_of_offset(const Context& ctx, uint64_t offset);
 
 // Write commands (commands.cc). `in` is the whole write() buffer.
 ssize_t dispatch_write(Context& ctx, const uint8_t* in, size_t len);

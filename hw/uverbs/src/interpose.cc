@@ -159,7 +159,7 @@ int open_special(const char* path, int flags) {
   if (index >= 0) return open_uverbs(static_cast<uint32_t>(index), flags);
   if (index == -3) return -2;  // null path: libc reports it
   if (is_ucma_path(path)) return open_ucma(flags);
-  return open_dynamic_sysfs_file(path);
+  return open_dynamic_sysfs_file(path, flags);
 }
 
 int stat_special(const char* path, struct stat* st) {

@@ -71,8 +71,10 @@ std::string device_name(uint32_t index);  // "rnicsim0"
 Status write_sysfs_tree(const std::string& root, uint32_t devices);
 // If `path` names a per-process sysfs file under the shim's root (a GID table entry, whose
 // content depends on the address this process's device got), returns a descriptor holding
-// its content; -2 when `path` is not such a file.
-int open_dynamic_sysfs_file(const char* path);
+// its content. A path under the real /sys/class/infiniband (or infiniband_verbs) that names
+// a simulated device, as programs that do not read SYSFS_PATH build it (UCX), is the same
+// path in the shim's tree. -2 when `path` is neither.
+int open_dynamic_sysfs_file(const char* path, int flags);
 
 // ---- cdev and commands (cdev.cc, commands*.cc) ----
 // Parses "/dev/infiniband/uverbsN"; returns N, -1 for another path, -3 for a null one.

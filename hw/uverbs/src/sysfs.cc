@@ -1,16 +1,27 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The sysfs tree libibverbs reads to find devices (libibverbs/sysfs.c, init.c), laid out as
-// the kernel lays it out for an mlx5 device:
+// The sysfs tree libibverbs and UCX read, laid out as the kernel lays it out for an mlx5 PCI
+// function (N = the device's index; its PCI address 0000:00:1N.0 is made up):
 //
 //   class/infiniband_verbs/abi_version                 "6" (the uverbs ABI)
-//   class/infiniband_verbs/uverbsN/{ibdev,dev,abi_version}
-//   class/infiniband/<ibdev>/node_type                 "1: CA"
-//   class/infiniband/<ibdev>/device/modalias           a ConnectX-5 PCI id, which the mlx5
-//                                                      provider's match table accepts
-//   class/infiniband/<ibdev>/ports/1/...               pkeys, GID types, link layer, state
+//   class/infiniband_verbs/uverbsN -> ../../devices/pci0000:00/0000:00:1N.0/infiniband_verbs/uverbsN
+//   class/infiniband/rnicsimN      -> ../../devices/pci0000:00/0000:00:1N.0/infiniband/rnicsimN
+//   devices/pci0000:00/0000:00:1N.0/                   the PCI function:
+//       vendor, device, subsystem_vendor, subsystem_device, class, modalias
+//                                                      a ConnectX-5 (15b3:1017), which the mlx5
+//                                                      provider's match table accepts and UCX
+//                                                      takes for a Mellanox device
+//       numa_node, local_cpus, local_cpulist           no NUMA node; every CPU local
+//       net/lo/                                        the interface that carries the device's
+//                                                      address (127.0.0.x)
+//   .../infiniband/rnicsimN/{node_type,fw_ver,hca_type,device -> ../..}
+//   .../infiniband/rnicsimN/ports/1/...                state, link layer, pkeys, GID types and
+//                                                      their net devices
+//   .../infiniband_verbs/uverbsN/{ibdev,dev,abi_version,device -> ../..}
 //
+// UCX finds the PCI function through realpath(ibdev_path), two levels up, as on a real host.
 // node_guid and the GID table are per process: they depend on the address the process's
-// simulated device took on the wire, so open() of those paths is answered from the device.
+// simulated device took on the wire, so open() of those paths is answered from the device,
+// whichever way the path reaches them.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -59,18 +71,63 @@ Status put(const std::string& path, const std::string& content) {
   return Status::ok();
 }
 
+// Every CPU is local: the simulated HCA sits on no NUMA node. sysfs's cpumask format: 32-bit
+// hex words, most significant first, comma-separated; and its list format ("0-1").
+std::string cpu_mask_text() {
+  const long n = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));
+  std::string out;
+  for (long word = (n - 1) / 32; word >= 0; --word) {
+    const long bits = std::min(32L, n - word * 32);
+    const uint32_t mask = bits == 32 ? 0xffffffffu : ((1u << bits) - 1);
+    char text[16];
+    snprintf(text, sizeof text, "%08x", mask);
+    if (!out.empty()) out += ',';
+    out += text;
+  }
+  return out;
+}
+
+std::string cpu_list_text() {
+  const long n = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));
+  return n == 1 ? "0" : "0-" + std::to_string(n - 1);
+}
+
+Status link(const std::string& target, const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (Status st = mkdirs(path.substr(0, slash)); !st) return st;
+  if (::symlink(target.c_str(), path.c_str()) != 0 && errno != EEXIST)
+    return Status::error(Errc::io_error, "symlink %s: %s", path.c_str(), strerror(errno));
+  return Status::ok();
+}
+
+std::string pci_address(uint32_t i) {
+  char text[16];
+  snprintf(text, sizeof text, "0000:00:%02x.0", 0x10 + i);
+  return text;
+}
+
 Status write_device(const std::string& root, uint32_t i) {
   const std::string name = device_name(i);
-  const std::string uv = root + "/class/infiniband_verbs/uverbs" + std::to_string(i);
-  const std::string ib = root + "/class/infiniband/" + name;
+  const std::string uverbs = "uverbs" + std::to_string(i);
+  const std::string pci_rel = "devices/pci0000:00/" + pci_address(i);
+  const std::string pci = root + "/" + pci_rel;
+  const std::string uv = pci + "/infiniband_verbs/" + uverbs;
+  const std::string ib = pci + "/infiniband/" + name;
   const std::string port = ib + "/ports/1";
   const std::pair<std::string, std::string> files[] = {
+      {pci + "/vendor", "0x15b3"},
+      {pci + "/device", "0x1017"},
+      {pci + "/subsystem_vendor", "0x15b3"},
+      {pci + "/subsystem_device", "0x0008"},
+      {pci + "/class", "0x020000"},
+      {pci + "/modalias", kModalias},
+      {pci + "/numa_node", "-1"},
+      {pci + "/local_cpus", cpu_mask_text()},
+      {pci + "/local_cpulist", cpu_list_text()},
       {uv + "/ibdev", name},
       {uv + "/dev", std::to_string(kUverbsMajor) + ":" + std::to_string(kUverbsMinorBase + i)},
       {uv + "/abi_version", "1"},  // mlx5's driver ABI
-      {uv + "/device/modalias", kModalias},
       {ib + "/node_type", "1: CA"},
-      {ib + "/device/modalias", kModalias},
       {ib + "/fw_ver", "16.99.0000"},
       {ib + "/hca_type", "MT4119"},
       {port + "/state", "4: ACTIVE"},
@@ -80,12 +137,24 @@ Status write_device(const std::string& root, uint32_t i) {
   };
   for (const auto& [path, content] : files)
     if (Status st = put(path, content); !st) return st;
-  // Even entries are RoCE v1, odd ones RoCE v2 (the kernel's order for each address).
+  // Even entries are RoCE v1, odd ones RoCE v2 (the kernel's order for each address). The
+  // first four are the device's (link-local and IPv4-mapped), on the loopback interface that
+  // carries 127.0.0.x; the rest are empty.
   for (uint32_t g = 0; g < kGidTableLen; ++g) {
     const std::string type = g % 2 ? "RoCE v2" : "IB/RoCE v1";
     if (Status st = put(port + "/gid_attrs/types/" + std::to_string(g), type); !st) return st;
+    if (g < 4)
+      if (Status st = put(port + "/gid_attrs/ndevs/" + std::to_string(g), "lo"); !st) return st;
   }
-  return mkdirs(port + "/gids");
+  if (Status st = mkdirs(port + "/gids"); !st) return st;
+  if (Status st = mkdirs(pci + "/net/lo"); !st) return st;
+  if (Status st = link("../..", ib + "/device"); !st) return st;
+  if (Status st = link("../..", uv + "/device"); !st) return st;
+  if (Status st = link("../../" + pci_rel + "/infiniband/" + name, root + "/class/infiniband/" + name);
+      !st)
+    return st;
+  return link("../../" + pci_rel + "/infiniband_verbs/" + uverbs,
+              root + "/class/infiniband_verbs/" + uverbs);
 }
 
 // "fe80:0000:0000:0000:xxxx:xxxx:xxxx:xxxx" from 16 bytes.
@@ -143,23 +212,42 @@ Status write_sysfs_tree(const std::string& root, uint32_t devices) {
   return Status::ok();
 }
 
-int open_dynamic_sysfs_file(const char* path) {
+int open_dynamic_sysfs_file(const char* path, int flags) {
   const std::string& root = config().sysfs_root;
-  if (root.empty() || strncmp(path, root.c_str(), root.size()) != 0) return -2;
+  if (root.empty() || !path) return -2;
+  // A program that builds /sys/class/infiniband/<dev>/... itself (UCX) instead of reading
+  // SYSFS_PATH: a simulated device's files are in the shim's tree.
+  std::string redirected;
+  static constexpr char kRealIb[] = "/sys/class/infiniband/rnicsim";
+  static constexpr char kRealVerbs[] = "/sys/class/infiniband_verbs/uverbs";
+  if (root != "/sys" && (strncmp(path, kRealIb, sizeof kRealIb - 1) == 0 ||
+                         strncmp(path, kRealVerbs, sizeof kRealVerbs - 1) == 0)) {
+    redirected = root + (path + 4);
+    path = redirected.c_str();
+  }
+  const auto not_dynamic = [&]() {
+    if (redirected.empty()) return -2;
+    return libc::open(redirected.c_str(), flags, 0);
+  };
+  if (strncmp(path, root.c_str(), root.size()) != 0) return -2;
   const char* rest = path + root.size();
   // librdmacm checks the rdma_cm ABI here (rdma/rdma_user_cm.h's version).
   if (strcmp(rest, "/class/misc/rdma_cm/abi_version") == 0) return memfd_with("4");
-  static constexpr char kIb[] = "/class/infiniband/rnicsim";
-  if (strncmp(rest, kIb, sizeof kIb - 1) != 0) return -2;
-  rest += sizeof kIb - 1;
+  // The device's directory, by its class link or by the PCI function it resolves to.
+  static constexpr char kIb[] = "/infiniband/rnicsim";
+  const char* at = strstr(rest, kIb);
+  if (!at || (strncmp(rest, "/class/infiniband/", 18) != 0 &&
+              strncmp(rest, "/devices/pci0000:00/", 20) != 0))
+    return not_dynamic();
+  rest = at + sizeof kIb - 1;
   char* end = nullptr;
   const unsigned long index = strtoul(rest, &end, 10);
-  if (end == rest || index >= config().devices) return -2;
+  if (end == rest || index >= config().devices) return not_dynamic();
   rest = end;
   const bool guid = strcmp(rest, "/node_guid") == 0;
   static constexpr char kGids[] = "/ports/1/gids/";
   const bool gid = strncmp(rest, kGids, sizeof kGids - 1) == 0;
-  if (!guid && !gid) return -2;
+  if (!guid && !gid) return not_dynamic();
   unsigned long gid_index = 0;
   if (gid) {
     const char* g = rest + sizeof kGids - 1;
