@@ -75,22 +75,53 @@ struct Endpoint {
   ibv_comp_channel* channel = nullptr;
   ibv_cq* cq = nullptr;       // send completions, and receive ones unless split
   ibv_cq* recv_cq = nullptr;  // split: a CQ of its own for receives (same channel)
+  ibv_cq_ex* cq_ex = nullptr;  // `cq` as created by ibv_create_cq_ex (extended endpoints)
   ibv_qp* qp = nullptr;
-  // With `srq`, the QP takes its receives from that shared receive queue.
-  Endpoint(Device& d, bool with_channel = false, bool split_cqs = false, ibv_srq* srq = nullptr)
+  // With `srq`, the QP takes its receives from that shared receive queue. With `extended`,
+  // the CQ comes from ibv_create_cq_ex (byte counts) and the QP from ibv_create_qp_ex with
+  // the ibv_wr_* send operations.
+  Endpoint(Device& d, bool with_channel = false, bool split_cqs = false, ibv_srq* srq = nullptr,
+           bool extended = false)
       : dev(d) {
     if (with_channel) {
       channel = ibv_create_comp_channel(d.ctx);
       REQUIRE(channel);
     }
-    cq = ibv_create_cq(d.ctx, 64, this, channel, 0);
+    if (extended) {
+      ibv_cq_init_attr_ex ca{};
+      ca.cqe = 64;
+      ca.cq_context = this;
+      ca.channel = channel;
+      ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN;
+      cq_ex = ibv_create_cq_ex(d.ctx, &ca);
+      REQUIRE(cq_ex);
+      cq = ibv_cq_ex_to_cq(cq_ex);
+    } else {
+      cq = ibv_create_cq(d.ctx, 64, this, channel, 0);
+    }
     REQUIRE(cq);
     recv_cq = split_cqs ? ibv_create_cq(d.ctx, 64, this, channel, 0) : cq;
     REQUIRE(recv_cq);
     ibv_qp_init_attr init = qp_init(cq, recv_cq, IBV_QPT_RC, 32, 2);
     init.cap.max_inline_data = 64;
     init.srq = srq;
-    qp = ibv_create_qp(d.pd, &init);
+    if (extended) {
+      ibv_qp_init_attr_ex x{};
+      x.qp_context = init.qp_context;
+      x.send_cq = init.send_cq;
+      x.recv_cq = init.recv_cq;
+      x.srq = init.srq;
+      x.cap = init.cap;
+      x.qp_type = init.qp_type;
+      x.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+      x.pd = d.pd;
+      x.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                         IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                         IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+      qp = ibv_create_qp_ex(d.ctx, &x);
+    } else {
+      qp = ibv_create_qp(d.pd, &init);
+    }
     REQUIRE(qp);
   }
   ~Endpoint() {

@@ -302,38 +302,95 @@ int destroy_ah(Cmd& c) {
   return 0;
 }
 
+// The kernel's checks of ib_uverbs_reg_mr and REREG_MR's new translation or access, then the
+// registration itself. On failure `*err` is the errno the kernel would give.
+Result<std::unique_ptr<hw::Mr>> register_region(const Cmd& c, PdObject& pd, uint64_t start,
+                                                uint64_t length, uint64_t hca_va,
+                                                uint32_t access_flags, int* err) {
+  const auto refuse = [&](int e, const Status& why) -> Result<std::unique_ptr<hw::Mr>> {
+    *err = e;
+    return why;
+  };
+  if (length == 0) return refuse(EINVAL, Status::error(Errc::invalid_argument, "zero length"));
+  if (hca_va != start)
+    return refuse(EOPNOTSUPP, Status::error(Errc::unsupported,
+                                            "an I/O virtual address (%#llx) other than the "
+                                            "buffer's (%#llx)",
+                                            static_cast<unsigned long long>(hca_va),
+                                            static_cast<unsigned long long>(start)));
+  constexpr uint32_t kUnsupported = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
+                                    IBV_ACCESS_HUGETLB;
+  if (access_flags & kUnsupported)
+    return refuse(EOPNOTSUPP, Status::error(Errc::unsupported,
+                                            "access flags %#x (zero-based, on-demand or hugetlb)",
+                                            access_flags));
+  const uint32_t access = access_flags & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                          IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  // get_user_pages: every page mapped, writable if the HCA may write it.
+  const bool writable = (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                   IBV_ACCESS_REMOTE_ATOMIC)) != 0;
+  if (!user_range_ok(start, length, writable))
+    return refuse(EFAULT, Status::error(Errc::invalid_argument, "[%#llx, +%llu) is not mapped%s",
+                                        static_cast<unsigned long long>(start),
+                                        static_cast<unsigned long long>(length),
+                                        writable ? " writable" : ""));
+  Result<std::unique_ptr<hw::Mr>> mr =
+      c.ctx.dev->dev->reg_mr(*pd.pd, reinterpret_cast<void*>(start), length, access);
+  if (!mr) *err = -1;  // the device's refusal: sim_error names it
+  return mr;
+}
+
+int region_error(const Cmd& c, const Status& st, int err) {
+  return err < 0 ? sim_error(c, st) : c.error(err, "%s", st.message().c_str());
+}
+
 int reg_mr(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_reg_mr>();
   auto pd = c.ctx.pds.find(req.pd_handle);
   if (pd == c.ctx.pds.end()) return c.error(EINVAL, "pd handle %u does not exist", req.pd_handle);
-  if (req.length == 0) return c.error(EINVAL, "zero length");
-  if (req.hca_va != req.start)
-    return c.error(EOPNOTSUPP, "an I/O virtual address (%#llx) other than the buffer's (%#llx)",
-                   static_cast<unsigned long long>(req.hca_va),
-                   static_cast<unsigned long long>(req.start));
-  constexpr uint32_t kUnsupported = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
-                                    IBV_ACCESS_HUGETLB;
-  if (req.access_flags & kUnsupported)
-    return c.error(EOPNOTSUPP, "access flags %#x (zero-based, on-demand or hugetlb)",
-                   req.access_flags);
-  const uint32_t access = req.access_flags & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-  // get_user_pages: every page mapped, writable if the HCA may write it.
-  const bool writable = (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                   IBV_ACCESS_REMOTE_ATOMIC)) != 0;
-  if (!user_range_ok(req.start, req.length, writable))
-    return c.error(EFAULT, "[%#llx, +%llu) is not mapped%s", static_cast<unsigned long long>(req.start),
-                   static_cast<unsigned long long>(req.length), writable ? " writable" : "");
-  Result<std::unique_ptr<hw::Mr>> mr = c.ctx.dev->dev->reg_mr(
-      *pd->second.pd, reinterpret_cast<void*>(req.start), req.length, access);
-  if (!mr) return sim_error(c, mr.status());
+  int err = 0;
+  Result<std::unique_ptr<hw::Mr>> mr =
+      register_region(c, pd->second, req.start, req.length, req.hca_va, req.access_flags, &err);
+  if (!mr) return region_error(c, mr.status(), err);
   const uint32_t h = new_handle(c.ctx);
   ib_uverbs_reg_mr_resp r{};
   r.mr_handle = h;
   r.lkey = mr.value()->lkey();
   r.rkey = mr.value()->rkey();
-  c.ctx.mrs[h] = MrObject{std::move(mr.value()), req.pd_handle};
+  c.ctx.mrs[h] = MrObject{std::move(mr.value()), req.pd_handle, req.access_flags};
   ++pd->second.users;
+  c.reply(&r, sizeof r);
+  return 0;
+}
+
+// REREG_MR: a new translation, PD or access for a registered region. The new registration is
+// made before the old one goes, so a refused change leaves the region as it was; the keys
+// are the new registration's (libmlx5 takes them from the response, as from mlx5's kernel).
+int rereg_mr(Cmd& c) {
+  const auto req = c.core_as<ib_uverbs_rereg_mr>();
+  auto it = c.ctx.mrs.find(req.mr_handle);
+  if (it == c.ctx.mrs.end()) return c.error(EINVAL, "mr handle %u does not exist", req.mr_handle);
+  MrObject& obj = it->second;
+  if (req.flags == 0 || (req.flags & ~uint32_t{IBV_REREG_MR_FLAGS_SUPPORTED}))
+    return c.error(EINVAL, "mr handle %u: flags %#x", req.mr_handle, req.flags);
+  const bool translation = req.flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+  const uint32_t pd_handle = (req.flags & IBV_REREG_MR_CHANGE_PD) ? req.pd_handle : obj.pd;
+  auto pd = c.ctx.pds.find(pd_handle);
+  if (pd == c.ctx.pds.end()) return c.error(EINVAL, "pd handle %u does not exist", pd_handle);
+  const uint64_t start = translation ? req.start : reinterpret_cast<uint64_t>(obj.mr->addr());
+  const uint64_t length = translation ? req.length : obj.mr->length();
+  const uint64_t hca_va = translation ? req.hca_va : start;
+  const uint32_t access = (req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access_flags : obj.access;
+  int err = 0;
+  Result<std::unique_ptr<hw::Mr>> mr =
+      register_region(c, pd->second, start, length, hca_va, access, &err);
+  if (!mr) return region_error(c, mr.status(), err);
+  --c.ctx.pds[obj.pd].users;
+  ++pd->second.users;
+  obj = MrObject{std::move(mr.value()), pd_handle, access};
+  ib_uverbs_rereg_mr_resp r{};
+  r.lkey = obj.mr->lkey();
+  r.rkey = obj.mr->rkey();
   c.reply(&r, sizeof r);
   return 0;
 }
@@ -750,6 +807,7 @@ const Handler* handler_for(uint32_t cmd, bool extended) {
   static const Handler kDeallocPd{dealloc_pd, sizeof(ib_uverbs_dealloc_pd), 0, true};
   static const Handler kRegMr{reg_mr, sizeof(ib_uverbs_reg_mr), sizeof(ib_uverbs_reg_mr_resp), true};
   static const Handler kDeregMr{dereg_mr, sizeof(ib_uverbs_dereg_mr), 0, true};
+  static const Handler kReregMr{rereg_mr, sizeof(ib_uverbs_rereg_mr), sizeof(ib_uverbs_rereg_mr_resp), true};
   static const Handler kCreateAh{create_ah, sizeof(ib_uverbs_create_ah), sizeof(ib_uverbs_create_ah_resp), true};
   static const Handler kDestroyAh{destroy_ah, sizeof(ib_uverbs_destroy_ah), 0, true};
   static const Handler kCompChannel{create_comp_channel, sizeof(ib_uverbs_create_comp_channel), sizeof(ib_uverbs_create_comp_channel_resp), true};
@@ -780,6 +838,7 @@ const Handler* handler_for(uint32_t cmd, bool extended) {
     case IB_USER_VERBS_CMD_DEALLOC_PD: return &kDeallocPd;
     case IB_USER_VERBS_CMD_REG_MR: return &kRegMr;
     case IB_USER_VERBS_CMD_DEREG_MR: return &kDeregMr;
+    case IB_USER_VERBS_CMD_REREG_MR: return &kReregMr;
     case IB_USER_VERBS_CMD_CREATE_AH: return &kCreateAh;
     case IB_USER_VERBS_CMD_DESTROY_AH: return &kDestroyAh;
     case IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: return &kCompChannel;

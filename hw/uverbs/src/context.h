@@ -40,6 +40,7 @@ struct PdObject {
 struct MrObject {
   std::unique_ptr<hw::Mr> mr;
   uint32_t pd = 0;
+  uint32_t access = 0;  // IBV_ACCESS_* as registered (REREG_MR keeps what it does not change)
 };
 
 // An address handle: the kernel's mlx5 driver only resolves the destination MAC for it (the

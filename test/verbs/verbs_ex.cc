@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rdma-core's extended verbs through the unmodified libibverbs and libmlx5 (the uverbs shim
+// preloaded): QPs from ibv_create_qp_ex posting through libmlx5's ibv_wr_* path, extended
+// CQs read through ibv_start_poll/ibv_next_poll, and ibv_rereg_mr.
+#include <catch2/catch.hpp>
+
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "verbs_fixtures.h"
+
+using namespace verbs_test;
+
+namespace {
+
+void connect(Endpoint& a, Endpoint& b) {
+  a.to_rtr(b);
+  b.to_rtr(a);
+  a.to_rts();
+  b.to_rts();
+}
+
+// Every completion of an extended CQ until `n` arrived: (wr_id, status, opcode, byte_len).
+struct ExCompletion {
+  uint64_t wr_id;
+  ibv_wc_status status;
+  ibv_wc_opcode opcode;
+  uint32_t byte_len;
+};
+
+std::vector<ExCompletion> poll_ex(ibv_cq_ex* cqx, size_t n) {
+  REQUIRE(cqx);
+  std::vector<ExCompletion> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (got.size() < n) {
+    ibv_poll_cq_attr attr{};
+    int rc = ibv_start_poll(cqx, &attr);
+    if (rc == ENOENT) {
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::yield();
+      continue;
+    }
+    REQUIRE(rc == 0);
+    do {
+      got.push_back({cqx->wr_id, cqx->status, ibv_wc_read_opcode(cqx), ibv_wc_read_byte_len(cqx)});
+    } while (got.size() < n && (rc = ibv_next_poll(cqx)) == 0);
+    ibv_end_poll(cqx);
+    if (rc != 0) REQUIRE(rc == ENOENT);
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("QPs from ibv_create_qp_ex post through ibv_wr_rdma_write, ibv_wr_send and "
+          "ibv_wr_complete, and an extended CQ reports them") {
+  Device da("rnicsim0"), db("rnicsim1");
+  Endpoint a(da, false, false, nullptr, /*extended=*/true);
+  Endpoint b(db, false, false, nullptr, /*extended=*/true);
+  connect(a, b);
+  Buffer src(da.pd, 4096, kAllAccess), dst(db.pd, 4096, kAllAccess);
+  fill(src.bytes, 9);
+  b.post_recv(dst, 2048, 1024, 77);
+
+  ibv_qp_ex* qpx = ibv_qp_to_qp_ex(a.qp);
+  REQUIRE(qpx);
+  ibv_wr_start(qpx);
+  qpx->wr_id = 1;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_rdma_write(qpx, dst.mr->rkey, dst.addr(0));
+  ibv_wr_set_sge(qpx, src.mr->lkey, src.addr(0), 1000);
+  qpx->wr_id = 2;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send_imm(qpx, htobe32(0xabcd));
+  ibv_wr_set_sge(qpx, src.mr->lkey, src.addr(1000), 300);
+  REQUIRE(ibv_wr_complete(qpx) == 0);
+
+  const std::vector<ExCompletion> sent = poll_ex(a.cq_ex, 2);
+  CHECK(sent[0].wr_id == 1);
+  CHECK(sent[0].status == IBV_WC_SUCCESS);
+  CHECK(sent[0].opcode == IBV_WC_RDMA_WRITE);
+  CHECK(sent[1].wr_id == 2);
+  CHECK(sent[1].status == IBV_WC_SUCCESS);
+  CHECK(sent[1].opcode == IBV_WC_SEND);
+  const std::vector<ExCompletion> recv = poll_ex(b.cq_ex, 1);
+  CHECK(recv[0].wr_id == 77);
+  CHECK(recv[0].status == IBV_WC_SUCCESS);
+  CHECK(recv[0].opcode == IBV_WC_RECV);
+  CHECK(recv[0].byte_len == 300);
+  CHECK(std::equal(src.bytes.begin(), src.bytes.begin() + 1000, dst.bytes.begin()));
+  CHECK(std::equal(src.bytes.begin() + 1000, src.bytes.begin() + 1300, dst.bytes.begin() + 2048));
+
+  // An aborted batch posts nothing: the next one completes alone.
+  ibv_wr_start(qpx);
+  qpx->wr_id = 3;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_rdma_write(qpx, dst.mr->rkey, dst.addr(3000));
+  ibv_wr_set_sge(qpx, src.mr->lkey, src.addr(0), 8);
+  ibv_wr_abort(qpx);
+  ibv_wr_start(qpx);
+  qpx->wr_id = 4;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_rdma_read(qpx, dst.mr->rkey, dst.addr(2048));
+  ibv_wr_set_sge(qpx, src.mr->lkey, src.addr(2048), 300);
+  REQUIRE(ibv_wr_complete(qpx) == 0);
+  const std::vector<ExCompletion> read = poll_ex(a.cq_ex, 1);
+  CHECK(read[0].wr_id == 4);
+  CHECK(read[0].opcode == IBV_WC_RDMA_READ);
+  CHECK(read[0].byte_len == 300);
+  CHECK(std::equal(src.bytes.begin() + 2048, src.bytes.begin() + 2348, src.bytes.begin() + 1000));
+  CHECK(std::all_of(dst.bytes.begin() + 3000, dst.bytes.begin() + 3008,
+                    [](uint8_t x) { return x == 0; }));
+}
+
+TEST_CASE("ibv_rereg_mr moves a region to another buffer and changes its access; the old "
+          "region is gone only once the new one exists") {
+  Pair p;
+  Buffer src(p.da.pd, 256, kAllAccess);
+  fill(src.bytes, 5);
+  std::vector<uint8_t> first(256, 0), second(256, 0);
+  ibv_mr* mr = ibv_reg_mr(p.db.pd, first.data(), first.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(mr);
+  const auto write_to = [&](uint64_t addr, uint32_t rkey, uint64_t id) {
+    ibv_sge sge{src.addr(), 64, src.mr->lkey};
+    ibv_send_wr wr = make_wr(IBV_WR_RDMA_WRITE, &sge, 1, id);
+    wr.wr.rdma.remote_addr = addr;
+    wr.wr.rdma.rkey = rkey;
+    p.a.post(wr);
+    return p.a.wait();
+  };
+
+  // A new translation: the writes land in the second buffer.
+  REQUIRE(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, second.data(),
+                       second.size(), 0) == 0);
+  CHECK(mr->addr == second.data());
+  ibv_wc wc = write_to(reinterpret_cast<uint64_t>(second.data()), mr->rkey, 1);
+  REQUIRE(wc.status == IBV_WC_SUCCESS);
+  CHECK(std::equal(src.bytes.begin(), src.bytes.begin() + 64, second.begin()));
+  CHECK(std::all_of(first.begin(), first.end(), [](uint8_t x) { return x == 0; }));
+
+  // A refused change (a range that is not mapped) leaves the region as it was.
+  errno = 0;
+  CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 4096, 0) != 0);
+  wc = write_to(reinterpret_cast<uint64_t>(second.data()) + 64, mr->rkey, 2);
+  REQUIRE(wc.status == IBV_WC_SUCCESS);
+
+  // Local write only: the peer's next WRITE is refused.
+  REQUIRE(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                       IBV_ACCESS_LOCAL_WRITE) == 0);
+  wc = write_to(reinterpret_cast<uint64_t>(second.data()), mr->rkey, 3);
+  CHECK(wc.status == IBV_WC_REM_ACCESS_ERR);
+  CHECK(ibv_dereg_mr(mr) == 0);
+}
