@@ -116,6 +116,55 @@ TEST_CASE("QPs from ibv_create_qp_ex post through ibv_wr_rdma_write, ibv_wr_send
                     [](uint8_t x) { return x == 0; }));
 }
 
+TEST_CASE("an extended CQ gives each completion the device's timestamp, on a 1 GHz core clock") {
+  Device da("rnicsim0"), db("rnicsim1");
+  ibv_device_attr_ex attr{};
+  REQUIRE(ibv_query_device_ex(da.ctx, nullptr, &attr) == 0);
+  CHECK(attr.hca_core_clock == 1000000);  // kHz: one tick per nanosecond
+  CHECK(attr.completion_timestamp_mask == ~uint64_t{0});
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 16;
+  ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+  ibv_cq_ex* cqx = ibv_create_cq_ex(da.ctx, &ca);
+  REQUIRE(cqx);
+  Endpoint b(db);
+  ibv_qp_init_attr init = qp_init(ibv_cq_ex_to_cq(cqx), ibv_cq_ex_to_cq(cqx), IBV_QPT_RC, 8, 1);
+  ibv_qp* qp = ibv_create_qp(da.pd, &init);
+  REQUIRE(qp);
+  // An endpoint around the QP for the moves: Endpoint's own QP is replaced.
+  Endpoint a(da);
+  ibv_qp* own = a.qp;
+  a.qp = qp;
+  connect(a, b);
+  Buffer src(da.pd, 64, kAllAccess), dst(db.pd, 64, kAllAccess);
+  std::vector<uint64_t> stamps;
+  for (int i = 0; i < 3; ++i) {
+    ibv_sge sge{src.addr(), 8, src.mr->lkey};
+    ibv_send_wr wr = make_wr(IBV_WR_RDMA_WRITE, &sge, 1, i);
+    wr.wr.rdma.remote_addr = dst.addr();
+    wr.wr.rdma.rkey = dst.mr->rkey;
+    a.post(wr);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    ibv_poll_cq_attr pa{};
+    int rc;
+    while ((rc = ibv_start_poll(cqx, &pa)) == ENOENT) {
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::yield();
+    }
+    REQUIRE(rc == 0);
+    CHECK(cqx->status == IBV_WC_SUCCESS);
+    stamps.push_back(ibv_wc_read_completion_ts(cqx));
+    ibv_end_poll(cqx);
+  }
+  CHECK(stamps[0] > 0);
+  CHECK(stamps[1] > stamps[0]);
+  CHECK(stamps[2] > stamps[1]);
+  // `a` destroys its own QP and CQ; this QP and the extended CQ go here, the QP first.
+  a.qp = own;
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)) == 0);
+}
+
 TEST_CASE("ibv_rereg_mr moves a region to another buffer and changes its access; the old "
           "region is gone only once the new one exists") {
   Pair p;

@@ -141,6 +141,7 @@ void write_cqe(CqRing ring, uint32_t pi, const CqeInit& init) noexcept {
     good.byte_cnt = htobe32(init.byte_cnt);
     good.sop_drop_qpn = htobe32(opcode_qpn);
     good.wqe_counter = htobe16(init.wqe_counter);
+    good.timestamp = htobe64(init.timestamp);
     std::memcpy(image, &good, sizeof good);
   }
   // A 128-byte entry's first half holds scattered payload; this model never scatters to CQEs.

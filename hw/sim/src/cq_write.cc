@@ -7,8 +7,12 @@
 
 namespace rnicdv::sim {
 
-void Hca::write_cqe_locked(CqObj* cq, const wqe::CqeInit& init) {
+void Hca::write_cqe_locked(CqObj* cq, const wqe::CqeInit& in) {
   if (!cq) return;
+  // The completion timestamp: the device's clock in nanoseconds (hca_core_clock 1 GHz, as the
+  // uverbs shim reports it).
+  wqe::CqeInit init = in;
+  init.timestamp = now();
   switch (cq_push(*cq, init)) {
     case CqPush::written:
       ++counters_.cqes_written;

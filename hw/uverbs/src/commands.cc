@@ -208,6 +208,9 @@ int query_device_ex(Cmd& c) {
   ib_uverbs_ex_query_device_resp r{};
   fill_device_attr(c.ctx, r.base);
   r.comp_mask = 0;
+  // CQE timestamps are the device's clock in nanoseconds, 64 bits wide.
+  r.timestamp_mask = ~uint64_t{0};
+  r.hca_core_clock = 1000000;  // kHz
   r.response_length = static_cast<uint32_t>(std::min(sizeof r, c.resp_core_len));
   c.reply(&r, sizeof r);
   return 0;

@@ -83,6 +83,7 @@ struct CqeInit {
   uint32_t byte_cnt = 0;
   uint32_t imm = 0;        // host order; RESP_SEND_IMM / RESP_WR_IMM
   uint32_t srqn_uidx = 0;  // user index of the QP (libmlx5 with cqe_version 1)
+  uint64_t timestamp = 0;  // the device's clock when it wrote the CQE (good CQEs only)
   bool solicited = false;
 };
 
