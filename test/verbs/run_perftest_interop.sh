@@ -7,6 +7,7 @@
 #
 #   run_perftest_interop.sh SHIM RNICPERF PORT rnicperf-server|perftest-server TEST [ARGS...]
 set -u
+. "$(dirname "$0")/listening.sh"
 shim=$1 rnicperf=$2 port=$3 mode=$4 test=$5
 shift 5
 prog=ib_$test
@@ -25,12 +26,7 @@ case $mode in
 esac
 timeout 120 "${server[@]}" -p "$port" "$@" >"$work/server.out" 2>&1 &
 server_pid=$!
-# perftest's client does not retry: wait until the server listens, without connecting.
-for _ in $(seq 1 200); do
-  ss -Htln "sport = :$port" | grep -q . && break
-  kill -0 $server_pid 2>/dev/null || break
-  sleep 0.05
-done
+wait_listening "$port" $server_pid
 timeout 120 "${client[@]}" -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
 client_rc=$?
 wait $server_pid

@@ -6,6 +6,7 @@
 #
 #   run_pingpong.sh SHIM PORT PROGRAM [ARGS...]
 set -u
+. "$(dirname "$0")/listening.sh"
 shim=$1 port=$2 prog=$3
 shift 3
 if ! command -v "$prog" >/dev/null; then
@@ -23,11 +24,7 @@ export LD_PRELOAD=$shim RNICDV_UVERBS_DEVICES=1 RNICDV_UVERBS_LOG=1
 # GID index 3: ::ffff:<the device's IPv4 address>, RoCE v2.
 timeout 120 "$prog" -d rnicsim0 -g 3 -p "$port" "$@" >"$work/server.out" 2>&1 &
 server_pid=$!
-for _ in $(seq 1 200); do
-  ss -Htln "sport = :$port" | grep -q . && break
-  kill -0 $server_pid 2>/dev/null || break
-  sleep 0.05
-done
+wait_listening "$port" $server_pid
 timeout 120 "$prog" -d rnicsim0 -g 3 -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
 client_rc=$?
 wait $server_pid

@@ -6,6 +6,7 @@
 #   run_ucx.sh SHIM info                          ucx_info -d lists rc_mlx5 and rc_verbs
 #   run_ucx.sh SHIM perftest PORT TL TEST [ARGS]  ucx_perftest server and client processes
 set -u
+. "$(dirname "$0")/listening.sh"
 shim=$1 what=$2
 shift 2
 if ! command -v ucx_perftest >/dev/null || ! command -v ucx_info >/dev/null; then
@@ -48,11 +49,7 @@ case $what in
     trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
     timeout 120 ucx_perftest -d rnicsim0:1 -x "$tl" -p "$port" >"$work/server.out" 2>&1 &
     server_pid=$!
-    for _ in $(seq 1 200); do
-      ss -Htln "sport = :$port" | grep -q . && break
-      kill -0 $server_pid 2>/dev/null || break
-      sleep 0.05
-    done
+    wait_listening "$port" $server_pid
     timeout 120 ucx_perftest 127.0.0.1 -d rnicsim0:1 -x "$tl" -p "$port" -t "$test" "$@" \
       >"$work/client.out" 2>&1
     client_rc=$?

@@ -67,6 +67,18 @@ inline ibv_qp_init_attr qp_init(ibv_cq* send_cq, ibv_cq* recv_cq, ibv_qp_type ty
   return init;
 }
 
+// A receive of `len` bytes at `off` of `b` (its one SGE in `sge`), for ibv_post_recv and
+// ibv_post_srq_recv.
+inline ibv_recv_wr* one_recv(ibv_sge& sge, ibv_recv_wr& wr, const Buffer& b, size_t off,
+                             uint32_t len, uint64_t wr_id) {
+  sge = ibv_sge{b.addr(off), len, b.mr->lkey};
+  wr = ibv_recv_wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  return &wr;
+}
+
 constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
@@ -174,13 +186,10 @@ struct Endpoint {
     REQUIRE(ibv_post_send(qp, &wr, &bad) == 0);
   }
   void post_recv(const Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
-    ibv_sge sge{b.addr(off), len, b.mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    ibv_sge sge;
+    ibv_recv_wr wr;
     ibv_recv_wr* bad = nullptr;
-    REQUIRE(ibv_post_recv(qp, &wr, &bad) == 0);
+    REQUIRE(ibv_post_recv(qp, one_recv(sge, wr, b, off, len, wr_id), &bad) == 0);
   }
   // Busy-polls for one completion (the simulated device runs on its own thread).
   ibv_wc wait() {

@@ -34,13 +34,10 @@ struct Srq {
   }
   ~Srq() { CHECK(ibv_destroy_srq(srq) == 0); }
   void post(const Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
-    ibv_sge sge{b.addr(off), len, b.mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    ibv_sge sge;
+    ibv_recv_wr wr;
     ibv_recv_wr* bad = nullptr;
-    REQUIRE(ibv_post_srq_recv(srq, &wr, &bad) == 0);
+    REQUIRE(ibv_post_srq_recv(srq, one_recv(sge, wr, b, off, len, wr_id), &bad) == 0);
   }
 };
 
