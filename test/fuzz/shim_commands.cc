@@ -7,10 +7,10 @@
 //
 // Input: a sequence of records
 //   [target: even = uverbs, odd = rdma_cm] [pointer mode] [offset lo] [length lo, hi] [bytes]
-// Every user pointer a command carries (its response, and for CREATE_CQ/CREATE_QP/REG_MR
-// the rings, doorbell records and buffer) is rewritten to point into an arena whose last
-// page is followed by an inaccessible (PROT_NONE) guard page and preceded by a read-only one,
-// or to a tiny address: the decoder must answer EFAULT (or work) and never fault. Pointers
+// Every user pointer a command carries (its response, and for CREATE_CQ/CREATE_QP/CREATE_SRQ/
+// REG_MR/REREG_MR the rings, doorbell records and buffer) is rewritten to point into an arena
+// whose last page is followed by an inaccessible (PROT_NONE) guard page and preceded by a
+// read-only one, or to a tiny address: the decoder must answer EFAULT (or work) and never fault. Pointers
 // into the program's own heap are never given: the simulated HCA would then write there, as
 // real hardware would into an application's memory, which is not a shim fault. For the same
 // reason the guard page stays mapped: an unmapped hole there would be taken by the next
@@ -102,6 +102,19 @@ void patch_uverbs(std::vector<uint8_t>& cmd, uint8_t mode, uint16_t offset) {
         put64(cmd.data() + core + offsetof(ib_uverbs_reg_mr, hca_va), start);
       }
       break;
+    case IB_USER_VERBS_CMD_REREG_MR:  // a new translation: start, and hca_va equal to it
+      if (cmd.size() >= core + offsetof(ib_uverbs_rereg_mr, hca_va) + 8) {
+        const uint64_t start = pointer(mode / 5, static_cast<uint16_t>(offset * 7));
+        put64(cmd.data() + core + offsetof(ib_uverbs_rereg_mr, start), start);
+        put64(cmd.data() + core + offsetof(ib_uverbs_rereg_mr, hca_va), start);
+      }
+      break;
+    case IB_USER_VERBS_CMD_CREATE_SRQ: {
+      const size_t drv = core + sizeof(ib_uverbs_create_srq);
+      arena_ptr(drv + offsetof(mlx5_ib_create_srq, buf_addr), 0);
+      arena_ptr(drv + offsetof(mlx5_ib_create_srq, db_addr), static_cast<uint16_t>(offset | 1));
+      break;
+    }
     case IB_USER_VERBS_CMD_CREATE_CQ: {
       const size_t drv = core + sizeof(ib_uverbs_create_cq);
       arena_ptr(drv + offsetof(mlx5_ib_create_cq, buf_addr), 0);
