@@ -158,16 +158,38 @@ int command_ioctl(int fd, unsigned long request, void* arg) {
   return -1;
 }
 
-int64_t uar_page_of_offset(const Context& ctx, uint64_t off) {
+namespace {
+
+// libmlx5's UAR mmap offset, ((cmd << 8) | index) pages with the index's high bits from bit 16
+// (the kernel's get_command, get_index, get_extended_index).
+struct UarOffset {
+  uint32_t cmd = 0;
+  uint32_t index = 0;
+  bool known_cmd = false;  // regular, write-combining, non-cached or a dynamic page
+  bool dynamic = false;    // MLX5_IB_MMAP_ALLOC_WC
+};
+
+UarOffset decode_uar_offset(uint64_t off) {
   const uint64_t pgoff = off / kPage;
-  const uint32_t cmd = (pgoff >> 8) & 0xff;
-  const uint32_t idx = static_cast<uint32_t>((pgoff & 0xff) | ((pgoff >> 16) << 8));
-  if (off % kPage != 0) return -1;
-  if (cmd == MLX5_IB_MMAP_ALLOC_WC) return idx < kDynUarPages ? ctx.static_pages + idx : -1;
-  if (cmd == MLX5_IB_MMAP_REGULAR_PAGE || cmd == MLX5_IB_MMAP_WC_PAGE ||
-      cmd == MLX5_IB_MMAP_NC_PAGE)
-    return idx < ctx.static_pages ? idx : -1;
-  return -1;
+  UarOffset u;
+  u.cmd = (pgoff >> 8) & 0xff;
+  u.index = static_cast<uint32_t>((pgoff & 0xff) | ((pgoff >> 16) << 8));
+  u.dynamic = u.cmd == MLX5_IB_MMAP_ALLOC_WC;
+  u.known_cmd = u.dynamic || u.cmd == MLX5_IB_MMAP_REGULAR_PAGE ||
+                u.cmd == MLX5_IB_MMAP_WC_PAGE || u.cmd == MLX5_IB_MMAP_NC_PAGE;
+  return u;
+}
+
+uint32_t uar_pages_of_kind(const Context& ctx, const UarOffset& u) {
+  return u.dynamic ? kDynUarPages : ctx.static_pages;
+}
+
+}  // namespace
+
+int64_t uar_page_of_offset(const Context& ctx, uint64_t off) {
+  const UarOffset u = decode_uar_offset(off);
+  if (off % kPage != 0 || !u.known_cmd || u.index >= uar_pages_of_kind(ctx, u)) return -1;
+  return u.dynamic ? ctx.static_pages + u.index : u.index;
 }
 
 namespace {
@@ -227,9 +249,7 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
     return MAP_FAILED;
   }
   std::lock_guard<std::mutex> lock(ctx->mu);
-  const uint64_t pgoff = static_cast<uint64_t>(off) / kPage;
-  const uint32_t cmd = (pgoff >> 8) & 0xff;
-  uint32_t idx = static_cast<uint32_t>((pgoff & 0xff) | ((pgoff >> 16) << 8));
+  const UarOffset u = decode_uar_offset(static_cast<uint64_t>(off));
   if (off % kPage != 0 || len != kPage || !(flags & MAP_SHARED)) {
     fail(EINVAL, Status::error(Errc::invalid_argument,
                                "%s: mmap offset %#llx length %zu: one shared page at a page "
@@ -238,21 +258,19 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
                                static_cast<unsigned long long>(off), len));
     return MAP_FAILED;
   }
-  const bool dynamic = cmd == MLX5_IB_MMAP_ALLOC_WC;
-  if (cmd != MLX5_IB_MMAP_REGULAR_PAGE && cmd != MLX5_IB_MMAP_WC_PAGE &&
-      cmd != MLX5_IB_MMAP_NC_PAGE && !dynamic) {
-    unimplemented("mmap command", cmd);
+  if (!u.known_cmd) {
+    unimplemented("mmap command", u.cmd);
     errno = EINVAL;
     return MAP_FAILED;
   }
-  const uint32_t limit = dynamic ? kDynUarPages : ctx->static_pages;
-  if (!ctx->have_ucontext || idx >= limit) {
+  const uint32_t limit = uar_pages_of_kind(*ctx, u);
+  if (!ctx->have_ucontext || u.index >= limit) {
     fail(EINVAL, Status::error(Errc::invalid_argument, "%s: mmap %s UAR page %u: only %u pages",
                                device_name(ctx->dev->index).c_str(),
-                               dynamic ? "dynamic" : "static", idx, limit));
+                               u.dynamic ? "dynamic" : "static", u.index, limit));
     return MAP_FAILED;
   }
-  if (dynamic) idx += ctx->static_pages;
+  const auto idx = static_cast<uint32_t>(uar_page_of_offset(*ctx, static_cast<uint64_t>(off)));
   void* p = libc::mmap(addr, len, prot | PROT_READ | PROT_WRITE, flags, ctx->uar_memfd, off);
   if (p == MAP_FAILED) return p;
   if (!ctx->uar_pages[idx]) {
