@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "json_check.h"
 #include "subprocess.h"
@@ -290,8 +291,14 @@ TEST_CASE("--use_hugepages puts the buffers on huge pages, or says why it cannot
 TEST_CASE("-e sleeps on completion events and says so in the header", "[e2e][events]") {
   for (const char* test : {"send_lat", "read_lat", "send_bw", "atomic_bw"}) {
     std::string json = tmp_json("events");
-    ProcessResult r = run_rnicperf(
-        {test, "--loopback", "-e", "-n", "100", "--timeout=20", "--out_json_file=" + json}, 120);
+    // Many waits, so that at least one finds the CQ still empty after its arm: a completion
+    // that lands between the arm and the poll that follows it is taken without sleeping, and
+    // with one TX depth of 100 posts a bandwidth test waits only once, a race a slow
+    // (sanitized) build can lose. A shallow TX depth makes a bandwidth test wait per 10 posts.
+    std::vector<std::string> args{test, "--loopback", "-e", "-n", "1000", "--timeout=20",
+                                  "--out_json_file=" + json};
+    if (std::string(test).ends_with("_bw")) args.insert(args.end(), {"-t", "10"});
+    ProcessResult r = run_rnicperf(args, 120);
     INFO(test << " stdout:\n" << r.out << "\nstderr:\n" << r.err);
     REQUIRE_FALSE(r.timed_out);
     REQUIRE(r.exit_code == 0);
