@@ -165,8 +165,8 @@ TEST_CASE("an extended CQ gives each completion the device's timestamp, on a 1 G
   CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)) == 0);
 }
 
-TEST_CASE("ibv_rereg_mr moves a region to another buffer and changes its access; the old "
-          "region is gone only once the new one exists") {
+TEST_CASE("ibv_rereg_mr moves a region to another buffer and changes its access under the "
+          "same keys; a refused change leaves the region as it was") {
   Pair p;
   Buffer src(p.da.pd, 256, kAllAccess);
   fill(src.bytes, 5);
@@ -174,11 +174,13 @@ TEST_CASE("ibv_rereg_mr moves a region to another buffer and changes its access;
   ibv_mr* mr = ibv_reg_mr(p.db.pd, first.data(), first.size(),
                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   REQUIRE(mr);
-  const auto write_to = [&](uint64_t addr, uint32_t rkey, uint64_t id) {
+  // The peer keeps the rkey it was given: mlx5 changes the region in place (the same mkey).
+  const uint32_t lkey = mr->lkey, rkey = mr->rkey;
+  const auto write_to = [&](uint64_t addr, uint32_t key, uint64_t id) {
     ibv_sge sge{src.addr(), 64, src.mr->lkey};
     ibv_send_wr wr = make_wr(IBV_WR_RDMA_WRITE, &sge, 1, id);
     wr.wr.rdma.remote_addr = addr;
-    wr.wr.rdma.rkey = rkey;
+    wr.wr.rdma.rkey = key;
     p.a.post(wr);
     return p.a.wait();
   };
@@ -187,7 +189,9 @@ TEST_CASE("ibv_rereg_mr moves a region to another buffer and changes its access;
   REQUIRE(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, second.data(),
                        second.size(), 0) == 0);
   CHECK(mr->addr == second.data());
-  ibv_wc wc = write_to(reinterpret_cast<uint64_t>(second.data()), mr->rkey, 1);
+  CHECK(mr->lkey == lkey);
+  CHECK(mr->rkey == rkey);
+  ibv_wc wc = write_to(reinterpret_cast<uint64_t>(second.data()), rkey, 1);
   REQUIRE(wc.status == IBV_WC_SUCCESS);
   CHECK(std::equal(src.bytes.begin(), src.bytes.begin() + 64, second.begin()));
   CHECK(std::all_of(first.begin(), first.end(), [](uint8_t x) { return x == 0; }));
@@ -195,13 +199,27 @@ TEST_CASE("ibv_rereg_mr moves a region to another buffer and changes its access;
   // A refused change (a range that is not mapped) leaves the region as it was.
   errno = 0;
   CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 4096, 0) != 0);
-  wc = write_to(reinterpret_cast<uint64_t>(second.data()) + 64, mr->rkey, 2);
+  wc = write_to(reinterpret_cast<uint64_t>(second.data()) + 64, rkey, 2);
   REQUIRE(wc.status == IBV_WC_SUCCESS);
+  // The first buffer is no longer the region's: a write there under the key is refused.
+  wc = write_to(reinterpret_cast<uint64_t>(first.data()), rkey, 4);
+  CHECK(wc.status == IBV_WC_REM_ACCESS_ERR);
+  CHECK(std::all_of(first.begin(), first.end(), [](uint8_t x) { return x == 0; }));
+  p.restart();
 
   // Local write only: the peer's next WRITE is refused.
   REQUIRE(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
                        IBV_ACCESS_LOCAL_WRITE) == 0);
-  wc = write_to(reinterpret_cast<uint64_t>(second.data()), mr->rkey, 3);
+  CHECK(mr->rkey == rkey);
+  wc = write_to(reinterpret_cast<uint64_t>(second.data()), rkey, 3);
   CHECK(wc.status == IBV_WC_REM_ACCESS_ERR);
+  p.restart();
+
+  // Remote write again, on the same key: the peer's write is taken.
+  REQUIRE(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) == 0);
+  CHECK(mr->rkey == rkey);
+  wc = write_to(reinterpret_cast<uint64_t>(second.data()) + 128, rkey, 5);
+  CHECK(wc.status == IBV_WC_SUCCESS);
   CHECK(ibv_dereg_mr(mr) == 0);
 }

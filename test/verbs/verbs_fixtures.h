@@ -208,7 +208,19 @@ struct Endpoint {
 struct Pair {
   Device da{"rnicsim0"}, db{"rnicsim1"};
   Endpoint a{da}, b{db};
-  Pair() {
+  Pair() { connect(); }
+  // Both QPs through RESET and connected again (after an error moved them to ERR).
+  void restart() {
+    for (Endpoint* e : {&a, &b}) {
+      ibv_qp_attr r{};
+      r.qp_state = IBV_QPS_RESET;
+      REQUIRE(ibv_modify_qp(e->qp, &r, IBV_QP_STATE) == 0);
+    }
+    connect();
+  }
+
+ private:
+  void connect() {
     a.to_rtr(b);
     b.to_rtr(a);
     a.to_rts();

@@ -225,6 +225,17 @@ Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
   return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(hca, srq.value()));
 }
 
+Status rereg_mr(hw::Mr& mr, hw::Pd& pd, void* addr, size_t length, uint32_t access) {
+  auto* m = dynamic_cast<SimMr*>(&mr);
+  auto* p = dynamic_cast<SimPd*>(&pd);
+  if (!m || !p || p->hca() != m->hca())
+    return Status::error(Errc::invalid_argument,
+                         "rereg_mr: the region and the PD must belong to one simulated device");
+  Status st = m->hca()->rereg_mr(m->lkey(), p->pdn(), addr, length, access);
+  if (st) m->set_range(addr, length);
+  return st;
+}
+
 Status attach_uar_page(Device& device, void* page) {
   return device.impl().hca->attach_uar_page(static_cast<uint8_t*>(page));
 }

@@ -34,6 +34,12 @@ class SimMr final : public hw::Mr {
   uint32_t rkey() const override { return key_; }
   void* addr() const override { return addr_; }
   size_t length() const override { return length_; }
+  Hca* hca() const { return hca_.get(); }
+  // After a re-registration (rereg_mr).
+  void set_range(void* addr, size_t length) {
+    addr_ = addr;
+    length_ = length;
+  }
 
  private:
   std::shared_ptr<Hca> hca_;
@@ -110,6 +116,12 @@ Result<std::unique_ptr<hw::Qp>> create_qp_external(Device& device, hw::Pd& pd, h
 // the shim). A QP takes its receives from it when created with ExternalQpMemory::srq.
 Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
                                                      const ExternalSrqMemory& mem);
+
+// Re-registers a region in place (ibv_rereg_mr): a new PD, translation or access rights under
+// the same key, as mlx5 keeps the mkey when it can update it by UMR. The checks are
+// reg_mr's; on failure the region is unchanged. Work already accepted by the device is
+// checked against the new entry from the next access on.
+Status rereg_mr(hw::Mr& mr, hw::Pd& pd, void* addr, size_t length, uint32_t access);
 
 // Makes the device watch the BlueFlame registers of a 4 KiB page it did not allocate.
 Status attach_uar_page(Device& device, void* page);

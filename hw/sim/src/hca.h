@@ -82,6 +82,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   bool has_pd(uint32_t pdn) const;
   Result<uint32_t> reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access);
   void dereg_mr(uint32_t key);
+  Status rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint32_t access);
   Result<CqObj*> create_cq(uint32_t min_cqe);
   Result<CqObj*> create_cq_external(const ExternalCqMemory& mem);
   void release_cq(CqObj* cq);
@@ -147,6 +148,10 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   friend class Gsi;
 
   friend class rc::Context;
+
+  // reg_mr's and rereg_mr's checks of a region (objects.cc).
+  Status check_region_locked(const char* op, uint32_t pdn, const void* addr, size_t length,
+                             uint32_t access) const;
 
   // engine.cc
   bool run_pass(std::unique_lock<std::mutex> lock);

@@ -113,6 +113,20 @@ void MrTable::remove(uint32_t key) {
   --live_;
 }
 
+bool MrTable::update(uint32_t key, uint32_t pdn, uint8_t* addr, uint64_t length,
+                     uint32_t access) {
+  const uint32_t structured = unscramble(key);
+  const uint32_t index = structured >> 8;
+  if (index == 0 || index >= entries_.size()) return false;
+  MrEntry& e = entries_[index];
+  if (!e.valid || e.tag != (structured & 0xff)) return false;
+  e.pdn = pdn;
+  e.addr = addr;
+  e.length = length;
+  e.access = access;
+  return true;
+}
+
 const MrEntry* MrTable::find(uint32_t key) const noexcept {
   const uint32_t structured = unscramble(key);
   const uint32_t index = structured >> 8;

@@ -50,6 +50,9 @@ class MrTable {
   // Registers a region and returns its key.
   Result<uint32_t> add(uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access);
   void remove(uint32_t key);
+  // Gives the region of `key` a new PD, range and rights, keeping the key; false if `key`
+  // names no live region.
+  bool update(uint32_t key, uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access);
   const MrEntry* find(uint32_t key) const noexcept;
   size_t size() const noexcept { return live_; }
 

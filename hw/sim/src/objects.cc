@@ -43,27 +43,33 @@ bool Hca::has_pd(uint32_t pdn) const {
   return std::find(pds_.begin(), pds_.end(), pdn) != pds_.end();
 }
 
-Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
-  // The application may take the region's pages away later: the fault handler that lets the
-  // device survive that (host_access.h) must be in place before the region is used.
-  (void)host_access_supported();
-  std::lock_guard<std::mutex> lock(mu_);
+Status Hca::check_region_locked(const char* op, uint32_t pdn, const void* addr, size_t length,
+                                uint32_t access) const {
   const char* name = info_.name.c_str();
   if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
-    return Status::error(Errc::not_found, "%s: reg_mr: pd %u does not exist", name, pdn);
+    return Status::error(Errc::not_found, "%s: %s: pd %u does not exist", name, op, pdn);
   if (!addr || length == 0)
-    return Status::error(Errc::invalid_argument, "%s: reg_mr: empty region", name);
+    return Status::error(Errc::invalid_argument, "%s: %s: empty region", name, op);
   if (length > info_.caps.max_mr_size)
-    return Status::error(Errc::invalid_argument, "%s: reg_mr: %zu bytes above max_mr_size", name,
+    return Status::error(Errc::invalid_argument, "%s: %s: %zu bytes above max_mr_size", name, op,
                          length);
   if (access & ~kKnownAccess)
-    return Status::error(Errc::invalid_argument, "%s: reg_mr: unknown access flags %#x", name,
+    return Status::error(Errc::invalid_argument, "%s: %s: unknown access flags %#x", name, op,
                          access);
   // IBA 10.6.3.1 (ibv_reg_mr): remote write or atomic access requires local write.
   if ((access & (hw::access::remote_write | hw::access::remote_atomic)) &&
       !(access & hw::access::local_write))
     return Status::error(Errc::invalid_argument,
-                         "%s: reg_mr: remote write or atomic access needs local write", name);
+                         "%s: %s: remote write or atomic access needs local write", name, op);
+  return Status::ok();
+}
+
+Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
+  // The application may take the region's pages away later: the fault handler that lets the
+  // device survive that (host_access.h) must be in place before the region is used.
+  (void)host_access_supported();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) return st;
   Result<uint32_t> key = mrs_.add(pdn, static_cast<uint8_t*>(addr), length, access);
   if (!key) return Status(key.status()).prepend(info_.name);
   return key;
@@ -72,6 +78,15 @@ Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t a
 void Hca::dereg_mr(uint32_t key) {
   std::lock_guard<std::mutex> lock(mu_);
   mrs_.remove(key);
+}
+
+Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint32_t access) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Status st = check_region_locked("rereg_mr", pdn, addr, length, access); !st) return st;
+  if (!mrs_.update(key, pdn, static_cast<uint8_t*>(addr), length, access))
+    return Status::error(Errc::not_found, "%s: rereg_mr: key %#x names no region",
+                         info_.name.c_str(), key);
+  return Status::ok();
 }
 
 Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {

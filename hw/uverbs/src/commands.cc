@@ -305,56 +305,41 @@ int destroy_ah(Cmd& c) {
   return 0;
 }
 
-// The kernel's checks of ib_uverbs_reg_mr and REREG_MR's new translation or access, then the
-// registration itself. On failure `*err` is the errno the kernel would give.
-Result<std::unique_ptr<hw::Mr>> register_region(const Cmd& c, PdObject& pd, uint64_t start,
-                                                uint64_t length, uint64_t hca_va,
-                                                uint32_t access_flags, int* err) {
-  const auto refuse = [&](int e, const Status& why) -> Result<std::unique_ptr<hw::Mr>> {
-    *err = e;
-    return why;
-  };
-  if (length == 0) return refuse(EINVAL, Status::error(Errc::invalid_argument, "zero length"));
+// The kernel's checks of ib_uverbs_reg_mr and REREG_MR's new translation or access. Returns
+// the rights the device keeps (hw::access bits), or -1 after the kernel's errno and reason.
+int64_t check_region(const Cmd& c, uint64_t start, uint64_t length, uint64_t hca_va,
+                     uint32_t access_flags) {
+  if (length == 0) return c.error(EINVAL, "zero length");
   if (hca_va != start)
-    return refuse(EOPNOTSUPP, Status::error(Errc::unsupported,
-                                            "an I/O virtual address (%#llx) other than the "
-                                            "buffer's (%#llx)",
-                                            static_cast<unsigned long long>(hca_va),
-                                            static_cast<unsigned long long>(start)));
+    return c.error(EOPNOTSUPP, "an I/O virtual address (%#llx) other than the buffer's (%#llx)",
+                   static_cast<unsigned long long>(hca_va),
+                   static_cast<unsigned long long>(start));
   constexpr uint32_t kUnsupported = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
                                     IBV_ACCESS_HUGETLB;
   if (access_flags & kUnsupported)
-    return refuse(EOPNOTSUPP, Status::error(Errc::unsupported,
-                                            "access flags %#x (zero-based, on-demand or hugetlb)",
-                                            access_flags));
+    return c.error(EOPNOTSUPP, "access flags %#x (zero-based, on-demand or hugetlb)",
+                   access_flags);
   const uint32_t access = access_flags & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
   // get_user_pages: every page mapped, writable if the HCA may write it.
   const bool writable = (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                    IBV_ACCESS_REMOTE_ATOMIC)) != 0;
   if (!user_range_ok(start, length, writable))
-    return refuse(EFAULT, Status::error(Errc::invalid_argument, "[%#llx, +%llu) is not mapped%s",
-                                        static_cast<unsigned long long>(start),
-                                        static_cast<unsigned long long>(length),
-                                        writable ? " writable" : ""));
-  Result<std::unique_ptr<hw::Mr>> mr =
-      c.ctx.dev->dev->reg_mr(*pd.pd, reinterpret_cast<void*>(start), length, access);
-  if (!mr) *err = -1;  // the device's refusal: sim_error names it
-  return mr;
-}
-
-int region_error(const Cmd& c, const Status& st, int err) {
-  return err < 0 ? sim_error(c, st) : c.error(err, "%s", st.message().c_str());
+    return c.error(EFAULT, "[%#llx, +%llu) is not mapped%s",
+                   static_cast<unsigned long long>(start),
+                   static_cast<unsigned long long>(length), writable ? " writable" : "");
+  return access;
 }
 
 int reg_mr(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_reg_mr>();
   auto pd = c.ctx.pds.find(req.pd_handle);
   if (pd == c.ctx.pds.end()) return c.error(EINVAL, "pd handle %u does not exist", req.pd_handle);
-  int err = 0;
-  Result<std::unique_ptr<hw::Mr>> mr =
-      register_region(c, pd->second, req.start, req.length, req.hca_va, req.access_flags, &err);
-  if (!mr) return region_error(c, mr.status(), err);
+  const int64_t access = check_region(c, req.start, req.length, req.hca_va, req.access_flags);
+  if (access < 0) return -1;
+  Result<std::unique_ptr<hw::Mr>> mr = c.ctx.dev->dev->reg_mr(
+      *pd->second.pd, reinterpret_cast<void*>(req.start), req.length, static_cast<uint32_t>(access));
+  if (!mr) return sim_error(c, mr.status());
   const uint32_t h = new_handle(c.ctx);
   ib_uverbs_reg_mr_resp r{};
   r.mr_handle = h;
@@ -366,9 +351,9 @@ int reg_mr(Cmd& c) {
   return 0;
 }
 
-// REREG_MR: a new translation, PD or access for a registered region. The new registration is
-// made before the old one goes, so a refused change leaves the region as it was; the keys
-// are the new registration's (libmlx5 takes them from the response, as from mlx5's kernel).
+// REREG_MR: a new translation, PD or access for a registered region. mlx5 changes the region
+// in place (a UMR on the same mkey), so the keys a peer holds stay valid and carry the new
+// rights; the response repeats them. A refused change leaves the region as it was.
 int rereg_mr(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_rereg_mr>();
   auto it = c.ctx.mrs.find(req.mr_handle);
@@ -383,14 +368,17 @@ int rereg_mr(Cmd& c) {
   const uint64_t start = translation ? req.start : reinterpret_cast<uint64_t>(obj.mr->addr());
   const uint64_t length = translation ? req.length : obj.mr->length();
   const uint64_t hca_va = translation ? req.hca_va : start;
-  const uint32_t access = (req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access_flags : obj.access;
-  int err = 0;
-  Result<std::unique_ptr<hw::Mr>> mr =
-      register_region(c, pd->second, start, length, hca_va, access, &err);
-  if (!mr) return region_error(c, mr.status(), err);
+  const uint32_t flags = (req.flags & IBV_REREG_MR_CHANGE_ACCESS) ? req.access_flags : obj.access;
+  const int64_t access = check_region(c, start, length, hca_va, flags);
+  if (access < 0) return -1;
+  if (Status st = sim::rereg_mr(*obj.mr, *pd->second.pd, reinterpret_cast<void*>(start), length,
+                                static_cast<uint32_t>(access));
+      !st)
+    return sim_error(c, st);
   --c.ctx.pds[obj.pd].users;
   ++pd->second.users;
-  obj = MrObject{std::move(mr.value()), pd_handle, access};
+  obj.pd = pd_handle;
+  obj.access = flags;
   ib_uverbs_rereg_mr_resp r{};
   r.lkey = obj.mr->lkey();
   r.rkey = obj.mr->rkey();
@@ -531,9 +519,10 @@ uint32_t pick_bfreg(Context& ctx) {
   return best;
 }
 
-int create_qp(Cmd& c) {
+// CREATE_QP, in its first form or the extended one: `req` holds the fields both share, and
+// `extended` says which response to write.
+int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   Context& ctx = c.ctx;
-  const auto req = c.core_as<ib_uverbs_create_qp>();
   const auto m = c.drv_as<mlx5_ib_create_qp>();
   if (c.drv_len < offsetof(mlx5_ib_create_qp, bfreg_index))
     return c.error(EINVAL, "driver request of %zu bytes is too short", c.drv_len);
@@ -638,8 +627,46 @@ int create_qp(Cmd& c) {
   r.max_inline_data = req.max_inline_data;
   mlx5_ib_create_qp_resp mr{};
   mr.bfreg_index = dynamic ? UINT32_MAX : bfreg;  // the kernel's MLX5_IB_INVALID_BFREG
-  c.reply(&r, sizeof r, &mr, sizeof mr);
+  if (extended) {
+    ib_uverbs_ex_create_qp_resp rx{};
+    rx.base = r;
+    rx.response_length = static_cast<uint32_t>(std::min(sizeof rx, c.resp_core_len));
+    c.reply(&rx, sizeof rx, &mr, sizeof mr);
+  } else {
+    c.reply(&r, sizeof r, &mr, sizeof mr);
+  }
   return 0;
+}
+
+int create_qp(Cmd& c) { return create_qp_common(c, c.core_as<ib_uverbs_create_qp>(), false); }
+
+// The extended CREATE_QP, which libmlx5 sends when the application gives create flags, a TSO
+// header size, an indirection table or an RX hash: none of them has a meaning for an RC QP of
+// the model, so each is refused by name; the rest is the first form's request.
+int create_qp_ex(Cmd& c) {
+  const auto x = c.core_as<ib_uverbs_ex_create_qp>();
+  if (x.comp_mask & IB_UVERBS_CREATE_QP_MASK_IND_TABLE)
+    return c.error(EOPNOTSUPP, "receive work queue indirection table %u (RSS QPs)",
+                   x.rwq_ind_tbl_handle);
+  if (x.comp_mask & ~static_cast<uint32_t>(IB_UVERBS_CREATE_QP_SUP_COMP_MASK))
+    return c.error(EINVAL, "unknown comp_mask bits %#x", x.comp_mask);
+  if (x.create_flags)
+    return c.error(EOPNOTSUPP, "create flags %#x (the simulated HCA takes none)", x.create_flags);
+  ib_uverbs_create_qp req{};
+  req.user_handle = x.user_handle;
+  req.pd_handle = x.pd_handle;
+  req.send_cq_handle = x.send_cq_handle;
+  req.recv_cq_handle = x.recv_cq_handle;
+  req.srq_handle = x.srq_handle;
+  req.max_send_wr = x.max_send_wr;
+  req.max_recv_wr = x.max_recv_wr;
+  req.max_send_sge = x.max_send_sge;
+  req.max_recv_sge = x.max_recv_sge;
+  req.max_inline_data = x.max_inline_data;
+  req.sq_sig_all = x.sq_sig_all;
+  req.qp_type = x.qp_type;
+  req.is_srq = x.is_srq;
+  return create_qp_common(c, req, true);
 }
 
 // IBV_QP_* attribute bits and the model's qp_attr bits.
@@ -826,10 +853,12 @@ const Handler* handler_for(uint32_t cmd, bool extended) {
   static const Handler kDestroySrq{destroy_srq, sizeof(ib_uverbs_destroy_srq), sizeof(ib_uverbs_destroy_srq_resp), true};
   static const Handler kQueryDeviceEx{query_device_ex, sizeof(ib_uverbs_ex_query_device), offsetof(ib_uverbs_ex_query_device_resp, odp_caps), true};
   static const Handler kModifyQpEx{modify_qp_ex, sizeof(ib_uverbs_ex_modify_qp), sizeof(ib_uverbs_ex_modify_qp_resp), true};
+  static const Handler kCreateQpEx{create_qp_ex, offsetof(ib_uverbs_ex_create_qp, create_flags), sizeof(ib_uverbs_ex_create_qp_resp), true};
   if (extended) {
     switch (cmd) {
       case IB_USER_VERBS_EX_CMD_QUERY_DEVICE: return &kQueryDeviceEx;
       case IB_USER_VERBS_EX_CMD_MODIFY_QP: return &kModifyQpEx;
+      case IB_USER_VERBS_EX_CMD_CREATE_QP: return &kCreateQpEx;
       default: return nullptr;
     }
   }
