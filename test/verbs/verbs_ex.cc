@@ -223,3 +223,38 @@ TEST_CASE("ibv_rereg_mr moves a region to another buffer and changes its access 
   CHECK(wc.status == IBV_WC_SUCCESS);
   CHECK(ibv_dereg_mr(mr) == 0);
 }
+
+TEST_CASE("ibv_create_qp_ex with create flags goes through the extended CREATE_QP: no flags "
+          "makes a working RC QP, a flag the device lacks is refused with EOPNOTSUPP") {
+  Device d{"rnicsim0"};
+  ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
+  REQUIRE(cq);
+  ibv_qp_init_attr_ex x{};
+  x.send_cq = cq;
+  x.recv_cq = cq;
+  x.qp_type = IBV_QPT_RC;
+  x.cap = qp_init(cq, cq, IBV_QPT_RC, 8, 1).cap;
+  x.pd = d.pd;
+  // IBV_QP_INIT_ATTR_CREATE_FLAGS is what makes libmlx5 send the extended command.
+  x.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  x.create_flags = 0;
+  ibv_qp* qp = ibv_create_qp_ex(d.ctx, &x);
+  REQUIRE(qp);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                  IBV_QP_ACCESS_FLAGS) == 0);
+  ibv_qp_init_attr got{};
+  CHECK(ibv_query_qp(qp, &a, IBV_QP_STATE | IBV_QP_CAP, &got) == 0);
+  CHECK(a.qp_state == IBV_QPS_INIT);
+  CHECK(got.cap.max_send_wr >= 8);
+  CHECK(ibv_destroy_qp(qp) == 0);
+
+  x.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+  errno = 0;
+  CHECK(ibv_create_qp_ex(d.ctx, &x) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}

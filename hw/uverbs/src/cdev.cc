@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+#include <rdma/ib_user_ioctl_cmds.h>
 #include <rdma/mlx5-abi.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
 
 #include <atomic>
 #include <cstdio>
@@ -150,10 +152,29 @@ ssize_t command_write(int fd, const void* buf, size_t n) {
 // The ioctl interface (RDMA_VERBS_IOCTL) is not provided, as on kernels before it existed:
 // ENOTTY makes libibverbs use write() for every command (its has_ioctl_write probe), mark
 // every ioctl-first method unsupported, and take the write fallback.
+//
+// One method is answered: QUERY_CONTEXT, which ibv_import_device sends (ioctl only, no write
+// form) on a descriptor shared with another process or dup()ed. libmlx5 can import only a
+// context whose UARs the kernel allocates on demand (tot_bfregs 0, MLX5_IB_OBJECT_UAR, both
+// ioctl-only); the shim's contexts have static UAR pages, so the import is refused with
+// EOPNOTSUPP and its reason, as a device without the capability refuses it.
 int command_ioctl(int fd, unsigned long request, void* arg) {
-  (void)fd;
-  (void)request;
-  (void)arg;
+  std::shared_ptr<Context> ctx = context_of(fd);
+  if (!ctx || request != RDMA_VERBS_IOCTL) {
+    errno = ENOTTY;
+    return -1;
+  }
+  ib_uverbs_ioctl_hdr hdr{};
+  if (!copy_from_user(&hdr, reinterpret_cast<uintptr_t>(arg), sizeof hdr))
+    return fail(EFAULT, Status::error(Errc::invalid_argument, "%s: ioctl header at %p: not readable",
+                                      device_name(ctx->dev->index).c_str(), arg));
+  if (hdr.object_id == UVERBS_OBJECT_DEVICE && hdr.method_id == UVERBS_METHOD_QUERY_CONTEXT)
+    return fail(EOPNOTSUPP,
+                Status::error(Errc::unsupported,
+                              "%s: QUERY_CONTEXT (ibv_import_device): importing a context needs "
+                              "UARs the kernel allocates on demand; the simulated HCA's contexts "
+                              "have static UAR pages",
+                              device_name(ctx->dev->index).c_str()));
   errno = ENOTTY;
   return -1;
 }
