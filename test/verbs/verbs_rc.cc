@@ -32,6 +32,73 @@
 
 using namespace verbs_test;
 
+namespace {
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// The node GUID and GID 0 of "rnicsim0" as another process sees them (Debian's ibv_devinfo
+// under the same preloaded shim), "" where that program cannot run.
+std::string devinfo_of_other_process() {
+  FILE* p = popen("ibv_devinfo -v -d rnicsim0 2>/dev/null", "r");
+  if (!p) return "";
+  std::string out;
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) {
+    const std::string l = line;
+    if (l.find("node_guid:") != std::string::npos || l.find("GID[  0]:") != std::string::npos)
+      out += l;
+  }
+  pclose(p);
+  return out;
+}
+
+std::string guid_string(uint64_t be) {
+  const uint64_t g = be64toh(be);
+  char s[24];
+  std::snprintf(s, sizeof s, "%04x:%04x:%04x:%04x", static_cast<unsigned>(g >> 48),
+                static_cast<unsigned>(g >> 32 & 0xffff), static_cast<unsigned>(g >> 16 & 0xffff),
+                static_cast<unsigned>(g & 0xffff));
+  return s;
+}
+}  // namespace
+
+TEST_CASE("two processes that each open rnicsim0 get different node GUIDs and link-local GIDs",
+          "[process]") {
+  if (kSanitized) {
+    WARN("skipped under a sanitizer: the instrumented shim cannot be preloaded into ibv_devinfo");
+    return;
+  }
+  Device d("rnicsim0");  // held open: this process's device keeps its address
+  ibv_device_attr attr{};
+  REQUIRE(ibv_query_device(d.ctx, &attr) == 0);
+  ibv_gid ll{};
+  REQUIRE(ibv_query_gid(d.ctx, 1, 0, &ll) == 0);
+  CHECK(ll.raw[0] == 0xfe);
+  CHECK(ll.raw[1] == 0x80);
+  // The link-local GID carries the GUID (its interface identifier).
+  CHECK(std::memcmp(ll.raw + 8, &attr.node_guid, 8) == 0);
+  const std::string mine = guid_string(attr.node_guid);
+  const std::string other = devinfo_of_other_process();
+  INFO("this process: " << mine << "\nthe other:\n" << other);
+  REQUIRE(other.find("node_guid:") != std::string::npos);
+  CHECK(other.find(mine) == std::string::npos);
+  // And the other's link-local GID is not this one's.
+  char ll_text[64];
+  std::snprintf(ll_text, sizeof ll_text, "%02x%02x:%02x%02x:%02x%02x:%02x%02x", ll.raw[8],
+                ll.raw[9], ll.raw[10], ll.raw[11], ll.raw[12], ll.raw[13], ll.raw[14], ll.raw[15]);
+  REQUIRE(other.find("GID[  0]:") != std::string::npos);
+  CHECK(other.find(ll_text) == std::string::npos);
+}
+
 TEST_CASE("the simulated HCAs are listed, opened through libmlx5 and described like a ConnectX") {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);

@@ -76,6 +76,7 @@ Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfi
   info_.kind = "sim";
   info_.profile = config_.profile;
   info_.caps = config_.caps;
+  // Until start() knows the address: made unique then.
   info_.node_guid = 0x0002c90300000000ull | (uint64_t{index} << 8) | 1;
 }
 
@@ -132,6 +133,11 @@ Status Hca::start() {
   attached_ = true;
   config_.ipv4 = endpoint_.ipv4;
   info_.gid = hw::Gid::from_ipv4(endpoint_.ipv4);
+  // Unique per device and host, whichever process made it and in whatever order: Mellanox's
+  // OUI, then the address's low 24 bits and the UDP port, which no other device of the host
+  // shares (the wire refuses a taken endpoint). The link-local GIDs derive from it.
+  info_.node_guid = (0x0002c9ull << 40) | (uint64_t{endpoint_.ipv4 & 0xffffff} << 16) |
+                    endpoint_.port;
   // Where a ConnectX's GID table holds this address as RoCE v2 (::ffff:a.b.c.d after the two
   // link-local entries and its RoCE v1 twin), as the uverbs shim presents it too.
   info_.gid_index = 3;
