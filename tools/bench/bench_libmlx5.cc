@@ -8,6 +8,11 @@
 //                             a libibverbs QP of "rnicsim0".
 //   post_write_typed_libmlx5  the same WRITE through the typed QueuePair::post_write, exactly
 //                             as post_write_typed; the same baseline.
+//   post_write_ucx            (built with the `ucx` feature) UCX's uct_ep_put_short of 8 bytes
+//                             over rc_mlx5 on the same paused "rnicsim0", UCX's lowest-level
+//                             RDMA WRITE (inline data, signaled once per UCX's CQ moderation,
+//                             its default MMIO mode); the baseline, rnicdv_write_1sge, is the
+//                             loop of post_write_1sge.
 //
 // Run it with librnicdv-uverbs.so preloaded (LD_PRELOAD): that shim presents the simulated
 // HCAs to libibverbs, and libmlx5 then writes its WQEs, doorbell record and doorbell register
@@ -47,6 +52,9 @@
 
 #include "bench_sim.h"
 #include "bench_util.h"
+#ifdef RNICDV_BENCH_UCX
+#include "bench_ucx.h"
+#endif
 #include "rnicdv/detail/qp_core.h"
 #include "rnicdv/rnicdv.h"
 #include "rnicdv/sim/sim.h"
@@ -198,6 +206,9 @@ void compare(const Options& o, std::vector<Record>* out) {
   ibv_free_device_list(list);
   mlx.connect(peer);
   peer.connect(mlx);
+#ifdef RNICDV_BENCH_UCX
+  UctPair ucx(kMeasured, kPeer);  // on the same simulated HCAs, connected before the pause
+#endif
   std::shared_ptr<sim::Device> mlx_hw = shim_device(kMeasured);
   mlx_hw->pause();
   ibv_sge vsge{reinterpret_cast<uintptr_t>(mlx.buf.data()), 8, mlx.mr->lkey};
@@ -268,6 +279,36 @@ void compare(const Options& o, std::vector<Record>* out) {
            },
            libmlx5},
           o, out);
+#ifdef RNICDV_BENCH_UCX
+  uint32_t ucx_outstanding = 0;
+  auto rnicdv_loop = [qp, wrp] {
+    for (uint32_t i = 0; i < kOps; ++i) {
+      wrp->wr_id = i;
+      if (qp->post_send(*wrp) != Errc::ok) [[unlikely]]
+        fail("post_send failed");
+    }
+  };
+  measure({"post_write_ucx", "rnicdv_write_1sge", "ns/post", kOps,
+           [&] {
+             prepare();
+             if (ucx_outstanding + kOps > ucx.room()) {
+               mlx_hw->resume();
+               ucx.drain();
+               mlx_hw->pause();
+               ucx_outstanding = 0;
+             }
+           },
+           [&ucx, &ucx_outstanding] {
+             if (!ucx.put_short(kOps)) [[unlikely]]
+               fail("uct_ep_put_short: no resources");
+             ucx_outstanding += kOps;
+           },
+           rnicdv_loop},
+          o, out);
+  mlx_hw->resume();
+  ucx.drain();
+  mlx_hw->pause();
+#endif
   drain();  // nothing posted is left behind when the QPs are destroyed
 }
 

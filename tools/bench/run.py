@@ -59,6 +59,19 @@ LIBMLX5_CASES = {"post_write_1sge_libmlx5": "post_write_1sge",
                  "post_write_typed_libmlx5": "post_write_typed"}
 LIBMLX5_BASELINES = {"post_write_1sge_libmlx5": "libmlx5_write_1sge",
                      "post_write_typed_libmlx5": "libmlx5_write_1sge"}
+# UCX's uct_ep_put_short in the same program (built with the `ucx` feature): its baseline is
+# rnicdv's post_write_1sge loop, repeated there.
+UCX_CASES = {"post_write_ucx": "post_write_1sge"}
+UCX_BASELINES = {"post_write_ucx": "rnicdv_write_1sge"}
+
+
+def built_with_ucx(builddir):
+    """Whether meson found UCX for this build (the `ucx` feature)."""
+    try:
+        with open(os.path.join(builddir, "meson-info", "intro-dependencies.json")) as f:
+            return any(d.get("name") == "ucx-uct" for d in json.load(f))
+    except (OSError, ValueError):
+        return False
 
 # The targets (ratio at most this); cases not listed have none.
 TARGETS = {**{c: 1.3 for c in POST_CASES + TYPED_CASES},
@@ -186,14 +199,14 @@ def libmlx5_callgrind_records(builddir, shim, smoke, timed):
     say("instructions per operation, rnicdv beside libmlx5 (callgrind)")
     per_op = callgrind_counts([exe, "--callgrind"] + (["--smoke"] if smoke else []),
                               env=libmlx5_env(shim))
-    return instr_records(per_op, timed, list(LIBMLX5_CASES))
+    return instr_records(per_op, timed, list(LIBMLX5_CASES) + list(UCX_CASES))
 
 
 def place_libmlx5(records):
     """Moves each rnicdv-against-libmlx5 record (and its _instr) right after the rnicdv
     record it repeats, so that the table shows them together."""
     moved = {}
-    for name, after in LIBMLX5_CASES.items():
+    for name, after in {**LIBMLX5_CASES, **UCX_CASES}.items():
         for suffix in ("", "_instr"):
             moved[name + suffix] = after + suffix
     rest = [r for r in records if r["name"] not in moved]
@@ -371,7 +384,7 @@ def validate(records, expected):
         if not isinstance(ratio, (int, float)) or not math.isclose(ratio, v / bv, rel_tol=1e-9):
             raise BenchError(f"bench.json: {name}: ratio {ratio!r} != value / baseline_value")
     for r in records:
-        for case, base in LIBMLX5_BASELINES.items():
+        for case, base in {**LIBMLX5_BASELINES, **UCX_BASELINES}.items():
             for suffix in ("", "_instr"):
                 if r["name"] == case + suffix and r["baseline_name"] != base + suffix:
                     raise BenchError(f"bench.json: {r['name']}: baseline must be {base + suffix}, "
@@ -423,11 +436,15 @@ def main():
         records = driver_records(args.builddir, args.smoke)
         lm_records = libmlx5_records(args.builddir, shim, args.smoke)
         records += lm_records
-        expected = COUNTED_CASES + list(LIBMLX5_CASES) + MEMORY_CASES + FABRIC_CASES
+        lm_cases = list(LIBMLX5_CASES) + (list(UCX_CASES) if built_with_ucx(args.builddir)
+                                          else [])
+        if not built_with_ucx(args.builddir):
+            say("built without UCX (libucx-dev): no post_write_ucx record")
+        expected = COUNTED_CASES + lm_cases + MEMORY_CASES + FABRIC_CASES
         if not args.no_callgrind and shutil.which("valgrind"):
             records += callgrind_records(args.builddir, args.smoke, records)
             records += libmlx5_callgrind_records(args.builddir, shim, args.smoke, lm_records)
-            expected += [c + "_instr" for c in COUNTED_CASES + list(LIBMLX5_CASES)]
+            expected += [c + "_instr" for c in COUNTED_CASES + lm_cases]
         elif not args.no_callgrind:
             say("valgrind is not installed: no instruction counts")
         records += fabric_records(args.builddir, args.smoke)

@@ -23,8 +23,11 @@ done
 # valgrind gives the instruction counts; without it run.py reports time only. The mlx5
 # provider (ibverbs-providers) is the libmlx5 that rnicdv's post path is compared with, run on
 # the simulated HCAs through the uverbs shim.
-ensure_pkgs "${build_pkgs[@]}" python3 valgrind ibverbs-providers
-configure -Dbuildtype=release -Db_ndebug=true
+# libucx-dev: UCX's uct_ep_put_short measured beside rnicdv's post (post_write_ucx).
+ensure_pkgs "${build_pkgs[@]}" python3 valgrind ibverbs-providers libucx-dev
+configure -Dbuildtype=release -Db_ndebug=true -Ducx=enabled
+# A build directory configured before libucx-dev was installed looks again.
+meson configure "$builddir" -Ducx=enabled >/dev/null
 say "building the benchmarks in $builddir"
 bench_targets=(tools/bench/rnicdv-bench-driver tools/bench/rnicdv-bench-fabric
                tools/bench/rnicdv-bench-sim-idle tools/bench/rnicdv-bench-libmlx5 tools/bench/rnicdv-bench-cm
