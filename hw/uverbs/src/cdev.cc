@@ -251,10 +251,13 @@ void adopt_unseen_uar_mappings_locked(Context& ctx) {
                     &dev_major, &dev_minor, &inode) != 7)
       continue;
     if (inode != st.st_ino || perms[3] != 's' || !std::strstr(line, "rnicdv-uverbs-cmd")) continue;
-    const int64_t idx = uar_page_of_offset(ctx, offset);
-    if (idx < 0 || ctx.uar_pages[static_cast<size_t>(idx)]) continue;
-    (void)adopt_uar_page_locked(self, static_cast<uint32_t>(idx),
-                                reinterpret_cast<uint8_t*>(start));
+    // The kernel merges mappings of consecutive pages at consecutive addresses into one
+    // line (libmlx5 maps its UAR pages one after another): every page of it is looked at.
+    for (unsigned long at = start; at < end; at += kPage) {
+      const int64_t idx = uar_page_of_offset(ctx, offset + (at - start));
+      if (idx < 0 || ctx.uar_pages[static_cast<size_t>(idx)]) continue;
+      (void)adopt_uar_page_locked(self, static_cast<uint32_t>(idx), reinterpret_cast<uint8_t*>(at));
+    }
   }
   std::fclose(maps);
 }
