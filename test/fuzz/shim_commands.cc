@@ -7,8 +7,9 @@
 //
 // Input: a sequence of records
 //   [target: even = uverbs, odd = rdma_cm] [pointer mode] [offset lo] [length lo, hi] [bytes]
-// Every user pointer a command carries (its response, and for CREATE_CQ/CREATE_QP/CREATE_SRQ/
-// REG_MR/REREG_MR the rings, doorbell records and buffer) is rewritten to point into an arena
+// Every user pointer a command carries (its response, and for CREATE_CQ, CREATE_QP in both
+// forms, CREATE_SRQ, REG_MR and REREG_MR the rings, doorbell records and buffer) is
+// rewritten to point into an arena
 // whose last page is followed by an inaccessible (PROT_NONE) guard page and preceded by a
 // read-only one, or to a tiny address: the decoder must answer EFAULT (or work) and never fault. Pointers
 // into the program's own heap are never given: the simulated HCA would then write there, as
@@ -84,16 +85,21 @@ void patch_uverbs(std::vector<uint8_t>& cmd, uint8_t mode, uint16_t offset) {
   std::memcpy(&hdr, cmd.data(), sizeof hdr);
   const bool extended = hdr.command & IB_USER_VERBS_CMD_FLAG_EXTENDED;
   const uint32_t number = hdr.command & IB_USER_VERBS_CMD_COMMAND_MASK;
+  auto arena_ptr = [&](size_t at, uint16_t off) {
+    if (cmd.size() >= at + 8) put64(cmd.data() + at, pointer(0, off));
+  };
   if (extended) {
     if (cmd.size() >= sizeof hdr + sizeof(ib_uverbs_ex_cmd_hdr))
       put64(cmd.data() + sizeof hdr, pointer(mode, offset));  // ex_hdr.response
+    if (number == IB_USER_VERBS_EX_CMD_CREATE_QP) {  // its driver data after the core request
+      const size_t drv = sizeof hdr + sizeof(ib_uverbs_ex_cmd_hdr) + size_t{hdr.in_words} * 8;
+      arena_ptr(drv + offsetof(mlx5_ib_create_qp, buf_addr), 0);
+      arena_ptr(drv + offsetof(mlx5_ib_create_qp, db_addr), static_cast<uint16_t>(offset | 1));
+    }
     return;
   }
   const size_t core = sizeof hdr;
   if (cmd.size() >= core + 8) put64(cmd.data() + core, pointer(mode, offset));
-  auto arena_ptr = [&](size_t at, uint16_t off) {
-    if (cmd.size() >= at + 8) put64(cmd.data() + at, pointer(0, off));
-  };
   switch (number) {
     case IB_USER_VERBS_CMD_REG_MR:  // start, and hca_va equal to it
       if (cmd.size() >= core + offsetof(ib_uverbs_reg_mr, hca_va) + 8) {
