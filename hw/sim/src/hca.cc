@@ -134,8 +134,9 @@ Status Hca::start() {
   config_.ipv4 = endpoint_.ipv4;
   info_.gid = hw::Gid::from_ipv4(endpoint_.ipv4);
   // Unique per device and host, whichever process made it and in whatever order: Mellanox's
-  // OUI, then the address's low 24 bits and the UDP port, which no other device of the host
-  // shares (the wire refuses a taken endpoint). The link-local GIDs derive from it.
+  // OUI, then the address's low 24 bits and the UDP port, which no other live device on the
+  // host's UDP wire shares (the wire refuses a taken endpoint; an in-process wire is a fabric
+  // of its own, whose addresses are unique within it). The link-local GIDs derive from it.
   info_.node_guid = (0x0002c9ull << 40) | (uint64_t{endpoint_.ipv4 & 0xffffff} << 16) |
                     endpoint_.port;
   // Where a ConnectX's GID table holds this address as RoCE v2 (::ffff:a.b.c.d after the two
