@@ -258,15 +258,15 @@ void compare(const Options& o, std::vector<Record>* out) {
     }
     outstanding += kOps;
   };
+  auto rnicdv_write_1sge = [qp, wrp] {  // the loop of rnicdv-bench-driver's post_write_1sge
+    for (uint32_t i = 0; i < kOps; ++i) {
+      wrp->wr_id = i;
+      if (qp->post_send(*wrp) != Errc::ok) [[unlikely]]
+        fail("post_send failed");
+    }
+  };
   measure({"post_write_1sge_libmlx5", "libmlx5_write_1sge", "ns/post", kOps, prepare,
-           [qp, wrp] {  // the loop of rnicdv-bench-driver's post_write_1sge
-             for (uint32_t i = 0; i < kOps; ++i) {
-               wrp->wr_id = i;
-               if (qp->post_send(*wrp) != Errc::ok) [[unlikely]]
-                 fail("post_send failed");
-             }
-           },
-           libmlx5},
+           rnicdv_write_1sge, libmlx5},
           o, out);
   measure({"post_write_typed_libmlx5", "libmlx5_write_1sge", "ns/post", kOps, prepare,
            [qp, wrp] {  // the loop of rnicdv-bench-driver's post_write_typed
@@ -281,17 +281,10 @@ void compare(const Options& o, std::vector<Record>* out) {
           o, out);
 #ifdef RNICDV_BENCH_UCX
   uint32_t ucx_outstanding = 0;
-  auto rnicdv_loop = [qp, wrp] {
-    for (uint32_t i = 0; i < kOps; ++i) {
-      wrp->wr_id = i;
-      if (qp->post_send(*wrp) != Errc::ok) [[unlikely]]
-        fail("post_send failed");
-    }
-  };
   measure({"post_write_ucx", "rnicdv_write_1sge", "ns/post", kOps,
            [&] {
              prepare();
-             if (ucx_outstanding + kOps > ucx.room()) {
+             if (ucx_outstanding + kOps > UctPair::kDrainAbove) {
                mlx_hw->resume();
                ucx.drain();
                mlx_hw->pause();
@@ -300,10 +293,10 @@ void compare(const Options& o, std::vector<Record>* out) {
            },
            [&ucx, &ucx_outstanding] {
              if (!ucx.put_short(kOps)) [[unlikely]]
-               fail("uct_ep_put_short: no resources");
+               fail("uct_ep_put_short failed (no resources, or the endpoint in error)");
              ucx_outstanding += kOps;
            },
-           rnicdv_loop},
+           rnicdv_write_1sge},
           o, out);
   mlx_hw->resume();
   ucx.drain();

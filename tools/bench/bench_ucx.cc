@@ -178,10 +178,4 @@ void UctPair::drain() {
   }
 }
 
-uint32_t UctPair::room() const {
-  // rc_mlx5's default TX queue (UCX_RC_MLX5_TX_QUEUE_LEN) and flow-control window are far
-  // above one repetition; drain() runs before any repetition that could exhaust either.
-  return 128;
-}
-
 }  // namespace rnicdv::bench

@@ -18,14 +18,16 @@ class UctPair {
   UctPair(const UctPair&) = delete;
   UctPair& operator=(const UctPair&) = delete;
 
-  // `n` 8-byte uct_ep_put_short calls to the peer's registered buffer; false if UCX had no
-  // room for one of them (UCS_ERR_NO_RESOURCE), which the caller's drain() prevents.
+  // The caller drains once more than this many puts are outstanding: half of rc_mlx5's
+  // default TX queue (UCX_RC_MLX5_TX_QUEUE_LEN, 256), so a put never finds it full.
+  static constexpr uint32_t kDrainAbove = 128;
+
+  // `n` 8-byte uct_ep_put_short calls to the peer's registered buffer; false if one of them
+  // was refused (UCS_ERR_NO_RESOURCE, which draining at kDrainAbove prevents, or an error).
   bool put_short(uint32_t n);
   // Progresses both workers until every put has completed (uct_ep_flush returns UCS_OK);
   // the caller resumes the device first.
   void drain();
-  // Posts UCX takes before it asks for progress (its TX queue and credit bound), as reported.
-  uint32_t room() const;
 
  private:
   struct Impl;

@@ -436,9 +436,9 @@ def main():
         records = driver_records(args.builddir, args.smoke)
         lm_records = libmlx5_records(args.builddir, shim, args.smoke)
         records += lm_records
-        lm_cases = list(LIBMLX5_CASES) + (list(UCX_CASES) if built_with_ucx(args.builddir)
-                                          else [])
-        if not built_with_ucx(args.builddir):
+        with_ucx = built_with_ucx(args.builddir)
+        lm_cases = list(LIBMLX5_CASES) + (list(UCX_CASES) if with_ucx else [])
+        if not with_ucx:
             say("built without UCX (libucx-dev): no post_write_ucx record")
         expected = COUNTED_CASES + lm_cases + MEMORY_CASES + FABRIC_CASES
         if not args.no_callgrind and shutil.which("valgrind"):
