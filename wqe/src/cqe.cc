@@ -135,7 +135,8 @@ void write_cqe(CqRing ring, uint32_t pi, const CqeInit& init) noexcept {
     std::memcpy(image, &err, sizeof err);
   } else {
     mlx5_cqe64 good{};
-    good.flags_rqpn = htobe32(init.src_qpn & kCqeQpnMask);
+    // Bits 29:28 of flags_rqpn are nonzero when a GRH was scattered (libmlx5: IBV_WC_GRH).
+    good.flags_rqpn = htobe32((init.src_qpn & kCqeQpnMask) | (init.grh ? 1u << 28 : 0));
     good.srqn_uidx = htobe32(init.srqn_uidx & kCqeQpnMask);
     good.imm_inval_pkey = htobe32(init.imm);
     good.byte_cnt = htobe32(init.byte_cnt);

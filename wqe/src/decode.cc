@@ -60,8 +60,20 @@ bool is_atomic(uint8_t opcode) {
   return opcode == MLX5_OPCODE_ATOMIC_CS || opcode == MLX5_OPCODE_ATOMIC_FA;
 }
 
-// Smallest DS a WQE of `opcode` can have; 0 for opcodes this device does not execute.
-uint32_t min_ds_for(uint8_t opcode) {
+// Smallest DS a WQE of `opcode` can have on a QP of `transport`; 0 for opcodes such a QP does
+// not execute.
+uint32_t min_ds_for(uint8_t opcode, SqTransport transport) {
+  if (transport == SqTransport::ud) {
+    switch (opcode) {
+      case MLX5_OPCODE_NOP:
+        return 1;
+      case MLX5_OPCODE_SEND:
+      case MLX5_OPCODE_SEND_IMM:
+        return 1 + sizeof(mlx5_wqe_datagram_seg) / kDsBytes;  // ctrl + address vector
+      default:
+        return 0;
+    }
+  }
   switch (opcode) {
     case MLX5_OPCODE_NOP:
     case MLX5_OPCODE_SEND:
@@ -150,7 +162,8 @@ WqeDefect decode_gather_list(const RingView& view, size_t base, uint32_t unit, u
 }  // namespace
 
 WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, DecodedSendWqe* out,
-                          uint8_t* inline_buf, uint32_t inline_cap) noexcept {
+                          uint8_t* inline_buf, uint32_t inline_cap,
+                          SqTransport transport) noexcept {
   out->opcode = 0;
   out->opmod = 0;
   out->wqe_index = 0;
@@ -163,6 +176,7 @@ WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, Decod
   out->rkey = 0;
   out->swap_add = 0;
   out->compare = 0;
+  out->av = DatagramAv{};
   out->num_entries = 0;
   out->inline_bytes = 0;
   out->total_length = 0;
@@ -182,13 +196,28 @@ WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, Decod
 
   if (!ds_in_range(ctrl.ds, view)) return WqeDefect::bad_ds;
   out->bbs = static_cast<uint8_t>((ctrl.ds + 3) / 4);
-  const uint32_t min_ds = min_ds_for(ctrl.opcode);
+  const uint32_t min_ds = min_ds_for(ctrl.opcode, transport);
   if (min_ds == 0) return WqeDefect::bad_opcode;
   if (ctrl.qpn != expected_qpn) return WqeDefect::bad_qpn;
   if (ctrl.ds < min_ds) return WqeDefect::bad_ds;
   if (ctrl.opcode == MLX5_OPCODE_NOP) return WqeDefect::none;
 
   uint32_t unit = 1;
+  if (transport == SqTransport::ud) {
+    uint8_t av[sizeof(mlx5_wqe_datagram_seg)];
+    view.read(base + kDsBytes, av, sizeof av);
+    const uint32_t dqp = load_be32(av + offsetof(mlx5_wqe_av, dqp_dct));
+    out->av.dest_qpn = dqp & 0xffffff;
+    out->av.qkey = load_be32(av + offsetof(mlx5_wqe_av, key));
+    std::memcpy(out->av.rgid, av + offsetof(mlx5_wqe_av, rgid), sizeof out->av.rgid);
+    std::memcpy(out->av.rmac, av + offsetof(mlx5_wqe_av, rmac), sizeof out->av.rmac);
+    out->av.tclass = av[offsetof(mlx5_wqe_av, tclass)];
+    out->av.hop_limit = av[offsetof(mlx5_wqe_av, hop_limit)];
+    // The compact (16-byte) form has no GID, and RoCE routes by GID. (Bit 30 of grh_gid_fl,
+    // "GRH present", is reserved on RoCE, where every packet has one: libmlx5 leaves it 0.)
+    if (!(dqp & MLX5_EXTENDED_UD_AV)) return WqeDefect::bad_av;
+    unit = min_ds;
+  }
   if (is_rdma(ctrl.opcode) || is_atomic(ctrl.opcode)) {
     uint8_t raddr[sizeof(mlx5_wqe_raddr_seg)];
     view.read(base + kDsBytes, raddr, sizeof raddr);
@@ -218,7 +247,8 @@ WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, Decod
   return WqeDefect::none;
 }
 
-bool looks_valid_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn) noexcept {
+bool looks_valid_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn,
+                          SqTransport transport) noexcept {
   if (!usable(ring)) return false;
   // Only the head, in one acquire load: the writer stores it after every other byte of the
   // WQE (segments.h, "Publishing a WQE"), so a valid head means the rest may be read.
@@ -229,7 +259,7 @@ bool looks_valid_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn) noexc
   const uint8_t opcode = static_cast<uint8_t>(opmod_idx_opcode & 0xff);
   const uint32_t wqe_index = (opmod_idx_opcode >> 8) & 0xffff;
   const uint32_t ds = qpn_ds & 0xff;
-  const uint32_t min_ds = min_ds_for(opcode);
+  const uint32_t min_ds = min_ds_for(opcode, transport);
   const RingView view(ring.buf, ring_bytes(ring));
   return wqe_index == (pi & 0xffff) && min_ds != 0 && ds_in_range(ds, view) && ds >= min_ds &&
          (qpn_ds >> 8) == expected_qpn;
@@ -292,6 +322,8 @@ const char* wqe_defect_name(WqeDefect defect) noexcept {
       return "too_many_segments";
     case WqeDefect::bad_atomic:
       return "bad_atomic";
+    case WqeDefect::bad_av:
+      return "bad_av";
   }
   return "unknown";
 }

@@ -83,6 +83,10 @@ bool Hca::engine_pass_locked(uint64_t now_ns) {
   }
   if (attached_) did |= shared_.wire->poll(endpoint_, kRxBudget) > 0;
   for (auto& qp : qps_) {
+    if (qp->type == hw::QpType::ud) [[unlikely]] {
+      did |= ud_.progress(*qp, kTxBudgetPerQp);
+      continue;
+    }
     did |= rc_.retransmit.run_timers(*qp, now_ns);
     did |= rc_.requester.progress(*qp, kTxBudgetPerQp);
     did |= rc_.responder.transmit(*qp, kTxBudgetPerQp);
@@ -222,6 +226,20 @@ void Hca::on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* d
   deliver_locked(src.ipv4, data, len);
 }
 
+// A UD SEND: to a UD QP in RTR or later, from anyone (IBA 9.8.3).
+bool Hca::deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_t len) {
+  QpObj* qp = find_qp(p.bth.dest_qp);
+  if (!qp || qp->type != hw::QpType::ud) return false;
+  ++qp->counters.packets_rx;
+  if (qp->state == hw::QpState::reset || qp->state == hw::QpState::init ||
+      qp->state == hw::QpState::err) {
+    ++qp->counters.rx_dropped;
+    return false;
+  }
+  ud_.on_packet(*qp, src_ipv4, endpoint_.ipv4, p, len);
+  return true;
+}
+
 void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
   ++counters_.packets_rx;
   counters_.bytes_rx += len;
@@ -234,11 +252,17 @@ void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
     if (!gsi_.accept(src_ipv4, p)) ++counters_.rx_dropped;
     return;
   }
+  if ((p.bth.opcode == pkt::opcode::ud_send_only || p.bth.opcode == pkt::opcode::ud_send_only_imm) &&
+      p.bth.pkey == pkt::kDefaultPkey) [[unlikely]] {
+    if (!deliver_datagram_locked(src_ipv4, p, len)) ++counters_.rx_dropped;
+    return;
+  }
   QpObj* qp = find_qp(p.bth.dest_qp);
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
-  // RC only, default partition, and only from the peer this QP is connected to (IBA 9.6:
-  // a packet that fails the transport checks is silently dropped).
-  if (!qp || p.bth.opcode >= 0x20 || p.bth.pkey != pkt::kDefaultPkey) [[unlikely]] {
+  // RC to RC QPs, default partition, and only from the peer this QP is connected to (IBA
+  // 9.6: a packet that fails the transport checks is silently dropped).
+  if (!qp || p.bth.opcode >= 0x20 || p.bth.pkey != pkt::kDefaultPkey ||
+      qp->type != hw::QpType::rc) [[unlikely]] {
     ++counters_.rx_dropped;
     return;
   }
@@ -255,15 +279,15 @@ void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
     rc_.completer.on_response(*qp, p);
 }
 
-void Hca::transmit(QpObj& qp, const uint8_t* frame, size_t len) {
+void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len) {
   ++counters_.packets_tx;
   counters_.bytes_tx += len;
   ++qp.counters.packets_tx;
   transmitted_ = true;
   if (tx_tap_) [[unlikely]]
-    tx_tap_(qp.remote_ipv4, frame, len);
+    tx_tap_(dst_ipv4, frame, len);
   if (!attached_) return;
-  shared_.wire->transmit(endpoint_, Endpoint{qp.remote_ipv4, shared_.config.udp_port}, frame, len);
+  shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, frame, len);
 }
 
 void Hca::transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len) {

@@ -31,6 +31,7 @@ struct ExternalQpMemory {
   uint32_t user_index = 0;    // written to the CQEs' srqn_uidx
   hw::QpCaps granted;         // what the owner reports to its consumer
   hw::Srq* srq = nullptr;     // receives come from this SRQ (the RQ fields then go unused)
+  hw::QpType type = hw::QpType::rc;  // UD: datagrams, with the port's MTU (no SRQ)
 };
 
 // A shared receive queue libmlx5 laid out (mlx5_alloc_srq_buf): `wqe_cnt` WQEs of `stride`

@@ -69,7 +69,8 @@ Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfi
       config_(config),
       gsi_(*this),
       mrs_(merge_caps(config.caps).max_mr, memory_key_secret(shared, index)),
-      rc_(*this, counters_, mrs_, info_, config_) {
+      rc_(*this, counters_, mrs_, info_, config_),
+      ud_(rc_.ctx, rc_.fetcher, rc_.flush, rc_.completer) {
   if (config_.name.empty()) config_.name = "sim" + std::to_string(index);
   config_.caps = merge_caps(config.caps);
   info_.name = config_.name;

@@ -34,6 +34,7 @@
 #include "qp.h"
 #include "rc/transport.h"
 #include "srq.h"
+#include "ud/datagram.h"
 #include "rnicdv/sim/sim.h"
 #include "uar.h"
 #include "wire/wire.h"
@@ -148,6 +149,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   friend class Gsi;
 
   friend class rc::Context;
+  friend class ud::Datagram;
 
   // reg_mr's and rereg_mr's checks of a region (objects.cc).
   Status check_region_locked(const char* op, uint32_t pdn, const void* addr, size_t length,
@@ -160,7 +162,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void on_doorbell_locked(QpObj& qp);
   bool observe_dbrs_locked(QpObj& qp);
   void deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len);
-  void transmit(QpObj& qp, const uint8_t* frame, size_t len);
+  bool deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_t len);
+  void transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len);
 
   // cq_write.cc: every CQE the transport writes; overruns and CQ memory faults.
   void write_cqe_locked(CqObj* cq, const wqe::CqeInit& init);
@@ -234,6 +237,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
 
   // The RC transport: its roles work on one QP at a time, under mu_ (rc/transport.h).
   rc::Transport rc_;
+  // The datagram service, on the RC transport's fetcher, flush and CQE writer (ud/datagram.h).
+  ud::Datagram ud_;
   bool transmitted_ = false;
   TxTap tx_tap_;
 

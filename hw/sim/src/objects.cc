@@ -271,6 +271,15 @@ Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv
     return Status::error(Errc::invalid_argument, "%s: create_qp: no doorbell register",
                          info_.name.c_str());
   qp->srq = srq;
+  qp->type = mem.type;
+  if (mem.type == hw::QpType::ud) {
+    if (srq)
+      return Status::error(Errc::unsupported, "%s: create_qp: a UD QP on a shared receive queue",
+                           info_.name.c_str());
+    // A datagram is one packet: the port's MTU bounds it, and no path MTU is ever set.
+    qp->mtu = hw::mtu_bytes(info_.caps.active_mtu);
+    qp->mtu_shift = 7 + static_cast<uint32_t>(info_.caps.active_mtu);
+  }
   Result<QpObj*> made = finish_create_qp(std::move(qp), pdn, send_cq, recv_cq);
   if (made && srq) ++srq->qp_refs;
   return made;

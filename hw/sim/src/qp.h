@@ -41,6 +41,10 @@ struct SendWqe {
   uint32_t rkey = 0;
   uint64_t swap_add = 0;
   uint64_t compare = 0;
+  // UD: the destination from the WQE's address vector.
+  uint32_t ud_dest_qpn = 0;
+  uint32_t ud_qkey = 0;
+  uint32_t ud_ipv4 = 0;
   std::vector<LocalSeg> segs;        // gather (SEND/WRITE) or scatter (READ/atomic) list
   std::vector<uint8_t> inline_data;  // backing store of inline segments
 
@@ -140,6 +144,7 @@ struct QpCounters {
 struct SrqObj;
 
 struct QpObj {
+  hw::QpType type = hw::QpType::rc;
   uint32_t qpn = 0;
   uint32_t pdn = 0;
   uint32_t user_index = 0;
@@ -212,6 +217,9 @@ struct QpObj {
   // What a receive CQE carries in srqn_uidx: the SRQ's number, or the QP's user index.
   uint32_t recv_srqn_uidx() const;
   uint32_t in_flight() const { return wq_tail - wq_head; }
+  wqe::SqTransport transport() const {
+    return type == hw::QpType::ud ? wqe::SqTransport::ud : wqe::SqTransport::rc;
+  }
 };
 
 }  // namespace rnicdv::sim

@@ -526,8 +526,11 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   const auto m = c.drv_as<mlx5_ib_create_qp>();
   if (c.drv_len < offsetof(mlx5_ib_create_qp, bfreg_index))
     return c.error(EINVAL, "driver request of %zu bytes is too short", c.drv_len);
-  if (req.qp_type != IBV_QPT_RC)
-    return c.error(EOPNOTSUPP, "QP type %u (the simulated HCA runs RC only)", req.qp_type);
+  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UD)
+    return c.error(EOPNOTSUPP, "QP type %u (the simulated HCA runs RC and UD only)", req.qp_type);
+  const hw::QpType type = req.qp_type == IBV_QPT_UD ? hw::QpType::ud : hw::QpType::rc;
+  if (type == hw::QpType::ud && req.is_srq)
+    return c.error(EOPNOTSUPP, "a UD QP on a shared receive queue");
   if (m.flags & ~(MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_ALLOW_SCATTER_CQE |
                   MLX5_QP_FLAG_BFREG_INDEX))
     return c.error(EOPNOTSUPP, "mlx5 QP flags %#x", m.flags);
@@ -579,6 +582,7 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   mem.bf_reg = ctx.uar_pages[page] + 0x800 + (bfreg % kBfRegsPerUar) * kBfRegSize;
   mem.bf_size = bfreg == 0 ? 0 : kBfRegSize / 2;
   mem.user_index = m.uidx & 0xffffff;
+  mem.type = type;
   mem.granted.max_send_wr = req.max_send_wr;
   mem.granted.max_recv_wr = req.max_recv_wr;
   mem.granted.max_send_sge = req.max_send_sge;
@@ -611,6 +615,7 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   obj.max_recv_sge = srq ? 0 : req.max_recv_sge;
   obj.max_inline = req.max_inline_data;
   obj.sq_sig_all = req.sq_sig_all;
+  obj.type = type;
   ++ctx.bfreg_users[bfreg];
   ++pd->second.users;
   ++scq->second.users;
@@ -680,7 +685,15 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
       IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_ALT_PATH | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MIG_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN;
   if (m & ~kKnown) return c.error(EINVAL, "qp %#x: unknown attribute bits %#x", obj.qpn, m & ~kKnown);
-  if (m & IBV_QP_QKEY) return c.error(EINVAL, "qp %#x: a Q_Key on an RC QP", obj.qpn);
+  const bool ud = obj.type == hw::QpType::ud;
+  if ((m & IBV_QP_QKEY) && !ud) return c.error(EINVAL, "qp %#x: a Q_Key on an RC QP", obj.qpn);
+  constexpr uint32_t kConnectedOnly =
+      IBV_QP_ACCESS_FLAGS | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+      IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER |
+      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN;
+  if (ud && (m & kConnectedOnly))
+    return c.error(EINVAL, "qp %#x: attribute bits %#x belong to connected QPs, not UD", obj.qpn,
+                   m & kConnectedOnly);
   if (m & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE))
     return c.error(EOPNOTSUPP, "qp %#x: alternate paths (automatic path migration)", obj.qpn);
   if (m & IBV_QP_CAP) return c.error(EINVAL, "qp %#x: resizing the queues", obj.qpn);
@@ -734,6 +747,7 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
   if (m & IBV_QP_MIN_RNR_TIMER)
     attr->min_rnr_timer = req.min_rnr_timer, *mask |= hw::qp_attr::min_rnr_timer;
   if (m & IBV_QP_DEST_QPN) attr->dest_qpn = req.dest_qp_num, *mask |= hw::qp_attr::dest_qpn;
+  if (m & IBV_QP_QKEY) attr->qkey = req.qkey, *mask |= hw::qp_attr::qkey;
   return 0;
 }
 
@@ -773,11 +787,14 @@ int query_qp(Cmd& c) {
   const QpObject& obj = it->second;
   const hw::QpAttr& a = obj.attr;
   ib_uverbs_query_qp_resp r{};
-  std::memcpy(r.dest.dgid, a.remote_gid.raw, 16);
-  r.dest.is_global = 1;
-  r.dest.hop_limit = 64;
-  r.dest.sgid_index = 3;  // ::ffff:<address>, RoCE v2
-  r.dest.port_num = a.port_num;
+  if (obj.type == hw::QpType::rc) {
+    std::memcpy(r.dest.dgid, a.remote_gid.raw, 16);
+    r.dest.is_global = 1;
+    r.dest.hop_limit = 64;
+    r.dest.sgid_index = 3;  // ::ffff:<address>, RoCE v2
+    r.dest.port_num = a.port_num;
+  }
+  r.qkey = a.qkey;
   r.max_send_wr = obj.max_send_wr;
   r.max_recv_wr = obj.max_recv_wr;
   r.max_send_sge = obj.max_send_sge;

@@ -87,6 +87,7 @@ struct QpObject {
   uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0,
            max_inline = 0;
   uint8_t sq_sig_all = 0;
+  hw::QpType type = hw::QpType::rc;
 };
 
 struct Context {

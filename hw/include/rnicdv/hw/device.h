@@ -106,6 +106,7 @@ struct QpAttr {
   Gid remote_gid;                     // RTR: the peer's address
   uint16_t pkey_index = 0;            // INIT
   uint8_t port_num = 1;               // INIT
+  uint32_t qkey = 0;                  // INIT (UD QPs only): the Q_Key datagrams must carry
 };
 
 namespace qp_attr {
@@ -123,7 +124,12 @@ inline constexpr uint32_t timeout = 1u << 10;
 inline constexpr uint32_t retry_cnt = 1u << 11;
 inline constexpr uint32_t rnr_retry = 1u << 12;
 inline constexpr uint32_t av = 1u << 13;         // remote_gid
+inline constexpr uint32_t qkey = 1u << 14;       // UD QPs only
 }  // namespace qp_attr
+
+// The transport service of a QP (IBA 9.8): reliable connected, or unreliable datagram, whose
+// send WQEs carry their own address vector (mlx5_wqe_datagram_seg).
+enum class QpType : uint8_t { rc, ud };
 
 // Requested queue sizes; the backend may round up (reported back in QpView).
 struct QpCaps {

@@ -29,12 +29,13 @@ class Completer {
   bool acknowledge_through(QpObj& qp, uint32_t psn);
   // The started WQE whose PSN range holds `psn` (and its ring index), or null.
   SendWqe* find_wqe_by_psn(QpObj& qp, uint32_t psn, uint32_t* index);
+  // The CQE of one finished send WQE, if it is signaled (the datagram service's too).
+  void complete_send_wqe(QpObj& qp, SendWqe& w);
 
  private:
   void on_ack(QpObj& qp, const pkt::Packet& p);
   void on_read_response(QpObj& qp, const pkt::Packet& p);
   void on_atomic_ack(QpObj& qp, const pkt::Packet& p);
-  void complete_send_wqe(QpObj& qp, SendWqe& w);
 
   Context& ctx_;
   Flush& flush_;

@@ -57,7 +57,10 @@ void Flush::flush_sq(QpObj& qp) {
       if (!ctx_.profile().fetches_beyond_dbr || qp.host_failed) break;
       bool valid = false;
       if (!read_queue(qp,
-                      [&] { valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn); }) ||
+                      [&] {
+                        valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn,
+                                                          qp.transport());
+                      }) ||
           !valid)
         break;
       beyond = true;

@@ -4,6 +4,8 @@
 // one requires and which it accepts.
 #include "qp_state.h"
 
+#include <span>
+
 #include "../packet/psn.h"
 #include "completer.h"
 #include "flush.h"
@@ -41,6 +43,19 @@ constexpr Transition kTransitions[] = {
     {QpState::sqe, QpState::rts, 0, a::access_flags | a::min_rnr_timer},
 };
 
+// UD (ibv_modify_qp(3) for IBV_QPT_UD): a Q_Key from INIT on, no path, no peer.
+constexpr Transition kUdTransitions[] = {
+    {QpState::reset, QpState::init, a::port | a::qkey, 0},
+    {QpState::init, QpState::init, 0, a::port | a::qkey},
+    {QpState::init, QpState::rtr, 0, a::qkey},
+    {QpState::rtr, QpState::rts, a::sq_psn, a::qkey},
+    {QpState::rts, QpState::rts, 0, a::qkey},
+    {QpState::rts, QpState::sqd, 0, 0},
+    {QpState::sqd, QpState::rts, 0, a::qkey},
+    {QpState::sqd, QpState::sqd, 0, a::qkey},
+    {QpState::sqe, QpState::rts, 0, a::qkey},
+};
+
 const char* attr_name(uint32_t bit) {
   switch (bit) {
     case a::state:
@@ -71,6 +86,8 @@ const char* attr_name(uint32_t bit) {
       return "rnr_retry";
     case a::av:
       return "av (remote GID)";
+    case a::qkey:
+      return "qkey";
   }
   return "unknown attribute";
 }
@@ -79,7 +96,7 @@ uint32_t lowest_bit(uint32_t mask) {
   return mask & (~mask + 1);
 }
 
-constexpr uint32_t kAllAttrs = (a::av << 1) - 1;
+constexpr uint32_t kAllAttrs = (a::qkey << 1) - 1;
 constexpr uint32_t kKnownAccess = hw::access::local_write | hw::access::remote_write |
                                   hw::access::remote_read | hw::access::remote_atomic;
 
@@ -101,7 +118,9 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
     optional = kAllAttrs;  // any state may go to RESET or ERR; other attributes are ignored
   } else {
     bool legal = false;
-    for (const Transition& tr : kTransitions) {
+    const auto& table = qp.type == hw::QpType::ud ? std::span<const Transition>(kUdTransitions)
+                                                  : std::span<const Transition>(kTransitions);
+    for (const Transition& tr : table) {
       if (tr.from == from && tr.to == to) {
         legal = true;
         required = tr.required;
@@ -187,6 +206,7 @@ void QpStateMachine::apply(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
   if (mask & a::timeout) cur.timeout = attr.timeout;
   if (mask & a::retry_cnt) cur.retry_cnt = attr.retry_cnt;
   if (mask & a::rnr_retry) cur.rnr_retry = attr.rnr_retry;
+  if (mask & a::qkey) cur.qkey = attr.qkey;
   if (mask & a::av) {
     cur.remote_gid = attr.remote_gid;
     qp.remote_ipv4 = attr.remote_gid.ipv4();

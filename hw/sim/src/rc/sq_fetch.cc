@@ -4,6 +4,7 @@
 // table before anything is sent. A defect completes the WQE with the mlx5 syndrome and
 // moves the QP to ERR when the WQE reaches the head of the queue.
 #include <algorithm>
+#include <cstring>
 
 #include "sq_fetch.h"
 
@@ -25,6 +26,7 @@ uint8_t syndrome_for(wqe::WqeDefect defect) {
     case wqe::WqeDefect::bad_opcode:
     case wqe::WqeDefect::bad_ds:
     case wqe::WqeDefect::bad_qpn:
+    case wqe::WqeDefect::bad_av:
       return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
     case wqe::WqeDefect::bad_inline:
     case wqe::WqeDefect::too_many_segments:
@@ -78,7 +80,11 @@ bool SqFetcher::has_fetchable(QpObj& qp, bool* beyond_dbr) {
     return true;
   }
   bool valid = false;
-  if (!read_queue(qp, [&] { valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn); }) ||
+  if (!read_queue(qp,
+                  [&] {
+                    valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn,
+                                                      qp.transport());
+                  }) ||
       !valid)
     return false;
   *beyond_dbr = true;
@@ -103,7 +109,8 @@ bool SqFetcher::fetch_next(QpObj& qp) {
   // A WQE in memory the application took away is not fetched; the QP goes to ERR.
   if (!read_queue(qp, [&] {
         defect = wqe::decode_send_wqe(qp.sq, pi, qp.qpn, &d, inline_scratch_.data(),
-                                      static_cast<uint32_t>(inline_scratch_.size()));
+                                      static_cast<uint32_t>(inline_scratch_.size()),
+                                      qp.transport());
       }))
     return false;
   SendWqe& w = qp.wqe_at(qp.wq_tail);
@@ -155,6 +162,23 @@ void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
     return;
   }
   if (w.kind == WqeKind::atomic) w.length = 8;
+  if (qp.type == hw::QpType::ud) {
+    // One packet per datagram (IBA 9.8.2): no larger than the port's MTU. The fabric runs
+    // RoCE v2 over IPv4, so the destination GID must be IPv4-mapped.
+    hw::Gid gid;
+    std::memcpy(gid.raw, d.av.rgid, sizeof gid.raw);
+    if (!gid.is_ipv4_mapped()) {
+      w.error = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+      return;
+    }
+    if (w.length > qp.mtu) {
+      w.error = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+      return;
+    }
+    w.ud_dest_qpn = d.av.dest_qpn;
+    w.ud_qkey = d.av.qkey;
+    w.ud_ipv4 = gid.ipv4();
+  }
 
   // READ and atomic results are written into the local list: it needs LOCAL_WRITE.
   const uint32_t required = w.is_rd_atomic() ? hw::access::local_write : 0;

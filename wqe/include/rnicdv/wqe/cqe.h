@@ -85,6 +85,7 @@ struct CqeInit {
   uint32_t srqn_uidx = 0;  // user index of the QP (libmlx5 with cqe_version 1)
   uint64_t timestamp = 0;  // the device's clock when it wrote the CQE (good CQEs only)
   bool solicited = false;
+  bool grh = false;  // RESP: a GRH area (for RoCE v2, the IP header) leads the data: UD
 };
 
 // Writes a CQE at producer index `pi` with the owner bit for that lap. Every field is written

@@ -24,6 +24,23 @@ enum class WqeDefect : uint8_t {
                       //   -> LOCAL_LENGTH_ERR
   too_many_segments,  // more data segments than kMaxDecodedSegments -> LOCAL_LENGTH_ERR
   bad_atomic,         // atomic without exactly one 8-byte local segment -> LOCAL_LENGTH_ERR
+  bad_av,             // UD: an address vector in the compact form, which has no GID
+                      //   (RoCE routes by GID) -> LOCAL_QP_OP_ERR
+};
+
+// What kind of QP owns the ring: an unreliable-datagram SEND carries an address vector
+// (mlx5_wqe_datagram_seg, 48 bytes) between the control segment and its data, and a UD QP
+// executes no RDMA or atomic opcode.
+enum class SqTransport : uint8_t { rc, ud };
+
+// The address vector of a UD send WQE (mlx5_wqe_av, extended form).
+struct DatagramAv {
+  uint32_t dest_qpn;  // 24 bits
+  uint32_t qkey;
+  uint8_t rgid[16];
+  uint8_t rmac[6];
+  uint8_t tclass;
+  uint8_t hop_limit;
 };
 
 inline constexpr uint32_t kMaxDecodedSegments = 64;
@@ -49,6 +66,7 @@ struct DecodedSendWqe {
   uint32_t rkey;
   uint64_t swap_add;  // atomic segment
   uint64_t compare;
+  DatagramAv av;  // UD SEND only
   uint32_t num_entries;
   GatherEntry entries[kMaxDecodedSegments];
   uint32_t inline_bytes;  // bytes copied into the caller's inline buffer
@@ -66,12 +84,15 @@ struct DecodedSendWqe {
 // for the opcode, segments. The fields parsed before a defect are filled in; on a defect
 // `entries` may hold a partial list. Data segments are reported as written: a byte_count of 0
 // is a zero-length entry.
+// `transport` is the owning QP's: UD WQEs are read with their address vector.
 WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, DecodedSendWqe* out,
-                          uint8_t* inline_buf, uint32_t inline_cap) noexcept;
+                          uint8_t* inline_buf, uint32_t inline_cap,
+                          SqTransport transport = SqTransport::rc) noexcept;
 
 // True when the WQE at `pi` looks executable to a device that scans past the doorbell record
 // (ctrl index == pi & 0xffff, known opcode, plausible DS, matching QPN). Reads only the ring.
-bool looks_valid_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn) noexcept;
+bool looks_valid_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn,
+                          SqTransport transport = SqTransport::rc) noexcept;
 
 struct DecodedRecvWqe {
   uint32_t num_sge;

@@ -78,6 +78,10 @@ struct DeviceCounters {
   uint64_t acks_tx = 0, acks_rx = 0;
   uint64_t duplicates_rx = 0;
   uint64_t rx_dropped = 0;        // bad ICRC, unknown QPN, wrong state, malformed
+  // Datagrams a UD QP dropped (also counted in rx_dropped): a Q_Key other than the QP's
+  // (IBA 10.2.4), or no receive WQE posted (UD has no RNR: the datagram is lost).
+  uint64_t ud_qkey_drops = 0;
+  uint64_t ud_no_recv_drops = 0;
   uint64_t cqes_written = 0;
   uint64_t cq_overflows = 0;
   uint64_t cq_arms = 0;           // completion-event arm requests taken (CQs with a handler)

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The unreliable datagram service: see datagram.h.
+#include "datagram.h"
+
+#include <cstring>
+
+#include "../packet/psn.h"
+#include "../rc/completer.h"
+#include "../rc/flush.h"
+#include "../rc/queues.h"
+#include "../rc/sq_fetch.h"
+#include "../seg_copy.h"
+
+namespace rnicdv::sim::ud {
+
+namespace {
+
+void put_be16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+
+void put_be32(uint8_t* p, uint32_t v) {
+  put_be16(p, static_cast<uint16_t>(v >> 16));
+  put_be16(p + 2, static_cast<uint16_t>(v));
+}
+
+}  // namespace
+
+void write_ipv4_grh(uint8_t out[kGrhBytes], uint32_t src_ipv4, uint32_t dst_ipv4,
+                    size_t udp_payload_len) {
+  std::memset(out, 0, kGrhBytes);
+  uint8_t* ip = out + 20;
+  ip[0] = 0x45;  // version 4, 5 words
+  put_be16(ip + 2, static_cast<uint16_t>(20 + 8 + udp_payload_len));
+  put_be16(ip + 6, 0x4000);  // don't fragment
+  ip[8] = 64;                // TTL
+  ip[9] = 17;                // UDP
+  put_be32(ip + 12, src_ipv4);
+  put_be32(ip + 16, dst_ipv4);
+  uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += static_cast<uint32_t>(ip[i] << 8 | ip[i + 1]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  put_be16(ip + 10, static_cast<uint16_t>(~sum));
+}
+
+bool Datagram::progress(QpObj& qp, uint32_t budget) {
+  if (qp.state != hw::QpState::rts && qp.state != hw::QpState::sqd) return false;
+  bool did = false;
+  while (budget != 0) {
+    if (qp.wq_head == qp.wq_tail) {
+      if (qp.state != hw::QpState::rts || !fetcher_.fetch_next(qp)) break;
+      did = true;
+    }
+    SendWqe& w = qp.wqe_at(qp.wq_head);
+    if (!w.error && w.kind != WqeKind::nop) send_one(qp, w);
+    if (w.error) {
+      fail_send(qp, w);
+      return true;
+    }
+    ++qp.counters.wqes_executed;
+    completer_.complete_send_wqe(qp, w);
+    ++qp.wq_head;
+    qp.wq_send = qp.wq_head;
+    --budget;
+    did = true;
+  }
+  if (qp.state == hw::QpState::sqd && qp.wq_head == qp.wq_tail && !qp.sq_drained_raised) {
+    qp.sq_drained_raised = true;
+    ctx_.raise_event(hw::AsyncEventType::sq_drained, qp.qpn, 0);
+  }
+  return did;
+}
+
+// One UD_SEND_ONLY packet; on failure the WQE's error is set and nothing was sent.
+bool Datagram::send_one(QpObj& qp, SendWqe& w) {
+  pkt::Packet p;
+  p.bth.opcode = w.with_imm ? pkt::opcode::ud_send_only_imm : pkt::opcode::ud_send_only;
+  p.bth.dest_qp = w.ud_dest_qpn;
+  p.bth.psn = qp.next_psn;
+  p.bth.solicited = w.solicited;
+  // A Q_Key with its high bit set means "use the QP's own" (IBA 10.2.5, controlled Q_Keys).
+  p.deth.qkey = (w.ud_qkey & 0x80000000u) ? qp.attr.qkey : w.ud_qkey;
+  p.deth.src_qp = qp.qpn;
+  p.imm = w.imm;
+  const auto payload_len = static_cast<uint32_t>(w.length);
+  uint8_t* frame = ctx_.frame();
+  const size_t hl = pkt::build_headers(p, frame);
+  if (payload_len != 0) {
+    switch (gather_bytes(w.segs, 0, frame + hl, payload_len)) {
+      case SegCopy::ok:
+        break;
+      case SegCopy::short_list:
+        w.error = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+        return false;
+      case SegCopy::fault:
+        ++ctx_.counters().host_memory_faults;
+        w.error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+        return false;
+    }
+  }
+  const size_t len = pkt::finish_packet(frame, hl, payload_len);
+  qp.next_psn = psn_add(qp.next_psn, 1);
+  ctx_.transmit_to(qp, w.ud_ipv4, frame, len);
+  return true;
+}
+
+// A send WQE that cannot execute: its error CQE, the rest of the SQ flushed, the QP in SQE.
+void Datagram::fail_send(QpObj& qp, SendWqe& w) {
+  flush_.send_error_cqe(qp, w, w.error);
+  ++qp.wq_head;
+  qp.wq_send = qp.wq_head;
+  qp.state = hw::QpState::sqe;
+  flush_.flush_sq(qp);
+}
+
+void Datagram::recv_error(QpObj& qp, uint32_t counter, uint8_t syndrome) {
+  wqe::CqeInit c;
+  c.cqe_opcode = MLX5_CQE_RESP_ERR;
+  c.syndrome = syndrome;
+  c.qpn = qp.qpn;
+  c.wqe_counter = static_cast<uint16_t>(counter);
+  c.srqn_uidx = qp.recv_srqn_uidx();
+  ++ctx_.counters().error_cqes;
+  ctx_.write_cqe(qp.recv_cq, c);
+  flush_.to_error(qp);
+}
+
+void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const pkt::Packet& p,
+                         size_t frame_len) {
+  const auto drop = [&](uint64_t& reason) {
+    ++reason;
+    ++ctx_.counters().rx_dropped;
+    ++qp.counters.rx_dropped;
+  };
+  if (p.deth.qkey != qp.attr.qkey) return drop(ctx_.counters().ud_qkey_drops);
+  const uint16_t posted = static_cast<uint16_t>(rc::load_rq_dbr(qp) - qp.rq_consumed);
+  if (posted == 0 || posted > qp.rq.wqe_cnt) return drop(ctx_.counters().ud_no_recv_drops);
+  const uint32_t counter = qp.rq_consumed++;
+  wqe::DecodedRecvWqe d;
+  wqe::WqeDefect defect = wqe::WqeDefect::none;
+  // A receive queue whose memory is gone marks the QP; the engine then fails it (QP_FATAL).
+  if (!rc::read_queue(qp, [&] { defect = wqe::decode_recv_wqe(qp.rq, counter, &d); })) return;
+  if (defect != wqe::WqeDefect::none)
+    return recv_error(qp, counter, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+  std::vector<LocalSeg>& segs = qp.recv.segs;
+  segs.clear();
+  uint64_t capacity = 0;
+  for (uint32_t i = 0; i < d.num_sge; ++i) {
+    const Sge& sge = d.sges[i];
+    if (sge.length == 0) continue;
+    uint8_t* host = nullptr;
+    if (ctx_.mrs().check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host) !=
+        AccessResult::ok)
+      return recv_error(qp, counter, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+    segs.push_back(LocalSeg{host, sge.length});
+    capacity += sge.length;
+  }
+  // The GRH area counts against the buffer and in the byte count (IBA 11.4.1.1).
+  if (capacity < kGrhBytes + p.payload_len)
+    return recv_error(qp, counter, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+  uint8_t grh[kGrhBytes];
+  write_ipv4_grh(grh, src_ipv4, dst_ipv4, frame_len + 4);
+  if (scatter_bytes(segs, 0, grh, kGrhBytes) != SegCopy::ok ||
+      (p.payload_len &&
+       scatter_bytes(segs, kGrhBytes, p.payload, p.payload_len) != SegCopy::ok)) {
+    ++ctx_.counters().host_memory_faults;
+    return recv_error(qp, counter, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+  }
+  const bool imm = p.bth.opcode == pkt::opcode::ud_send_only_imm;
+  wqe::CqeInit c;
+  c.cqe_opcode = imm ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND;
+  c.qpn = qp.qpn;
+  c.src_qpn = p.deth.src_qp;
+  c.grh = true;
+  c.byte_cnt = kGrhBytes + p.payload_len;
+  c.imm = imm ? p.imm : 0;
+  c.wqe_counter = static_cast<uint16_t>(counter);
+  c.srqn_uidx = qp.recv_srqn_uidx();
+  c.solicited = p.bth.solicited;
+  ctx_.write_cqe(qp.recv_cq, c);
+}
+
+}  // namespace rnicdv::sim::ud
