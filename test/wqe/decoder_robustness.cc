@@ -345,3 +345,88 @@ TEST_CASE("looks_valid_send_wqe wants the WQE index of the slot being scanned", 
   REQUIRE_FALSE(wqe::looks_valid_send_wqe(sq.ring, 2, kQpn));
   REQUIRE_FALSE(wqe::looks_valid_send_wqe(sq.ring, 10, kQpn));
 }
+
+namespace {
+
+// A UD WQE's ctrl segment from rdma-core's own mlx5dv_set_ctrl_seg, then the address vector
+// libmlx5's mlx5_create_ah and _set_datagram_seg leave in it, field by field.
+std::vector<std::vector<uint8_t>> ud_send_units(uint32_t pi, uint8_t opcode, uint8_t ds,
+                                                bool extended) {
+  mlx5_wqe_ctrl_seg ctrl{};
+  mlx5dv_set_ctrl_seg(&ctrl, static_cast<uint16_t>(pi), opcode, 0, kQpn, MLX5_WQE_CTRL_CQ_UPDATE,
+                      ds, 0, htobe32(0x1234));
+  mlx5_wqe_datagram_seg dg{};
+  dg.av.key.qkey.qkey = htobe32(0x11111111);
+  dg.av.dqp_dct = htobe32(0x00abcdefu | (extended ? uint32_t{MLX5_EXTENDED_UD_AV} : 0u));
+  dg.av.rlid = htobe16(0xc000);  // RoCE v2: libmlx5 puts the UDP source port here
+  const uint8_t mac[6] = {0x02, 0, 0, 0, 0, 9};
+  std::memcpy(dg.av.rmac, mac, sizeof mac);
+  dg.av.tclass = 0x20;
+  dg.av.hop_limit = 64;
+  dg.av.grh_gid_fl = htobe32(3u << 20);  // sgid_index 3; "GRH" bit 30 clear, as on RoCE
+  const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 3};
+  std::memcpy(dg.av.rgid, gid, sizeof gid);
+  std::vector<std::vector<uint8_t>> units = {bytes_of(&ctrl, sizeof ctrl)};
+  const auto* av = reinterpret_cast<const uint8_t*>(&dg);
+  for (int i = 0; i < 3; ++i) units.push_back(bytes_of(av + 16 * i, 16));
+  return units;
+}
+
+}  // namespace
+
+TEST_CASE("UD send WQEs decode with their address vector; RC-only opcodes and compact AVs do not",
+          "[wqe]") {
+  test::TestSq sq(4);
+  Decoder decode;
+  const auto ud = [&](uint32_t pi) {
+    return wqe::decode_send_wqe(sq.ring, pi, kQpn, decode.decoded.get(), decode.inline_buf.data(),
+                                static_cast<uint32_t>(decode.inline_buf.size()),
+                                wqe::SqTransport::ud);
+  };
+  SECTION("SEND with immediate: ctrl, 48-byte AV, one data segment (wrapping the ring)") {
+    auto units = ud_send_units(3, MLX5_OPCODE_SEND_IMM, 5, true);
+    units.push_back(data_unit(100, 7, 0x5000));
+    put_units(sq.ring, 3, units);
+    REQUIRE(ud(3) == WqeDefect::none);
+    const wqe::DecodedSendWqe& d = *decode.decoded;
+    CHECK(d.av.dest_qpn == 0xabcdef);
+    CHECK(d.av.qkey == 0x11111111);
+    CHECK(d.av.hop_limit == 64);
+    CHECK(d.av.tclass == 0x20);
+    CHECK(d.av.rmac[5] == 9);
+    CHECK(d.av.rgid[12] == 127);
+    CHECK(d.av.rgid[15] == 3);
+    CHECK(d.imm == 0x1234);
+    REQUIRE(d.num_entries == 1);
+    CHECK(d.entries[0].addr == 0x5000);
+    CHECK(d.total_length == 100);
+    CHECK(d.bbs == 2);
+    CHECK(wqe::looks_valid_send_wqe(sq.ring, 3, kQpn, wqe::SqTransport::ud));
+  }
+  SECTION("the same bytes on an RC ring are read as data segments, not an AV") {
+    auto units = ud_send_units(0, MLX5_OPCODE_SEND, 5, true);
+    units.push_back(data_unit(100, 7, 0x5000));
+    put_units(sq.ring, 0, units);
+    REQUIRE(decode(sq.ring, 0) == WqeDefect::none);
+    CHECK(decode.decoded->num_entries == 4);
+    CHECK(decode.decoded->av.dest_qpn == 0);
+  }
+  SECTION("the compact AV (no extended bit) has no GID: bad_av") {
+    auto units = ud_send_units(0, MLX5_OPCODE_SEND, 4, false);
+    put_units(sq.ring, 0, units);
+    CHECK(ud(0) == WqeDefect::bad_av);
+  }
+  SECTION("a UD SEND shorter than ctrl + AV is bad_ds") {
+    auto units = ud_send_units(0, MLX5_OPCODE_SEND, 3, true);
+    put_units(sq.ring, 0, units);
+    CHECK(ud(0) == WqeDefect::bad_ds);
+    CHECK_FALSE(wqe::looks_valid_send_wqe(sq.ring, 0, kQpn, wqe::SqTransport::ud));
+  }
+  SECTION("RDMA and atomics are not UD opcodes") {
+    for (uint8_t op : {MLX5_OPCODE_RDMA_WRITE, MLX5_OPCODE_RDMA_READ, MLX5_OPCODE_ATOMIC_FA}) {
+      put_units(sq.ring, 0, ud_send_units(0, op, 4, true));
+      CHECK(ud(0) == WqeDefect::bad_opcode);
+    }
+  }
+  CHECK(std::string(wqe::wqe_defect_name(WqeDefect::bad_av)) == "bad_av");
+}

@@ -135,8 +135,9 @@ void write_cqe(CqRing ring, uint32_t pi, const CqeInit& init) noexcept {
     std::memcpy(image, &err, sizeof err);
   } else {
     mlx5_cqe64 good{};
-    // Bits 29:28 of flags_rqpn are nonzero when a GRH was scattered (libmlx5: IBV_WC_GRH).
-    good.flags_rqpn = htobe32((init.src_qpn & kCqeQpnMask) | (init.grh ? 1u << 28 : 0));
+    // Bit 28 of flags_rqpn: the GRH (or IP header) is in the receive buffer (IBV_WC_GRH).
+    good.flags_rqpn = htobe32((init.src_qpn & kCqeQpnMask) | (init.grh ? 1u << 28 : 0) |
+                              (uint32_t{init.roce_pkt_type & 0xfu} << 24));
     good.srqn_uidx = htobe32(init.srqn_uidx & kCqeQpnMask);
     good.imm_inval_pkey = htobe32(init.imm);
     good.byte_cnt = htobe32(init.byte_cnt);

@@ -610,9 +610,12 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   obj.srq = req.srq_handle;
   obj.bfreg = bfreg;
   obj.max_send_wr = req.max_send_wr;
-  obj.max_recv_wr = srq ? 0 : req.max_recv_wr;
+  // What the receive ring libmlx5 laid out holds, as the kernel reports it (mlx5_ib_query_qp:
+  // the ring's WQE count, and the data segments one stride has room for); libmlx5 refuses
+  // receives beyond those.
+  obj.max_recv_wr = srq ? 0 : m.rq_wqe_count;
   obj.max_send_sge = req.max_send_sge;
-  obj.max_recv_sge = srq ? 0 : req.max_recv_sge;
+  obj.max_recv_sge = srq || !m.rq_wqe_count ? 0 : (1u << m.rq_wqe_shift) / 16;
   obj.max_inline = req.max_inline_data;
   obj.sq_sig_all = req.sq_sig_all;
   obj.type = type;
@@ -655,8 +658,13 @@ int create_qp_ex(Cmd& c) {
                    x.rwq_ind_tbl_handle);
   if (x.comp_mask & ~static_cast<uint32_t>(IB_UVERBS_CREATE_QP_SUP_COMP_MASK))
     return c.error(EINVAL, "unknown comp_mask bits %#x", x.comp_mask);
-  if (x.create_flags)
-    return c.error(EOPNOTSUPP, "create flags %#x (the simulated HCA takes none)", x.create_flags);
+  // Blocking multicast loopback on a UD QP holds trivially: the model has no multicast, so
+  // nothing loops back. Every other flag is refused by name.
+  uint32_t flags = x.create_flags;
+  if (x.qp_type == IBV_QPT_UD) flags &= ~static_cast<uint32_t>(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
+  if (flags)
+    return c.error(EOPNOTSUPP, "create flags %#x (the simulated HCA takes none%s)", flags,
+                   x.qp_type == IBV_QPT_UD ? " but multicast loopback blocking" : "");
   ib_uverbs_create_qp req{};
   req.user_handle = x.user_handle;
   req.pd_handle = x.pd_handle;

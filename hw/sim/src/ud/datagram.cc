@@ -173,6 +173,7 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
   c.qpn = qp.qpn;
   c.src_qpn = p.deth.src_qp;
   c.grh = true;
+  c.roce_pkt_type = 0x8 | 0x2;  // UDP, IPv4: RoCE v2 over IPv4
   c.byte_cnt = kGrhBytes + p.payload_len;
   c.imm = imm ? p.imm : 0;
   c.wqe_counter = static_cast<uint16_t>(counter);

@@ -86,6 +86,9 @@ struct CqeInit {
   uint64_t timestamp = 0;  // the device's clock when it wrote the CQE (good CQEs only)
   bool solicited = false;
   bool grh = false;  // RESP: a GRH area (for RoCE v2, the IP header) leads the data: UD
+  // RESP on RoCE, UD: what the PRM puts in the SL field (flags_rqpn bits 27:24, libmlx5's
+  // wc.sl): bit 3 a UDP header (RoCE v2), bits 2:0 the L3 header (0 GRH, 1 IPv6, 2 IPv4).
+  uint8_t roce_pkt_type = 0;
 };
 
 // Writes a CQE at producer index `pi` with the owner bit for that lap. Every field is written
