@@ -17,7 +17,8 @@ namespace rnicdv::sim {
 void fuzz_execute_send_queue(const uint8_t* data, size_t len);
 
 // Hands `data` to the receive path as a datagram from the connected peer, then runs the
-// fabric.
+// fabric. The receiving device has a UD QP, number 0x101, with this Q_Key and receives posted.
+inline constexpr uint32_t kFuzzUdQkey = 0x0badf00d;
 void fuzz_receive_datagram(const uint8_t* data, size_t len);
 
 // The counters of the harness's two devices (requester, responder), to check that inputs

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fuzz harness behind fuzz_entry.h: a deterministic fabric with two devices and one
-// connected QP pair, rebuilt into a clean state before every input.
+// connected QP pair, rebuilt into a clean state before every input. The receiving device also
+// has a UD QP (QPN 0x101, Q_Key kFuzzUdQkey) in memory the harness placed, as libmlx5's would
+// be, with receives posted, so datagrams reach the UD path too.
 #include <endian.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -28,6 +31,19 @@ struct Side {
   uint32_t ci = 0;
 };
 
+// Page-aligned memory the harness places for the UD QP (rings, record, UAR page).
+struct PageBlock {
+  void* p = nullptr;
+  explicit PageBlock(size_t bytes) : p(std::aligned_alloc(4096, bytes)) { std::memset(p, 0, bytes); }
+  ~PageBlock() { std::free(p); }
+  PageBlock(const PageBlock&) = delete;
+  PageBlock& operator=(const PageBlock&) = delete;
+  uint8_t* bytes() const { return static_cast<uint8_t*>(p); }
+};
+
+constexpr uint32_t kUdRqWqes = 8;
+constexpr uint32_t kUdRqStride = 64;
+
 class Harness {
  public:
   Harness() {
@@ -52,6 +68,19 @@ class Harness {
       caps.max_inline_data = 128;
       s->qp = std::move(s->dev->create_qp(*s->pd, *s->cq, *s->cq, caps)).value();
     }
+    (void)attach_uar_page(*b_.dev, ud_uar_.p);
+    ExternalQpMemory m;
+    m.type = hw::QpType::ud;
+    m.rq_buf = ud_ring_.bytes();
+    m.rq_wqe_cnt = kUdRqWqes;
+    m.rq_stride = kUdRqStride;
+    m.sq_buf = ud_ring_.bytes() + kUdRqWqes * kUdRqStride;
+    m.sq_wqe_cnt = 8;
+    m.dbrec = static_cast<uint32_t*>(ud_dbrec_.p);
+    m.bf_reg = ud_uar_.bytes() + 0x800 + 512;
+    m.granted.max_recv_wr = kUdRqWqes;
+    m.granted.max_recv_sge = 1;
+    ud_qp_ = std::move(create_qp_external(*b_.dev, *b_.pd, *b_.cq, *b_.cq, m)).value();
   }
 
   void reconnect() {
@@ -115,8 +144,32 @@ class Harness {
     run();
   }
 
+  // The UD QP through RESET to RTS, with `kUdRqWqes` receives of 1 KiB posted.
+  void reset_ud() {
+    hw::QpAttr attr;
+    attr.state = hw::QpState::reset;
+    (void)ud_qp_->modify(attr, hw::qp_attr::state);
+    std::memset(ud_dbrec_.p, 0, 8);
+    attr.state = hw::QpState::init;
+    attr.qkey = kFuzzUdQkey;
+    (void)ud_qp_->modify(attr, hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::qkey);
+    attr.state = hw::QpState::rtr;
+    (void)ud_qp_->modify(attr, hw::qp_attr::state);
+    attr.state = hw::QpState::rts;
+    (void)ud_qp_->modify(attr, hw::qp_attr::state | hw::qp_attr::sq_psn);
+    for (uint32_t i = 0; i < kUdRqWqes; ++i) {
+      auto* seg = reinterpret_cast<mlx5_wqe_data_seg*>(ud_ring_.bytes() + i * kUdRqStride);
+      seg->byte_count = htobe32(1024);
+      seg->lkey = htobe32(b_.mr->lkey());
+      seg->addr = htobe64(reinterpret_cast<uintptr_t>(b_.buf.data()) + 32768 + i * 1024);
+    }
+    __atomic_store_n(&static_cast<uint32_t*>(ud_dbrec_.p)[MLX5_RCV_DBR], htobe32(kUdRqWqes),
+                     __ATOMIC_RELEASE);
+  }
+
   void receive_datagram(const uint8_t* data, size_t len) {
     reconnect();
+    reset_ud();
     // Post a few receive WQEs so SEND paths are reachable.
     const mlx5dv_qp& dv = b_.qp->view().dv;
     for (uint32_t i = 0; i < 4; ++i) {
@@ -145,6 +198,10 @@ class Harness {
 
   std::shared_ptr<Fabric> fabric_;
   Side a_, b_;
+  PageBlock ud_ring_{4096};
+  PageBlock ud_dbrec_{4096};
+  PageBlock ud_uar_{4096};
+  std::unique_ptr<hw::Qp> ud_qp_;
 };
 
 Harness& harness() {

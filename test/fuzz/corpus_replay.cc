@@ -86,6 +86,7 @@ TEST_CASE("the receive_path corpus runs and reaches the responder") {
   CHECK(after.rx_dropped - before.rx_dropped < received);  // not all stopped at the parser
   CHECK(after.cqes_written > before.cqes_written);         // a SEND landed in a receive WQE
   CHECK(after.naks_tx > before.naks_tx);                   // and bad requests were NAKed
+  CHECK(after.ud_qkey_drops > before.ud_qkey_drops);       // datagrams reached the UD QP
 }
 
 TEST_CASE("the cm_mad corpus runs and holds every CM message") {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cm/mad.h"
+#include "fuzz_entry.h"
 #include "packet/packet.h"
 #include "rnicdv/wqe/cqe.h"
 #include "rnicdv/wqe/send_wqe.h"
@@ -224,6 +225,17 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> receive_seeds() {
     auto bytes = packet(p);
     bytes.resize(sim::pkt::kBthBytes + 2);  // ends inside the ImmDt: a runt, dropped
     out.emplace_back("send-imm-runt", bytes);
+  }
+  {
+    auto p = base(sim::pkt::opcode::ud_send_only_imm);  // to the harness's UD QP
+    p.bth.dest_qp = kHarnessQpn + 1;
+    p.deth = sim::pkt::Deth{sim::kFuzzUdQkey, 0x42};
+    p.imm = 3;
+    p.payload = payload;
+    p.payload_len = 48;
+    out.emplace_back("ud-send-only-imm", packet(p));
+    p.deth.qkey = sim::kFuzzUdQkey + 1;  // dropped: not the QP's Q_Key
+    out.emplace_back("ud-send-wrong-qkey", packet(p));
   }
   return out;
 }
