@@ -79,6 +79,27 @@ inline ibv_recv_wr* one_recv(ibv_sge& sge, ibv_recv_wr& wr, const Buffer& b, siz
   return &wr;
 }
 
+// Posts one receive of `len` bytes at `off` of `b` to `qp`.
+inline void post_one_recv(ibv_qp* qp, const Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
+  ibv_sge sge;
+  ibv_recv_wr wr;
+  ibv_recv_wr* bad = nullptr;
+  REQUIRE(ibv_post_recv(qp, one_recv(sge, wr, b, off, len, wr_id), &bad) == 0);
+}
+
+// Busy-polls `cq` for one completion (the simulated device runs on its own thread).
+inline ibv_wc wait_one(ibv_cq* cq) {
+  ibv_wc wc{};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    const int n = ibv_poll_cq(cq, 1, &wc);
+    REQUIRE(n >= 0);
+    if (n == 1) return wc;
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::yield();
+  }
+}
+
 constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
@@ -186,23 +207,9 @@ struct Endpoint {
     REQUIRE(ibv_post_send(qp, &wr, &bad) == 0);
   }
   void post_recv(const Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
-    ibv_sge sge;
-    ibv_recv_wr wr;
-    ibv_recv_wr* bad = nullptr;
-    REQUIRE(ibv_post_recv(qp, one_recv(sge, wr, b, off, len, wr_id), &bad) == 0);
+    post_one_recv(qp, b, off, len, wr_id);
   }
-  // Busy-polls for one completion (the simulated device runs on its own thread).
-  ibv_wc wait() {
-    ibv_wc wc{};
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (;;) {
-      const int n = ibv_poll_cq(cq, 1, &wc);
-      REQUIRE(n >= 0);
-      if (n == 1) return wc;
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::yield();
-    }
-  }
+  ibv_wc wait() { return wait_one(cq); }
 };
 
 struct Pair {

@@ -65,22 +65,9 @@ struct UdEndpoint {
     return a.qp_state;
   }
   void post_recv(const Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
-    ibv_sge sge;
-    ibv_recv_wr wr;
-    ibv_recv_wr* bad = nullptr;
-    REQUIRE(ibv_post_recv(qp, one_recv(sge, wr, b, off, len, wr_id), &bad) == 0);
+    post_one_recv(qp, b, off, len, wr_id);
   }
-  ibv_wc wait() {
-    ibv_wc wc{};
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (;;) {
-      const int n = ibv_poll_cq(cq, 1, &wc);
-      REQUIRE(n >= 0);
-      if (n == 1) return wc;
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::yield();
-    }
-  }
+  ibv_wc wait() { return wait_one(cq); }
 };
 
 // An address handle on `from`'s PD towards `to`'s GID.

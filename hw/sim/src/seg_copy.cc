@@ -49,4 +49,20 @@ SegCopy scatter_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, const 
   });
 }
 
+bool gather_wqe_payload(SendWqe& w, uint64_t offset, uint8_t* dst, uint32_t len,
+                        uint64_t& faults) noexcept {
+  switch (gather_bytes(w.segs, offset, dst, len)) {
+    case SegCopy::ok:
+      return true;
+    case SegCopy::short_list:
+      w.error = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+      return false;
+    case SegCopy::fault:
+      ++faults;
+      w.error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+      return false;
+  }
+  return false;
+}
+
 }  // namespace rnicdv::sim

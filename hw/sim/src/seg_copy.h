@@ -20,6 +20,14 @@ enum class SegCopy : uint8_t {
 SegCopy gather_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, uint8_t* dst,
                      uint32_t len) noexcept;
 
+// Gathers `len` bytes of send WQE `w`'s message, from `offset`, into `dst`. On failure sets
+// w.error and returns false: a short list (the fetch checked that the list covers the length)
+// is a local length error; a fault (the region's pages taken away after registration) is a
+// local protection error, as the MR check gives for memory that is not registered, and is
+// counted in `faults`.
+bool gather_wqe_payload(SendWqe& w, uint64_t offset, uint8_t* dst, uint32_t len,
+                        uint64_t& faults) noexcept;
+
 // Copies `len` bytes from `src` into the message at `offset` of `segs`.
 SegCopy scatter_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, const uint8_t* src,
                       uint32_t len) noexcept;

@@ -152,22 +152,9 @@ bool Requester::send_request_packet(QpObj& qp, SendWqe& w) {
 
   uint8_t* frame = ctx_.frame();
   const size_t hl = pkt::build_headers(p, frame);
-  if (payload_len != 0) {
-    switch (gather_bytes(w.segs, payload_offset, frame + hl, payload_len)) {
-      case SegCopy::ok:
-        break;
-      case SegCopy::short_list:
-        // The list was checked to cover the length when the WQE was fetched.
-        w.error = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
-        return false;
-      case SegCopy::fault:
-        // The region's pages were taken away after registration: a local protection error,
-        // as the MR check would have given for memory that is not registered.
-        ++ctx_.counters().host_memory_faults;
-        w.error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
-        return false;
-    }
-  }
+  if (payload_len != 0 && !gather_wqe_payload(w, payload_offset, frame + hl, payload_len,
+                                              ctx_.counters().host_memory_faults))
+    return false;
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
   ctx_.transmit(qp, frame, len);
   if (w.kind == WqeKind::send || w.kind == WqeKind::write)

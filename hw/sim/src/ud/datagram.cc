@@ -86,19 +86,9 @@ bool Datagram::send_one(QpObj& qp, SendWqe& w) {
   const auto payload_len = static_cast<uint32_t>(w.length);
   uint8_t* frame = ctx_.frame();
   const size_t hl = pkt::build_headers(p, frame);
-  if (payload_len != 0) {
-    switch (gather_bytes(w.segs, 0, frame + hl, payload_len)) {
-      case SegCopy::ok:
-        break;
-      case SegCopy::short_list:
-        w.error = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
-        return false;
-      case SegCopy::fault:
-        ++ctx_.counters().host_memory_faults;
-        w.error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
-        return false;
-    }
-  }
+  if (payload_len != 0 &&
+      !gather_wqe_payload(w, 0, frame + hl, payload_len, ctx_.counters().host_memory_faults))
+    return false;
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
   qp.next_psn = psn_add(qp.next_psn, 1);
   ctx_.transmit_to(qp, w.ud_ipv4, frame, len);
