@@ -21,6 +21,9 @@ void fuzz_execute_send_queue(const uint8_t* data, size_t len);
 inline constexpr uint32_t kFuzzUdQkey = 0x0badf00d;
 void fuzz_receive_datagram(const uint8_t* data, size_t len);
 
+// Receive WQEs the UD QP consumed for the last input (a datagram it took).
+uint32_t fuzz_ud_receives_taken();
+
 // The counters of the harness's two devices (requester, responder), to check that inputs
 // reach the code under test.
 DeviceCounters fuzz_requester_counters();

@@ -185,6 +185,11 @@ class Harness {
     run();
   }
 
+  uint32_t ud_receives_taken() const {
+    auto s = b_.dev->qp_snapshot(ud_qp_->view().qpn);
+    return s ? s.value().rq_consumed : 0;
+  }
+
   DeviceCounters requester_counters() const { return a_.dev->counters(); }
   DeviceCounters responder_counters() const { return b_.dev->counters(); }
 
@@ -217,6 +222,10 @@ void fuzz_execute_send_queue(const uint8_t* data, size_t len) {
 
 void fuzz_receive_datagram(const uint8_t* data, size_t len) {
   harness().receive_datagram(data, len);
+}
+
+uint32_t fuzz_ud_receives_taken() {
+  return harness().ud_receives_taken();
 }
 
 DeviceCounters fuzz_requester_counters() {

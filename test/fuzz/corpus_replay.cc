@@ -79,6 +79,9 @@ TEST_CASE("the receive_path corpus runs and reaches the responder") {
   for (const Input& in : inputs) {
     INFO(in.name);
     CHECK(run("receive_path", in) == 0);
+    // The UD seed lands in a receive of the harness's UD QP; the wrong Q_Key does not.
+    if (in.name == "seed-ud-send-only-imm") CHECK(sim::fuzz_ud_receives_taken() == 1);
+    if (in.name == "seed-ud-send-wrong-qkey") CHECK(sim::fuzz_ud_receives_taken() == 0);
   }
   const sim::DeviceCounters after = sim::fuzz_responder_counters();
   const uint64_t received = after.packets_rx - before.packets_rx;

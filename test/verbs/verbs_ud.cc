@@ -6,7 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include <infiniband/verbs.h>
+#include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -122,6 +124,7 @@ struct UdPair {
 TEST_CASE("a UD datagram lands behind a GRH area holding the IPv4 header it came in") {
   UdPair p;
   fill(p.abuf.bytes, 3);
+  std::fill(p.bbuf.bytes.begin(), p.bbuf.bytes.end(), 0xaa);  // the device must write the GRH
   const uint32_t len = 1000;
   p.b.post_recv(p.bbuf, 0, kGrh + len, 77);
   send_datagram(p.a, p.a_to_b, p.b.qp->qp_num, kQkey, p.abuf, 0, len, 0xfeed);
@@ -241,11 +244,18 @@ TEST_CASE("a receive with no room for the GRH area completes with a local length
   const ibv_wc r = p.b.wait();
   CHECK(r.status == IBV_WC_LOC_LEN_ERR);
   CHECK(r.wr_id == 1);
-  // The QP is in ERR: the other receive is flushed.
+  // The QP is in ERR: the other receive is flushed, and the owner hears of it.
   const ibv_wc f = p.b.wait();
   CHECK(f.status == IBV_WC_WR_FLUSH_ERR);
   CHECK(f.wr_id == 2);
   CHECK(p.b.state() == IBV_QPS_ERR);
+  pollfd pfd{p.db.ctx->async_fd, POLLIN, 0};
+  REQUIRE(poll(&pfd, 1, 10000) == 1);
+  ibv_async_event ev{};
+  REQUIRE(ibv_get_async_event(p.db.ctx, &ev) == 0);
+  CHECK(ev.event_type == IBV_EVENT_QP_REQ_ERR);
+  CHECK(ev.element.qp == p.b.qp);
+  ibv_ack_async_event(&ev);
 }
 
 TEST_CASE("UD QPs refuse the attributes of connected QPs, RC QPs refuse a Q_Key, both by name") {
@@ -264,7 +274,7 @@ TEST_CASE("UD QPs refuse the attributes of connected QPs, RC QPs refuse a Q_Key,
   errno = 0;
   std::string said = capture_stderr(
       [&] { CHECK(ibv_modify_qp(u.qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN) == EINVAL); });
-  CHECK(said.find("belong to connected QPs, not UD") != std::string::npos);
+  CHECK(said.find("IBV_QP_DEST_QPN: attributes of connected QPs, not UD") != std::string::npos);
 
   // A Q_Key change in RTS is allowed, and QUERY_QP reports it.
   a = {};

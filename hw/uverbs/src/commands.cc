@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "command.h"
@@ -695,13 +697,27 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
   if (m & ~kKnown) return c.error(EINVAL, "qp %#x: unknown attribute bits %#x", obj.qpn, m & ~kKnown);
   const bool ud = obj.type == hw::QpType::ud;
   if ((m & IBV_QP_QKEY) && !ud) return c.error(EINVAL, "qp %#x: a Q_Key on an RC QP", obj.qpn);
-  constexpr uint32_t kConnectedOnly =
-      IBV_QP_ACCESS_FLAGS | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-      IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER |
-      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN;
-  if (ud && (m & kConnectedOnly))
-    return c.error(EINVAL, "qp %#x: attribute bits %#x belong to connected QPs, not UD", obj.qpn,
-                   m & kConnectedOnly);
+  static constexpr std::pair<uint32_t, const char*> kConnectedOnly[] = {
+      {IBV_QP_ACCESS_FLAGS, "IBV_QP_ACCESS_FLAGS"},
+      {IBV_QP_AV, "IBV_QP_AV"},
+      {IBV_QP_PATH_MTU, "IBV_QP_PATH_MTU"},
+      {IBV_QP_TIMEOUT, "IBV_QP_TIMEOUT"},
+      {IBV_QP_RETRY_CNT, "IBV_QP_RETRY_CNT"},
+      {IBV_QP_RNR_RETRY, "IBV_QP_RNR_RETRY"},
+      {IBV_QP_RQ_PSN, "IBV_QP_RQ_PSN"},
+      {IBV_QP_MAX_QP_RD_ATOMIC, "IBV_QP_MAX_QP_RD_ATOMIC"},
+      {IBV_QP_MIN_RNR_TIMER, "IBV_QP_MIN_RNR_TIMER"},
+      {IBV_QP_MAX_DEST_RD_ATOMIC, "IBV_QP_MAX_DEST_RD_ATOMIC"},
+      {IBV_QP_DEST_QPN, "IBV_QP_DEST_QPN"},
+  };
+  if (ud) {
+    std::string named;
+    for (const auto& [bit, name] : kConnectedOnly)
+      if (m & bit) named += std::string(named.empty() ? "" : ", ") + name;
+    if (!named.empty())
+      return c.error(EINVAL, "qp %#x: %s: attributes of connected QPs, not UD", obj.qpn,
+                     named.c_str());
+  }
   if (m & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE))
     return c.error(EOPNOTSUPP, "qp %#x: alternate paths (automatic path migration)", obj.qpn);
   if (m & IBV_QP_CAP) return c.error(EINVAL, "qp %#x: resizing the queues", obj.qpn);

@@ -43,16 +43,17 @@ constexpr Transition kTransitions[] = {
     {QpState::sqe, QpState::rts, 0, a::access_flags | a::min_rnr_timer},
 };
 
-// UD (ibv_modify_qp(3) for IBV_QPT_UD): a Q_Key from INIT on, no path, no peer.
+// UD (ibv_modify_qp(3) for IBV_QPT_UD): a Q_Key from INIT on, no path, no peer. `port`
+// carries the P_Key index, which UD may change at RTR and in SQD.
 constexpr Transition kUdTransitions[] = {
     {QpState::reset, QpState::init, a::port | a::qkey, 0},
     {QpState::init, QpState::init, 0, a::port | a::qkey},
-    {QpState::init, QpState::rtr, 0, a::qkey},
+    {QpState::init, QpState::rtr, 0, a::port | a::qkey},
     {QpState::rtr, QpState::rts, a::sq_psn, a::qkey},
     {QpState::rts, QpState::rts, 0, a::qkey},
     {QpState::rts, QpState::sqd, 0, 0},
     {QpState::sqd, QpState::rts, 0, a::qkey},
-    {QpState::sqd, QpState::sqd, 0, a::qkey},
+    {QpState::sqd, QpState::sqd, 0, a::port | a::qkey},
     {QpState::sqe, QpState::rts, 0, a::qkey},
 };
 

@@ -104,15 +104,19 @@ void Datagram::fail_send(QpObj& qp, SendWqe& w) {
   flush_.flush_sq(qp);
 }
 
-void Datagram::recv_error(QpObj& qp, uint32_t counter, uint8_t syndrome) {
+// The receive being filled completes with `syndrome`, the affiliated event is raised as the
+// RC responder raises it for the same fault, and the QP goes to ERR.
+void Datagram::recv_error(QpObj& qp, uint8_t syndrome, hw::AsyncEventType event) {
   wqe::CqeInit c;
   c.cqe_opcode = MLX5_CQE_RESP_ERR;
   c.syndrome = syndrome;
   c.qpn = qp.qpn;
-  c.wqe_counter = static_cast<uint16_t>(counter);
+  c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
   c.srqn_uidx = qp.recv_srqn_uidx();
+  qp.recv.active = false;
   ++ctx_.counters().error_cqes;
   ctx_.write_cqe(qp.recv_cq, c);
+  ctx_.raise_event(event, qp.qpn, 0);
   flush_.to_error(qp);
 }
 
@@ -126,14 +130,17 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
   if (p.deth.qkey != qp.attr.qkey) return drop(ctx_.counters().ud_qkey_drops);
   const uint16_t posted = static_cast<uint16_t>(rc::load_rq_dbr(qp) - qp.rq_consumed);
   if (posted == 0 || posted > qp.rq.wqe_cnt) return drop(ctx_.counters().ud_no_recv_drops);
-  const uint32_t counter = qp.rq_consumed++;
+  RecvInProgress& r = qp.recv;
+  r.counter = qp.rq_consumed++;
+  r.active = true;  // a fault from here on completes (or flushes) this receive
   wqe::DecodedRecvWqe d;
   wqe::WqeDefect defect = wqe::WqeDefect::none;
-  // A receive queue whose memory is gone marks the QP; the engine then fails it (QP_FATAL).
-  if (!rc::read_queue(qp, [&] { defect = wqe::decode_recv_wqe(qp.rq, counter, &d); })) return;
+  // A receive queue whose memory is gone marks the QP; the engine then fails it (QP_FATAL)
+  // and the flush completes this receive.
+  if (!rc::read_queue(qp, [&] { defect = wqe::decode_recv_wqe(qp.rq, r.counter, &d); })) return;
   if (defect != wqe::WqeDefect::none)
-    return recv_error(qp, counter, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
-  std::vector<LocalSeg>& segs = qp.recv.segs;
+    return recv_error(qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
+  std::vector<LocalSeg>& segs = r.segs;
   segs.clear();
   uint64_t capacity = 0;
   for (uint32_t i = 0; i < d.num_sge; ++i) {
@@ -142,20 +149,20 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
     uint8_t* host = nullptr;
     if (ctx_.mrs().check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host) !=
         AccessResult::ok)
-      return recv_error(qp, counter, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+      return recv_error(qp, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
     segs.push_back(LocalSeg{host, sge.length});
     capacity += sge.length;
   }
   // The GRH area counts against the buffer and in the byte count (IBA 11.4.1.1).
   if (capacity < kGrhBytes + p.payload_len)
-    return recv_error(qp, counter, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+    return recv_error(qp, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, hw::AsyncEventType::qp_req_err);
   uint8_t grh[kGrhBytes];
   write_ipv4_grh(grh, src_ipv4, dst_ipv4, frame_len + 4);
   if (scatter_bytes(segs, 0, grh, kGrhBytes) != SegCopy::ok ||
       (p.payload_len &&
        scatter_bytes(segs, kGrhBytes, p.payload, p.payload_len) != SegCopy::ok)) {
     ++ctx_.counters().host_memory_faults;
-    return recv_error(qp, counter, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+    return recv_error(qp, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
   }
   const bool imm = p.bth.opcode == pkt::opcode::ud_send_only_imm;
   wqe::CqeInit c;
@@ -166,9 +173,10 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
   c.roce_pkt_type = 0x8 | 0x2;  // UDP, IPv4: RoCE v2 over IPv4
   c.byte_cnt = kGrhBytes + p.payload_len;
   c.imm = imm ? p.imm : 0;
-  c.wqe_counter = static_cast<uint16_t>(counter);
+  c.wqe_counter = static_cast<uint16_t>(r.counter);
   c.srqn_uidx = qp.recv_srqn_uidx();
   c.solicited = p.bth.solicited;
+  r.active = false;
   ctx_.write_cqe(qp.recv_cq, c);
 }
 

@@ -3,7 +3,9 @@
 // vector (mlx5_wqe_datagram_seg); each WQE is one UD_SEND_ONLY packet with a DETH, complete as
 // soon as it is on the wire. Inbound datagrams are checked against the QP's Q_Key and land in
 // the next receive WQE behind a 40-byte GRH area; nothing is acknowledged, retried or
-// reordered, and a datagram with no receive WQE to take it is lost.
+// reordered, and a datagram with no receive WQE to take it is lost. A receive that cannot take
+// the datagram (malformed, unregistered, too small) completes in error with the RC
+// responder's affiliated event for the same fault, and the QP goes to ERR.
 //
 // The SQ fetcher, flush and the CQE writer are the RC transport's (rc/), shared through its
 // context; only the packet handling differs.
@@ -45,7 +47,7 @@ class Datagram {
  private:
   bool send_one(QpObj& qp, SendWqe& w);
   void fail_send(QpObj& qp, SendWqe& w);
-  void recv_error(QpObj& qp, uint32_t counter, uint8_t syndrome);
+  void recv_error(QpObj& qp, uint8_t syndrome, hw::AsyncEventType event);
 
   rc::Context& ctx_;
   rc::SqFetcher& fetcher_;
