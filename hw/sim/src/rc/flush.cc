@@ -26,6 +26,18 @@ void Flush::send_error_cqe(QpObj& qp, const SendWqe& w, uint8_t syndrome) {
   ctx_.write_cqe(qp.send_cq, c);
 }
 
+void Flush::recv_error_cqe(QpObj& qp, uint8_t syndrome) {
+  wqe::CqeInit c;
+  c.cqe_opcode = MLX5_CQE_RESP_ERR;
+  c.syndrome = syndrome;
+  c.qpn = qp.qpn;
+  c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
+  c.srqn_uidx = qp.recv_srqn_uidx();
+  qp.recv.active = false;
+  ++ctx_.counters().error_cqes;
+  ctx_.write_cqe(qp.recv_cq, c);
+}
+
 void Flush::to_error(QpObj& qp) {
   if (qp.state == hw::QpState::err) return;
   qp.state = hw::QpState::err;

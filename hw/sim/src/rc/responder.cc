@@ -450,17 +450,7 @@ void Responder::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcod
 
 void Responder::fail(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
                      hw::AsyncEventType event) {
-  if (recv_syndrome != 0 && qp.recv.active) {
-    wqe::CqeInit c;
-    c.cqe_opcode = MLX5_CQE_RESP_ERR;
-    c.syndrome = recv_syndrome;
-    c.qpn = qp.qpn;
-    c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
-    c.srqn_uidx = qp.recv_srqn_uidx();
-    qp.recv.active = false;
-    ++ctx_.counters().error_cqes;
-    ctx_.write_cqe(qp.recv_cq, c);
-  }
+  if (recv_syndrome != 0 && qp.recv.active) flush_.recv_error_cqe(qp, recv_syndrome);
   // Everything already answered goes out first, then the NAK; then the QP stops.
   transmit(qp, UINT32_MAX);
   pkt::Packet nak;

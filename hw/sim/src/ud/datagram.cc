@@ -107,15 +107,7 @@ void Datagram::fail_send(QpObj& qp, SendWqe& w) {
 // The receive being filled completes with `syndrome`, the affiliated event is raised as the
 // RC responder raises it for the same fault, and the QP goes to ERR.
 void Datagram::recv_error(QpObj& qp, uint8_t syndrome, hw::AsyncEventType event) {
-  wqe::CqeInit c;
-  c.cqe_opcode = MLX5_CQE_RESP_ERR;
-  c.syndrome = syndrome;
-  c.qpn = qp.qpn;
-  c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
-  c.srqn_uidx = qp.recv_srqn_uidx();
-  qp.recv.active = false;
-  ++ctx_.counters().error_cqes;
-  ctx_.write_cqe(qp.recv_cq, c);
+  flush_.recv_error_cqe(qp, syndrome);
   ctx_.raise_event(event, qp.qpn, 0);
   flush_.to_error(qp);
 }
