@@ -10,38 +10,25 @@
 #include "../rc/queues.h"
 #include "../rc/sq_fetch.h"
 #include "../seg_copy.h"
+#include "rnicdv/byte_order.h"
 
 namespace rnicdv::sim::ud {
-
-namespace {
-
-void put_be16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-
-void put_be32(uint8_t* p, uint32_t v) {
-  put_be16(p, static_cast<uint16_t>(v >> 16));
-  put_be16(p + 2, static_cast<uint16_t>(v));
-}
-
-}  // namespace
 
 void write_ipv4_grh(uint8_t out[kGrhBytes], uint32_t src_ipv4, uint32_t dst_ipv4,
                     size_t udp_payload_len) {
   std::memset(out, 0, kGrhBytes);
   uint8_t* ip = out + 20;
   ip[0] = 0x45;  // version 4, 5 words
-  put_be16(ip + 2, static_cast<uint16_t>(20 + 8 + udp_payload_len));
-  put_be16(ip + 6, 0x4000);  // don't fragment
+  store_be16(ip + 2, static_cast<uint16_t>(20 + 8 + udp_payload_len));
+  store_be16(ip + 6, 0x4000);  // don't fragment
   ip[8] = 64;                // TTL
   ip[9] = 17;                // UDP
-  put_be32(ip + 12, src_ipv4);
-  put_be32(ip + 16, dst_ipv4);
+  store_be32(ip + 12, src_ipv4);
+  store_be32(ip + 16, dst_ipv4);
   uint32_t sum = 0;
   for (int i = 0; i < 20; i += 2) sum += static_cast<uint32_t>(ip[i] << 8 | ip[i + 1]);
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  put_be16(ip + 10, static_cast<uint16_t>(~sum));
+  store_be16(ip + 10, static_cast<uint16_t>(~sum));
 }
 
 bool Datagram::progress(QpObj& qp, uint32_t budget) {
@@ -73,7 +60,7 @@ bool Datagram::progress(QpObj& qp, uint32_t budget) {
 }
 
 // One UD_SEND_ONLY packet; on failure the WQE's error is set and nothing was sent.
-bool Datagram::send_one(QpObj& qp, SendWqe& w) {
+void Datagram::send_one(QpObj& qp, SendWqe& w) {
   pkt::Packet p;
   p.bth.opcode = w.with_imm ? pkt::opcode::ud_send_only_imm : pkt::opcode::ud_send_only;
   p.bth.dest_qp = w.ud_dest_qpn;
@@ -88,11 +75,10 @@ bool Datagram::send_one(QpObj& qp, SendWqe& w) {
   const size_t hl = pkt::build_headers(p, frame);
   if (payload_len != 0 &&
       !gather_wqe_payload(w, 0, frame + hl, payload_len, ctx_.counters().host_memory_faults))
-    return false;
+    return;
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
   qp.next_psn = psn_add(qp.next_psn, 1);
   ctx_.transmit_to(qp, w.ud_ipv4, frame, len);
-  return true;
 }
 
 // A send WQE that cannot execute: its error CQE, the rest of the SQ flushed, the QP in SQE.

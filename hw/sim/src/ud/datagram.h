@@ -45,7 +45,7 @@ class Datagram {
                  size_t frame_len);
 
  private:
-  bool send_one(QpObj& qp, SendWqe& w);
+  void send_one(QpObj& qp, SendWqe& w);
   void fail_send(QpObj& qp, SendWqe& w);
   void recv_error(QpObj& qp, uint8_t syndrome, hw::AsyncEventType event);
 
