@@ -156,18 +156,18 @@ TEST_CASE("a guarded access to unmapped, protected or truncated memory fails ins
   Pages page(4096);
   uint8_t buf[16] = {};
   page.p[5] = 42;
-  CHECK(sim::host_copy(buf, page.p, 16));
+  CHECK(sim::host_read(buf, page.p, 16));
   CHECK(buf[5] == 42);
 
   page.protect(PROT_READ);
-  CHECK(sim::host_copy(buf, page.p, 16));         // reading is allowed
-  CHECK_FALSE(sim::host_copy(page.p, buf, 16));   // writing faults
+  CHECK(sim::host_read(buf, page.p, 16));         // reading is allowed
+  CHECK_FALSE(sim::host_place(page.p, buf, 16));  // writing faults
   page.protect(PROT_NONE);
   uint32_t word = 0;
   CHECK_FALSE(sim::host_load32(reinterpret_cast<uint32_t*>(page.p), &word));
   page.unmap();
-  CHECK_FALSE(sim::host_copy(buf, page.p, 16));
-  CHECK_FALSE(sim::host_copy(page.p + 100, buf, 16));  // again: the signal is not left blocked
+  CHECK_FALSE(sim::host_read(buf, page.p, 16));
+  CHECK_FALSE(sim::host_place(page.p + 100, buf, 16));  // again: the signal is not left blocked
 
   // SIGBUS: the second page of a mapping past the end of its 4 KiB file.
   FILE* f = std::tmpfile();
@@ -176,8 +176,8 @@ TEST_CASE("a guarded access to unmapped, protected or truncated memory fails ins
   void* m = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fileno(f), 0);
   REQUIRE(m != MAP_FAILED);
   auto* file_page = static_cast<uint8_t*>(m);
-  CHECK(sim::host_copy(file_page, buf, 16));
-  CHECK_FALSE(sim::host_copy(buf, file_page + 4096, 16));
+  CHECK(sim::host_place(file_page, buf, 16));
+  CHECK_FALSE(sim::host_read(buf, file_page + 4096, 16));
   ::munmap(m, 8192);
   std::fclose(f);
 
@@ -186,7 +186,7 @@ TEST_CASE("a guarded access to unmapped, protected or truncated memory fails ins
   Pages gone(4096);
   gone.unmap();
   bool inner = true;
-  CHECK(sim::host_guarded([&] { inner = sim::host_copy(buf, gone.p, 4); }));
+  CHECK(sim::host_guarded([&] { inner = sim::host_read(buf, gone.p, 4); }));
   CHECK_FALSE(inner);
 }
 

@@ -7,7 +7,8 @@
 #
 #   run_rdmacm.sh SHIM PORT PATTERN -- SERVER_CMD... -- CLIENT_CMD...
 #
-# In the commands, @S@ stands for the server's address and @P@ for the port. A server has no
+# In the commands, @S@ stands for the server's address and @P@ for the port. RDMACM_TIMEOUT
+# (seconds, default 120) bounds each program's run. A server has no
 # way to say that it listens, so a client that found no HCA at the address yet (ADDR_ERROR)
 # or nothing listening (REJ, invalid service ID) is started again, up to 100 times.
 set -u
@@ -36,12 +37,13 @@ trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
 # Only the programs get the shim: under a sanitizer it is instrumented, and the shell's own
 # tools (timeout, grep) are not.
 export RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
+limit=${RDMACM_TIMEOUT:-120}
 
-timeout 120 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$srv_addr" "${server[@]}" >"$work/server.out" 2>&1 &
+timeout "$limit" env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$srv_addr" "${server[@]}" >"$work/server.out" 2>&1 &
 server_pid=$!
 client_rc=1
 for attempt in $(seq 1 100); do
-  timeout 120 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$cli_addr" "${client[@]}" >"$work/client.out" 2>&1
+  timeout "$limit" env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$cli_addr" "${client[@]}" >"$work/client.out" 2>&1
   client_rc=$?
   [ $client_rc -eq 0 ] && break
   # Refused because the server is not up yet: its device has no address yet (ADDR_ERROR,

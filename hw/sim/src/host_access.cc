@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "doorbell_watch.h"
+#include "placement.h"
 
 namespace rnicdv::sim {
 
@@ -38,16 +39,31 @@ bool host_access(void (*fn)(void*), void* ctx) noexcept {
   return true;
 }
 
-bool host_copy(void* dst, const void* src, size_t n) noexcept {
+namespace {
+
+struct Copy {
+  void* dst;
+  const void* src;
+  size_t n;
+};
+
+}  // namespace
+
+bool host_read(void* dst, const void* src, size_t n) noexcept {
   if (n == 0) return true;
-  struct Copy {
-    void* dst;
-    const void* src;
-    size_t n;
-  } c{dst, src, n};
+  Copy c{dst, src, n};
   return host_access([](void* p) {
     auto* a = static_cast<Copy*>(p);
     std::memcpy(a->dst, a->src, a->n);
+  }, &c);
+}
+
+bool host_place(void* dst, const void* src, size_t n) noexcept {
+  if (n == 0) return true;
+  Copy c{dst, src, n};
+  return host_access([](void* p) {
+    auto* a = static_cast<Copy*>(p);
+    place_in_order(static_cast<uint8_t*>(a->dst), static_cast<const uint8_t*>(a->src), a->n);
   }, &c);
 }
 

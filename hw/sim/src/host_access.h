@@ -40,8 +40,13 @@ bool host_guarded(F&& f) noexcept {
                      const_cast<void*>(static_cast<const void*>(&f)));
 }
 
-// memcpy whose source or destination is host memory. False if either faulted.
-bool host_copy(void* dst, const void* src, size_t n) noexcept;
+// Reads `n` bytes of host memory at `src` into the device's own `dst`. False if it faulted.
+bool host_read(void* dst, const void* src, size_t n) noexcept;
+
+// Places `n` bytes into host memory at `dst`: each byte stored once, in increasing address
+// order, the last one last (placement.h; never memcpy, which may store bytes twice). False if
+// it faulted, with the bytes before the fault placed.
+bool host_place(void* dst, const void* src, size_t n) noexcept;
 
 // Acquire load of a 32-bit word in host memory (a doorbell record). False if it faulted.
 bool host_load32(const uint32_t* p, uint32_t* out) noexcept;

@@ -38,14 +38,14 @@ SegCopy walk(const std::vector<LocalSeg>& segs, uint64_t offset, uint32_t len, C
 SegCopy gather_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, uint8_t* dst,
                      uint32_t len) noexcept {
   return walk(segs, offset, len, [dst](uint8_t* seg, uint32_t at, uint32_t n) {
-    return host_copy(dst + at, seg, n);
+    return host_read(dst + at, seg, n);
   });
 }
 
 SegCopy scatter_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, const uint8_t* src,
                       uint32_t len) noexcept {
   return walk(segs, offset, len, [src](uint8_t* seg, uint32_t at, uint32_t n) {
-    return host_copy(seg, src + at, n);
+    return host_place(seg, src + at, n);
   });
 }
 

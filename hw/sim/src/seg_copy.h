@@ -28,7 +28,8 @@ SegCopy gather_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, uint8_t
 bool gather_wqe_payload(SendWqe& w, uint64_t offset, uint8_t* dst, uint32_t len,
                         uint64_t& faults) noexcept;
 
-// Copies `len` bytes from `src` into the message at `offset` of `segs`.
+// Places `len` bytes from `src` into the message at `offset` of `segs`: segment after
+// segment, each byte once and in increasing order (host_place).
 SegCopy scatter_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, const uint8_t* src,
                       uint32_t len) noexcept;
 

@@ -286,7 +286,7 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
   // WRITE with immediate needs a receive WQE for its completion; check before placing so an
   // RNR retry of the last packet finds the same state.
   if (ends && info.immediate && !take_recv_wqe(qp, p)) return false;
-  if (p.payload_len && !host_copy(wr.dst + wr.placed, p.payload, p.payload_len)) {
+  if (p.payload_len && !host_place(wr.dst + wr.placed, p.payload, p.payload_len)) {
     // The target region's pages were taken away after registration.
     ++ctx_.counters().host_memory_faults;
     wr.active = false;
