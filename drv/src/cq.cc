@@ -71,6 +71,7 @@ Result<CompletionQueue> Device::adopt_cq(std::unique_ptr<hw::Cq> cq,
   core->cqn = dv.cqn;
   core->device = core_;
   core->cq_uar = dv.cq_uar;
+  core->arm_wake.init(cq->view().wake.asleep, cq->view().wake.kick_fd);
   core->hw_cq = std::move(cq);
   // Every entry starts invalid and owned by the device (libmlx5 mlx5_alloc_cq_buf), so the
   // first lap's owner bit test cannot mistake a zeroed entry for a completion.

@@ -116,6 +116,7 @@ Errc CqCore::request_notify(bool solicited_only) noexcept {
   // they are errors, which fire a solicited-only arm too (IBA 11.4.2.2).
   software_armed.store(true, std::memory_order_seq_cst);
   doorbell::arm_cq(dbrec, cq_uar, cqn, ci, arm_sn.load(std::memory_order_relaxed), solicited_only);
+  arm_wake.after_register_write();
   // A software completion that was queued before the arm fires it now (one queued after it
   // sees software_armed and fires it in add_software_qp).
   if (software_pending.load(std::memory_order_seq_cst) &&

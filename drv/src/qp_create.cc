@@ -174,6 +174,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
     return Status::error(err, "qp %#x: create: doorbell mode %s on a %s register of %u bytes",
                          view.qpn, doorbell::doorbell_mode_name(config.doorbell),
                          view.bf_shared ? "shared" : "dedicated", dv.bf.size);
+  qp->doorbell.set_wake(view.wake.asleep, view.wake.kick_fd);
 
   qp->sq_entry_storage.reset(new (std::nothrow) detail::SqEntry[dv.sq.wqe_cnt]());
   qp->rq_wr_id_storage.reset(new (std::nothrow) uint64_t[dv.rq.wqe_cnt ? dv.rq.wqe_cnt : 1]());

@@ -68,7 +68,7 @@ class Harness {
       caps.max_inline_data = 128;
       s->qp = std::move(s->dev->create_qp(*s->pd, *s->cq, *s->cq, caps)).value();
     }
-    (void)attach_uar_page(*b_.dev, ud_uar_.p);
+    (void)attach_uar_page(*b_.dev, ud_uar_.p, ud_uar_.p);
     ExternalQpMemory m;
     m.type = hw::QpType::ud;
     m.rq_buf = ud_ring_.bytes();

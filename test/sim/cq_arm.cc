@@ -333,7 +333,7 @@ TEST_CASE("an arm written to a UAR page given to attach_uar_page is seen") {
   std::memset(ring, 0, 64 * 64);
   std::memset(dbrec, 0, 64);
   for (uint32_t i = 0; i < 64; ++i) static_cast<uint8_t*>(ring)[i * 64 + 63] = 0xF0;
-  must_ok(sim::attach_uar_page(*dev_b, uar));
+  must_ok(sim::attach_uar_page(*dev_b, uar, uar));
   {
     Host a, b;
     a.init_on(dev_a, Pair::default_host());

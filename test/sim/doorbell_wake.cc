@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Doorbell wake-up (hw/sim/src/doorbell_watch.h): an idle device thread sleeps without a
-// timer, with the UAR pages software rings write-protected, and the first doorbell store
-// wakes it; a fault anywhere else still reaches whoever handled SIGSEGV before.
+// Doorbell wake-up without signals (hw/sim/src/device_thread.cc): an idle device thread
+// sleeps with no timer; rnicdv's driver wakes it with its eventfd after a doorbell when it
+// published that it sleeps (doorbell/device_wake.h), and a store of libmlx5's into a UAR page
+// the application maps wakes it through userfaultfd (hw/sim/src/uar_watch.h).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <thread>
 
-#include "doorbell_watch.h"
+#include "handles.h"
 #include "sim_harness.h"
 
 using namespace simtest;
@@ -41,168 +41,146 @@ struct WritePair {
     dst = p.b.reg(64);
   }
 
-  // One signaled 64-byte WRITE from `src` to `dst`, rung.
-  Errc post_write() {
-    Sge sge{src.addr(), 64, src.lkey()};
+  SendWr write_wr() {
+    static Sge sge;
+    sge = Sge{src.addr(), 64, src.lkey()};
     SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
     w.remote_addr = dst.addr();
     w.rkey = dst.rkey();
-    return p.a.post_and_ring(w);
+    return w;
   }
 };
 
-
-// Runs `body` in a child process and returns its wait status.
-template <class Body>
-int in_child(Body&& body) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    body();
-    _exit(0);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
+// Whether the host's device thread sleeps, as its CQ's view publishes it to a driver.
+bool asleep(const Host& h) {
+  const hw::DeviceWakeView& w = h.scq->cq->view().wake;
+  return w.asleep && w.asleep->load(std::memory_order_acquire) != 0;
 }
 
 }  // namespace
 
-TEST_CASE("An idle device thread sleeps with its doorbell pages watched, and the first doorbell "
-          "after that wakes it",
+TEST_CASE("a sleeping device publishes it, and the driver's kick after a doorbell wakes it",
           "[sim][threaded]") {
-  if (!sim::doorbell_watch_available()) {
-    WARN("the doorbell watch is off (RNICDV_SIM_DOORBELL_WAKE=poll, or a sanitizer keeps SIGSEGV)");
-    return;
-  }
   WritePair w(0x5c);
   Pair& p = w.p;
+  REQUIRE(p.a.view().wake.asleep != nullptr);
+  REQUIRE(p.a.view().wake.kick_fd >= 0);
   for (int round = 0; round < 3; ++round) {
-    // Idle until the device is in its watched sleep.
-    const uint64_t watched = p.a.dev->counters().watched_sleeps;
-    REQUIRE(wait_real([&] { return p.a.dev->counters().watched_sleeps > watched; }));
-    const uint64_t faults = sim::doorbell_watch_faults();
+    REQUIRE(wait_real([&] { return asleep(p.a); }));
     std::memset(w.dst.data(), 0, 64);
-    REQUIRE(w.post_write() == Errc::ok);
+    REQUIRE(p.a.post_and_ring(w.write_wr()) == Errc::ok);  // rings, then kicks
     // Nothing on this thread drives the engine: only the woken device thread can run it.
     Completion c;
     REQUIRE(wait_real([&] { return p.a.poll_send(&c); }));
     CHECK(c.status == IBV_WC_SUCCESS);
     CHECK(std::memcmp(w.dst.data(), w.src.data(), 64) == 0);
-    // The doorbell store faulted on the protected page and the handler woke the device.
-    CHECK(sim::doorbell_watch_faults() > faults);
   }
 }
 
-TEST_CASE("An idle device thread does not wake on a timer while nothing is due", "[sim][threaded]") {
-  if (!sim::doorbell_watch_available()) {
-    WARN("the doorbell watch is off (RNICDV_SIM_DOORBELL_WAKE=poll, or a sanitizer keeps SIGSEGV)");
-    return;
-  }
+TEST_CASE("a sleeping device has no timer: a doorbell without the kick waits until one comes",
+          "[sim][threaded]") {
+  WritePair w(0x6d);
+  Pair& p = w.p;
+  REQUIRE(wait_real([&] { return asleep(p.a); }));
+  // Past its last look (a doorbell stored before that look would be found by it).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(asleep(p.a));
+  p.a.kick_after_doorbell = false;
+  REQUIRE(p.a.post_and_ring(w.write_wr()) == Errc::ok);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Completion c;
+  CHECK_FALSE(p.a.poll_send(&c));  // the device never looked
+  CHECK(asleep(p.a));
+  p.a.kick_if_asleep();
+  REQUIRE(wait_real([&] { return p.a.poll_send(&c); }));
+  CHECK(c.status == IBV_WC_SUCCESS);
+}
+
+TEST_CASE("an idle device thread does not wake while nothing is due", "[sim][threaded]") {
   Pair p(threaded_inproc());
   p.connect();
-  // Past the back-off into the watched sleep, then count sleeps over 300 ms of idling. With
-  // the 1 ms timed back-off alone that would be about 300; the watched sleep's only timer is
-  // a 100 ms safety net.
-  const uint64_t w0 = p.a.dev->counters().watched_sleeps;
-  REQUIRE(wait_real([&] { return p.a.dev->counters().watched_sleeps > w0; }));
+  REQUIRE(wait_real([&] { return asleep(p.a) && asleep(p.b); }));
   const uint64_t s0 = p.a.dev->counters().sleeps;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK(p.a.dev->counters().sleeps - s0 <= 8);
-}
-
-TEST_CASE("A write to a read-only page outside the watched ones still ends the process",
-          "[sim][threaded]") {
-  const int status = in_child([] {
-    Pair p(threaded_inproc());  // installs the handler
-    (void)sim::doorbell_watch_available();
-    void* page = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    *static_cast<volatile char*>(page) = 1;
-    _exit(3);  // not reached
-  });
-  // Killed by the signal; or, under a sanitizer whose handler was there first, ended by its
-  // report (exit status 1, or SIGABRT with abort_on_error). Never carried on.
-  INFO("wait status " << status);
-  if (WIFSIGNALED(status)) {
-    CHECK((WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGABRT));
-  } else {
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) != 0);
-    CHECK(WEXITSTATUS(status) != 3);
-  }
-}
-
-TEST_CASE("A process with a thread that blocks SIGSEGV keeps its devices polling, and its "
-          "doorbells work",
-          "[sim][threaded]") {
-  const int status = in_child([] {
-    sigset_t segv;
-    sigemptyset(&segv);
-    sigaddset(&segv, SIGSEGV);
-    pthread_sigmask(SIG_BLOCK, &segv, nullptr);  // this thread, and the device threads it starts
-    WritePair w(0x33);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // idle: deep sleeps
-    if (w.p.a.dev->counters().watched_sleeps != 0) _exit(4);
-    if (w.post_write() != Errc::ok) _exit(5);
-    Completion c;
-    if (!wait_real([&] { return w.p.a.poll_send(&c); }) || c.status != IBV_WC_SUCCESS) _exit(6);
-    _exit(std::memcmp(w.dst.data(), w.src.data(), 64) == 0 ? 0 : 7);
-  });
-  INFO("wait status " << status);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(p.a.dev->counters().sleeps - s0 <= 1);
 }
 
 namespace {
-void exit_42(int) {
-  _exit(42);
-}
+
+// A UAR page as the uverbs shim makes one: a memfd page the application maps, and the
+// device's own mapping of it.
+struct UarPage {
+  int fd = ::memfd_create("uar", MFD_CLOEXEC);
+  uint8_t* app = map();
+  uint8_t* device = map();
+  uint8_t* map() {
+    if (fd >= 0 && ::ftruncate(fd, 4096) != 0) return nullptr;
+    void* m = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return m == MAP_FAILED ? nullptr : static_cast<uint8_t*>(m);
+  }
+  ~UarPage() {
+    ::munmap(app, 4096);
+    ::munmap(device, 4096);
+    ::close(fd);
+  }
+};
+
 }  // namespace
 
-TEST_CASE("A SIGSEGV handler installed before the simulated HCA still gets the faults that are "
-          "not doorbells",
+TEST_CASE("a store into a UAR page the application maps wakes a sleeping device, no signal",
           "[sim][threaded]") {
-  const int status = in_child([] {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_handler = &exit_42;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, nullptr);
-    Pair p(threaded_inproc());
-    (void)sim::doorbell_watch_available();
-    void* page = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    *static_cast<volatile char*>(page) = 1;
-    _exit(3);
-  });
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 42);
-}
-
-TEST_CASE("A removed watch leaves its page writable", "[sim]") {
-  if (!sim::doorbell_watch_available()) {
-    WARN("the doorbell watch is off (RNICDV_SIM_DOORBELL_WAKE=poll, or a sanitizer keeps SIGSEGV)");
+  if (sim::uar_wake_mechanism() != "userfaultfd") {
+    WARN("no userfaultfd here (" << sim::uar_wake_mechanism() << ")");
     return;
   }
-  auto* page = static_cast<uint8_t*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  REQUIRE(page != MAP_FAILED);
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  const int slot = sim::doorbell_watch_add(page, 4096, fds[1]);
-  REQUIRE(slot >= 0);
-  REQUIRE(sim::doorbell_watch_arm(slot));
-  const uint64_t faults = sim::doorbell_watch_faults();
-  page[100] = 7;  // faults, is made writable, kicks
-  CHECK(page[100] == 7);
-  CHECK(sim::doorbell_watch_faults() == faults + 1);
-  uint64_t kick = 0;
-  CHECK(read(fds[0], &kick, sizeof kick) == sizeof kick);
-  CHECK(kick == 1);
-  REQUIRE(sim::doorbell_watch_arm(slot));
-  sim::doorbell_watch_remove(slot);
-  page[200] = 9;  // no fault: the page is writable again
-  CHECK(page[200] == 9);
-  CHECK(sim::doorbell_watch_faults() == faults + 1);
-  close(fds[0]);
-  close(fds[1]);
-  munmap(page, 4096);
+  Pair p(threaded_inproc());
+  UarPage uar;
+  REQUIRE(uar.app);
+  REQUIRE(uar.device);
+  // Device a's QP rings a register of the attached page, as libmlx5's QPs do.
+  must_ok(sim::attach_uar_page(*p.a.dev, uar.app, uar.device));
+  alignas(4096) static uint8_t ring[16 * 64 + 64 * 64];
+  alignas(64) static uint32_t dbrec[2];
+  sim::ExternalQpMemory qm;
+  qm.rq_buf = ring;
+  qm.rq_wqe_cnt = 16;
+  qm.rq_stride = 64;
+  qm.sq_buf = ring + 16 * 64;
+  qm.sq_wqe_cnt = 64;
+  qm.dbrec = dbrec;
+  qm.bf_reg = uar.app + 0x800;
+  qm.granted.max_send_wr = 32;
+  qm.granted.max_recv_wr = 16;
+  qm.granted.max_send_sge = 1;
+  qm.granted.max_recv_sge = 1;
+  p.a.qp = must(sim::create_qp_external(*p.a.dev, *p.a.pd, *p.a.scq->cq, *p.a.rcq->cq, qm));
+  p.connect();
+  Buffer src = p.a.reg(64, all_remote(), 0x42), dst = p.b.reg(64);
+  SendWr wr;
+  Sge sge{src.addr(), 64, src.lkey()};
+  wr = make_wr(WrOpcode::rdma_write, &sge, 1);
+  wr.remote_addr = dst.addr();
+  wr.rkey = dst.rkey();
+  struct sigaction before[3];
+  const int sigs[3] = {SIGSEGV, SIGBUS, SIGTRAP};
+  for (int i = 0; i < 3; ++i) REQUIRE(::sigaction(sigs[i], nullptr, &before[i]) == 0);
+  for (int round = 0; round < 3; ++round) {
+    REQUIRE(wait_real([&] { return p.a.dev->counters().watched_sleeps > 0 && asleep(p.a); }));
+    const uint64_t watched = p.a.dev->counters().watched_sleeps;
+    p.a.kick_after_doorbell = false;  // libmlx5 only stores
+    REQUIRE(p.a.post_and_ring(wr) == Errc::ok);
+    Completion c;
+    REQUIRE(wait_real([&] { return p.a.poll_send(&c); }));
+    CHECK(c.status == IBV_WC_SUCCESS);
+    CHECK(dst.data()[63] == 0x42);
+    CHECK(p.a.dev->counters().watched_sleeps >= watched);
+  }
+  // Nothing took over a signal on the way.
+  for (int i = 0; i < 3; ++i) {
+    struct sigaction now {};
+    REQUIRE(::sigaction(sigs[i], nullptr, &now) == 0);
+    CHECK(now.sa_handler == before[i].sa_handler);
+  }
+  p.a.qp.reset();
+  sim::detach_uar_page(*p.a.dev, uar.app);
 }

@@ -46,7 +46,7 @@ struct ExternalHost {
     cm.cq_uar = uar.bytes();
     host.scq->cq = must(sim::create_cq_external(*dev, cm));
     host.rcq = host.scq;
-    must_ok(sim::attach_uar_page(*dev, uar.p));
+    must_ok(sim::attach_uar_page(*dev, uar.p, uar.p));
     sim::ExternalQpMemory qm;
     qm.rq_buf = qp_buf.bytes();
     qm.rq_wqe_cnt = 16;
@@ -138,11 +138,11 @@ TEST_CASE("an external register must be a BlueFlame register of an attached page
   qm.bf_reg = ext.uar.bytes() + 0x800;
   auto r = sim::create_qp_external(*dev, *ext.host.pd, *cq, *cq, qm);
   CHECK_FALSE(r);  // page not attached
-  must_ok(sim::attach_uar_page(*dev, ext.uar.p));
+  must_ok(sim::attach_uar_page(*dev, ext.uar.p, ext.uar.p));
   qm.bf_reg = ext.uar.bytes() + 0x900;  // not a register boundary
   CHECK_FALSE(sim::create_qp_external(*dev, *ext.host.pd, *cq, *cq, qm));
   qm.bf_reg = ext.uar.bytes() + 0x800;
   qm.sq_wqe_cnt = 48;  // not a power of two
   CHECK_FALSE(sim::create_qp_external(*dev, *ext.host.pd, *cq, *cq, qm));
-  CHECK_FALSE(sim::attach_uar_page(*dev, ext.uar.bytes() + 8));
+  CHECK_FALSE(sim::attach_uar_page(*dev, ext.uar.bytes() + 8, ext.uar.bytes() + 8));
 }

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "handles.h"
 #include "host_access.h"
@@ -45,13 +47,44 @@ struct Pages {
   uint64_t addr() const { return reinterpret_cast<uintptr_t>(p); }
 };
 
+// A UAR page as the uverbs shim makes one: a memfd page the application maps (`app`) and
+// the device reads through a mapping of its own (`device`).
+struct UarPage {
+  int fd = -1;
+  uint8_t* app = nullptr;
+  uint8_t* device = nullptr;
+  UarPage() {
+    fd = ::memfd_create("uar", MFD_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 4096) == 0);
+    app = map();
+    device = map();
+  }
+  ~UarPage() {
+    if (app) ::munmap(app, 4096);
+    ::munmap(device, 4096);
+    ::close(fd);
+  }
+  UarPage(const UarPage&) = delete;
+  UarPage& operator=(const UarPage&) = delete;
+  uint8_t* map() const {
+    void* m = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    REQUIRE(m != MAP_FAILED);
+    return static_cast<uint8_t*>(m);
+  }
+  void unmap_app() {
+    REQUIRE(::munmap(app, 4096) == 0);
+    app = nullptr;
+  }
+};
+
 // A QP and CQ in pages the test owns, as the uverbs shim hands libmlx5's memory to the device.
 struct PlacedHost {
   Pages qp_buf{16 * 64 + 64 * 64};  // RQ: 16 x 64 B, then SQ: 64 BBs
   Pages qp_dbr{64};
   Pages cq_buf{64 * 64};
   Pages cq_dbr{64};
-  Pages uar{4096};
+  UarPage uar;
   Host host;
 
   void create(const std::shared_ptr<sim::Device>& dev) {
@@ -63,10 +96,10 @@ struct PlacedHost {
     cm.cqe_cnt = 64;
     cm.cqe_size = 64;
     cm.dbrec = reinterpret_cast<uint32_t*>(cq_dbr.p);
-    cm.cq_uar = uar.p;
+    cm.cq_uar = uar.app;
     host.scq->cq = must(sim::create_cq_external(*dev, cm));
     host.rcq = host.scq;
-    must_ok(sim::attach_uar_page(*dev, uar.p));
+    must_ok(sim::attach_uar_page(*dev, uar.app, uar.device));
     sim::ExternalQpMemory qm;
     qm.rq_buf = qp_buf.p;
     qm.rq_wqe_cnt = 16;
@@ -74,7 +107,7 @@ struct PlacedHost {
     qm.sq_buf = qp_buf.p + 16 * 64;
     qm.sq_wqe_cnt = 64;
     qm.dbrec = reinterpret_cast<uint32_t*>(qp_dbr.p);
-    qm.bf_reg = uar.p + 0x800;
+    qm.bf_reg = uar.app + 0x800;
     qm.bf_size = 256;
     qm.granted.max_send_wr = 32;
     qm.granted.max_recv_wr = 16;
@@ -150,7 +183,7 @@ bool has_event(const std::vector<hw::AsyncEvent>& evs, hw::AsyncEventType t, uin
 
 }  // namespace
 
-TEST_CASE("a guarded access to unmapped, protected or truncated memory fails instead of faulting") {
+TEST_CASE("a device access to unmapped, protected or truncated memory fails instead of faulting") {
   REQUIRE(sim::host_access_supported());
   const uint64_t before = sim::host_access_faults();
   Pages page(4096);
@@ -161,15 +194,19 @@ TEST_CASE("a guarded access to unmapped, protected or truncated memory fails ins
 
   page.protect(PROT_READ);
   CHECK(sim::host_read(buf, page.p, 16));         // reading is allowed
-  CHECK_FALSE(sim::host_place(page.p, buf, 16));  // writing faults
+  CHECK_FALSE(sim::host_place(page.p, buf, 16));  // writing is not
+  uint64_t orig = 0;
+  CHECK_FALSE(sim::host_atomic64(reinterpret_cast<uint64_t*>(page.p), sim::HostAtomic::fetch_add,
+                                 1, 0, &orig));
   page.protect(PROT_NONE);
   uint32_t word = 0;
   CHECK_FALSE(sim::host_load32(reinterpret_cast<uint32_t*>(page.p), &word));
   page.unmap();
   CHECK_FALSE(sim::host_read(buf, page.p, 16));
-  CHECK_FALSE(sim::host_place(page.p + 100, buf, 16));  // again: the signal is not left blocked
+  CHECK_FALSE(sim::host_place(page.p + 100, buf, 16));
+  CHECK_FALSE(sim::host_store32(reinterpret_cast<uint32_t*>(page.p), 1));
 
-  // SIGBUS: the second page of a mapping past the end of its 4 KiB file.
+  // SIGBUS territory: the second page of a mapping past the end of its 4 KiB file.
   FILE* f = std::tmpfile();
   REQUIRE(f);
   REQUIRE(::ftruncate(fileno(f), 4096) == 0);
@@ -181,13 +218,33 @@ TEST_CASE("a guarded access to unmapped, protected or truncated memory fails ins
   ::munmap(m, 8192);
   std::fclose(f);
 
-  CHECK(sim::host_access_faults() - before == 5);
-  // Nested: the inner access recovers, the outer one goes on.
-  Pages gone(4096);
-  gone.unmap();
-  bool inner = true;
-  CHECK(sim::host_guarded([&] { inner = sim::host_read(buf, gone.p, 4); }));
-  CHECK_FALSE(inner);
+  CHECK(sim::host_access_faults() - before == 7);
+}
+
+TEST_CASE("a device atomic on registered memory is atomic across devices, and fetches the original") {
+  alignas(8) static uint64_t word = 5;
+  uint64_t orig = 0;
+  REQUIRE(sim::host_atomic64(&word, sim::HostAtomic::fetch_add, 3, 0, &orig));
+  CHECK(orig == 5);
+  CHECK(word == 8);
+  REQUIRE(sim::host_atomic64(&word, sim::HostAtomic::compare_swap, 100, 7, &orig));
+  CHECK(orig == 8);  // compare failed: unchanged
+  CHECK(word == 8);
+  REQUIRE(sim::host_atomic64(&word, sim::HostAtomic::compare_swap, 100, 8, &orig));
+  CHECK(orig == 8);
+  CHECK(word == 100);
+  // Four threads, as four devices' responders would: no increment is lost.
+  word = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([] {
+      for (int i = 0; i < 2000; ++i) {
+        uint64_t o = 0;
+        REQUIRE(sim::host_atomic64(&word, sim::HostAtomic::fetch_add, 1, 0, &o));
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(word == 8000);
 }
 
 TEST_CASE("an SQ ring taken away: the QP goes to ERR with QP_FATAL and the device lives on") {
@@ -229,7 +286,9 @@ TEST_CASE("a receive queue taken away: the sender gets a NAK, the QP goes to ERR
 
 TEST_CASE("a doorbell record taken away: the QP goes to ERR with QP_FATAL") {
   PlacedPair s;
+  REQUIRE(s.a.host.post(s.write_wr()) == Errc::ok);
   s.a.qp_dbr.unmap();
+  s.a.host.write_register();  // the device reads the record the doorbell points it to
   REQUIRE(s.run_until_a_fails());
   CHECK(has_event(s.events_a(), hw::AsyncEventType::qp_fatal, s.a.host.qpn(), 0));
   CHECK(s.dev_a->counters().host_memory_faults == 1);
@@ -250,12 +309,22 @@ TEST_CASE("a CQ ring made read-only: CQ_ERR, and its QPs go to ERR") {
   s.others_still_work();
 }
 
-TEST_CASE("a UAR mapping taken away: the QPs ringing it go to ERR") {
+TEST_CASE("an application that unmaps its UAR mapping leaves the device's own untouched") {
+  // A ConnectX's UAR is device memory the application maps; unmapping that mapping does not
+  // touch the device. The simulated device reads the page through its own mapping, so the
+  // QPs that ring it keep working through any other mapping of it.
   PlacedPair s;
-  s.a.uar.unmap();
-  REQUIRE(s.run_until_a_fails());
-  CHECK(has_event(s.events_a(), hw::AsyncEventType::qp_fatal, s.a.host.qpn(), 0));
-  CHECK(s.dev_a->counters().host_memory_faults == 1);
+  s.a.uar.unmap_app();
+  uint8_t* again = s.a.uar.map();
+  // Ring a WRITE through the new mapping, at the register the QP was given (same offset).
+  s.a.host.qp_view_override_bf(again + 0x800);
+  REQUIRE(s.a.host.post_and_ring(s.write_wr()) == Errc::ok);
+  Completion c{};
+  REQUIRE(s.fabric->run_until([&] { return s.a.host.poll_send(&c); }));
+  CHECK(c.status == IBV_WC_SUCCESS);
+  CHECK(s.a.host.qp->state() == hw::QpState::rts);
+  CHECK(s.dev_a->counters().host_memory_faults == 0);
+  ::munmap(again, 4096);
   s.others_still_work();
 }
 

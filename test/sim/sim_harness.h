@@ -5,7 +5,9 @@
 #pragma once
 
 #include <endian.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -104,6 +106,7 @@ class Host {
   uint32_t bf_offset = 0;
   mlx5_wqe_ctrl_seg* last_ctrl = nullptr;
   uint8_t last_bbs = 0;
+  uint8_t* bf_reg_override = nullptr;
 
   Host() = default;
   Host(std::shared_ptr<sim::Fabric> fabric, const HostOptions& o) { init(fabric, o); }
@@ -165,8 +168,11 @@ class Host {
   void store_sq_dbr() {
     __atomic_store_n(&view().dv.dbrec[MLX5_SND_DBR], htobe32(sq_pi & 0xffff), __ATOMIC_RELEASE);
   }
+  // Rings the QP's register at another address (another mapping of its UAR page).
+  void qp_view_override_bf(uint8_t* reg) { bf_reg_override = reg; }
   void write_register(bool blueflame = false) {
-    uint8_t* reg = static_cast<uint8_t*>(view().dv.bf.reg) + bf_offset;
+    uint8_t* base = bf_reg_override ? bf_reg_override : static_cast<uint8_t*>(view().dv.bf.reg);
+    uint8_t* reg = base + bf_offset;
     const auto* src = reinterpret_cast<const uint8_t*>(last_ctrl);
     const uint32_t words = blueflame ? last_bbs * 8u : 1u;
     for (uint32_t i = words; i-- > 0;) {  // the first word last: it is what the device reads
@@ -175,6 +181,17 @@ class Host {
       __atomic_store_n(reinterpret_cast<uint64_t*>(reg + i * 8), w, __ATOMIC_RELEASE);
     }
     bf_offset ^= view().dv.bf.size;
+    if (kick_after_doorbell) kick_if_asleep();
+  }
+  // What rnicdv's driver does after a register write (doorbell/device_wake.h).
+  bool kick_after_doorbell = true;
+  void kick_if_asleep() const {
+    const hw::DeviceWakeView& w = view().wake;
+    if (!w.asleep) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (w.asleep->load(std::memory_order_relaxed) == 0) return;
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(w.kick_fd, &one, sizeof one);
   }
   Errc post_and_ring(const SendWr& wr) {
     const Errc e = post(wr);

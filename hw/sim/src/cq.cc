@@ -41,22 +41,35 @@ uint32_t cq_consumer_index(const CqObj& cq) noexcept {
   return be32toh(raw) & 0xffffff;
 }
 
+// Whether the slot at the producer index is free. The consumer index of a CQ the application
+// placed costs system calls (host_access.h): the one read last is used while it shows room.
+bool cq_has_room(CqObj& cq) noexcept {
+  if (cq.external) [[unlikely]] {
+    if (((cq.pi - cq.known_ci) & 0xffffff) < cq.ring.cqe_cnt) return true;
+    cq.known_ci = cq_consumer_index(cq);
+    return ((cq.pi - cq.known_ci) & 0xffffff) < cq.ring.cqe_cnt;
+  }
+  return ((cq.pi - cq_consumer_index(cq)) & 0xffffff) < cq.ring.cqe_cnt;
+}
+
 CqPush cq_push(CqObj& cq, const wqe::CqeInit& init) noexcept {
   if (cq.overflowed) return CqPush::dead;
-  const uint32_t in_use = (cq.pi - cq_consumer_index(cq)) & 0xffffff;
+  const bool room = cq_has_room(cq);
   if (cq.host_fault) [[unlikely]]
     return CqPush::host_fault;
-  if (in_use >= cq.ring.cqe_cnt) {
+  if (!room) {
     cq.overflowed = true;
     return CqPush::overflow;
   }
+  wqe::write_cqe(cq.ring, cq.pi, init);
   if (cq.external) [[unlikely]] {
-    if (!host_guarded([&] { wqe::write_cqe(cq.ring, cq.pi, init); })) {
+    // Built in the mirror, then copied whole into the application's ring with the owner byte
+    // (the entry's last) in a copy of its own after the rest.
+    const size_t at = size_t{cq.pi & (cq.ring.cqe_cnt - 1)} * cq.ring.cqe_size;
+    if (cq.host_failed || !host_place(cq.ring_host.buf + at, cq.ring.buf + at, cq.ring.cqe_size, 1)) {
       cq.host_fault = true;
       return CqPush::host_fault;
     }
-  } else {
-    wqe::write_cqe(cq.ring, cq.pi, init);
   }
   ++cq.pi;
   ++cq.cqes_written;
@@ -94,21 +107,13 @@ bool cq_arm_met_by_ring(const CqObj& cq) noexcept {
   const uint32_t pending = ahead24(cq.arm_ci, cq.pi);
   if (pending == 0 || pending >= kBehind24) return false;
   if (cq.arm == CqArm::next) return true;
-  // Solicited: read what the consumer has not polled yet (at most one ring's worth).
+  // Solicited: read what the consumer has not polled yet (at most one ring's worth), as the
+  // device wrote it (for a CQ the application placed, its mirror).
   const uint32_t n = std::min(pending, cq.ring.cqe_cnt);
   bool met = false;
-  const auto scan = [&] {
-    for (uint32_t i = 0; i < n && !met; ++i) {
-      const uint8_t op_own =
-          __atomic_load_n(&cq.ring.cqe(cq.pi - n + i)->op_own, __ATOMIC_RELAXED);
-      met = (op_own & wqe::kCqeSolicitedBit) || is_error_cqe_opcode(op_own >> 4);
-    }
-  };
-  if (!cq.external) [[likely]] {
-    scan();
-  } else if (cq.host_failed || !host_guarded(scan)) {
-    cq.host_fault = !cq.host_failed;
-    return false;
+  for (uint32_t i = 0; i < n && !met; ++i) {
+    const uint8_t op_own = __atomic_load_n(&cq.ring.cqe(cq.pi - n + i)->op_own, __ATOMIC_RELAXED);
+    met = (op_own & wqe::kCqeSolicitedBit) || is_error_cqe_opcode(op_own >> 4);
   }
   return met;
 }
@@ -135,17 +140,20 @@ void cq_reset_arming(CqObj& cq) noexcept {
 void cq_watch_arms(CqObj& cq) noexcept {
   cq_reset_arming(cq);
   // Only a record still at 0: a word the consumer stored is an arm made before the device
-  // watched, and stays as it is.
-  const auto mark = [&cq] {
+  // watched, and stays as it is. A CQ the application placed is marked with a read and a
+  // store (host_access.h has no compare-and-swap): the device starts watching it when it is
+  // created, before the consumer has it to arm.
+  if (!cq.external) {
     uint32_t initial = 0;
     __atomic_compare_exchange_n(&cq.dbrec[kCqDbrArm], &initial, htobe32(kCqArmWatchMark), false,
                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-  };
-  if (!cq.external) {
-    mark();
-  } else if (cq.host_failed || !host_guarded(mark)) {
-    cq.host_fault = !cq.host_failed;
-    return;
+  } else {
+    uint32_t word = 0;
+    if (cq.host_failed || !host_load32(&cq.dbrec[kCqDbrArm], &word) ||
+        (word == 0 && !host_store32(&cq.dbrec[kCqDbrArm], htobe32(kCqArmWatchMark)))) {
+      cq.host_fault = !cq.host_failed;
+      return;
+    }
   }
   cq.seen_arm_word = load_record(cq, kCqDbrArm, cq.seen_arm_word);
 }

@@ -41,8 +41,14 @@ struct CqObj {
   uint32_t* owned_dbrec = nullptr;
   // Ring and record placed by someone else (external.h) are accessed through host_access.h.
   // A fault sets host_fault; the device then treats the CQ as overrun (CQ_ERR, its QPs to
-  // ERR) and sets host_failed: nothing of its memory is touched again.
+  // ERR) and sets host_failed: nothing of its memory is touched again. The device writes each
+  // CQE into a mirror of its own (`ring` is then the mirror, in `mirror_buf`) and copies it
+  // into the application's ring (`ring_host`), its owner byte last. It reads the consumer
+  // index only when the ring may be full (`known_ci`).
   bool external = false;
+  wqe::CqRing ring_host;
+  uint8_t* mirror_buf = nullptr;
+  uint32_t known_ci = 0;
   mutable bool host_fault = false;
   bool host_failed = false;
   hw::CqView view;

@@ -21,13 +21,17 @@ namespace rnicdv::sim {
 // 0) differs from the mark the device leaves in the record (cq.h kCqArmWatchMark).
 // Residual: a CQ armed before its handler was set and re-armed with the same word afterwards
 // is seen through the register only, so it is lost if another CQ's arm overwrites that.
-// Arming makes no syscall: a device thread in its deep sleep is woken by the register store
-// itself (it faults on the write-protected page, doorbell_watch.h); one in a timed sleep sees
-// it within that sleep (at most 80 us; 1 ms where the watch is off, device_thread.cc).
+// The records of CQs in the device's own memory are compared on every pass (a load each);
+// those the application placed (libmlx5's, read with system calls, host_access.h) only when a
+// CQ doorbell register was written or a store into its page woke the device (uar_watch.h),
+// which every arm of libmlx5's does after its record store.
 bool Hca::scan_cq_arms_locked() {
   bool did = false;
-  const auto apply_register = [&](const CqArmWrite& w) {
-    did = true;
+  bool registers_written = !rung_pages_.empty();
+  const auto from_register = [&](uint8_t* page) {
+    CqArmWrite w;
+    if (!consume_cq_doorbell(page, &w)) return;
+    did = registers_written = true;
     for (CqObj* cq : evented_cqs_) {
       if (cq->cqn == w.cqn) {
         if (cq_apply_arm(*cq, w.arm_word)) ++counters_.cq_arms;
@@ -35,30 +39,12 @@ bool Hca::scan_cq_arms_locked() {
       }
     }
   };
-  const auto from_register = [&](uint8_t* page) {
-    CqArmWrite w;
-    if (!consume_cq_doorbell(page, &w)) return;
-    apply_register(w);
-  };
   for (uint8_t* page : owned_pages_) from_register(page);
-  for (size_t i = 0; i < external_pages_.size();) {
-    uint8_t* page = external_pages_[i];
-    CqArmWrite w;
-    bool written = false;
-    if (host_guarded([&] { written = consume_cq_doorbell(page, &w); })) {
-      if (written) apply_register(w);
-      ++i;
-      continue;
-    }
-    // The CQ doorbell of a page the application took away: the page is no longer watched
-    // (arms still arrive through the CQs' records).
-    ++counters_.host_memory_faults;
-    external_pages_.erase(external_pages_.begin() + static_cast<ptrdiff_t>(i));
-  }
+  for (const ExternalUarPage& page : external_pages_) from_register(page.device);
   for (CqObj* cq : evented_cqs_) {
     uint32_t raw = 0;
     if (cq->external) [[unlikely]] {
-      if (cq->host_failed) continue;
+      if (cq->host_failed || !registers_written) continue;
       if (!host_load32(&cq->dbrec[kCqDbrArm], &raw)) {
         fail_cq_memory_locked(*cq);
         continue;

@@ -50,6 +50,7 @@ void Hca::handle_cq_overflows_locked() {
         continue;
       raise_event(hw::AsyncEventType::qp_fatal, qp->qpn, 0);
       rc_.flush.to_error(*qp);
+      activate_locked(*qp);  // files it among the QPs in ERR
     }
   }
 }

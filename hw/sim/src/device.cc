@@ -236,12 +236,20 @@ Status rereg_mr(hw::Mr& mr, hw::Pd& pd, void* addr, size_t length, uint32_t acce
   return st;
 }
 
-Status attach_uar_page(Device& device, void* page) {
-  return device.impl().hca->attach_uar_page(static_cast<uint8_t*>(page));
+Status attach_uar_page(Device& device, void* app_view, void* device_view) {
+  return device.impl().hca->attach_uar_page(static_cast<uint8_t*>(app_view),
+                                            static_cast<uint8_t*>(device_view));
 }
 
-void detach_uar_page(Device& device, void* page) {
-  device.impl().hca->detach_uar_page(static_cast<uint8_t*>(page));
+void detach_uar_page(Device& device, void* app_view) {
+  device.impl().hca->detach_uar_page(static_cast<uint8_t*>(app_view));
+}
+
+const std::string& uar_wake_mechanism() {
+  static const std::string m = UarWatch::mechanism() == "userfaultfd"
+                                   ? UarWatch::mechanism()
+                                   : UarWatch::mechanism() + "; the device polls its UAR pages";
+  return m;
 }
 
 Status set_cq_event_handler(hw::Cq& cq, std::function<void()> fn) {

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Threaded mode: one thread per device polls its registers, doorbell records and endpoint.
-// While there is work it spins. When idle it backs off: a few passes, then short timed sleeps
-// on the wire's fd and a kick eventfd (20, 40, 80 us), then a deep sleep with no timeout but
-// the next timer's. Before the deep sleep it write-protects the UAR pages software rings
-// (doorbell_watch.h): the first doorbell or CQ-arm store faults and kicks it awake, so the
-// device reacts to a doorbell within microseconds after any idle period and an idle device
-// costs no CPU. Where the fault handler is unavailable the deep sleep is capped at 1 ms.
+// Threaded mode: one thread per device runs its engine. While there is work it spins; after a
+// few idle passes it sleeps in ppoll on its eventfd, its wire endpoint and, when the
+// application maps UAR pages of it, a userfaultfd (uar_watch.h), until something needs it or
+// its next timer is due. What wakes it:
+// - rnicdv's driver, after a doorbell or CQ-arm register write, when the device published
+//   that it sleeps (doorbell/device_wake.h: the flag `asleep_` and the eventfd);
+// - a store of libmlx5's into a UAR page the device write-protected before it slept
+//   (uar_watch.h); where userfaultfd is refused, it sleeps at most kPolledDeepSleepNs instead;
+// - a frame on its wire endpoint, or another device of the process that sent it one; a wire
+//   with nothing to wait on (a DPDK port) is polled after sleeps of 20 us doubling to 1 ms;
+// - the control path (a modify, a new handler), and stop().
+// No signal is involved, and an idle device costs no CPU.
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -16,7 +21,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "doorbell_watch.h"
 #include "fabric_shared.h"
 #include "hca.h"
 #include "rnicdv/doorbell/mmio.h"
@@ -31,14 +35,18 @@ namespace {
 // processes reported a t_typical (half a round trip) of ~105 us with 64 passes, 18-49 us
 // with 4.
 constexpr uint32_t kSpinPasses = 4;
+// The first sleeps of an idle device are timed, doubling from the first to the last: a device
+// that was just busy is likely to be rung again soon, and a short sleep ends without a store
+// having to wait for it or a protection to be set. Past them comes the deep sleep.
 constexpr uint64_t kFirstSleepNs = 20'000;
-// Timed sleeps double up to this one; the next is the deep sleep.
 constexpr uint64_t kLastTimedSleepNs = 80'000;
-// Deep sleep without the doorbell watch (it is not available): the longest a doorbell waits.
+// The longest sleep while the application maps UAR pages that cannot be watched
+// (userfaultfd refused): the longest a libmlx5 doorbell then waits.
 constexpr uint64_t kPolledDeepSleepNs = 1'000'000;
-// Deep sleep with the watch: a safety net for anything that moves without a UAR store (a
-// doorbell record alone, a register reached through an unwatched alias mapping).
-constexpr uint64_t kWatchedDeepSleepNs = 100'000'000;
+// A wire that must be polled (wire.h polled(): a DPDK port) is looked at after sleeps that
+// double from the first to the last while nothing arrives.
+constexpr uint64_t kFirstWirePollNs = 20'000;
+constexpr uint64_t kLastWirePollNs = 1'000'000;
 
 // The device thread asks the scheduler for a short time slice (EEVDF's custom slice, Linux
 // 6.12 and later; older kernels ignore the field). A thread woken by a doorbell then runs at
@@ -72,13 +80,6 @@ void request_short_slice() {
 #endif
 }
 
-// A kick may come before the work that caused it is visible: a doorbell fault's kick follows
-// the first store that faulted, and a BlueFlame copy's other stores (possibly the one that
-// carries the doorbell word) come after it; a peer's frame may still be in the wire. For this
-// long after a kick the idle passes yield the CPU rather than sleep, so that a storing thread
-// on the same CPU finishes and the device sees the result at once.
-constexpr uint64_t kYieldAfterKickNs = 50'000;
-
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -95,148 +96,100 @@ void Hca::kick() {
   [[maybe_unused]] ssize_t n = ::write(kick_fd_, &one, sizeof one);
 }
 
-void Hca::watch_page(uint8_t* page) {
-  if (kick_fd_ < 0 || !doorbell_watch_supported()) return;
-  std::lock_guard lock(watch_mu_);
-  for (const WatchedPage& w : watched_)
-    if (w.page == page) return;
-  const int slot = doorbell_watch_add(page, kUarPageBytes, kick_fd_);
-  if (slot >= 0) watched_.push_back(WatchedPage{page, slot});
-}
-
-void Hca::unwatch_page(uint8_t* page) {
-  std::lock_guard lock(watch_mu_);
-  for (auto it = watched_.begin(); it != watched_.end(); ++it) {
-    if (it->page != page) continue;
-    doorbell_watch_remove(it->slot);
-    watched_.erase(it);
-    return;
-  }
-}
-
-void Hca::unwatch_all() {
-  std::lock_guard lock(watch_mu_);
-  for (const WatchedPage& w : watched_) doorbell_watch_remove(w.slot);
-  watched_.clear();
-}
-
-bool Hca::arm_watches() {
-  if (!doorbell_watch_available()) return false;
-  std::lock_guard lock(watch_mu_);
-  if (watched_.empty()) return false;
-  for (const WatchedPage& w : watched_) {
-    if (doorbell_watch_arm(w.slot)) continue;
-    for (const WatchedPage& u : watched_) doorbell_watch_disarm(u.slot);
-    return false;
-  }
-  return true;
-}
-
-void Hca::disarm_watches() {
-  std::lock_guard lock(watch_mu_);
-  for (const WatchedPage& w : watched_) doorbell_watch_disarm(w.slot);
-}
-
-bool Hca::register_written() {
-  std::lock_guard lock(mu_);
-  const auto written = [](const uint8_t* p) { return doorbell::mmio_read64(p) != 0; };
-  for (const auto& reg : registers_) {
-    if (!reg->owned) continue;
-    if (written(reg->base) || written(reg->base + kBfHalfBytes)) return true;
-  }
-  for (uint8_t* page : owned_pages_)
-    if (written(page + kCqDoorbellOffset)) return true;
-  // Pages the application mapped may be gone: a fault counts as a write, so that the engine
-  // pass that follows finds it and fails what used them.
-  bool any = false;
-  const bool read = host_guarded([&] {
-    for (const auto& reg : registers_)
-      if (!reg->owned && !reg->failed && (written(reg->base) || written(reg->base + kBfHalfBytes)))
-        any = true;
-    for (uint8_t* page : external_pages_)
-      if (written(page + kCqDoorbellOffset)) any = true;
-  });
-  return any || !read;
+hw::DeviceWakeView Hca::wake_view() const {
+  if (shared_.deterministic() || kick_fd_ < 0) return {};
+  return hw::DeviceWakeView{&asleep_, kick_fd_};
 }
 
 void Hca::thread_main() {
   uint32_t idle_passes = 0;
-  uint64_t sleep_ns = kFirstSleepNs;
-  uint64_t yield_until = 0;
   const int wire_fd = shared_.wire->wait_fd(endpoint_);
-  // The default timer slack (50 us) would add to every sleep; the back-off is the device's
-  // reaction time to a doorbell written while it sleeps, so the sleeps are kept exact.
+  const bool wire_polled = shared_.wire->polled();
+  uint64_t wire_poll_ns = kFirstWirePollNs;
+  std::vector<uint8_t*> rung;
+  // The default timer slack (50 us) would add to every timed sleep (a protocol timer, or the
+  // polled bound).
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   if (const char* slice = std::getenv("RNICDV_SIM_SHORT_SLICE"); !slice || std::strcmp(slice, "0") != 0)
     request_short_slice();
+  uint64_t sleep_ns = kFirstSleepNs;
   while (!stop_.load(std::memory_order_acquire)) {
     if (run_once()) {
       idle_passes = 0;
       sleep_ns = kFirstSleepNs;
+      wire_poll_ns = kFirstWirePollNs;
       continue;
     }
     if (++idle_passes < kSpinPasses) {
       cpu_relax();
       continue;
     }
-    if (yield_until != 0) {
-      if (now() < yield_until) {
-        ::sched_yield();
-        continue;
-      }
-      yield_until = 0;
-    }
-    // Timed sleeps first; past them, a deep sleep, watched when the pages can be protected.
+    // Going to sleep: publish the flag and look once more. A doorbell stored before the flag
+    // is seen by this pass; one after it finds the flag, and the driver kicks
+    // (doorbell/device_wake.h). The first sleeps are short and timed, and libmlx5's stores
+    // are found when they end; past them the deep sleep has no timer of its own, and the
+    // application's UAR mappings are write-protected first, so that libmlx5's first store
+    // wakes it (uar_watch.h).
     const bool deep = sleep_ns > kLastTimedSleepNs;
-    bool armed = false;
+    const bool watched = deep && uar_watch_.arm();
+    asleep_.store(1, std::memory_order_seq_cst);
+    if (run_once()) {
+      asleep_.store(0, std::memory_order_relaxed);
+      if (deep) uar_watch_.disarm();
+      idle_passes = 0;
+      sleep_ns = kFirstSleepNs;
+      continue;
+    }
     uint64_t wait = sleep_ns;
     if (deep) {
-      armed = arm_watches();
-      wait = armed ? kWatchedDeepSleepNs : kPolledDeepSleepNs;
-      // Loads only: a store that landed before the pages were protected is seen here, and
-      // one after it faults and kicks.
-      if (armed && register_written()) {
-        disarm_watches();
-        idle_passes = 0;
-        continue;
-      }
+      wait = watched ? UINT64_MAX : kPolledDeepSleepNs;
     } else {
       sleep_ns *= 2;
+    }
+    if (errored_external_.load(std::memory_order_relaxed) != 0) wait = std::min(wait, kErroredLookNs);
+    if (wire_polled) {
+      wait = std::min(wait, wire_poll_ns);
+      wire_poll_ns = std::min(wire_poll_ns * 2, kLastWirePollNs);
     }
     const uint64_t now_ns = now();
     const uint64_t deadline = next_deadline_ns();
     if (deadline != UINT64_MAX) wait = deadline > now_ns ? std::min(wait, deadline - now_ns) : 0;
-    if (wait == 0) {
-      if (armed) disarm_watches();
-      continue;
-    }
-
-    pollfd fds[2];
-    int nfds = 0;
+    pollfd fds[3];
+    nfds_t nfds = 0;
     fds[nfds++] = pollfd{kick_fd_, POLLIN, 0};
     if (wire_fd >= 0) fds[nfds++] = pollfd{wire_fd, POLLIN, 0};
-    sleeps_.fetch_add(1, std::memory_order_relaxed);
-    if (armed) watched_sleeps_.fetch_add(1, std::memory_order_relaxed);
-    sleeping_.store(true, std::memory_order_seq_cst);
-    // Work that arrived between the last pass and the flag is caught by this last look.
-    if (!stop_.load(std::memory_order_acquire)) {
-      timespec ts{static_cast<time_t>(wait / 1'000'000'000),
-                  static_cast<long>(wait % 1'000'000'000)};
-      ::ppoll(fds, nfds, &ts, nullptr);
+    if (watched) fds[nfds++] = pollfd{uar_watch_.fd(), POLLIN, 0};
+    if (wait != 0 && !stop_.load(std::memory_order_acquire)) {
+      sleeps_.fetch_add(1, std::memory_order_relaxed);
+      if (watched) watched_sleeps_.fetch_add(1, std::memory_order_relaxed);
+      timespec ts{};
+      if (wait != UINT64_MAX)
+        ts = timespec{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
+      ::ppoll(fds, nfds, wait == UINT64_MAX ? nullptr : &ts, nullptr);
     }
-    sleeping_.store(false, std::memory_order_seq_cst);
-    // The pages stay protected: the device writes a register only to consume a value that
-    // software stored, which unprotected its page; the rest fault on their first store.
+    asleep_.store(0, std::memory_order_relaxed);
+    bool woken = false;
     if (fds[0].revents & POLLIN) {
-      uint64_t v;
-      [[maybe_unused]] ssize_t n = ::read(kick_fd_, &v, sizeof v);
-      sleep_ns = kFirstSleepNs;
-      yield_until = now() + kYieldAfterKickNs;
-    } else if (fds[nfds - 1].revents & POLLIN) {
-      sleep_ns = kFirstSleepNs;
+      uint64_t kicks;
+      [[maybe_unused]] const ssize_t n = ::read(kick_fd_, &kicks, sizeof kicks);
+      woken = true;
     }
-    idle_passes = kSpinPasses;  // after a sleep, look once and sleep again if still idle
+    if (wire_fd >= 0 && (fds[1].revents & POLLIN)) woken = true;
+    if (deep) {
+      uar_watch_.take_events(&rung);
+      uar_watch_.disarm();
+      if (!rung.empty()) {
+        note_rung_pages(rung);
+        rung.clear();
+        woken = true;
+      }
+    }
+    // Woken by something: back to spinning and short sleeps. A timed sleep that simply ended
+    // looks once (the next pass) and sleeps longer.
+    if (woken) sleep_ns = kFirstSleepNs;
+    idle_passes = kSpinPasses - 1;
   }
+  asleep_.store(0, std::memory_order_relaxed);
 }
 
 void FabricShared::kick_sleepers(const Hca* except) {

@@ -18,19 +18,15 @@ namespace rnicdv::sim {
 // catastrophic error), as a real device's QP does when its queue's pages fail translation.
 // Its fetched WQEs and its receive in progress complete with flush errors into CQs that still
 // work; its rings and record are not read again.
-void Hca::handle_host_faults_locked() {
-  for (auto& qp : qps_) {
-    if (!qp->host_fault) [[likely]]
-      continue;
-    qp->host_fault = false;
-    if (qp->host_failed) continue;
-    qp->host_failed = true;
-    ++counters_.host_memory_faults;
-    // In RESET nothing runs; in ERR (a path that already failed it) the event was raised.
-    if (qp->state == hw::QpState::reset || qp->state == hw::QpState::err) continue;
-    raise_event(hw::AsyncEventType::qp_fatal, qp->qpn, 0);
-    rc_.flush.to_error(*qp);
-  }
+void Hca::handle_host_fault_locked(QpObj& qp) {
+  qp.host_fault = false;
+  if (qp.host_failed) return;
+  qp.host_failed = true;
+  ++counters_.host_memory_faults;
+  // In RESET nothing runs; in ERR (a path that already failed it) the event was raised.
+  if (qp.state == hw::QpState::reset || qp.state == hw::QpState::err) return;
+  raise_event(hw::AsyncEventType::qp_fatal, qp.qpn, 0);
+  rc_.flush.to_error(qp);
 }
 
 const Clock& Hca::clock() const {
@@ -66,57 +62,151 @@ bool Hca::run_pass(std::unique_lock<std::mutex> lock) {
   return did;
 }
 
+// One pass. Its cost follows what is active, not how many QPs the device holds: registers
+// that were written name their QPs, packets name theirs, due timers theirs, and only those
+// (and the QPs in ERR, whose records are watched for work to flush) are visited.
 bool Hca::engine_pass_locked(uint64_t now_ns) {
   bool did = scan_doorbells_locked();
-  for (auto& qp : qps_) did |= observe_dbrs_locked(*qp);
   if (!evented_cqs_.empty()) [[unlikely]]
     did |= scan_cq_arms_locked();
+  rung_pages_.clear();
   if (paused_.load(std::memory_order_relaxed)) return did;
   if (!evented_cqs_.empty()) [[unlikely]]
     did |= check_new_arms_locked();
-
-  for (auto& qp : qps_) {
-    if (!qp->db_pending) continue;
-    qp->db_pending = false;
-    on_doorbell_locked(*qp);
-    did = true;
-  }
+  fire_timers_locked(now_ns);
+  if (!errored_.empty()) [[unlikely]]
+    did |= look_at_errored_locked(now_ns);
   if (attached_) did |= shared_.wire->poll(endpoint_, kRxBudget) > 0;
-  for (auto& qp : qps_) {
-    if (qp->type == hw::QpType::ud) [[unlikely]] {
-      did |= ud_.progress(*qp, kTxBudgetPerQp);
-      continue;
-    }
-    did |= rc_.retransmit.run_timers(*qp, now_ns);
-    did |= rc_.requester.progress(*qp, kTxBudgetPerQp);
-    did |= rc_.responder.transmit(*qp, kTxBudgetPerQp);
-  }
-  if (any_external_) [[unlikely]]
-    handle_host_faults_locked();
+  did |= run_active_locked(now_ns);
   handle_cq_overflows_locked();
   return did;
 }
 
+void Hca::activate_locked(QpObj& qp) {
+  if (qp.queued) return;
+  qp.queued = true;
+  active_.push_back(&qp);
+}
+
+bool Hca::run_active_locked(uint64_t now_ns) {
+  if (active_.empty()) return false;
+  bool did = false;
+  working_.swap(active_);
+  for (QpObj* qp : working_) {
+    qp->queued = false;
+    bool progressed = false;
+    if (qp->db_pending) {
+      qp->db_pending = false;
+      on_doorbell_locked(*qp);
+      progressed = true;
+    }
+    if (qp->type == hw::QpType::ud) [[unlikely]] {
+      progressed |= ud_.progress(*qp, kTxBudgetPerQp);
+    } else {
+      progressed |= rc_.retransmit.run_timers(*qp, now_ns);
+      progressed |= rc_.requester.progress(*qp, kTxBudgetPerQp);
+      progressed |= rc_.responder.transmit(*qp, kTxBudgetPerQp);
+    }
+    if (qp->host_fault) [[unlikely]]
+      handle_host_fault_locked(*qp);
+    file_timers_locked(*qp, now_ns);
+    // A QP that moved stays for another pass: its budget may have run out, or what it did
+    // may let it do more (a window that opened, a WQE that is now fetchable).
+    if (progressed) activate_locked(*qp);
+    did |= progressed;
+  }
+  working_.clear();
+  return did;
+}
+
+void Hca::file_timers_locked(QpObj& qp, uint64_t now_ns) {
+  const bool in_error = qp.state == hw::QpState::err || qp.state == hw::QpState::sqe;
+  if (in_error != qp.watched_in_error) {
+    qp.watched_in_error = in_error;
+    if (in_error) {
+      errored_.push_back(&qp);
+      qp.next_error_look_ns = now_ns + kErroredLookNs;
+      if (qp.external) ++errored_external_;
+    } else {
+      errored_.erase(std::remove(errored_.begin(), errored_.end(), &qp), errored_.end());
+      if (qp.external) --errored_external_;
+    }
+  }
+  uint64_t due = 0;
+  for (uint64_t t : {qp.retx_deadline, qp.rnr_deadline})
+    if (t != 0 && (due == 0 || t < due)) due = t;
+  if (due == qp.timer_at) return;
+  if (qp.timer_at != 0) timers_.erase({qp.timer_at, &qp});
+  if (due != 0) timers_.insert({due, &qp});
+  qp.timer_at = due;
+}
+
+void Hca::fire_timers_locked(uint64_t now_ns) {
+  while (!timers_.empty() && timers_.begin()->first <= now_ns) {
+    QpObj* qp = timers_.begin()->second;
+    timers_.erase(timers_.begin());
+    qp->timer_at = 0;
+    activate_locked(*qp);
+  }
+}
+
+// A QP in ERR completes whatever is posted to it with a flush error. rnicdv's driver kicks the
+// device after such a post; libmlx5's receive posts store the record only. Records of the
+// device's own memory cost a load and are looked at on every pass; those the application
+// placed cost system calls (host_access.h) and a threaded device looks at them every
+// kErroredLookNs, sleeping no longer than that while there are such QPs (device_thread.cc).
+bool Hca::look_at_errored_locked(uint64_t now_ns) {
+  bool did = false;
+  for (size_t i = 0; i < errored_.size(); ++i) {
+    QpObj& qp = *errored_[i];
+    // A QP modified out of ERR since (to RESET, on its way back) leaves the list when it is
+    // next processed; until then it is not flushed.
+    if (qp.host_failed || (qp.state != hw::QpState::err && qp.state != hw::QpState::sqe)) continue;
+    if (qp.external && !shared_.deterministic()) {
+      if (now_ns < qp.next_error_look_ns) continue;
+      qp.next_error_look_ns = now_ns + kErroredLookNs;
+    }
+    const uint32_t sq_before = qp.sq_consumed, rq_before = qp.rq_consumed;
+    rc_.flush.flush_sq(qp);
+    if (qp.state == hw::QpState::err) rc_.flush.flush_rq(qp);
+    did |= qp.sq_consumed != sq_before || qp.rq_consumed != rq_before;
+    if (qp.host_fault) [[unlikely]]
+      handle_host_fault_locked(qp);
+  }
+  return did;
+}
+
+void Hca::forget_qp_locked(QpObj& qp) {
+  if (qp.queued) {
+    active_.erase(std::remove(active_.begin(), active_.end(), &qp), active_.end());
+    qp.queued = false;
+  }
+  if (qp.timer_at != 0) timers_.erase({qp.timer_at, &qp});
+  qp.timer_at = 0;
+  if (qp.watched_in_error) {
+    errored_.erase(std::remove(errored_.begin(), errored_.end(), &qp), errored_.end());
+    if (qp.external) --errored_external_;
+  }
+  qp.watched_in_error = false;
+}
+
 // Doorbell registers, as a ConnectX treats them: a write is a hint that names a QP; the DBR is
 // the truth. Every QP bound to a register that saw a write is checked, because two QPs
-// sharing a register can overwrite each other's write before the device reads it.
+// sharing a register can overwrite each other's write before the device reads it. A store
+// caught on an application's UAR mapping while the device slept (uar_watch.h) counts as a
+// write to every register of that page: the records were written before it.
 bool Hca::scan_doorbells_locked() {
   bool did = false;
   for (auto& reg : registers_) {
     DoorbellWrite writes[2];
-    int n = 0;
-    if (reg->owned) [[likely]] {
-      n = consume_register(*reg, writes);
-    } else if (!reg->failed) {
-      BfRegister& r = *reg;
-      if (!host_guarded([&] { n = consume_register(r, writes); })) {
-        // The application's mapping of the UAR page is gone: every QP ringing it fails.
-        r.failed = true;
-        for (QpObj* qp : r.qps) qp->host_fault = true;
-        continue;
-      }
+    const int n = consume_register(*reg, writes);
+    bool caught = false;
+    if (!rung_pages_.empty() && !reg->owned) [[unlikely]] {
+      const uintptr_t page = reinterpret_cast<uintptr_t>(reg->app_base) & ~(kUarPageBytes - 1);
+      caught = std::find(rung_pages_.begin(), rung_pages_.end(),
+                         reinterpret_cast<uint8_t*>(page)) != rung_pages_.end();
     }
-    if (n == 0) continue;
+    if (n == 0 && !caught) continue;
     did = true;
     counters_.last_doorbell_ns = now();
     QpObj* named[2] = {nullptr, nullptr};
@@ -131,14 +221,41 @@ bool Hca::scan_doorbells_locked() {
     }
     for (QpObj* qp : reg->qps) {
       const bool rang = qp == named[0] || qp == named[1];
-      const uint16_t ahead = static_cast<uint16_t>(rc::load_sq_dbr(*qp) - qp->sq_limit);
-      if (rang || (ahead != 0 && ahead <= qp->sq.bb_count)) qp->db_pending = true;
+      if (!rang && !caught) {
+        const uint16_t ahead = static_cast<uint16_t>(rc::load_sq_dbr(*qp) - qp->sq_limit);
+        if (qp->host_fault) [[unlikely]] {
+          activate_locked(*qp);  // its record is gone: the pass fails it
+          continue;
+        }
+        if (ahead == 0 || ahead > qp->sq.bb_count) continue;
+      }
+      qp->db_pending = true;
+      activate_locked(*qp);
     }
   }
   return did;
 }
 
+void Hca::note_rung_pages(const std::vector<uint8_t*>& pages) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint8_t* p : pages)
+    if (std::find(rung_pages_.begin(), rung_pages_.end(), p) == rung_pages_.end())
+      rung_pages_.push_back(p);
+}
+
+void Hca::note_sq_dbr_locked(QpObj& qp, uint16_t sq) {
+  if (sq == qp.seen_sq_dbr) return;
+  const uint16_t moved = static_cast<uint16_t>(sq - qp.seen_sq_dbr);
+  if (moved < 0x8000) {
+    ++counters_.sq_dbr_advances;
+    ++qp.counters.sq_dbr_advances;
+  }
+  qp.seen_sq_dbr = sq;
+}
+
 void Hca::on_doorbell_locked(QpObj& qp) {
+  const uint16_t dbr = rc::load_sq_dbr(qp);
+  note_sq_dbr_locked(qp, dbr);
   switch (qp.state) {
     case hw::QpState::reset:
       ++counters_.rtr_doorbells_dropped;
@@ -156,7 +273,6 @@ void Hca::on_doorbell_locked(QpObj& qp) {
       break;
     case hw::QpState::rts:
     case hw::QpState::sqd: {
-      const uint16_t dbr = rc::load_sq_dbr(qp);
       const uint16_t ahead = static_cast<uint16_t>(dbr - qp.sq_consumed);
       if (ahead != 0 && ahead <= qp.sq.bb_count) qp.sq_limit = qp.sq_consumed + ahead;
       break;
@@ -168,24 +284,13 @@ void Hca::on_doorbell_locked(QpObj& qp) {
   }
 }
 
-// Counts doorbell-record moves (the counters that prove no doorbell was rung below RTS) and
-// flushes work posted to a QP in error as soon as it is seen.
-bool Hca::observe_dbrs_locked(QpObj& qp) {
-  bool did = false;
-  const uint16_t sq = rc::load_sq_dbr(qp);
-  if (sq != qp.seen_sq_dbr) {
-    const uint16_t moved = static_cast<uint16_t>(sq - qp.seen_sq_dbr);
-    if (moved < 0x8000) {
-      ++counters_.sq_dbr_advances;
-      ++qp.counters.sq_dbr_advances;
-    }
-    qp.seen_sq_dbr = sq;
-    if (!paused_.load(std::memory_order_relaxed) &&
-        (qp.state == hw::QpState::err || qp.state == hw::QpState::sqe)) {
-      rc_.flush.flush_sq(qp);
-      did = true;
-    }
-  }
+// Counts doorbell-record moves: the counters that prove no doorbell was rung below RTS
+// (DeviceCounters::sq_dbr_advances, rq_dbr_advances). The device looks at a record when a
+// doorbell names its QP, on a modify, and when the counters are read; only records of its own
+// memory are looked at for the counters alone (the others cost system calls).
+void Hca::observe_dbrs_locked(QpObj& qp) {
+  if (qp.host_failed) return;
+  note_sq_dbr_locked(qp, rc::load_sq_dbr(qp));
   const uint16_t rq = rc::load_rq_dbr(qp);
   if (rq != qp.seen_rq_dbr) {
     const uint16_t moved = static_cast<uint16_t>(rq - qp.seen_rq_dbr);
@@ -194,22 +299,19 @@ bool Hca::observe_dbrs_locked(QpObj& qp) {
       ++qp.counters.rq_dbr_advances;
     }
     qp.seen_rq_dbr = rq;
-    if (!paused_.load(std::memory_order_relaxed) && qp.state == hw::QpState::err) {
-      rc_.flush.flush_rq(qp);
-      did = true;
-    }
   }
-  return did;
+}
+
+void Hca::observe_own_dbrs_locked() {
+  for (auto& qp : qps_)
+    if (!qp->external) observe_dbrs_locked(*qp);
 }
 
 uint64_t Hca::next_deadline_ns() const {
   uint64_t next = UINT64_MAX;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& qp : qps_) {
-      if (qp->retx_deadline) next = std::min(next, qp->retx_deadline);
-      if (qp->rnr_deadline) next = std::min(next, qp->rnr_deadline);
-    }
+    if (!timers_.empty()) next = timers_.begin()->first;
     if (attached_) next = std::min(next, shared_.wire->next_delivery_ns(endpoint_));
   }
   return std::min(next, gsi_.next_timer_ns());
@@ -237,6 +339,7 @@ bool Hca::deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_
     return false;
   }
   ud_.on_packet(*qp, src_ipv4, endpoint_.ipv4, p, len);
+  activate_locked(*qp);
   return true;
 }
 
@@ -277,6 +380,9 @@ void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
     rc_.responder.on_request(*qp, p);
   else
     rc_.completer.on_response(*qp, p);
+  // What the packet did (an ACK or a response to send, WQEs acknowledged, a window opened,
+  // timers moved) is carried on in this pass.
+  activate_locked(*qp);
 }
 
 void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len) {

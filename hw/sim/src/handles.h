@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "external.h"
 #include "hca.h"
@@ -101,9 +102,9 @@ Result<std::unique_ptr<hw::Cq>> create_cq_external(Device& device, const Externa
 // destruction returns, its handler is never called again; a handler running on another
 // thread at that moment is waited for.
 //
-// Latency: an arm is a plain memory store, so a threaded device that is asleep sees it on
-// waking, within its idle back-off (at most about 1 ms); CQEs written by the engine fire
-// their event in the same pass. Events raised by a control-path call (a modify to ERR that
+// Latency: an arm wakes a sleeping threaded device as a doorbell does (rnicdv's driver kicks
+// it, a store of libmlx5's into a watched UAR page wakes it, uar_watch.h); CQEs written by the
+// engine fire their event in the same pass. Events raised by a control-path call (a modify to ERR that
 // flushes into an armed CQ) are delivered at the device's next engine pass.
 Status set_cq_event_handler(hw::Cq& cq, std::function<void()> fn);
 
@@ -123,9 +124,18 @@ Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
 // checked against the new entry from the next access on.
 Status rereg_mr(hw::Mr& mr, hw::Pd& pd, void* addr, size_t length, uint32_t access);
 
-// Makes the device watch the BlueFlame registers of a 4 KiB page it did not allocate.
-Status attach_uar_page(Device& device, void* page);
-void detach_uar_page(Device& device, void* page);
+// Gives the device a 4 KiB UAR page that software maps (libmlx5 through the shim): software
+// stores its doorbells and CQ arms into `app_view`; the device reads them through
+// `device_view`, another mapping of the same page that the caller keeps mapped until
+// detach_uar_page() returns (the application may unmap its own meanwhile, as it may unmap a
+// ConnectX's UAR). A threaded device watches `app_view` so that a store into it wakes it when
+// it sleeps (uar_watch.h). The QPs name their registers by their address in `app_view`.
+Status attach_uar_page(Device& device, void* app_view, void* device_view);
+void detach_uar_page(Device& device, void* app_view);
+
+// How a sleeping device learns of a store into an attached page in this process:
+// "userfaultfd", or why not and that it polls instead (for the shim's log).
+const std::string& uar_wake_mechanism();
 
 // The user index written to the QP's CQEs (srqn_uidx), as libmlx5 sets it with CQE v1.
 void set_qp_user_index(hw::Qp& qp, uint32_t user_index);

@@ -83,11 +83,11 @@ Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfi
 
 Hca::~Hca() {
   stop();
-  unwatch_all();
   for (uint8_t* page : owned_pages_) free_uar_page(page);
   for (auto& srq : srqs_) {  // handles destroyed while QPs still used them
     std::free(srq->owned_buf);
     std::free(srq->owned_dbrec);
+    std::free(srq->mirror_buf);
   }
   if (kick_fd_ >= 0) ::close(kick_fd_);
 }
@@ -121,8 +121,6 @@ Status Hca::start() {
     reg->index = r;
     registers_.push_back(std::move(reg));
   }
-  if (!shared_.deterministic())
-    for (uint8_t* page : owned_pages_) watch_page(page);
   shared_register_ = registers_.back().get();
   shared_register_->shared = true;
   for (uint32_t r = config_.dedicated_bf_regs; r-- > 0;)
@@ -151,7 +149,12 @@ Status Hca::start() {
     std::lock_guard<std::mutex> lock(shared_.mu);
     shared_.hcas.push_back(FabricShared::Member{this, weak_from_this()});
   }
-  if (!shared_.deterministic()) thread_ = std::thread([this] { thread_main(); });
+  if (!shared_.deterministic()) {
+    // Without it, stores into the application's UAR mappings are found by polling
+    // (uar_watch.h); the shim reports which (UarWatch::mechanism()).
+    (void)uar_watch_.open();
+    thread_ = std::thread([this] { thread_main(); });
+  }
   return Status::ok();
 }
 
@@ -177,6 +180,8 @@ void Hca::stop() {
 
 DeviceCounters Hca::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
+  // Records moved since the device last looked are counted now (engine.cc).
+  const_cast<Hca*>(this)->observe_own_dbrs_locked();
   DeviceCounters c = counters_;
   c.sleeps = sleeps_.load(std::memory_order_relaxed);
   c.watched_sleeps = watched_sleeps_.load(std::memory_order_relaxed);
@@ -188,7 +193,8 @@ Result<QpSnapshot> Hca::qp_snapshot(uint32_t qpn) const {
   auto it = qp_by_num_.find(qpn);
   if (it == qp_by_num_.end())
     return Status::error(Errc::not_found, "%s: qp %#x does not exist", info_.name.c_str(), qpn);
-  const QpObj& qp = *it->second;
+  QpObj& qp = *it->second;
+  if (!qp.external) const_cast<Hca*>(this)->observe_dbrs_locked(qp);
   QpSnapshot s;
   s.qpn = qp.qpn;
   s.state = qp.state;
@@ -226,6 +232,8 @@ Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
   rc_.states.apply(*qp, attr, mask);
   handle_cq_overflows_locked();
   // A doorbell kept from RTR, a resume from SQD, a flush: the next engine pass acts on it.
+  file_timers_locked(*qp, now());
+  activate_locked(*qp);
   kick_if_sleeping();
   return Status::ok();
 }

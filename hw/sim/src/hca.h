@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -37,11 +38,16 @@
 #include "ud/datagram.h"
 #include "rnicdv/sim/sim.h"
 #include "uar.h"
+#include "uar_watch.h"
 #include "wire/wire.h"
 
 namespace rnicdv::sim {
 
 struct FabricShared;
+
+// How often a threaded device looks at the records of a QP in ERR in memory the application
+// placed (engine.cc look_at_errored_locked): libmlx5's receive posts are record stores only.
+inline constexpr uint64_t kErroredLookNs = 2'000'000;
 
 // Engine pacing: packets one QP may send per engine pass, datagrams taken from the wire.
 inline constexpr uint32_t kTxBudgetPerQp = 32;
@@ -99,8 +105,12 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void destroy_qp(QpObj* qp);
   Status modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask);
   hw::QpState qp_state(const QpObj* qp) const;
-  Status attach_uar_page(uint8_t* page);
-  void detach_uar_page(uint8_t* page);
+  // A UAR page that software maps (libmlx5 through the shim): `app_view` is where software
+  // stores, `device_view` a mapping of the same page that the device reads and that stays
+  // mapped until detach (the application may unmap its own). Stores into `app_view` wake a
+  // sleeping device (uar_watch.h).
+  Status attach_uar_page(uint8_t* app_view, uint8_t* device_view);
+  void detach_uar_page(uint8_t* app_view);
   void set_user_index(QpObj* qp, uint32_t user_index);
   // Completion events of `cq` go to `fn` (empty: off). See handles.h set_cq_event_handler.
   Status set_cq_event_handler(CqObj* cq, std::function<void()> fn);
@@ -123,11 +133,17 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
 
   // Threaded mode (device_thread.cc).
   void kick();
-  bool sleeping() const { return sleeping_.load(std::memory_order_acquire); }
+  // Whether the device thread sleeps. After a store that it must see (a frame for it, a
+  // control-path change), the caller fences (seq_cst) before this load: the device publishes
+  // the flag, fences, then looks once more before it sleeps.
+  bool sleeping() const { return asleep_.load(std::memory_order_relaxed) != 0; }
   // Wakes the device thread if it sleeps (control-path changes that need an engine pass).
   void kick_if_sleeping() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (sleeping()) kick();
   }
+  // What a driver needs to wake the device after a register write (hw::QpView::wake).
+  hw::DeviceWakeView wake_view() const;
 
   // Hands `len` bytes to the receive path as if the wire delivered them from `src_ipv4`
   // (the fuzz harness's entry, fuzz_entry.h).
@@ -160,7 +176,20 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   bool engine_pass_locked(uint64_t now);
   bool scan_doorbells_locked();
   void on_doorbell_locked(QpObj& qp);
-  bool observe_dbrs_locked(QpObj& qp);
+  void observe_dbrs_locked(QpObj& qp);
+  void observe_own_dbrs_locked();
+  void note_sq_dbr_locked(QpObj& qp, uint16_t dbr);
+  // The active list: a QP is put on it by what gives it work (a doorbell, a packet, a modify,
+  // a timer) and stays while its roles make progress.
+  void activate_locked(QpObj& qp);
+  bool run_active_locked(uint64_t now_ns);
+  // Files the QP's earliest timer (retransmit, RNR wait, a look at its records in ERR) in the
+  // timer set, and keeps the list of QPs in ERR up to date.
+  void file_timers_locked(QpObj& qp, uint64_t now_ns);
+  void fire_timers_locked(uint64_t now_ns);
+  bool look_at_errored_locked(uint64_t now_ns);
+  // Removes a QP being destroyed from the engine's lists.
+  void forget_qp_locked(QpObj& qp);
   void deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len);
   bool deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_t len);
   void transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len);
@@ -183,7 +212,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Result<BfRegister*> bind_register(QpObj& qp);
   Result<BfRegister*> bind_external_register(QpObj& qp, uint8_t* base);
   // Memory the application placed that faulted (host_access.h; engine.cc).
-  void handle_host_faults_locked();
+  void handle_host_fault_locked(QpObj& qp);
   void unbind_register(QpObj& qp);
   void free_qp_memory(QpObj& qp);
   void maybe_free_cq(CqObj* cq);
@@ -210,18 +239,29 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   uint32_t next_cqn_ = 0x80;
   uint32_t next_qpn_ = 0x100;
   std::vector<uint8_t*> owned_pages_;
-  std::vector<uint8_t*> external_pages_;
+  struct ExternalUarPage {
+    uint8_t* app;     // where software stores
+    uint8_t* device;  // where the device reads
+  };
+  std::vector<ExternalUarPage> external_pages_;
+  // Application UAR pages a store was caught on while the device slept (uar_watch.h): every
+  // register in them counts as written in the next pass.
+  std::vector<uint8_t*> rung_pages_;
   std::vector<std::unique_ptr<BfRegister>> registers_;  // stable addresses
   std::vector<BfRegister*> free_dedicated_;
   BfRegister* shared_register_ = nullptr;
   std::vector<std::unique_ptr<CqObj>> cqs_;
   std::vector<std::unique_ptr<QpObj>> qps_;  // creation order: deterministic
+  std::vector<QpObj*> active_;               // QPs with work for the next pass (qp.queued)
+  std::vector<QpObj*> working_;              // the pass's share of active_
+  std::set<std::pair<uint64_t, QpObj*>> timers_;  // (deadline, QP): qp.timer_at
+  std::vector<QpObj*> errored_;              // QPs in ERR or SQE (qp.watched_in_error)
+  std::atomic<uint32_t> errored_external_{0};  // of them, in memory the application placed
   std::vector<std::unique_ptr<SrqObj>> srqs_;
   uint32_t next_srqn_ = 0x40;
   std::unordered_map<uint32_t, QpObj*> qp_by_num_;
   std::atomic<bool> paused_{false};
   std::vector<CqObj*> overflowed_cqs_;  // CQ_ERR raised; their QPs go to ERR
-  bool any_external_ = false;           // a QP in placed memory was ever created
   std::vector<CqObj*> evented_cqs_;     // CQs with an event handler: their arms are watched
   // Completion events raised under mu_ and delivered after it is released: (cqn, handler_gen).
   std::vector<std::pair<uint32_t, uint32_t>> fired_cq_events_;
@@ -246,26 +286,15 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   friend struct DeviceThread;
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};
+  // Non-zero while the device thread sleeps (doorbell/device_wake.h).
+  std::atomic<uint32_t> asleep_{0};
   std::atomic<uint64_t> sleeps_{0}, watched_sleeps_{0};
   int kick_fd_ = -1;
+  // The application's mappings of attached UAR pages, write-protected while the thread sleeps.
+  UarWatch uar_watch_;
   void thread_main();
-  // Doorbell wake-up (doorbell_watch.h): the UAR pages software rings, write-protected while
-  // the thread sleeps. watch_mu_ guards the list; lock order: mu_, then watch_mu_.
-  struct WatchedPage {
-    uint8_t* page;
-    int slot;
-  };
-  std::mutex watch_mu_;
-  std::vector<WatchedPage> watched_;
-  void watch_page(uint8_t* page);
-  void unwatch_page(uint8_t* page);
-  void unwatch_all();
-  bool arm_watches();  // false: not every page could be protected (all are left writable)
-  void disarm_watches();
-  // A doorbell or CQ-arm register holds an unconsumed write (loads only: the pages may be
-  // write-protected).
-  bool register_written();
+  // Pages whose stores woke the thread (under mu_).
+  void note_rung_pages(const std::vector<uint8_t*>& pages);
 };
 
 }  // namespace rnicdv::sim

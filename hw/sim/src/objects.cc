@@ -65,9 +65,6 @@ Status Hca::check_region_locked(const char* op, uint32_t pdn, const void* addr, 
 }
 
 Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
-  // The application may take the region's pages away later: the fault handler that lets the
-  // device survive that (host_access.h) must be in place before the region is used.
-  (void)host_access_supported();
   std::lock_guard<std::mutex> lock(mu_);
   if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) return st;
   Result<uint32_t> key = mrs_.add(pdn, static_cast<uint8_t*>(addr), length, access);
@@ -118,6 +115,7 @@ Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {
   dv.cqe_size = 64;
   dv.cq_uar = owned_pages_.empty() ? nullptr : owned_pages_[0];
   dv.cqn = cq->cqn;
+  cq->view.wake = wake_view();
   CqObj* raw = cq.get();
   cqs_.push_back(std::move(cq));
   return raw;
@@ -132,11 +130,15 @@ Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
                          "power-of-two count and 64- or 128-byte CQEs",
                          info_.name.c_str());
   auto cq = std::make_unique<CqObj>();
+  cq->mirror_buf = static_cast<uint8_t*>(std::calloc(mem.cqe_cnt, mem.cqe_size));
+  if (!cq->mirror_buf)
+    return Status::error(Errc::no_resources, "%s: create_cq: no memory for %u CQEs",
+                         info_.name.c_str(), mem.cqe_cnt);
   cq->cqn = next_cqn_++;
-  cq->ring = wqe::CqRing{mem.buf, mem.cqe_cnt, mem.cqe_size};
+  cq->ring_host = wqe::CqRing{mem.buf, mem.cqe_cnt, mem.cqe_size};
+  cq->ring = wqe::CqRing{cq->mirror_buf, mem.cqe_cnt, mem.cqe_size};
   cq->dbrec = mem.dbrec;
   cq->external = true;
-  (void)host_access_supported();  // installs the fault handler before the memory is used
   mlx5dv_cq& dv = cq->view.dv;
   dv.buf = mem.buf;
   dv.dbrec = reinterpret_cast<__be32*>(mem.dbrec);
@@ -155,6 +157,7 @@ void Hca::maybe_free_cq(CqObj* cq) {
                      evented_cqs_.end());
   std::free(cq->owned_buf);
   std::free(cq->owned_dbrec);
+  std::free(cq->mirror_buf);
   cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(),
                             [cq](const std::unique_ptr<CqObj>& c) { return c.get() == cq; }),
              cqs_.end());
@@ -260,22 +263,33 @@ Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv
                          ">= 16 and a doorbell record",
                          info_.name.c_str());
   auto qp = std::make_unique<QpObj>();
-  qp->rq = wqe::RqRing{mem.rq_buf, mem.rq_wqe_cnt, mem.rq_stride};
-  qp->sq = wqe::SqRing{mem.sq_buf, mem.sq_wqe_cnt};
+  const size_t rq_bytes = size_t{mem.rq_wqe_cnt} * mem.rq_stride;
+  qp->mirror_buf = static_cast<uint8_t*>(std::calloc(1, rq_bytes + size_t{mem.sq_wqe_cnt} * 64));
+  if (!qp->mirror_buf)
+    return Status::error(Errc::no_resources, "%s: create_qp: no memory for the rings",
+                         info_.name.c_str());
+  qp->rq_host = wqe::RqRing{mem.rq_buf, mem.rq_wqe_cnt, mem.rq_stride};
+  qp->sq_host = wqe::SqRing{mem.sq_buf, mem.sq_wqe_cnt};
+  qp->rq = wqe::RqRing{qp->mirror_buf, mem.rq_wqe_cnt, mem.rq_stride};
+  qp->sq = wqe::SqRing{qp->mirror_buf + rq_bytes, mem.sq_wqe_cnt};
   qp->dbrec = mem.dbrec;
   qp->caps = mem.granted;
   qp->user_index = mem.user_index;
   qp->reg = reinterpret_cast<BfRegister*>(mem.bf_reg);  // resolved in finish_create_qp
   qp->view.dv.bf.size = mem.bf_size;
-  if (!mem.bf_reg)
+  if (!mem.bf_reg) {
+    std::free(qp->mirror_buf);
     return Status::error(Errc::invalid_argument, "%s: create_qp: no doorbell register",
                          info_.name.c_str());
+  }
   qp->srq = srq;
   qp->type = mem.type;
   if (mem.type == hw::QpType::ud) {
-    if (srq)
+    if (srq) {
+      std::free(qp->mirror_buf);
       return Status::error(Errc::unsupported, "%s: create_qp: a UD QP on a shared receive queue",
                            info_.name.c_str());
+    }
     // A datagram is one packet: the port's MTU bounds it, and no path MTU is ever set.
     qp->mtu = hw::mtu_bytes(info_.caps.active_mtu);
     qp->mtu_shift = 7 + static_cast<uint32_t>(info_.caps.active_mtu);
@@ -290,11 +304,10 @@ Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, Cq
   const char* name = info_.name.c_str();
   const bool external = qp->owned_buf == nullptr;
   qp->external = external;
-  any_external_ |= external;
-  if (external) (void)host_access_supported();  // the fault handler, before any access
   const auto fail = [&](Status s) {
     std::free(qp->owned_buf);
     std::free(qp->owned_dbrec);
+    std::free(qp->mirror_buf);
     return s;
   };
   if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
@@ -327,16 +340,17 @@ Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, Cq
 
   mlx5dv_qp& dv = qp->view.dv;
   dv.dbrec = reinterpret_cast<__be32*>(qp->dbrec);
-  dv.sq.buf = qp->sq.buf;
+  dv.sq.buf = external ? qp->sq_host.buf : qp->sq.buf;
   dv.sq.wqe_cnt = qp->sq.bb_count;
   dv.sq.stride = 64;
-  dv.rq.buf = qp->rq.buf;
+  dv.rq.buf = external ? qp->rq_host.buf : qp->rq.buf;
   dv.rq.wqe_cnt = qp->rq.wqe_cnt;
   dv.rq.stride = qp->rq.stride;
-  dv.bf.reg = qp->reg->base;
+  dv.bf.reg = external ? qp->reg->app_base : qp->reg->base;
   if (!external) dv.bf.size = kBfHalfBytes;
   qp->view.qpn = qp->qpn;
   qp->view.bf_shared = qp->reg->shared;
+  if (!external) qp->view.wake = wake_view();
   qp->view.granted = qp->caps;
 
   QpObj* raw = qp.get();
@@ -361,9 +375,9 @@ Result<BfRegister*> Hca::bind_register(QpObj& qp) {
   return reg;
 }
 
-Result<BfRegister*> Hca::bind_external_register(QpObj& qp, uint8_t* base) {
+Result<BfRegister*> Hca::bind_external_register(QpObj& qp, uint8_t* app_base) {
   for (auto& r : registers_) {
-    if (r->base != base) continue;
+    if (r->owned || r->app_base != app_base) continue;
     r->qps.push_back(&qp);
     r->shared = r->qps.size() > 1 || r.get() == shared_register_;
     if (r->shared)
@@ -371,17 +385,20 @@ Result<BfRegister*> Hca::bind_external_register(QpObj& qp, uint8_t* base) {
     qp.reg = r.get();
     return r.get();
   }
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(app_base);
   uint8_t* page = reinterpret_cast<uint8_t*>(addr & ~(kUarPageBytes - 1));
   const size_t offset = addr & (kUarPageBytes - 1);
-  if (std::find(external_pages_.begin(), external_pages_.end(), page) == external_pages_.end() ||
-      offset < kBfRegOffset || (offset - kBfRegOffset) % kBfRegBytes != 0)
+  auto it = std::find_if(external_pages_.begin(), external_pages_.end(),
+                         [page](const ExternalUarPage& p) { return p.app == page; });
+  if (it == external_pages_.end() || offset < kBfRegOffset ||
+      (offset - kBfRegOffset) % kBfRegBytes != 0)
     return Status::error(Errc::invalid_argument,
                          "%s: create_qp: register %p is not a BlueFlame register of an attached "
                          "UAR page",
-                         info_.name.c_str(), static_cast<void*>(base));
+                         info_.name.c_str(), static_cast<void*>(app_base));
   auto reg = std::make_unique<BfRegister>();
-  reg->base = base;
+  reg->base = it->device + offset;
+  reg->app_base = app_base;
   reg->owned = false;
   reg->qps.push_back(&qp);
   qp.reg = reg.get();
@@ -399,6 +416,7 @@ void Hca::unbind_register(QpObj& qp) {
 
 void Hca::destroy_qp(QpObj* qp) {
   std::lock_guard<std::mutex> lock(mu_);
+  forget_qp_locked(*qp);
   unbind_register(*qp);
   qp_by_num_.erase(qp->qpn);
   CqObj* scq = qp->send_cq;
@@ -406,6 +424,7 @@ void Hca::destroy_qp(QpObj* qp) {
   if (qp->srq) --qp->srq->qp_refs;
   std::free(qp->owned_buf);
   std::free(qp->owned_dbrec);
+  std::free(qp->mirror_buf);
   qps_.erase(std::remove_if(qps_.begin(), qps_.end(),
                             [qp](const std::unique_ptr<QpObj>& q) { return q.get() == qp; }),
              qps_.end());
@@ -420,29 +439,45 @@ void Hca::set_user_index(QpObj* qp, uint32_t user_index) {
   qp->user_index = user_index & 0xffffff;
 }
 
-Status Hca::attach_uar_page(uint8_t* page) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!page || (reinterpret_cast<uintptr_t>(page) & (kUarPageBytes - 1)) != 0)
-    return Status::error(Errc::invalid_argument, "%s: attach UAR page %p: not page-aligned",
-                         info_.name.c_str(), static_cast<void*>(page));
-  if (std::find(external_pages_.begin(), external_pages_.end(), page) == external_pages_.end()) {
-    external_pages_.push_back(page);
-    if (!shared_.deterministic()) watch_page(page);
+Status Hca::attach_uar_page(uint8_t* app_view, uint8_t* device_view) {
+  const auto aligned = [](const uint8_t* p) {
+    return p && (reinterpret_cast<uintptr_t>(p) & (kUarPageBytes - 1)) == 0;
+  };
+  if (!aligned(app_view) || !aligned(device_view))
+    return Status::error(Errc::invalid_argument,
+                         "%s: attach UAR page %p (device view %p): not page-aligned",
+                         info_.name.c_str(), static_cast<void*>(app_view),
+                         static_cast<void*>(device_view));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const ExternalUarPage& p : external_pages_)
+      if (p.app == app_view) return Status::ok();
+    external_pages_.push_back(ExternalUarPage{app_view, device_view});
   }
+  // Stores into the application's view wake the device thread; the same view as the
+  // device's cannot be protected without blocking the device itself.
+  if (!shared_.deterministic() && app_view != device_view) (void)uar_watch_.add(app_view);
+  kick_if_sleeping();  // the next sleep protects the new page too
   return Status::ok();
 }
 
-void Hca::detach_uar_page(uint8_t* page) {
+void Hca::detach_uar_page(uint8_t* app_view) {
+  uar_watch_.remove(app_view);
   std::lock_guard<std::mutex> lock(mu_);
   registers_.erase(std::remove_if(registers_.begin(), registers_.end(),
-                                  [page](const std::unique_ptr<BfRegister>& r) {
-                                    return !r->owned && r->qps.empty() && r->base >= page &&
-                                           r->base < page + kUarPageBytes;
+                                  [app_view](const std::unique_ptr<BfRegister>& r) {
+                                    return !r->owned && r->qps.empty() &&
+                                           r->app_base >= app_view &&
+                                           r->app_base < app_view + kUarPageBytes;
                                   }),
                    registers_.end());
-  external_pages_.erase(std::remove(external_pages_.begin(), external_pages_.end(), page),
+  external_pages_.erase(std::remove_if(external_pages_.begin(), external_pages_.end(),
+                                       [app_view](const ExternalUarPage& p) {
+                                         return p.app == app_view;
+                                       }),
                         external_pages_.end());
-  unwatch_page(page);
+  rung_pages_.erase(std::remove(rung_pages_.begin(), rung_pages_.end(), app_view),
+                    rung_pages_.end());
 }
 
 }  // namespace rnicdv::sim

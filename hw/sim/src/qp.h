@@ -163,7 +163,14 @@ struct QpObj {
   // Rings and doorbell record placed by someone else (external.h) are read through
   // host_access.h. A fault there sets host_fault; the engine then moves the QP to ERR with
   // QP_FATAL and sets host_failed, after which the device never touches that memory again.
+  // The device decodes such rings from mirrors of its own (`sq` and `rq` above are then the
+  // mirrors, in `mirror_buf`), copied from the application's (`sq_host`, `rq_host`) before
+  // use (rc/queues.h): the WQEs a doorbell announces in one system call.
   bool external = false;
+  wqe::SqRing sq_host;
+  wqe::RqRing rq_host;
+  uint8_t* mirror_buf = nullptr;
+  uint32_t sq_mirrored = 0;  // BB counter: the SQ mirror holds the announced WQEs before it
   mutable bool host_fault = false;
   bool host_failed = false;
 
@@ -212,6 +219,14 @@ struct QpObj {
   bool comm_est_raised = false;
 
   QpCounters counters;
+
+  // The engine's bookkeeping (engine.cc): whether the QP is on the active list, the deadline
+  // it is filed under in the timer set (0: none), and, in ERR or SQE, its place on the list of
+  // QPs whose doorbell records are watched for work to flush.
+  bool queued = false;
+  uint64_t timer_at = 0;
+  bool watched_in_error = false;
+  uint64_t next_error_look_ns = 0;
 
   SendWqe& wqe_at(uint32_t i) { return wqes[i & (wqes.size() - 1)]; }
   // What a receive CQE carries in srqn_uidx: the SRQ's number, or the QP's user index.

@@ -54,10 +54,14 @@ Result<SrqObj*> Hca::create_srq_external(uint32_t pdn, const ExternalSrqMemory& 
                          "holding its SGEs",
                          name, kMaxSrqWqes);
   auto srq = std::make_unique<SrqObj>();
-  srq->ring = wqe::SrqRing{mem.buf, mem.wqe_cnt, mem.stride};
+  srq->mirror_buf = static_cast<uint8_t*>(std::calloc(mem.wqe_cnt, mem.stride));
+  if (!srq->mirror_buf)
+    return Status::error(Errc::no_resources, "%s: create_srq: no memory for %u WQEs", name,
+                         mem.wqe_cnt);
+  srq->ring_host = wqe::SrqRing{mem.buf, mem.wqe_cnt, mem.stride};
+  srq->ring = wqe::SrqRing{srq->mirror_buf, mem.wqe_cnt, mem.stride};
   srq->dbrec = mem.dbrec;
   srq->external = true;
-  (void)host_access_supported();  // the fault handler, before the device reads the ring
   return add_srq_locked(std::move(srq), pdn);
 }
 
@@ -65,7 +69,7 @@ SrqObj* Hca::add_srq_locked(std::unique_ptr<SrqObj> srq, uint32_t pdn) {
   srq->srqn = next_srqn_++ & 0xffffff;
   srq->pdn = pdn;
   mlx5dv_srq& dv = srq->view.dv;
-  dv.buf = srq->ring.buf;
+  dv.buf = srq->external ? srq->ring_host.buf : srq->ring.buf;
   dv.dbrec = reinterpret_cast<__be32*>(srq->dbrec);
   dv.stride = srq->ring.stride;
   dv.head = 0;
@@ -102,6 +106,7 @@ Status Hca::destroy_srq(SrqObj* srq) {
                          info_.name.c_str(), srq->srqn, srq->qp_refs);
   std::free(srq->owned_buf);
   std::free(srq->owned_dbrec);
+  std::free(srq->mirror_buf);
   std::erase_if(srqs_, [srq](const std::unique_ptr<SrqObj>& s) { return s.get() == srq; });
   return Status::ok();
 }

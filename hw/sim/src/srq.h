@@ -26,6 +26,9 @@ struct SrqObj {
   // host_access.h; once a read faulted, never read again (host_failed).
   bool external = false;
   bool host_failed = false;
+  // Decoded from a mirror of its own (`ring`), each WQE copied from `ring_host` when taken.
+  wqe::SrqRing ring_host;
+  uint8_t* mirror_buf = nullptr;
   hw::SrqView view;
 };
 

@@ -48,8 +48,8 @@ bool consume_cq_doorbell(uint8_t* page, CqArmWrite* out) noexcept {
   return true;
 }
 
-// A page of its own (not heap memory): the device thread write-protects it while it sleeps
-// (doorbell_watch.h), which must not touch anything else.
+// A page of its own (not heap memory), as a ConnectX's UAR pages are device memory of their
+// own.
 uint8_t* alloc_uar_page() {
   void* p = ::mmap(nullptr, kUarPageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);

@@ -27,11 +27,11 @@ inline constexpr size_t kCqDoorbellOffset = 0x20;
 
 // One register (both halves) and the QPs that ring it.
 struct BfRegister {
-  uint8_t* base = nullptr;  // page + 0x800 + k * 512
+  uint8_t* base = nullptr;      // page + 0x800 + k * 512, as the device reads it
+  uint8_t* app_base = nullptr;  // the same register where software stores (attached pages)
   uint32_t index = 0;       // the device's register number (owned registers)
   bool owned = true;        // in a page the device allocated
   bool shared = false;      // handed to more than one QP
-  bool failed = false;      // in a page the application took away: never read again
   std::vector<QpObj*> qps;  // every QP bound to it; all are checked on any doorbell
 };
 

@@ -215,10 +215,23 @@ int64_t uar_page_of_offset(const Context& ctx, uint64_t off) {
 
 namespace {
 
-// Gives the device the first mapping of UAR page `idx` (the caller holds ctx.mu).
-Status adopt_uar_page_locked(const std::shared_ptr<Context>& ctx, uint32_t idx, uint8_t* page) {
-  Status st = sim::attach_uar_page(*ctx->dev->dev, page);
-  if (!st) return st;
+// Gives the device the first mapping of UAR page `idx`, at `offset` of the command memfd,
+// with a mapping of its own to read the registers through (the caller holds ctx.mu).
+Status adopt_uar_page_locked(const std::shared_ptr<Context>& ctx, uint32_t idx, uint8_t* page,
+                             uint64_t offset) {
+  void* view = libc::mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, ctx->uar_memfd,
+                          static_cast<off_t>(offset));
+  if (view == MAP_FAILED)
+    return Status::error(Errc::no_resources, "%s: UAR page %u: the device's mapping: %s",
+                         device_name(ctx->dev->index).c_str(), idx, std::strerror(errno));
+  Status st = sim::attach_uar_page(*ctx->dev->dev, page, view);
+  if (!st) {
+    libc::munmap(view, kPage);
+    return st;
+  }
+  if (ctx->uar_device_views.size() < ctx->uar_pages.size())
+    ctx->uar_device_views.resize(ctx->uar_pages.size(), nullptr);
+  ctx->uar_device_views[idx] = static_cast<uint8_t*>(view);
   ctx->uar_pages[idx] = page;
   std::lock_guard<std::mutex> rl(contexts().mu);
   contexts().by_uar[reinterpret_cast<uintptr_t>(page)] = ctx;
@@ -256,7 +269,8 @@ void adopt_unseen_uar_mappings_locked(Context& ctx) {
     for (unsigned long at = start; at < end; at += kPage) {
       const int64_t idx = uar_page_of_offset(ctx, offset + (at - start));
       if (idx < 0 || ctx.uar_pages[static_cast<size_t>(idx)]) continue;
-      (void)adopt_uar_page_locked(self, static_cast<uint32_t>(idx), reinterpret_cast<uint8_t*>(at));
+      (void)adopt_uar_page_locked(self, static_cast<uint32_t>(idx), reinterpret_cast<uint8_t*>(at),
+                                  offset + (at - start));
     }
   }
   std::fclose(maps);
@@ -298,7 +312,9 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
   void* p = libc::mmap(addr, len, prot | PROT_READ | PROT_WRITE, flags, ctx->uar_memfd, off);
   if (p == MAP_FAILED) return p;
   if (!ctx->uar_pages[idx]) {
-    if (Status st = adopt_uar_page_locked(ctx, idx, static_cast<uint8_t*>(p)); !st) {
+    if (Status st = adopt_uar_page_locked(ctx, idx, static_cast<uint8_t*>(p),
+                                          static_cast<uint64_t>(off));
+        !st) {
       libc::munmap(p, len);
       fail(EINVAL, st);
       return MAP_FAILED;
@@ -324,13 +340,19 @@ bool command_munmap(void* addr, size_t len) {
   if (!ctx) return false;
   std::lock_guard<std::mutex> lock(ctx->mu);
   auto* page = static_cast<uint8_t*>(addr);
-  for (auto& p : ctx->uar_pages)
-    if (p == page) p = nullptr;
+  uint8_t* view = nullptr;
+  for (size_t i = 0; i < ctx->uar_pages.size(); ++i) {
+    if (ctx->uar_pages[i] != page) continue;
+    ctx->uar_pages[i] = nullptr;
+    if (i < ctx->uar_device_views.size()) std::swap(view, ctx->uar_device_views[i]);
+  }
   if (!ctx->qps.empty()) {
     ctx->kept_mappings.emplace_back(page, len);
+    if (view) ctx->kept_device_views.push_back(view);
     return true;
   }
   sim::detach_uar_page(*ctx->dev->dev, page);
+  if (view) libc::munmap(view, kPage);
   return false;
 }
 
@@ -367,6 +389,12 @@ void teardown_locked(Context& ctx) {
     libc::munmap(page, len);
   }
   ctx.kept_mappings.clear();
+  // The device no longer reads any page: its own mappings go.
+  for (uint8_t* view : ctx.uar_device_views)
+    if (view) libc::munmap(view, kPage);
+  ctx.uar_device_views.clear();
+  for (uint8_t* view : ctx.kept_device_views) libc::munmap(view, kPage);
+  ctx.kept_device_views.clear();
   // The application's own mappings of the pages stay valid (memfd pages outlive the fd).
   ctx.uar_pages.clear();
   if (ctx.uar_memfd >= 0) libc::close(ctx.uar_memfd);

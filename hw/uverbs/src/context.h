@@ -100,7 +100,11 @@ struct Context {
   uint32_t static_pages = 0;  // uar_pages[0, static_pages) static, the rest dynamic
   int uar_memfd = -1;
   std::vector<uint8_t*> uar_pages;  // the first mapping of each UAR page (static, then dynamic)
+  // The device's own mapping of each adopted page, which it reads its registers through: the
+  // application may unmap its own (sim::attach_uar_page).
+  std::vector<uint8_t*> uar_device_views;
   std::vector<std::pair<uint8_t*, size_t>> kept_mappings;  // munmap deferred to teardown
+  std::vector<uint8_t*> kept_device_views;                 // the device's, for those pages
   std::vector<uint32_t> bfreg_users;  // QPs per register, indexed page * 4 + k
   uint32_t next_handle = 0;
   std::map<uint32_t, PdObject> pds;

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "rnicdv/doorbell/device_wake.h"
 #include "rnicdv/doorbell/register_lock.h"
 #include "rnicdv/status.h"
 #include "rnicdv/wqe/send_wqe.h"
@@ -55,12 +56,18 @@ class SendDoorbell {
   void ring_with_head(__be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe,
                       uint32_t last_ds, const uint32_t& before_last, wqe::SqRing ring) noexcept;
 
+  // A device that sleeps between doorbells is woken after the register write (device_wake.h).
+  void set_wake(const std::atomic<uint32_t>* asleep, int kick_fd) noexcept {
+    wake_.init(asleep, kick_fd);
+  }
+
   DoorbellMode mode() const noexcept { return mode_; }
   uint32_t bf_offset() const noexcept { return offset_; }  // current half (tests)
 
  private:
   uint8_t* reg_ = nullptr;
   RegisterLock* lock_ = nullptr;  // db_lock only
+  DeviceWake wake_;
   uint32_t bf_size_ = 0;
   uint32_t offset_ = 0;
   DoorbellMode mode_ = DoorbellMode::db;

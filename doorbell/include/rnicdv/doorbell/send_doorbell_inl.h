@@ -43,6 +43,7 @@ namespace rnicdv::doorbell {
   // Consecutive doorbells alternate between the register's two halves so that a BlueFlame
   // write never lands in a buffer the device may still be draining (libmlx5 bf->offset).
   offset_ ^= bf_size_;
+  wake_.after_register_write();
 }
 
 inline void SendDoorbell::ring(__be32* dbrec, uint32_t pi, const uint8_t* last_wqe,

@@ -18,6 +18,7 @@
 #include "rnicdv/detail/qp_core.h"
 #include "rnicdv/detail/qp_table.h"
 #include "rnicdv/detail/spinlock.h"
+#include "rnicdv/doorbell/device_wake.h"
 #include "rnicdv/hw/device.h"
 #include "rnicdv/wqe/cqe.h"
 #include "rnicdv/wqe/work_request.h"
@@ -92,6 +93,7 @@ struct CqCore {
   std::shared_ptr<ChannelCore> channel;
   uint64_t event_context = 0;
   void* cq_uar = nullptr;
+  doorbell::DeviceWake arm_wake;            // after the arm's register write
   std::atomic<uint32_t> arm_sn{0};          // the CQ's event sequence number (2 bits used)
   std::atomic<bool> software_armed{false};  // an arm waits; software completions fire it
   std::atomic<uint32_t> events_taken{0};

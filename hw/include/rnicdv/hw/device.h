@@ -9,6 +9,7 @@
 
 #include <infiniband/mlx5dv.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -140,16 +141,26 @@ struct QpCaps {
   uint32_t max_inline_data = 0;
 };
 
+// A device in software sleeps between doorbells (a ConnectX does not need this): while it
+// sleeps `*asleep` is non-zero, and a driver that rings it writes the eventfd `kick_fd` after
+// its register write (doorbell/device_wake.h). Null for hardware. Valid while the device is.
+struct DeviceWakeView {
+  const std::atomic<uint32_t>* asleep = nullptr;
+  int kick_fd = -1;
+};
+
 // What the driver needs to post to a QP: the mlx5dv_qp view and what was granted.
 struct QpView {
   mlx5dv_qp dv{};            // dbrec, sq{buf,wqe_cnt,stride}, rq{...}, bf{reg,size}
   uint32_t qpn = 0;
   bool bf_shared = false;    // the doorbell register is shared with other QPs
   QpCaps granted;            // after rounding
+  DeviceWakeView wake;       // after every register write (doorbell)
 };
 
 struct CqView {
   mlx5dv_cq dv{};            // buf, dbrec, cqe_cnt, cqe_size, cq_uar, cqn
+  DeviceWakeView wake;       // after every register write (arm)
 };
 
 // A shared receive queue (wqe/srq_wqe.h): its ring, doorbell record and number.

@@ -67,18 +67,15 @@ void Flush::flush_sq(QpObj& qp) {
     if (ahead == 0 || ahead > qp.sq.bb_count) {
       // A scanning device flushes valid-looking WQEs past the DBR too.
       if (!ctx_.profile().fetches_beyond_dbr || qp.host_failed) break;
-      bool valid = false;
-      if (!read_queue(qp,
-                      [&] {
-                        valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn,
-                                                          qp.transport());
-                      }) ||
-          !valid)
+      if (!mirror_sq_beyond(qp, qp.sq_consumed) ||
+          !wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn, qp.transport()))
         break;
       beyond = true;
+    } else if (!mirror_sq(qp, qp.sq_consumed, qp.sq_consumed + ahead)) {
+      break;
     }
     uint8_t ctrl[8];
-    if (!read_queue(qp, [&] { std::memcpy(ctrl, qp.sq.bb(qp.sq_consumed), sizeof ctrl); })) break;
+    std::memcpy(ctrl, qp.sq.bb(qp.sq_consumed), sizeof ctrl);
     const uint32_t ds = load_be32(ctrl + 4) & 0x3f;
     w.pi = qp.sq_consumed;
     w.mlx5_opcode = static_cast<uint8_t>(load_be32(ctrl) & 0xff);
@@ -119,7 +116,7 @@ void Flush::reset(QpObj& qp) {
   qp.remote_ipv4 = 0;
   qp.db_pending = false;
   qp.rtr_db_kept = false;
-  qp.sq_limit = qp.sq_consumed = qp.rq_consumed = 0;
+  qp.sq_limit = qp.sq_consumed = qp.rq_consumed = qp.sq_mirrored = 0;
   qp.seen_sq_dbr = load_sq_dbr(qp);
   qp.seen_rq_dbr = load_rq_dbr(qp);
   qp.wq_head = qp.wq_send = qp.wq_tail = 0;

@@ -130,7 +130,9 @@ bool Responder::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
   if (pkt::opcode_info(p.bth.opcode).kind != pkt::OpKind::send) return true;
   wqe::DecodedRecvWqe d;
   wqe::WqeDefect defect = wqe::WqeDefect::none;
-  if (!read_queue(qp, [&] { defect = wqe::decode_recv_wqe(qp.rq, r.counter, &d); })) {
+  if (mirror_rq(qp, r.counter)) {
+    defect = wqe::decode_recv_wqe(qp.rq, r.counter, &d);
+  } else {
     // The receive queue's memory is gone: the sender gets a NAK, this QP goes to ERR.
     fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
          hw::AsyncEventType::qp_fatal);
@@ -188,15 +190,9 @@ bool Responder::take_srq_wqe(QpObj& qp, const pkt::Packet& p) {
   uint16_t next = 0;
   wqe::DecodedRecvWqe d;
   wqe::WqeDefect defect = wqe::WqeDefect::none;
-  const auto read = [&] {
-    next = srq.ring.next(index);
-    if (is_send) defect = wqe::decode_srq_wqe(srq.ring, index, &d);
-  };
-  if (srq.external) [[unlikely]] {
-    if (!host_guarded(read)) return srq_memory_gone(qp, p);
-  } else {
-    read();
-  }
+  if (!mirror_srq(srq, index)) return srq_memory_gone(qp, p);
+  next = srq.ring.next(index);
+  if (is_send) defect = wqe::decode_srq_wqe(srq.ring, index, &d);
   srq.next_index = next;
   ++srq.consumed;
   if (srq.limit != 0 && posted - 1u < srq.limit) {
@@ -348,18 +344,11 @@ void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
     return;
   }
   // Atomic with respect to every device of the process (host order, like rxe).
-  auto* target = reinterpret_cast<uint64_t*>(host);
   uint64_t orig = 0;
   const bool cas = p.bth.opcode == pkt::opcode::rc_compare_swap;
-  if (!host_guarded([&] {
-        if (cas) {
-          orig = a.compare;
-          __atomic_compare_exchange_n(target, &orig, a.swap_add, false, __ATOMIC_SEQ_CST,
-                                      __ATOMIC_SEQ_CST);
-        } else {
-          orig = __atomic_fetch_add(target, a.swap_add, __ATOMIC_SEQ_CST);
-        }
-      })) {
+  if (!host_atomic64(reinterpret_cast<uint64_t*>(host),
+                     cas ? HostAtomic::compare_swap : HostAtomic::fetch_add, a.swap_add,
+                     a.compare, &orig)) {
     ++ctx_.counters().host_memory_faults;
     fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return;

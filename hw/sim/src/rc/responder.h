@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "../packet/packet.h"
 #include "context.h"
@@ -44,6 +45,9 @@ class Responder {
 
   Context& ctx_;
   Flush& flush_;
+  // One READ response packet's payload, read from the region (host_access.h) before the
+  // packet is built: 4096 bytes, the largest MTU.
+  std::vector<uint8_t> payload_ = std::vector<uint8_t>(4096);
 };
 
 }  // namespace rnicdv::sim::rc

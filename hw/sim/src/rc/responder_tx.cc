@@ -102,16 +102,16 @@ bool Responder::send_read_response(QpObj& qp, RespJob& job) {
   else
     p.bth.opcode = pkt::opcode::rc_read_response_middle;
   p.aeth = pkt::Aeth{pkt::aeth::kAck | pkt::aeth::kCreditInvalid, job.msn};
-  p.payload = host;
-  p.payload_len = len;
-  size_t n = 0;
-  if (!host_guarded([&] { n = pkt::build_packet(p, ctx_.frame(), ctx_.frame_size()); })) {
+  if (len > payload_.size() || !host_read(payload_.data(), host, len)) {
     // The region's pages were taken away after registration: nothing of them is sent.
     ++ctx_.counters().host_memory_faults;
     qp.resp_queue.pop_front();
     fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return false;
   }
+  p.payload = payload_.data();
+  p.payload_len = len;
+  const size_t n = pkt::build_packet(p, ctx_.frame(), ctx_.frame_size());
   ++job.next_pkt;
   ctx_.transmit(qp, ctx_.frame(), n);
   return true;

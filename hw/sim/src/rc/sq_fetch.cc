@@ -79,13 +79,8 @@ bool SqFetcher::has_fetchable(QpObj& qp, bool* beyond_dbr) {
     qp.sq_limit = qp.sq_consumed + ahead;
     return true;
   }
-  bool valid = false;
-  if (!read_queue(qp,
-                  [&] {
-                    valid = wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn,
-                                                      qp.transport());
-                  }) ||
-      !valid)
+  if (!mirror_sq_beyond(qp, qp.sq_consumed) ||
+      !wqe::looks_valid_send_wqe(qp.sq, qp.sq_consumed, qp.qpn, qp.transport()))
     return false;
   *beyond_dbr = true;
   return true;
@@ -106,13 +101,11 @@ bool SqFetcher::fetch_next(QpObj& qp) {
   wqe::DecodedSendWqe& d = *decoded_;
   const uint32_t pi = qp.sq_consumed;
   wqe::WqeDefect defect = wqe::WqeDefect::none;
-  // A WQE in memory the application took away is not fetched; the QP goes to ERR.
-  if (!read_queue(qp, [&] {
-        defect = wqe::decode_send_wqe(qp.sq, pi, qp.qpn, &d, inline_scratch_.data(),
-                                      static_cast<uint32_t>(inline_scratch_.size()),
-                                      qp.transport());
-      }))
-    return false;
+  // A WQE in memory the application took away is not fetched; the QP goes to ERR. One
+  // beyond the doorbell record was copied by has_fetchable().
+  if (!beyond && !mirror_sq(qp, pi, qp.sq_limit)) return false;
+  defect = wqe::decode_send_wqe(qp.sq, pi, qp.qpn, &d, inline_scratch_.data(),
+                                static_cast<uint32_t>(inline_scratch_.size()), qp.transport());
   SendWqe& w = qp.wqe_at(qp.wq_tail);
   std::vector<LocalSeg> segs = std::move(w.segs);
   std::vector<uint8_t> inline_data = std::move(w.inline_data);

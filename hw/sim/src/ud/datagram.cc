@@ -115,7 +115,8 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
   wqe::WqeDefect defect = wqe::WqeDefect::none;
   // A receive queue whose memory is gone marks the QP; the engine then fails it (QP_FATAL)
   // and the flush completes this receive.
-  if (!rc::read_queue(qp, [&] { defect = wqe::decode_recv_wqe(qp.rq, r.counter, &d); })) return;
+  if (!rc::mirror_rq(qp, r.counter)) return;
+  defect = wqe::decode_recv_wqe(qp.rq, r.counter, &d);
   if (defect != wqe::WqeDefect::none)
     return recv_error(qp, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, hw::AsyncEventType::qp_fatal);
   std::vector<LocalSeg>& segs = r.segs;

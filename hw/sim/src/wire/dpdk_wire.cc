@@ -112,6 +112,7 @@ class DpdkWire final : public WireBase {
   ~DpdkWire() override;
 
   WireKind kind() const override { return WireKind::dpdk; }
+  bool polled() const override { return true; }  // a port's receive ring has no fd here
   Result<Endpoint> attach(Endpoint local, WireSink* sink) override;
   void detach(Endpoint local) override;
   void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) override;

@@ -104,6 +104,9 @@ class Wire {
     (void)local;
     return -1;
   }
+  // True when frames for this process can arrive without a wait fd or a kick (a DPDK port,
+  // whose receive ring only a poll sees): a sleeping device must wake on its own to look.
+  virtual bool polled() const { return false; }
 
   virtual WireCounters counters() const = 0;
 
