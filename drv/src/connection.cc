@@ -277,11 +277,17 @@ ConnectionCore::~ConnectionCore() {
   if (established_token) unregister_established(established_token);
   if (comm_est_token) unregister_comm_est(comm_est_token);
   if (qp && !active) {
-    std::lock_guard lock(device->mutex);
-    if (qp->comm_est_fn == &forward_comm_est) {
-      qp->comm_est_fn = nullptr;
-      qp->comm_est_ctx = nullptr;
+    bool ours = false;
+    {
+      std::lock_guard lock(device->mutex);
+      ours = qp->comm_est_fn == &forward_comm_est;
+      if (ours) {
+        qp->comm_est_fn = nullptr;
+        qp->comm_est_ctx = nullptr;
+      }
     }
+    // The token is gone already: a call the device has under way finds nothing.
+    if (ours && qp->hw_qp) (void)qp->hw_qp->set_comm_est_notifier(nullptr, nullptr);
   }
   if (state != ConnectionState::closed && qp) [[maybe_unused]]
     Status st = fail_qp();

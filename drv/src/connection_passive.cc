@@ -74,14 +74,18 @@ Result<Connection> ConnectionRequest::accept(QueuePair& qp, std::span<const uint
     return st.prepend(what);
   }
 
-  // COMM_EST stands in for a lost RTU: Device::process_events() hands it to this connection.
-  core->comm_est_token = detail::register_comm_est(core->cm.get());
-  qp.set_comm_est_handler(&detail::forward_comm_est,
-                          reinterpret_cast<void*>(static_cast<uintptr_t>(core->comm_est_token)));
-
   // RTS the moment the backend learns of the establishment, from its thread (see
   // ConnectionOptions::release_at_establishment).
-  if (options.release_at_establishment && q.threading != Threading::single) {
+  const bool release = options.release_at_establishment && q.threading != Threading::single;
+
+  // COMM_EST stands in for a lost RTU: Device::process_events() hands it to this connection,
+  // and so does the device itself where it learns it when the QP is released there.
+  core->comm_est_token = detail::register_comm_est(core->cm.get());
+  qp.set_comm_est_handler(&detail::forward_comm_est,
+                          reinterpret_cast<void*>(static_cast<uintptr_t>(core->comm_est_token)),
+                          release);
+
+  if (release) {
     core->established_token = detail::register_established(core.get());
     if (!core->cm->set_established_notifier(
             &detail::on_established,

@@ -146,11 +146,16 @@ uint32_t QueuePair::withheld() const noexcept {
   return core_->withheld.load(std::memory_order_relaxed);
 }
 
-void QueuePair::set_comm_est_handler(void (*fn)(void* ctx), void* ctx) {
+void QueuePair::set_comm_est_handler(void (*fn)(void* ctx), void* ctx, bool where_learnt) {
   if (core_->is_moved_from()) return;
-  std::lock_guard lock(core_->device->mutex);
-  core_->comm_est_fn = fn;
-  core_->comm_est_ctx = ctx;
+  {
+    std::lock_guard lock(core_->device->mutex);
+    core_->comm_est_fn = fn;
+    core_->comm_est_ctx = ctx;
+  }
+  // Outside the device's lock: the backend may be calling the previous notifier, which takes
+  // it to move the QP.
+  if (core_->hw_qp) (void)core_->hw_qp->set_comm_est_notifier(where_learnt ? fn : nullptr, ctx);
 }
 
 namespace detail {

@@ -95,11 +95,13 @@ struct Side {
   }
 
   // Polls (driving the fabric) until `n` completions in all were seen or `timeout` passes.
-  bool wait_completions(size_t n, std::chrono::milliseconds timeout = 10s) {
+  // Polls the CQ (which drives the device) until `n` completions arrived; with `read_async`,
+  // the device's asynchronous events are processed too (Device::process_events).
+  bool wait_completions(size_t n, std::chrono::milliseconds timeout = 10s, bool read_async = true) {
     const auto end = std::chrono::steady_clock::now() + timeout;
     while (completed() < n && std::chrono::steady_clock::now() < end) {
       poll();
-      dev->process_events();
+      if (read_async) dev->process_events();
     }
     return completed() >= n;
   }

@@ -173,6 +173,35 @@ TEST_CASE("with the RTU lost, COMM_EST establishes the passive side exactly once
   CHECK(x.passive->state() == ConnectionState::established);
 }
 
+TEST_CASE("with the RTU lost, the device releases the passive QP where it learns COMM_EST, "
+          "before the application reads anything") {
+  Accepted x = accept_and_post_early(hw::DeviceProfile{});
+  x.a.cm().drop_outgoing(sim::cm::AttrId::rtu, 1000);  // every RTU, first and resent
+  REQUIRE(wait_event(*x.active).type == ConnectionEventType::established);
+  for (uint32_t i = 0; i < 2; ++i) REQUIRE(x.b.post_recv(200 + i, 32 + i) == Errc::ok);
+  REQUIRE(x.a.post_send(300, 8) == Errc::ok);
+  // Only the passive side's CQ is polled: neither its async events nor its connection events
+  // are read. The first request raised COMM_EST in the device, which released the QP.
+  REQUIRE(x.b.wait_completions(kEarlySends + 1, 10s, false));
+  CHECK(x.b.qp->state() == hw::QpState::rts);
+  CHECK(x.passive->state() == ConnectionState::accepted);  // the application has not looked
+  CHECK(x.b.sim->counters().comm_est_raised == 1);
+  CHECK(x.b.cm().counters().comm_est_established == 1);
+  CHECK(x.b.snapshot().uar_doorbells == 1);  // the batch rang once
+  x.b.check_each_once(0, kEarlySends, IBV_WC_SUCCESS);
+  x.b.check_each_once(200, 1, IBV_WC_SUCCESS);
+  REQUIRE(x.a.wait_completions(kEarlySends + 1));
+  // ESTABLISHED still comes, once, when the application looks; the async event finds the
+  // connection established already.
+  std::optional<ConnectionEvent> eb = wait_event_with_async(*x.passive, *x.b.dev, 10s);
+  REQUIRE(eb);
+  CHECK(eb->type == ConnectionEventType::established);
+  for (int i = 0; i < 50; ++i) {
+    x.b.dev->process_events();
+    CHECK_FALSE(x.passive->poll_event());
+  }
+}
+
 TEST_CASE("with the RTU lost and no traffic, the REP retry brings a new RTU") {
   Accepted x = accept_and_post_early(hw::DeviceProfile{});
   x.a.cm().drop_outgoing(sim::cm::AttrId::rtu, 1);

@@ -50,14 +50,24 @@ bool Hca::try_run_once() {
 // events it raised and the GSI's handlers.
 bool Hca::run_pass(std::unique_lock<std::mutex> lock) {
   std::vector<std::pair<uint32_t, uint32_t>> fired;
+  std::vector<std::pair<void (*)(void*), void*>> comm_est;
   transmitted_ = false;
   bool did = engine_pass_locked(now());
   if (transmitted_ && !shared_.deterministic()) shared_.kick_sleepers(this);
   if (!fired_cq_events_.empty()) [[unlikely]]
     fired.swap(fired_cq_events_);
+  if (!fired_comm_est_.empty()) [[unlikely]]
+    comm_est.swap(fired_comm_est_);
   lock.unlock();
   if (!fired.empty()) [[unlikely]]
     did |= deliver_cq_events(fired);
+  if (!comm_est.empty()) [[unlikely]] {
+    // Where COMM_EST is learnt, the connection layer releases the passive QP's withheld work
+    // (rnicdv/connection.h), as the RTU's arrival does. No lock is held: the notifier may
+    // modify the QP and clear itself.
+    for (const auto& [fn, ctx] : comm_est) fn(ctx);
+    did = true;
+  }
   did |= gsi_.dispatch();
   return did;
 }
@@ -416,6 +426,18 @@ void Hca::set_tx_tap(TxTap tap) {
 void Hca::raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn, uint32_t srqn) {
   hw::AsyncEvent ev{type, qpn, cqn, srqn};
   events_.push(ev);
+  if (type == hw::AsyncEventType::comm_est) {
+    if (QpObj* qp = find_qp(qpn); qp && qp->comm_est_fn)
+      fired_comm_est_.emplace_back(qp->comm_est_fn, qp->comm_est_ctx);
+  }
+}
+
+void Hca::set_comm_est_notifier(QpObj* qp, void (*fn)(void*), void* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  qp->comm_est_fn = fn;
+  qp->comm_est_ctx = ctx;
+  if (!fn)
+    std::erase_if(fired_comm_est_, [ctx](const auto& f) { return f.second == ctx; });
 }
 
 }  // namespace rnicdv::sim

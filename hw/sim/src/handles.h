@@ -73,6 +73,10 @@ class SimQp final : public hw::Qp {
     return hca_->modify_qp(qp_, attr, mask);
   }
   hw::QpState state() const override { return hca_->qp_state(qp_); }
+  bool set_comm_est_notifier(void (*fn)(void* ctx), void* ctx) override {
+    hca_->set_comm_est_notifier(qp_, fn, ctx);
+    return true;
+  }
   QpObj* obj() const { return qp_; }
   Hca& hca_ref() const { return *hca_; }
 

@@ -114,6 +114,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void set_user_index(QpObj* qp, uint32_t user_index);
   // Completion events of `cq` go to `fn` (empty: off). See handles.h set_cq_event_handler.
   Status set_cq_event_handler(CqObj* cq, std::function<void()> fn);
+  // COMM_EST of `qp` goes to `fn(ctx)` after the pass that raised it (hw::Qp).
+  void set_comm_est_notifier(QpObj* qp, void (*fn)(void*), void* ctx);
 
   DeviceCounters counters() const;
   Result<QpSnapshot> qp_snapshot(uint32_t qpn) const;
@@ -265,6 +267,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   std::vector<CqObj*> evented_cqs_;     // CQs with an event handler: their arms are watched
   // Completion events raised under mu_ and delivered after it is released: (cqn, handler_gen).
   std::vector<std::pair<uint32_t, uint32_t>> fired_cq_events_;
+  // COMM_ESTs raised under mu_, their notifiers called after it is released.
+  std::vector<std::pair<void (*)(void*), void*>> fired_comm_est_;
 
   // Completion-event handlers by CQN. event_mu_ guards them and is held while one runs, so a
   // handler removed under it is never called again. Lock order: event_mu_, then mu_.

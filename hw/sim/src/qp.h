@@ -217,6 +217,9 @@ struct QpObj {
   uint32_t res_next = 0;
   std::deque<RespJob> resp_queue;
   bool comm_est_raised = false;
+  // Called after the engine pass that raised COMM_EST (hw::Qp::set_comm_est_notifier).
+  void (*comm_est_fn)(void*) = nullptr;
+  void* comm_est_ctx = nullptr;
 
   QpCounters counters;
 

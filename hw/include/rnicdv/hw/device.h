@@ -239,6 +239,18 @@ class Qp {
   // the transition and the reason: "qp 0x1c: modify RTR->RTS: sq_psn not set".
   virtual Status modify(const QpAttr& attr, uint32_t mask) = 0;
   virtual QpState state() const = 0;  // the device's view
+  // COMM_EST where it is learnt (IBA 11.6.3.1: the first request reached the QP in RTR):
+  // `fn(ctx)` is called once per COMM_EST the QP raises, on the thread that learns it, with
+  // none of the backend's locks held (it may modify the QP), besides the asynchronous event
+  // the application reads. Null `fn` stops the calls; one already under way may still
+  // happen, so `ctx` must stay valid or be a token the callee looks up (the driver's is).
+  // Returns false if the backend cannot call back (the event then reaches the driver only
+  // through Device::next_async_event).
+  virtual bool set_comm_est_notifier(void (*fn)(void* ctx), void* ctx) {
+    (void)fn;
+    (void)ctx;
+    return false;
+  }
 };
 
 // Completion events (IBA 11.4.2.2, "Request Completion Notification"; ibv_comp_channel). A
