@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The simulated HCA as a guest in other people's programs: it takes over no signal, so
+// programs that handle, block or debug signals run unchanged with devices open and busy. Each
+// case uses threaded devices that went idle (their threads asleep, as after a pause in
+// traffic) and then rings them, which is where the device used to fault on purpose.
+#include <catch2/catch.hpp>
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "sim_harness.h"
+
+using namespace simtest;
+
+namespace {
+
+FabricOptions threaded_inproc() {
+  FabricOptions fo;
+  fo.mode = sim::ExecMode::threaded;
+  fo.wire = sim::WireKind::inproc;
+  return fo;
+}
+
+// Two threaded devices, connected, with a WRITE from `src` on a to `dst` on b.
+struct Traffic {
+  Pair p{threaded_inproc()};
+  Buffer src, dst;
+  uint8_t next_fill = 1;
+
+  Traffic() {
+    ConnectOptions o;
+    o.timeout = 14;
+    p.connect(o, o);
+    src = p.a.reg(64, all_remote(), 0);
+    dst = p.b.reg(64);
+  }
+  bool idle() const {
+    const hw::DeviceWakeView& w = p.a.scq->cq->view().wake;
+    return w.asleep && w.asleep->load(std::memory_order_acquire) != 0;
+  }
+  void wait_idle() {
+    REQUIRE(wait_real([&] { return idle(); }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // deep in its sleep
+  }
+  // Posts one WRITE and rings (as the driver does: register write, then the kick).
+  Errc post() {
+    std::memset(src.data(), next_fill, 64);
+    Sge sge{src.addr(), 64, src.lkey()};
+    SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
+    w.remote_addr = dst.addr();
+    w.rkey = dst.rkey();
+    return p.a.post_and_ring(w);
+  }
+  // The WRITE completed and its bytes landed.
+  bool landed() {
+    Completion c{};
+    if (!wait_real([&] { return p.a.poll_send(&c); }, 30)) return false;
+    const bool ok = c.status == IBV_WC_SUCCESS && dst.data()[0] == next_fill && dst.data()[63] == next_fill;
+    ++next_fill;
+    return ok;
+  }
+};
+
+std::atomic<int> g_segv{0};
+uint8_t* g_guard = nullptr;
+
+// A program's own SIGSEGV handler: a guard page it opens on first touch.
+void open_guard_page(int, siginfo_t* si, void*) {
+  g_segv.fetch_add(1);
+  if (si->si_addr >= g_guard && si->si_addr < g_guard + 4096)
+    ::mprotect(g_guard, 4096, PROT_READ | PROT_WRITE);
+}
+
+struct Handlers {
+  struct sigaction saved[3];
+  static constexpr int kSigs[3] = {SIGSEGV, SIGBUS, SIGTRAP};
+  Handlers() {
+    for (int i = 0; i < 3; ++i) REQUIRE(::sigaction(kSigs[i], nullptr, &saved[i]) == 0);
+  }
+  ~Handlers() {
+    for (int i = 0; i < 3; ++i) ::sigaction(kSigs[i], &saved[i], nullptr);
+  }
+  // Every handler is still what `expected` holds.
+  static void check_unchanged(const struct sigaction (&expected)[3]) {
+    for (int i = 0; i < 3; ++i) {
+      struct sigaction now {};
+      REQUIRE(::sigaction(kSigs[i], nullptr, &now) == 0);
+      INFO("signal " << kSigs[i]);
+      CHECK(now.sa_handler == expected[i].sa_handler);
+      CHECK((now.sa_flags & SA_SIGINFO) == (expected[i].sa_flags & SA_SIGINFO));
+    }
+  }
+};
+
+void install_guard_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = open_guard_page;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  REQUIRE(::sigaction(SIGSEGV, &sa, nullptr) == 0);
+}
+
+// The program's guard-page trick: touching the page faults once, the handler opens it.
+void use_guard_page() {
+  g_guard = static_cast<uint8_t*>(
+      ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(g_guard != MAP_FAILED);
+  const int before = g_segv.load();
+  *reinterpret_cast<volatile uint8_t*>(g_guard + 100) = 7;
+  CHECK(g_guard[100] == 7);
+  CHECK(g_segv.load() == before + 1);
+  ::munmap(g_guard, 4096);
+  g_guard = nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("opening and running devices leaves the program's signal handlers as they were") {
+  Handlers h;
+  Traffic t;
+  t.wait_idle();
+  REQUIRE(t.post() == Errc::ok);
+  CHECK(t.landed());
+  Handlers::check_unchanged(h.saved);
+}
+
+TEST_CASE("a SIGSEGV handler installed before the devices open keeps every fault, and doorbells "
+          "raise none") {
+  Handlers h;
+  install_guard_handler();
+  struct sigaction mine[3];
+  for (int i = 0; i < 3; ++i) REQUIRE(::sigaction(Handlers::kSigs[i], nullptr, &mine[i]) == 0);
+  g_segv = 0;
+  Traffic t;
+  for (int round = 0; round < 3; ++round) {
+    t.wait_idle();
+    REQUIRE(t.post() == Errc::ok);
+    CHECK(t.landed());
+  }
+  CHECK(g_segv.load() == 0);  // no doorbell faulted
+  use_guard_page();
+  Handlers::check_unchanged(mine);
+}
+
+TEST_CASE("a SIGSEGV handler installed after the device went idle gets only the program's faults") {
+  Handlers h;
+  Traffic t;
+  t.wait_idle();
+  install_guard_handler();
+  g_segv = 0;
+  for (int round = 0; round < 3; ++round) {
+    REQUIRE(t.post() == Errc::ok);
+    CHECK(t.landed());
+    t.wait_idle();
+  }
+  CHECK(g_segv.load() == 0);
+  use_guard_page();
+}
+
+TEST_CASE("a worker created while its creator blocks every signal posts to an idle device") {
+  Traffic t;
+  t.wait_idle();
+  sigset_t all, old;
+  sigfillset(&all);
+  REQUIRE(::pthread_sigmask(SIG_BLOCK, &all, &old) == 0);
+  Errc posted = Errc::internal;
+  std::thread worker([&] { posted = t.post(); });  // inherits the full mask
+  worker.join();
+  REQUIRE(::pthread_sigmask(SIG_SETMASK, &old, nullptr) == 0);
+  REQUIRE(posted == Errc::ok);
+  CHECK(t.landed());
+}
+
+namespace {
+Traffic* g_traffic = nullptr;
+Errc g_posted_in_handler = Errc::internal;
+void post_from_handler(int) {
+  g_posted_in_handler = g_traffic->post();
+}
+}  // namespace
+
+TEST_CASE("a post from a signal handler whose mask blocks everything reaches an idle device") {
+  Handlers h;
+  Traffic t;
+  g_traffic = &t;
+  struct sigaction sa {}, old {};
+  sa.sa_handler = post_from_handler;
+  sigfillset(&sa.sa_mask);
+  REQUIRE(::sigaction(SIGUSR1, &sa, &old) == 0);
+  t.wait_idle();
+  g_posted_in_handler = Errc::internal;
+  REQUIRE(::raise(SIGUSR1) == 0);
+  ::sigaction(SIGUSR1, &old, nullptr);
+  REQUIRE(g_posted_in_handler == Errc::ok);
+  CHECK(t.landed());
+  g_traffic = nullptr;
+}
+
+TEST_CASE("a process whose threads all block SIGSEGV keeps deep sleeps and prompt doorbells") {
+  // In a child, so that every thread (device threads included) starts with SIGSEGV blocked.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    sigset_t segv;
+    sigemptyset(&segv);
+    sigaddset(&segv, SIGSEGV);
+    ::pthread_sigmask(SIG_BLOCK, &segv, nullptr);
+    int code = 0;
+    {
+      Traffic t;
+      const auto begin = std::chrono::steady_clock::now();
+      for (int round = 0; round < 20 && code == 0; ++round) {
+        if (!wait_real([&] { return t.idle(); }, 10)) code = 3;
+        if (code == 0 && t.post() != Errc::ok) code = 4;
+        if (code == 0 && !t.landed()) code = 5;
+      }
+      // Twenty doorbells, each after the device went to sleep: a device that polled at a
+      // millisecond would still pass; one that could not be woken would take seconds.
+      if (code == 0 && std::chrono::steady_clock::now() - begin > std::chrono::seconds(5)) code = 6;
+      const uint64_t sleeps = t.p.a.dev->counters().sleeps;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      // Idle: at most a few more sleeps, not one per millisecond.
+      if (code == 0 && t.p.a.dev->counters().sleeps - sleeps > 6) code = 7;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  INFO("child exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
