@@ -7,7 +7,10 @@
 //                  frames; one ring per direction);
 //   ring-stream    one thread streams frames in bursts to another over the same ring;
 //   udp-pingpong   two processes ping-pong one UDP datagram over 127.0.0.1 (blocking
-//                  receives: each process sleeps until its datagram arrives).
+//                  receives: each process sleeps until its datagram arrives);
+//   udp-stream     one process streams datagrams in bursts (sendmmsg) to another, which
+//                  takes them in batches (recvmmsg), over 127.0.0.1, and acknowledges every
+//                  burst-th one so that the sender stays at most a window ahead.
 //
 // Frames are as long as the RoCEv2 datagram of an RDMA WRITE of `--size` bytes (BTH 12, RETH
 // 16, payload, ICRC 4). Latency uses rnicperf's write_lat maths (a timestamp before every
@@ -236,10 +239,93 @@ void udp_pingpong(uint32_t iters, uint32_t size) {
   print_latency("udp-pingpong", tposted, size);
 }
 
+// The receiver acknowledges after every `burst` datagrams; the sender keeps at most four
+// bursts unacknowledged (the simulated RC transport has a window too), so neither overruns
+// the socket buffers.
+void udp_stream(uint32_t messages, uint32_t size, uint32_t burst) {
+  sockaddr_in ca{}, sa{};
+  const int cfd = udp_socket(&ca);
+  const int sfd = udp_socket(&sa);
+  if (connect(cfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      connect(sfd, reinterpret_cast<sockaddr*>(&ca), sizeof ca) != 0)
+    fail(std::string("connect: ") + std::strerror(errno));
+  const uint32_t len = size + kRoceWriteOverhead;
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) fail(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    close(cfd);
+    std::vector<uint8_t> bufs(size_t{burst} * len);
+    std::vector<iovec> iov(burst);
+    std::vector<mmsghdr> msgs(burst);
+    for (uint32_t i = 0; i < burst; ++i) {
+      iov[i] = {bufs.data() + size_t{i} * len, len};
+      msgs[i].msg_hdr = msghdr{};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    uint32_t got = 0, acked = 0;
+    while (got < messages) {
+      const int n = recvmmsg(sfd, msgs.data(), burst, 0, nullptr);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        std::_Exit(2);
+      }
+      got += static_cast<uint32_t>(n);
+      while (got / burst > acked || (got == messages && acked * burst < messages)) {
+        udp_send(sfd, bufs.data(), 8);
+        ++acked;
+      }
+    }
+    std::_Exit(0);
+  }
+  close(sfd);
+  std::vector<uint8_t> buf(len, 0x5a);
+  std::vector<iovec> iov(burst, iovec{buf.data(), len});
+  std::vector<mmsghdr> msgs(burst);
+  for (uint32_t i = 0; i < burst; ++i) {
+    msgs[i].msg_hdr = msghdr{};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+  }
+  const auto& clock = rnicperf::Clock::get();
+  uint8_t ack[8];
+  uint32_t sent = 0, acked = 0;
+  const uint64_t t0 = clock.now();
+  while (sent < messages) {
+    while (sent / burst >= acked + 4) {
+      udp_receive(cfd, ack, sizeof ack);
+      ++acked;
+    }
+    const uint32_t n = std::min(burst, messages - sent);
+    for (uint32_t done = 0; done < n;) {
+      const int k = sendmmsg(cfd, msgs.data() + done, n - done, 0);
+      if (k < 0) {
+        if (errno != EINTR && errno != ENOBUFS && errno != EAGAIN)
+          fail(std::string("sendmmsg: ") + std::strerror(errno));
+        continue;
+      }
+      done += static_cast<uint32_t>(k);
+    }
+    sent += n;
+  }
+  while (acked * burst < messages) {
+    udp_receive(cfd, ack, sizeof ack);
+    ++acked;
+  }
+  const double secs = static_cast<double>(clock.now() - t0) / clock.ticks_per_sec();
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("udp-stream: the receiver failed");
+  std::printf("{\"test\": \"udp-stream\", \"size\": %u, \"messages\": %u, \"burst\": %u, "
+              "\"msg_rate_mpps\": %.4f, \"ns_per_msg\": %.4f}\n",
+              size, messages, burst, messages / secs / 1e6, secs * 1e9 / messages);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) fail("usage: rnicdv-bench-fabric ring-pingpong|ring-stream|udp-pingpong "
+  if (argc < 2) fail("usage: rnicdv-bench-fabric ring-pingpong|ring-stream|udp-pingpong|udp-stream "
                      "[--iters N] [--size BYTES] [--burst N]");
   const std::string test = argv[1];
   uint32_t iters = 10000, size = 8, burst = 32;
@@ -256,6 +342,7 @@ int main(int argc, char** argv) {
   if (test == "ring-pingpong") ring_pingpong(iters, size);
   else if (test == "ring-stream") ring_stream(iters, size, burst);
   else if (test == "udp-pingpong") udp_pingpong(iters, size);
+  else if (test == "udp-stream") udp_stream(iters, size, burst);
   else fail("unknown test '" + test + "'");
   return 0;
 }

@@ -5,15 +5,20 @@
 //   rnicdv-bench-sim-idle doorbell [--samples N] [--idle-ms M]
 //       Two threaded simulated HCAs on the in-process wire, a QP pair in RTS. Each sample
 //       leaves both devices idle for M ms (10), then posts one signaled 8-byte WRITE (a typed
-//       post: no progress hook runs on this thread) and times the doorbell store to the
-//       moment the device thread has executed the WQE (its wqes_executed counter moves).
-//       Prints p50 and p99 in ns as bench records.
+//       post: no progress hook runs on this thread; the driver kicks the sleeping device,
+//       doorbell/device_wake.h) and times the post to the moment the device's engine took the
+//       doorbell (DeviceCounters::last_doorbell_ns). Prints p50 and p99 in ns as bench
+//       records, beside the floor of any design that sleeps: a thread asleep on an eventfd
+//       for the same period, woken by a write.
+//   rnicdv-bench-sim-idle doorbell-libmlx5 [--samples N] [--idle-ms M]
+//       The same with libibverbs and the unmodified libmlx5 on "rnicsim0" and "rnicsim1" of
+//       the uverbs shim (run with LD_PRELOAD=<builddir>/hw/uverbs/librnicdv-uverbs.so and
+//       RNICDV_UVERBS_DEVICES=2): ibv_post_send stores the doorbell, and the store into the
+//       write-protected UAR page wakes the device (hw/sim/src/uar_watch.h).
 //   rnicdv-bench-sim-idle idle-cpu [--devices K] [--seconds S]
 //       K threaded devices (4), each with a QP in RTS, idle for S seconds (2): the CPU time
 //       their threads used, as a fraction of one core per device.
-//
-// Run it once as is and once with RNICDV_SIM_DOORBELL_WAKE=poll (the timed back-off alone)
-// for the baseline; run.py does both.
+#include <infiniband/verbs.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -25,6 +30,7 @@
 #include <thread>
 
 #include "bench_sim.h"
+#include "rnicdv/sim/sim.h"
 
 namespace {
 
@@ -96,6 +102,20 @@ std::vector<double> thread_wakeup_after_idle(uint32_t samples, uint32_t idle_ms)
   return ns;
 }
 
+// `ns` as p50 and p99 records named `base`, each beside the floor of any device that sleeps
+// when idle: a thread asleep on an eventfd for the same idle period, woken by a write, timed
+// from the write to the thread running.
+void print_beside_wakeup(const std::string& base, const std::vector<double>& ns, uint32_t samples,
+                         uint32_t idle_ms) {
+  const std::vector<double> wake = thread_wakeup_after_idle(samples, idle_ms);
+  std::vector<rnicdv::bench::Record> out;
+  out.push_back({base + "_p50", percentile(ns, 0.50), "ns", "thread_wakeup_idle_p50",
+                 percentile(wake, 0.50)});
+  out.push_back({base + "_p99", percentile(ns, 0.99), "ns", "thread_wakeup_idle_p99",
+                 percentile(wake, 0.99)});
+  rnicdv::bench::print_records(out, stdout);
+}
+
 void doorbell_after_idle(uint32_t samples, uint32_t idle_ms) {
   ThreadedPair p;
   const rnicdv::bench::Timer timer;
@@ -129,19 +149,136 @@ void doorbell_after_idle(uint32_t samples, uint32_t idle_ms) {
       if (std::chrono::steady_clock::now() > give_up) fail("doorbell: no completion in 10 s");
     }
   }
-  // The floor of any device that sleeps when idle: a thread asleep on an eventfd for the same
-  // idle period, woken by a write, timed from the write to the thread running.
-  const std::vector<double> wake = thread_wakeup_after_idle(samples, idle_ms);
-  const char* mode = std::getenv("RNICDV_SIM_DOORBELL_WAKE");
-  const bool poll = mode && std::string(mode) == "poll";
-  const std::string base = poll ? "sim_doorbell_to_execution_idle_polled" :
-                                  "sim_doorbell_to_execution_idle";
-  std::vector<rnicdv::bench::Record> out;
-  out.push_back({base + "_p50", percentile(ns, 0.50), "ns", "thread_wakeup_idle_p50",
-                 percentile(wake, 0.50)});
-  out.push_back({base + "_p99", percentile(ns, 0.99), "ns", "thread_wakeup_idle_p99",
-                 percentile(wake, 0.99)});
-  rnicdv::bench::print_records(out, stdout);
+  print_beside_wakeup("sim_doorbell_to_execution_idle", ns, samples, idle_ms);
+}
+
+// ---- libibverbs and libmlx5 through the uverbs shim ----------------------------------------
+
+ibv_context* open_verbs(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ibv_context* ctx = nullptr;
+  for (int i = 0; list && i < n; ++i)
+    if (std::string(ibv_get_device_name(list[i])) == name) ctx = ibv_open_device(list[i]);
+  if (list) ibv_free_device_list(list);
+  if (!ctx)
+    fail(std::string("no RDMA device '") + name + "': run with LD_PRELOAD=<builddir>/hw/uverbs/"
+         "librnicdv-uverbs.so and RNICDV_UVERBS_DEVICES=2");
+  return ctx;
+}
+
+// One side of a libibverbs RC connection on a device of the shim.
+struct VerbsEnd {
+  ibv_context* ctx;
+  ibv_pd* pd;
+  ibv_cq* cq;
+  ibv_qp* qp;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(4096);
+  ibv_mr* mr;
+  ibv_gid gid{};
+
+  explicit VerbsEnd(const char* name) : ctx(open_verbs(name)) {
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    mr = pd ? ibv_reg_mr(pd, buf.data(), buf.size(),
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+            : nullptr;
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 16;
+    init.cap.max_recv_wr = 1;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    qp = cq ? ibv_create_qp(pd, &init) : nullptr;
+    if (!qp || !mr || ibv_query_gid(ctx, 1, 3, &gid) != 0) fail(std::string(name) + ": objects");
+  }
+  ~VerbsEnd() {
+    ibv_destroy_qp(qp);
+    ibv_dereg_mr(mr);
+    ibv_destroy_cq(cq);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+  }
+  void connect(const VerbsEnd& peer) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      fail("INIT");
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = peer.qp->qp_num;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = peer.gid;
+    a.ah_attr.grh.sgid_index = 3;
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+      fail("RTR");
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+      fail("RTS");
+  }
+};
+
+// The shim's simulated HCA behind a device name, on the process-wide default fabric.
+std::shared_ptr<sim::Device> shim_device(const char* name) {
+  std::shared_ptr<sim::Fabric> fabric = must(sim::default_fabric(), "the shim's fabric");
+  for (const std::shared_ptr<sim::Device>& d : fabric->devices())
+    if (d->config().name == name) return d;
+  fail(std::string("the simulated HCA behind '") + name + "' is not on the default fabric");
+}
+
+void doorbell_libmlx5_after_idle(uint32_t samples, uint32_t idle_ms) {
+  VerbsEnd a("rnicsim0"), b("rnicsim1");
+  a.connect(b);
+  b.connect(a);
+  const std::shared_ptr<sim::Device> dev = shim_device("rnicsim0");
+  std::vector<double> ns;
+  uint64_t doorbells = dev->counters().uar_doorbells;
+  for (uint32_t i = 0; i < samples + 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+    ibv_sge sge{reinterpret_cast<uintptr_t>(a.buf.data()), 8, a.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b.buf.data());
+    wr.wr.rdma.rkey = b.mr->rkey;
+    ibv_send_wr* bad = nullptr;
+    const uint64_t t0 = monotonic_ns();
+    if (ibv_post_send(a.qp, &wr, &bad) != 0) fail("ibv_post_send");
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (dev->counters().uar_doorbells != doorbells) break;
+      if (std::chrono::steady_clock::now() > give_up) fail("doorbell: not taken in 10 s");
+    }
+    doorbells = dev->counters().uar_doorbells;
+    const uint64_t t1 = dev->counters().last_doorbell_ns;
+    if (i > 0) ns.push_back(static_cast<double>(t1 - t0));
+    ibv_wc wc{};
+    for (int got = 0; got == 0;) {
+      got = ibv_poll_cq(a.cq, 1, &wc);
+      if (got < 0 || (got > 0 && wc.status != IBV_WC_SUCCESS)) fail("doorbell: the WRITE failed");
+      if (std::chrono::steady_clock::now() > give_up) fail("doorbell: no completion in 10 s");
+    }
+  }
+  print_beside_wakeup("sim_doorbell_to_execution_idle_libmlx5", ns, samples, idle_ms);
 }
 
 double cpu_seconds(clockid_t id) {
@@ -164,11 +301,8 @@ void idle_cpu(uint32_t devices, uint32_t seconds) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   const double used = (cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - p0) -
                       (cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - m0);
-  const char* mode = std::getenv("RNICDV_SIM_DOORBELL_WAKE");
-  const bool poll = mode && std::string(mode) == "poll";
   std::vector<rnicdv::bench::Record> out;
-  out.push_back({poll ? "sim_idle_cpu_per_device_polled" : "sim_idle_cpu_per_device",
-                 used / wall / n, "core", "", 0});
+  out.push_back({"sim_idle_cpu_per_device", used / wall / n, "core", "", 0});
   rnicdv::bench::print_records(out, stdout);
 }
 
@@ -176,7 +310,7 @@ void idle_cpu(uint32_t devices, uint32_t seconds) {
 
 int main(int argc, char** argv) {
   if (argc < 2)
-    fail("usage: rnicdv-bench-sim-idle doorbell [--samples N] [--idle-ms M] | "
+    fail("usage: rnicdv-bench-sim-idle doorbell|doorbell-libmlx5 [--samples N] [--idle-ms M] | "
          "idle-cpu [--devices K] [--seconds S]");
   const std::string test = argv[1];
   uint32_t samples = 200, idle_ms = 10, devices = 4, seconds = 2;
@@ -190,6 +324,7 @@ int main(int argc, char** argv) {
     else fail("unknown option '" + opt + "'");
   }
   if (test == "doorbell") doorbell_after_idle(samples, idle_ms);
+  else if (test == "doorbell-libmlx5") doorbell_libmlx5_after_idle(samples, idle_ms);
   else if (test == "idle-cpu") idle_cpu(devices, seconds);
   else fail("unknown test '" + test + "'");
   return 0;

@@ -106,7 +106,7 @@ void Hca::thread_main() {
   const int wire_fd = shared_.wire->wait_fd(endpoint_);
   const bool wire_polled = shared_.wire->polled();
   uint64_t wire_poll_ns = kFirstWirePollNs;
-  std::vector<uint8_t*> rung;
+  std::vector<uint8_t*> rung, watch;
   // The default timer slack (50 us) would add to every timed sleep (a protocol timer, or the
   // polled bound).
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -131,7 +131,11 @@ void Hca::thread_main() {
     // application's UAR mappings are write-protected first, so that libmlx5's first store
     // wakes it (uar_watch.h).
     const bool deep = sleep_ns > kLastTimedSleepNs;
-    const bool watched = deep && uar_watch_.arm();
+    bool watched = false;
+    if (deep) {
+      pages_to_watch(&watch);
+      watched = uar_watch_.arm(watch);
+    }
     asleep_.store(1, std::memory_order_seq_cst);
     if (run_once()) {
       asleep_.store(0, std::memory_order_relaxed);
@@ -177,12 +181,15 @@ void Hca::thread_main() {
     if (wire_fd >= 0 && (fds[1].revents & POLLIN)) woken = true;
     if (deep) {
       uar_watch_.take_events(&rung);
-      uar_watch_.disarm();
       if (!rung.empty()) {
+        // The doorbell first (its records were written before the store that waits), then the
+        // store's release.
         note_rung_pages(rung);
         rung.clear();
         woken = true;
+        run_once();
       }
+      uar_watch_.disarm();
     }
     // Woken by something: back to spinning and short sleeps. A timed sleep that simply ended
     // looks once (the next pass) and sleeps longer.

@@ -218,7 +218,6 @@ bool Hca::scan_doorbells_locked() {
     }
     if (n == 0 && !caught) continue;
     did = true;
-    counters_.last_doorbell_ns = now();
     QpObj* named[2] = {nullptr, nullptr};
     for (int k = 0; k < n; ++k) {
       ++counters_.uar_doorbells;
@@ -244,6 +243,20 @@ bool Hca::scan_doorbells_locked() {
     }
   }
   return did;
+}
+
+void Hca::pages_to_watch(std::vector<uint8_t*>* out) {
+  out->clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto add = [out](const void* in_page) {
+    auto* page = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(in_page) &
+                                            ~(kUarPageBytes - 1));
+    if (std::find(out->begin(), out->end(), page) == out->end()) out->push_back(page);
+  };
+  for (const auto& reg : registers_)
+    if (!reg->owned && !reg->qps.empty()) add(reg->app_base);
+  for (const CqObj* cq : evented_cqs_)
+    if (cq->external && cq->view.dv.cq_uar) add(cq->view.dv.cq_uar);
 }
 
 void Hca::note_rung_pages(const std::vector<uint8_t*>& pages) {
@@ -284,7 +297,10 @@ void Hca::on_doorbell_locked(QpObj& qp) {
     case hw::QpState::rts:
     case hw::QpState::sqd: {
       const uint16_t ahead = static_cast<uint16_t>(dbr - qp.sq_consumed);
-      if (ahead != 0 && ahead <= qp.sq.bb_count) qp.sq_limit = qp.sq_consumed + ahead;
+      if (ahead != 0 && ahead <= qp.sq.bb_count && qp.sq_limit != qp.sq_consumed + ahead) {
+        qp.sq_limit = qp.sq_consumed + ahead;
+        counters_.last_doorbell_ns = now();
+      }
       break;
     }
     case hw::QpState::sqe:

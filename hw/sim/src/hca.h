@@ -299,6 +299,9 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void thread_main();
   // Pages whose stores woke the thread (under mu_).
   void note_rung_pages(const std::vector<uint8_t*>& pages);
+  // The application's UAR pages software may ring now: those with a register a QP is bound
+  // to, and the CQ doorbell pages of CQs whose events are watched.
+  void pages_to_watch(std::vector<uint8_t*>* out);
 };
 
 }  // namespace rnicdv::sim

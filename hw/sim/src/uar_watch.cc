@@ -77,10 +77,7 @@ bool UarWatch::add(uint8_t* page) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Page& p : pages_)
     if (p.addr == page) return true;
-  if (fd_ < 0) {
-    incomplete_ = true;
-    return false;
-  }
+  if (fd_ < 0) return false;
   // The first store must find a page table entry to protect: touch the page (a read maps a
   // shared page writable).
   (void)*static_cast<volatile uint8_t*>(page);
@@ -88,10 +85,7 @@ bool UarWatch::add(uint8_t* page) {
   reg.range.start = reinterpret_cast<uintptr_t>(page);
   reg.range.len = kPage;
   reg.mode = UFFDIO_REGISTER_MODE_WP;
-  if (::ioctl(fd_, UFFDIO_REGISTER, &reg) != 0) {
-    incomplete_ = true;
-    return false;
-  }
+  if (::ioctl(fd_, UFFDIO_REGISTER, &reg) != 0) return false;
   pages_.push_back(Page{page, false});
   return true;
 }
@@ -105,11 +99,6 @@ void UarWatch::remove(uint8_t* page) {
   // is no longer registered, and its waiters (none can wait on an unmapped page) need none.
   (void)::ioctl(fd_, UFFDIO_UNREGISTER, &range);
   pages_.erase(it);
-}
-
-bool UarWatch::complete() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !incomplete_;
 }
 
 bool UarWatch::protect(Page& p, bool on) {
@@ -129,12 +118,17 @@ bool UarWatch::protect(Page& p, bool on) {
   return false;
 }
 
-bool UarWatch::arm() {
+bool UarWatch::arm(const std::vector<uint8_t*>& pages) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (incomplete_) return false;
   bool all = true;
-  for (Page& p : pages_)
-    if (!p.armed && !protect(p, true)) all = false;
+  for (uint8_t* addr : pages) {
+    auto it = std::find_if(pages_.begin(), pages_.end(), [addr](const Page& p) { return p.addr == addr; });
+    if (it == pages_.end()) {
+      all = false;  // not watched (userfaultfd refused it): polled
+      continue;
+    }
+    if (!it->armed && !protect(*it, true)) all = false;
+  }
   return all;
 }
 
@@ -162,8 +156,7 @@ void UarWatch::take_events(std::vector<uint8_t*>* rung) {
         (void)::ioctl(fd_, UFFDIO_WAKE, &range);
         continue;
       }
-      protect(*it, false);
-      rung->push_back(it->addr);
+      if (std::find(rung->begin(), rung->end(), it->addr) == rung->end()) rung->push_back(it->addr);
     }
   }
 }

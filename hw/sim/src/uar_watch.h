@@ -8,8 +8,10 @@
 // with userfaultfd for write-protection. Before the device thread sleeps it write-protects
 // them; the first store into one then waits in the kernel, and the userfaultfd, which is in
 // the device thread's poll set beside its eventfd, becomes readable. The device takes the
-// event, removes the protection (the waiting store completes at once) and looks at the QPs
-// whose registers are in that page: libmlx5 writes their doorbell records before the store.
+// event and looks at the QPs whose registers are in that page (libmlx5 writes their doorbell
+// records before the store), then removes the protection, and the waiting store completes.
+// (Removing it first would put the kernel's TLB shootdown, tens of microseconds on a VM,
+// between the doorbell and its execution.)
 // No signal is involved: the storing thread is not interrupted, it only waits for the device
 // for as long as one thread wake-up takes.
 //
@@ -43,17 +45,18 @@ class UarWatch {
   bool add(uint8_t* page);
   // Stops watching it (a store waiting on it completes).
   void remove(uint8_t* page);
-  // Every page added and not removed is watched.
-  bool complete() const;
 
-  // Write-protects every watched page. False when one could not be protected (it was
-  // unmapped since, say): the device must not sleep without a timeout then.
-  bool arm();
+  // Write-protects the watched pages among `pages` (the ones software may ring now: each
+  // write-protection costs the kernel a TLB shootdown). False when one could not be protected
+  // (it was unmapped since, say), or was never watched: the device must not sleep without a
+  // timeout then.
+  bool arm(const std::vector<uint8_t*>& pages);
   // Removes every protection: an awake device reads its registers itself, and a store must
   // not wait for it.
   void disarm();
-  // Takes every pending event: removes the protection of each page a store waits on, which
-  // lets the store complete, and appends the page to `rung`.
+  // Takes every pending event and appends each page a store waits on to `rung`. The stores
+  // go on waiting until disarm(): the device takes the doorbell first (the records were
+  // written before the store), and lets the stores complete after.
   void take_events(std::vector<uint8_t*>* rung);
 
   // What the process's kernel offers, probed once: "userfaultfd" or the reason it is not
@@ -70,7 +73,6 @@ class UarWatch {
   int fd_ = -1;
   mutable std::mutex mu_;
   std::vector<Page> pages_;
-  bool incomplete_ = false;  // a page could not be registered
 };
 
 }  // namespace rnicdv::sim

@@ -112,7 +112,9 @@ Result<SimDevice*> device_for(uint32_t index) {
   r.devices[index] = std::move(sd);
   // How libmlx5's doorbell stores reach a sleeping device (uar_watch.h), once per process.
   static std::once_flag said;
-  std::call_once(said, [] { log_line("doorbell wake-up: %s", sim::uar_wake_mechanism().c_str()); });
+  std::call_once(said, [] {
+    if (config().log_errors) log_line("doorbell wake-up: %s", sim::uar_wake_mechanism().c_str());
+  });
   if (r.wake_fd < 0) {
     r.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r.wake_fd < 0)

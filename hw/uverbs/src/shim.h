@@ -51,7 +51,8 @@ void set_fd_kind(int fd, FdKind kind) noexcept;
 // ---- configuration (config.cc) ----
 struct Config {
   uint32_t devices = 2;        // RNICDV_UVERBS_DEVICES (1..8)
-  bool log_errors = false;     // RNICDV_UVERBS_LOG=1: every failed command, with the reason
+  bool log_errors = false;     // RNICDV_UVERBS_LOG=1: every failed command, with the reason,
+                               // and once how doorbell stores wake a sleeping device
   std::string sysfs_root;      // SYSFS_PATH as libibverbs will read it
 };
 const Config& config();

@@ -97,8 +97,9 @@ struct DeviceCounters {
   // its UAR pages write-protected (woken by the first doorbell store, not by a timer).
   uint64_t sleeps = 0;
   uint64_t watched_sleeps = 0;
-  // CLOCK_MONOTONIC (threaded mode; virtual time in deterministic mode) at which the engine
-  // last took a UAR doorbell: the doorbell-to-execution benchmark reads it.
+  // CLOCK_MONOTONIC (threaded mode; virtual time in deterministic mode) at which a doorbell
+  // last gave the engine new WQEs to fetch (a QP in RTS or SQD whose doorbell record moved):
+  // the doorbell-to-execution benchmark reads it.
   uint64_t last_doorbell_ns = 0;
 };
 
