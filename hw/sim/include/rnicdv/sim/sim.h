@@ -94,7 +94,8 @@ struct DeviceCounters {
   // ended a work request or an inbound request with a protection error.
   uint64_t host_memory_faults = 0;
   // Threaded mode: times the device thread went to sleep, and of those the deep sleeps with
-  // its UAR pages write-protected (woken by the first doorbell store, not by a timer).
+  // the application's UAR mappings write-protected through userfaultfd (woken by the first
+  // doorbell store or a driver's kick, not by a timer).
   uint64_t sleeps = 0;
   uint64_t watched_sleeps = 0;
   // CLOCK_MONOTONIC (threaded mode; virtual time in deterministic mode) at which a doorbell
