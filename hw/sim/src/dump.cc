@@ -74,12 +74,12 @@ void Hca::dump_qp(std::string& out, const QpObj& qp) const {
   add(out,
       "    sq: %u BBs dbr %u limit %u consumed %u | wqes head %u send %u tail %u | psn next "
       "%#x comp %#x retry %u rnr %u%s%s\n",
-      qp.sq.bb_count, rc::load_sq_dbr(qp), qp.sq_limit & 0xffff, qp.sq_consumed & 0xffff, qp.wq_head,
-      qp.wq_send, qp.wq_tail, qp.next_psn, qp.comp_psn, qp.retry_left, qp.rnr_left,
-      qp.rtr_db_kept ? " rtr-doorbell-kept" : "", qp.rnr_deadline ? " rnr-wait" : "");
+      qp.sq.bb_count, rc::load_sq_dbr(qp), qp.sq_limit & 0xffff, qp.sq_consumed & 0xffff, qp.comp.wq_head,
+      qp.req.wq_send, qp.wq_tail, qp.req.next_psn, qp.comp.comp_psn, qp.comp.retry_left, qp.comp.rnr_left,
+      qp.rtr_db_kept ? " rtr-doorbell-kept" : "", qp.req.rnr_deadline ? " rnr-wait" : "");
   add(out, "    rq: %u x %u B dbr %u consumed %u | epsn %#x msn %u responses queued %zu%s\n",
-      qp.rq.wqe_cnt, qp.rq.stride, rc::load_rq_dbr(qp), qp.rq_consumed & 0xffff, qp.epsn, qp.msn,
-      qp.resp_queue.size(), qp.comm_est_raised ? " comm-est" : "");
+      qp.rq.wqe_cnt, qp.rq.stride, rc::load_rq_dbr(qp), qp.rq_consumed & 0xffff, qp.resp.epsn, qp.resp.msn,
+      qp.resp.resp_queue.size(), qp.resp.comm_est_raised ? " comm-est" : "");
   const QpCounters& k = qp.counters;
   add(out,
       "    counters: doorbells %" PRIu64 " sq_dbr_advances %" PRIu64 " executed %" PRIu64

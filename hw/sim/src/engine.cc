@@ -143,7 +143,7 @@ void Hca::file_timers_locked(QpObj& qp, uint64_t now_ns) {
     }
   }
   uint64_t due = 0;
-  for (uint64_t t : {qp.retx_deadline, qp.rnr_deadline})
+  for (uint64_t t : {qp.comp.retx_deadline, qp.req.rnr_deadline})
     if (t != 0 && (due == 0 || t < due)) due = t;
   if (due == qp.timer_at) return;
   if (qp.timer_at != 0) timers_.erase({qp.timer_at, &qp});

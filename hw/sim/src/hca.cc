@@ -202,14 +202,14 @@ Result<QpSnapshot> Hca::qp_snapshot(uint32_t qpn) const {
   s.rq_dbr = rc::load_rq_dbr(qp);
   s.sq_consumed = qp.sq_consumed;
   s.rq_consumed = qp.rq_consumed;
-  s.next_psn = qp.next_psn;
-  s.expected_psn = qp.epsn;
+  s.next_psn = qp.req.next_psn;
+  s.expected_psn = qp.resp.epsn;
   s.wqes_executed = qp.counters.wqes_executed;
   s.uar_doorbells = qp.counters.uar_doorbells;
   s.sq_dbr_advances = qp.counters.sq_dbr_advances;
   s.retransmits = qp.counters.retransmits;
   s.rnr_naks_rx = qp.counters.rnr_naks_rx;
-  s.comm_est_raised = qp.comm_est_raised;
+  s.comm_est_raised = qp.resp.comm_est_raised;
   return s;
 }
 

@@ -143,6 +143,40 @@ struct QpCounters {
 
 struct SrqObj;
 
+// The state of a QP's RC roles, each written by its own role (as rxe keeps qp->req, qp->comp
+// and qp->resp): the requester turns fetched WQEs into request packets, the completer retires
+// them from responses and runs the retransmit timer, the responder executes inbound requests.
+struct RequesterState {  // rc/requester.cc, rc/retransmit.cc
+  uint32_t wq_send = 0;  // first WQE record not fully sent
+  uint32_t next_psn = 0;  // PSN the next new WQE gets
+  uint32_t pkts_since_ack_req = 0;
+  uint64_t rnr_deadline = 0;  // 0 = not waiting after an RNR NAK
+};
+
+struct CompleterState {  // rc/completer.cc, rc/retransmit.cc
+  uint32_t wq_head = 0;   // oldest WQE record not completed
+  uint32_t comp_psn = 0;  // oldest PSN not acknowledged
+  uint8_t retry_left = 0;
+  uint8_t rnr_left = 0;
+  uint64_t retx_deadline = 0;  // 0 = timer not armed
+  uint32_t gap_retry_psn = 0;  // go-back-N already started from this PSN after a gap
+  bool gap_retry_armed = false;
+  bool sq_drained_raised = false;
+};
+
+struct ResponderState {  // rc/responder.cc, rc/responder_tx.cc
+  uint32_t epsn = 0;          // next expected request PSN
+  uint32_t msn = 0;           // message sequence number (24 bits)
+  bool nak_seq_sent = false;  // one NAK per PSN gap (IBA 9.7.5.1.2 / rxe class B)
+  uint8_t cur_op = 0;         // 0, or the kind (send/write) of a message in progress
+  RecvInProgress recv;
+  WriteInProgress write;
+  std::vector<RespResource> resources;
+  uint32_t res_next = 0;
+  std::deque<RespJob> resp_queue;
+  bool comm_est_raised = false;
+};
+
 struct QpObj {
   hw::QpType type = hw::QpType::rc;
   uint32_t qpn = 0;
@@ -190,33 +224,14 @@ struct QpObj {
   uint16_t seen_sq_dbr = 0;  // last value observed, for sq_dbr_advances
   uint16_t seen_rq_dbr = 0;
 
-  // Requester and completer.
-  std::vector<SendWqe> wqes;  // ring of fetched WQEs, power-of-two capacity
-  uint32_t wq_head = 0;       // oldest not completed
-  uint32_t wq_send = 0;       // first not fully sent
-  uint32_t wq_tail = 0;       // next free slot
-  uint32_t next_psn = 0;      // PSN the next new WQE gets
-  uint32_t comp_psn = 0;      // oldest PSN not acknowledged
-  uint32_t pkts_since_ack_req = 0;
-  uint8_t retry_left = 0;
-  uint8_t rnr_left = 0;
-  uint64_t retx_deadline = 0;  // 0 = timer not armed
-  uint64_t rnr_deadline = 0;   // 0 = not waiting after an RNR NAK
-  uint32_t gap_retry_psn = 0;  // go-back-N already started from this PSN after a gap
-  bool gap_retry_armed = false;
-  bool sq_drained_raised = false;
-
-  // Responder.
-  uint32_t epsn = 0;          // next expected request PSN
-  uint32_t msn = 0;           // message sequence number (24 bits)
-  bool nak_seq_sent = false;  // one NAK per PSN gap (IBA 9.7.5.1.2 / rxe class B)
-  uint8_t cur_op = 0;         // 0, or the kind (send/write) of a message in progress
-  RecvInProgress recv;
-  WriteInProgress write;
-  std::vector<RespResource> resources;
-  uint32_t res_next = 0;
-  std::deque<RespJob> resp_queue;
-  bool comm_est_raised = false;
+  // The send queue as fetched (rc/sq_fetch.cc): a ring of WQE records, power-of-two
+  // capacity, from the completer's comp.wq_head to wq_tail; the requester works from
+  // req.wq_send.
+  std::vector<SendWqe> wqes;
+  uint32_t wq_tail = 0;  // next free slot
+  RequesterState req;
+  CompleterState comp;
+  ResponderState resp;
   // Called after the engine pass that raised COMM_EST (hw::Qp::set_comm_est_notifier).
   void (*comm_est_fn)(void*) = nullptr;
   void* comm_est_ctx = nullptr;
@@ -234,7 +249,7 @@ struct QpObj {
   SendWqe& wqe_at(uint32_t i) { return wqes[i & (wqes.size() - 1)]; }
   // What a receive CQE carries in srqn_uidx: the SRQ's number, or the QP's user index.
   uint32_t recv_srqn_uidx() const;
-  uint32_t in_flight() const { return wq_tail - wq_head; }
+  uint32_t in_flight() const { return wq_tail - comp.wq_head; }
   wqe::SqTransport transport() const {
     return type == hw::QpType::ud ? wqe::SqTransport::ud : wqe::SqTransport::rc;
   }

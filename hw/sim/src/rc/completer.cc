@@ -42,7 +42,7 @@ void Completer::on_response(QpObj& qp, const pkt::Packet& p) {
     return;
   }
   // A response for a PSN never sent is not ours (stale, or from a previous connection).
-  if (psn_cmp(p.bth.psn, qp.next_psn) >= 0) {
+  if (psn_cmp(p.bth.psn, qp.req.next_psn) >= 0) {
     ++ctx_.counters().rx_dropped;
     ++qp.counters.rx_dropped;
     return;
@@ -65,7 +65,7 @@ void Completer::on_response(QpObj& qp, const pkt::Packet& p) {
 }
 
 SendWqe* Completer::find_wqe_by_psn(QpObj& qp, uint32_t psn, uint32_t* index) {
-  for (uint32_t i = qp.wq_head; i != qp.wq_tail; ++i) {
+  for (uint32_t i = qp.comp.wq_head; i != qp.wq_tail; ++i) {
     SendWqe& w = qp.wqe_at(i);
     if (!w.started) break;
     if (w.span == 0) continue;
@@ -80,9 +80,9 @@ SendWqe* Completer::find_wqe_by_psn(QpObj& qp, uint32_t psn, uint32_t* index) {
 // Everything up to and including `psn` was received by the responder.
 bool Completer::acknowledge_through(QpObj& qp, uint32_t psn) {
   uint32_t new_comp = psn_add(psn, 1);
-  if (psn_cmp(new_comp, qp.comp_psn) <= 0) return false;
+  if (psn_cmp(new_comp, qp.comp.comp_psn) <= 0) return false;
   bool lost_response = false;
-  for (uint32_t i = qp.wq_head; i != qp.wq_tail; ++i) {
+  for (uint32_t i = qp.comp.wq_head; i != qp.wq_tail; ++i) {
     SendWqe& w = qp.wqe_at(i);
     if (!w.started || psn_cmp(w.first_psn, new_comp) >= 0) break;
     if (w.is_rd_atomic() && !response_complete(w)) {
@@ -95,31 +95,31 @@ bool Completer::acknowledge_through(QpObj& qp, uint32_t psn) {
     }
   }
   bool progress = false;
-  if (psn_cmp(new_comp, qp.comp_psn) > 0) {
-    qp.comp_psn = new_comp;
+  if (psn_cmp(new_comp, qp.comp.comp_psn) > 0) {
+    qp.comp.comp_psn = new_comp;
     progress = true;
     // Progress resets the retry counters (as rxe does) and restarts the ACK timer.
-    qp.retry_left = qp.attr.retry_cnt;
-    qp.rnr_left = qp.attr.rnr_retry;
-    qp.gap_retry_armed = false;
-    qp.retx_deadline = 0;
-    if (psn_cmp(qp.comp_psn, qp.next_psn) != 0) retransmit_.arm(qp);
+    qp.comp.retry_left = qp.attr.retry_cnt;
+    qp.comp.rnr_left = qp.attr.rnr_retry;
+    qp.comp.gap_retry_armed = false;
+    qp.comp.retx_deadline = 0;
+    if (psn_cmp(qp.comp.comp_psn, qp.req.next_psn) != 0) retransmit_.arm(qp);
     // Packets the responder already has need not be sent again after a rewind.
-    while (qp.wq_send != qp.wq_tail) {
-      SendWqe& w = qp.wqe_at(qp.wq_send);
+    while (qp.req.wq_send != qp.wq_tail) {
+      SendWqe& w = qp.wqe_at(qp.req.wq_send);
       if (!w.started || w.error) break;
       if ((w.kind == WqeKind::send || w.kind == WqeKind::write) &&
-          psn_cmp(qp.comp_psn, psn_add(w.first_psn, w.pkts_sent)) > 0) {
-        w.pkts_sent = std::min(w.span, psn_diff(qp.comp_psn, w.first_psn));
+          psn_cmp(qp.comp.comp_psn, psn_add(w.first_psn, w.pkts_sent)) > 0) {
+        w.pkts_sent = std::min(w.span, psn_diff(qp.comp.comp_psn, w.first_psn));
       }
       if (!w.fully_sent()) break;
-      ++qp.wq_send;
+      ++qp.req.wq_send;
     }
   }
-  if (lost_response && !(qp.gap_retry_armed && qp.gap_retry_psn == qp.comp_psn)) {
-    qp.gap_retry_armed = true;
-    qp.gap_retry_psn = qp.comp_psn;
-    retransmit_.rewind(qp, qp.comp_psn);
+  if (lost_response && !(qp.comp.gap_retry_armed && qp.comp.gap_retry_psn == qp.comp.comp_psn)) {
+    qp.comp.gap_retry_armed = true;
+    qp.comp.gap_retry_psn = qp.comp.comp_psn;
+    retransmit_.rewind(qp, qp.comp.comp_psn);
   }
   return progress;
 }
@@ -148,14 +148,14 @@ void Completer::on_ack(QpObj& qp, const pkt::Packet& p) {
   // Every NAK implicitly acknowledges the PSNs before it (IBA 9.7.5.2.2).
   acknowledge_through(qp, psn_add(psn, kPsnMask));
   if (syndrome == pkt::aeth::kNakPsnSeqError) {
-    if (psn_cmp(psn, qp.comp_psn) >= 0) retransmit_.rewind(qp, psn);
+    if (psn_cmp(psn, qp.comp.comp_psn) >= 0) retransmit_.rewind(qp, psn);
     return;
   }
   uint32_t index = 0;
   SendWqe* w = find_wqe_by_psn(qp, psn, &index);
   if (!w) return;
   w->error = nak_to_syndrome(syndrome);
-  if (static_cast<int32_t>(qp.wq_send - index) > 0) qp.wq_send = index;
+  if (static_cast<int32_t>(qp.req.wq_send - index) > 0) qp.req.wq_send = index;
 }
 
 void Completer::on_read_response(QpObj& qp, const pkt::Packet& p) {
@@ -178,15 +178,15 @@ void Completer::on_read_response(QpObj& qp, const pkt::Packet& p) {
   }
   if (order > 0) {
     // A response went missing: reissue the READ for the rest once per gap.
-    if (!(qp.gap_retry_armed && qp.gap_retry_psn == expected)) {
-      qp.gap_retry_armed = true;
-      qp.gap_retry_psn = expected;
+    if (!(qp.comp.gap_retry_armed && qp.comp.gap_retry_psn == expected)) {
+      qp.comp.gap_retry_armed = true;
+      qp.comp.gap_retry_psn = expected;
       retransmit_.rewind(qp, expected);
     }
     return;
   }
   // An earlier READ or atomic still misses its response: this one came too early.
-  if (qp.comp_psn != psn) return;
+  if (qp.comp.comp_psn != psn) return;
   const bool last = w->resp_pkts + 1 == w->span;
   const pkt::OpPos pos = pkt::opcode_info(p.bth.opcode).pos;
   const bool pos_ok = last ? (pos == pkt::OpPos::last || pos == pkt::OpPos::only)
@@ -212,7 +212,7 @@ void Completer::on_atomic_ack(QpObj& qp, const pkt::Packet& p) {
   acknowledge_through(qp, psn_add(psn, kPsnMask));
   uint32_t index = 0;
   SendWqe* w = find_wqe_by_psn(qp, psn, &index);
-  if (!w || w->kind != WqeKind::atomic || w->atomic_done || qp.comp_psn != psn) {
+  if (!w || w->kind != WqeKind::atomic || w->atomic_done || qp.comp.comp_psn != psn) {
     ++qp.counters.duplicates_rx;
     ++ctx_.counters().duplicates_rx;
     return;
@@ -229,31 +229,31 @@ void Completer::on_atomic_ack(QpObj& qp, const pkt::Packet& p) {
 }
 
 void Completer::complete_wqes(QpObj& qp) {
-  while (qp.wq_head != qp.wq_tail) {
-    SendWqe& w = qp.wqe_at(qp.wq_head);
+  while (qp.comp.wq_head != qp.wq_tail) {
+    SendWqe& w = qp.wqe_at(qp.comp.wq_head);
     if (w.error) {
       flush_.send_error_cqe(qp, w, w.error);
-      ++qp.wq_head;
-      if (static_cast<int32_t>(qp.wq_send - qp.wq_head) < 0) qp.wq_send = qp.wq_head;
+      ++qp.comp.wq_head;
+      if (static_cast<int32_t>(qp.req.wq_send - qp.comp.wq_head) < 0) qp.req.wq_send = qp.comp.wq_head;
       flush_.to_error(qp);
       return;
     }
     if (!w.started) break;
     if (w.kind != WqeKind::nop &&
-        (!response_complete(w) || psn_cmp(qp.comp_psn, psn_add(w.first_psn, w.span)) < 0))
+        (!response_complete(w) || psn_cmp(qp.comp.comp_psn, psn_add(w.first_psn, w.span)) < 0))
       break;
-    if (qp.wq_send == qp.wq_head) {
+    if (qp.req.wq_send == qp.comp.wq_head) {
       if (!w.fully_sent()) break;
-      ++qp.wq_send;
+      ++qp.req.wq_send;
     }
     complete_send_wqe(qp, w);
-    ++qp.wq_head;
+    ++qp.comp.wq_head;
   }
   const bool idle =
-      qp.wq_head == qp.wq_send && (qp.wq_send == qp.wq_tail || !qp.wqe_at(qp.wq_send).started);
-  if (idle) qp.retx_deadline = 0;
-  if (idle && qp.state == hw::QpState::sqd && !qp.sq_drained_raised) {
-    qp.sq_drained_raised = true;
+      qp.comp.wq_head == qp.req.wq_send && (qp.req.wq_send == qp.wq_tail || !qp.wqe_at(qp.req.wq_send).started);
+  if (idle) qp.comp.retx_deadline = 0;
+  if (idle && qp.state == hw::QpState::sqd && !qp.comp.sq_drained_raised) {
+    qp.comp.sq_drained_raised = true;
     ctx_.raise_event(hw::AsyncEventType::sq_drained, qp.qpn, 0);
   }
 }

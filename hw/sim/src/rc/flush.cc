@@ -31,9 +31,9 @@ void Flush::recv_error_cqe(QpObj& qp, uint8_t syndrome) {
   c.cqe_opcode = MLX5_CQE_RESP_ERR;
   c.syndrome = syndrome;
   c.qpn = qp.qpn;
-  c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
+  c.wqe_counter = static_cast<uint16_t>(qp.resp.recv.counter);
   c.srqn_uidx = qp.recv_srqn_uidx();
-  qp.recv.active = false;
+  qp.resp.recv.active = false;
   ++ctx_.counters().error_cqes;
   ctx_.write_cqe(qp.recv_cq, c);
 }
@@ -41,11 +41,11 @@ void Flush::recv_error_cqe(QpObj& qp, uint8_t syndrome) {
 void Flush::to_error(QpObj& qp) {
   if (qp.state == hw::QpState::err) return;
   qp.state = hw::QpState::err;
-  qp.retx_deadline = 0;
-  qp.rnr_deadline = 0;
-  qp.resp_queue.clear();
-  qp.write.active = false;
-  qp.cur_op = 0;
+  qp.comp.retx_deadline = 0;
+  qp.req.rnr_deadline = 0;
+  qp.resp.resp_queue.clear();
+  qp.resp.write.active = false;
+  qp.resp.cur_op = 0;
   qp.rtr_db_kept = false;
   flush_sq(qp);
   flush_rq(qp);
@@ -53,12 +53,12 @@ void Flush::to_error(QpObj& qp) {
 
 void Flush::flush_sq(QpObj& qp) {
   // WQEs the device fetched and did not complete.
-  while (qp.wq_head != qp.wq_tail) {
-    const SendWqe& w = qp.wqe_at(qp.wq_head);
-    ++qp.wq_head;
+  while (qp.comp.wq_head != qp.wq_tail) {
+    const SendWqe& w = qp.wqe_at(qp.comp.wq_head);
+    ++qp.comp.wq_head;
     send_error_cqe(qp, w, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
   }
-  qp.wq_send = qp.wq_head;
+  qp.req.wq_send = qp.comp.wq_head;
   // WQEs the DBR announces that were never fetched: only the control segment is read.
   SendWqe w;
   for (;;) {
@@ -93,9 +93,9 @@ void Flush::flush_rq(QpObj& qp) {
   c.syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
   c.qpn = qp.qpn;
   c.srqn_uidx = qp.recv_srqn_uidx();
-  if (qp.recv.active) {
-    qp.recv.active = false;
-    c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
+  if (qp.resp.recv.active) {
+    qp.resp.recv.active = false;
+    c.wqe_counter = static_cast<uint16_t>(qp.resp.recv.counter);
     ctx_.write_cqe(qp.recv_cq, c);
   }
   // The WQEs still posted to a shared receive queue belong to the other QPs as much as to
@@ -119,21 +119,21 @@ void Flush::reset(QpObj& qp) {
   qp.sq_limit = qp.sq_consumed = qp.rq_consumed = qp.sq_mirrored = 0;
   qp.seen_sq_dbr = load_sq_dbr(qp);
   qp.seen_rq_dbr = load_rq_dbr(qp);
-  qp.wq_head = qp.wq_send = qp.wq_tail = 0;
-  qp.next_psn = qp.comp_psn = 0;
-  qp.pkts_since_ack_req = 0;
-  qp.retx_deadline = qp.rnr_deadline = 0;
-  qp.gap_retry_armed = false;
-  qp.sq_drained_raised = false;
-  qp.epsn = qp.msn = 0;
-  qp.nak_seq_sent = false;
-  qp.cur_op = 0;
-  qp.recv.active = false;
-  qp.write.active = false;
-  qp.resources.clear();
-  qp.res_next = 0;
-  qp.resp_queue.clear();
-  qp.comm_est_raised = false;
+  qp.comp.wq_head = qp.req.wq_send = qp.wq_tail = 0;
+  qp.req.next_psn = qp.comp.comp_psn = 0;
+  qp.req.pkts_since_ack_req = 0;
+  qp.comp.retx_deadline = qp.req.rnr_deadline = 0;
+  qp.comp.gap_retry_armed = false;
+  qp.comp.sq_drained_raised = false;
+  qp.resp.epsn = qp.resp.msn = 0;
+  qp.resp.nak_seq_sent = false;
+  qp.resp.cur_op = 0;
+  qp.resp.recv.active = false;
+  qp.resp.write.active = false;
+  qp.resp.resources.clear();
+  qp.resp.res_next = 0;
+  qp.resp.resp_queue.clear();
+  qp.resp.comm_est_raised = false;
 }
 
 }  // namespace rnicdv::sim::rc

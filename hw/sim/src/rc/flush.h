@@ -24,7 +24,7 @@ class Flush {
   void reset(QpObj& qp);
   // The error CQE of one send WQE (flush errors are not counted as error CQEs).
   void send_error_cqe(QpObj& qp, const SendWqe& w, uint8_t syndrome);
-  // The error CQE of the receive in progress (qp.recv, which must be active); it ends.
+  // The error CQE of the receive in progress (qp.resp.recv, which must be active); it ends.
   void recv_error_cqe(QpObj& qp, uint8_t syndrome);
 
  private:

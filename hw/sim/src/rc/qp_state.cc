@@ -213,21 +213,21 @@ void QpStateMachine::apply(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
     qp.remote_ipv4 = attr.remote_gid.ipv4();
   }
   if (mask & a::max_dest_rd_atomic)
-    qp.resources.assign(std::max<uint32_t>(1, cur.max_dest_rd_atomic), RespResource{});
+    qp.resp.resources.assign(std::max<uint32_t>(1, cur.max_dest_rd_atomic), RespResource{});
 
   qp.state = to;
   if (from == QpState::init && to == QpState::rtr) {
-    qp.epsn = cur.rq_psn;
-    qp.msn = 0;
-    qp.nak_seq_sent = false;
+    qp.resp.epsn = cur.rq_psn;
+    qp.resp.msn = 0;
+    qp.resp.nak_seq_sent = false;
   }
   if (from == QpState::rtr && to == QpState::rts) {
-    qp.next_psn = qp.comp_psn = cur.sq_psn;
-    qp.retry_left = cur.retry_cnt;
-    qp.rnr_left = cur.rnr_retry;
+    qp.req.next_psn = qp.comp.comp_psn = cur.sq_psn;
+    qp.comp.retry_left = cur.retry_cnt;
+    qp.comp.rnr_left = cur.rnr_retry;
   }
   if (to == QpState::sqd && from != QpState::sqd) {
-    qp.sq_drained_raised = false;
+    qp.comp.sq_drained_raised = false;
     completer_.complete_wqes(qp);  // raises SQ_DRAINED at once when nothing is in flight
   }
   if (to == QpState::rts && from != QpState::rts) {

@@ -53,10 +53,10 @@ pkt::OpPos position(uint32_t k, uint32_t n) {
 }  // namespace
 
 bool Requester::may_start(QpObj& qp, const SendWqe& w) {
-  if (psn_diff(qp.next_psn, qp.comp_psn) >= kPsnWindow) return false;
+  if (psn_diff(qp.req.next_psn, qp.comp.comp_psn) >= kPsnWindow) return false;
   if (!w.fenced && !w.is_rd_atomic()) return true;
   uint32_t rd_atomic = 0;
-  for (uint32_t i = qp.wq_head; i != qp.wq_send; ++i)
+  for (uint32_t i = qp.comp.wq_head; i != qp.req.wq_send; ++i)
     if (qp.wqe_at(i).is_rd_atomic()) ++rd_atomic;
   // Fence (IBA 10.8.3.3): wait for every earlier READ and atomic to complete.
   if (w.fenced && rd_atomic != 0) return false;
@@ -67,35 +67,35 @@ bool Requester::may_start(QpObj& qp, const SendWqe& w) {
 
 bool Requester::progress(QpObj& qp, uint32_t budget) {
   if (qp.state != hw::QpState::rts && qp.state != hw::QpState::sqd) return false;
-  if (qp.rnr_deadline != 0) return false;  // waiting out an RNR NAK
+  if (qp.req.rnr_deadline != 0) return false;  // waiting out an RNR NAK
   bool did = false;
   while (budget != 0) {
-    if (qp.wq_send == qp.wq_tail) {
+    if (qp.req.wq_send == qp.wq_tail) {
       if (qp.state != hw::QpState::rts || !fetcher_.fetch_next(qp)) break;
       did = true;
     }
-    SendWqe& w = qp.wqe_at(qp.wq_send);
+    SendWqe& w = qp.wqe_at(qp.req.wq_send);
     if (w.error) break;  // completes with its error once everything before it has
     if (!w.started) {
       if (qp.state != hw::QpState::rts) break;  // SQD: no new message starts
       if (!may_start(qp, w)) break;
       w.started = true;
-      w.first_psn = qp.next_psn;
-      qp.next_psn = psn_add(qp.next_psn, w.span);
+      w.first_psn = qp.req.next_psn;
+      qp.req.next_psn = psn_add(qp.req.next_psn, w.span);
       ++qp.counters.wqes_executed;
       did = true;
     }
     if (w.fully_sent()) {
-      ++qp.wq_send;
+      ++qp.req.wq_send;
       continue;
     }
     const uint32_t psn = w.kind == WqeKind::read ? psn_add(w.first_psn, w.resp_pkts)
                                                  : psn_add(w.first_psn, w.pkts_sent);
-    if (psn_diff(psn, qp.comp_psn) >= kPsnWindow) break;
+    if (psn_diff(psn, qp.comp.comp_psn) >= kPsnWindow) break;
     if (!send_request_packet(qp, w)) break;
     did = true;
     --budget;
-    if (w.fully_sent()) ++qp.wq_send;
+    if (w.fully_sent()) ++qp.req.wq_send;
   }
   if (did) completer_.complete_wqes(qp);
   return did;
@@ -145,10 +145,10 @@ bool Requester::send_request_packet(QpObj& qp, SendWqe& w) {
   }
   // AckReq on the last packet of a message, on every READ/atomic, periodically inside long
   // messages, and when this packet fills the window (so the requester never stalls silently).
-  ++qp.pkts_since_ack_req;
-  const bool window_full = psn_diff(psn_add(p.bth.psn, 1), qp.comp_psn) >= kPsnWindow;
-  p.bth.ack_req = last || qp.pkts_since_ack_req >= kAckReqInterval || window_full;
-  if (p.bth.ack_req) qp.pkts_since_ack_req = 0;
+  ++qp.req.pkts_since_ack_req;
+  const bool window_full = psn_diff(psn_add(p.bth.psn, 1), qp.comp.comp_psn) >= kPsnWindow;
+  p.bth.ack_req = last || qp.req.pkts_since_ack_req >= kAckReqInterval || window_full;
+  if (p.bth.ack_req) qp.req.pkts_since_ack_req = 0;
 
   uint8_t* frame = ctx_.frame();
   const size_t hl = pkt::build_headers(p, frame);

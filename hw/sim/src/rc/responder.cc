@@ -23,17 +23,17 @@ namespace rnicdv::sim::rc {
 void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   // Requests are processed from RTR on (IBA 10.3.1.3). The first one in RTR raises
   // COMM_EST (IBA 11.6.3.1), once.
-  if (qp.state == hw::QpState::rtr && !qp.comm_est_raised) {
-    qp.comm_est_raised = true;
+  if (qp.state == hw::QpState::rtr && !qp.resp.comm_est_raised) {
+    qp.resp.comm_est_raised = true;
     ++ctx_.counters().comm_est_raised;
     ctx_.raise_event(hw::AsyncEventType::comm_est, qp.qpn, 0);
   }
-  const int32_t order = psn_cmp(p.bth.psn, qp.epsn);
+  const int32_t order = psn_cmp(p.bth.psn, qp.resp.epsn);
   if (order > 0) {
     // PSN sequence error: one NAK per gap, then silent drops until the expected PSN.
-    if (!qp.nak_seq_sent) {
-      qp.nak_seq_sent = true;
-      queue_ack(qp, pkt::aeth::kNakPsnSeqError, qp.epsn);
+    if (!qp.resp.nak_seq_sent) {
+      qp.resp.nak_seq_sent = true;
+      queue_ack(qp, pkt::aeth::kNakPsnSeqError, qp.resp.epsn);
     }
     ++ctx_.counters().rx_dropped;
     ++qp.counters.rx_dropped;
@@ -43,7 +43,7 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
     on_duplicate_request(qp, p);
     return;
   }
-  qp.nak_seq_sent = false;
+  qp.resp.nak_seq_sent = false;
 
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
   const uint32_t psn = p.bth.psn;
@@ -51,7 +51,7 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   // MIDDLE or LAST of its own kind; otherwise only FIRST or ONLY may come.
   const bool continues = info.pos == pkt::OpPos::middle || info.pos == pkt::OpPos::last;
   const bool sequence_ok =
-      qp.cur_op == 0 ? !continues : (continues && static_cast<uint8_t>(info.kind) == qp.cur_op);
+      qp.resp.cur_op == 0 ? !continues : (continues && static_cast<uint8_t>(info.kind) == qp.resp.cur_op);
   // Payload lengths (rxe check_length): FIRST and MIDDLE carry exactly the MTU, LAST 1..MTU,
   // ONLY 0..MTU.
   bool length_ok = true;
@@ -101,7 +101,7 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
       ++ctx_.counters().rx_dropped;
       return;
   }
-  qp.epsn = psn_add(qp.epsn, 1);
+  qp.resp.epsn = psn_add(qp.resp.epsn, 1);
   if (p.bth.ack_req) queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn);
 }
 
@@ -118,7 +118,7 @@ bool Responder::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
               p.bth.psn);
     return false;
   }
-  RecvInProgress& r = qp.recv;
+  RecvInProgress& r = qp.resp.recv;
   r.counter = qp.rq_consumed;
   r.segs.clear();
   r.capacity = 0;
@@ -147,7 +147,7 @@ bool Responder::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
 }
 
 bool Responder::resolve_recv_segs(QpObj& qp, const pkt::Packet& p, const wqe::DecodedRecvWqe& d) {
-  RecvInProgress& r = qp.recv;
+  RecvInProgress& r = qp.resp.recv;
   for (uint32_t i = 0; i < d.num_sge; ++i) {
     const Sge& sge = d.sges[i];
     if (sge.length == 0) continue;
@@ -199,7 +199,7 @@ bool Responder::take_srq_wqe(QpObj& qp, const pkt::Packet& p) {
     srq.limit = 0;  // one event per arm
     ctx_.raise_event(hw::AsyncEventType::srq_limit_reached, 0, 0, srq.srqn);
   }
-  RecvInProgress& r = qp.recv;
+  RecvInProgress& r = qp.resp.recv;
   r.counter = index;
   r.segs.clear();
   r.capacity = 0;
@@ -227,7 +227,7 @@ bool Responder::execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeI
   if (info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only) {
     if (!take_recv_wqe(qp, p)) return false;
   }
-  RecvInProgress& r = qp.recv;
+  RecvInProgress& r = qp.resp.recv;
   if (r.placed + p.payload_len > r.capacity) {
     // The message is larger than the receive buffer: LOC_LEN_ERR here, NAK invalid
     // request to the sender (IBA 9.7.5.2.4 class C).
@@ -245,16 +245,16 @@ bool Responder::execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeI
   r.placed += p.payload_len;
   if (info.pos == pkt::OpPos::last || info.pos == pkt::OpPos::only) {
     complete_recv(qp, p, info.immediate ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_SEND, r.placed);
-    qp.msn = psn_add(qp.msn, 1);
-    qp.cur_op = 0;
+    qp.resp.msn = psn_add(qp.resp.msn, 1);
+    qp.resp.cur_op = 0;
   } else {
-    qp.cur_op = static_cast<uint8_t>(pkt::OpKind::send);
+    qp.resp.cur_op = static_cast<uint8_t>(pkt::OpKind::send);
   }
   return true;
 }
 
 bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
-  WriteInProgress& wr = qp.write;
+  WriteInProgress& wr = qp.resp.write;
   const bool starts = info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only;
   const bool ends = info.pos == pkt::OpPos::last || info.pos == pkt::OpPos::only;
   if (starts) {
@@ -292,11 +292,11 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
   wr.placed += p.payload_len;
   if (ends) {
     if (info.immediate) complete_recv(qp, p, MLX5_CQE_RESP_WR_IMM, wr.total);
-    qp.msn = psn_add(qp.msn, 1);
+    qp.resp.msn = psn_add(qp.resp.msn, 1);
     wr.active = false;
-    qp.cur_op = 0;
+    qp.resp.cur_op = 0;
   } else {
-    qp.cur_op = static_cast<uint8_t>(pkt::OpKind::write);
+    qp.resp.cur_op = static_cast<uint8_t>(pkt::OpKind::write);
   }
   return true;
 }
@@ -315,20 +315,20 @@ void Responder::execute_read(QpObj& qp, const pkt::Packet& p) {
   }
   const uint32_t span =
       static_cast<uint32_t>(std::max<uint64_t>(1, (uint64_t{len} + qp.mtu - 1) >> qp.mtu_shift));
-  qp.msn = psn_add(qp.msn, 1);
-  RespResource& res = qp.resources[qp.res_next++ % qp.resources.size()];
+  qp.resp.msn = psn_add(qp.resp.msn, 1);
+  RespResource& res = qp.resp.resources[qp.resp.res_next++ % qp.resp.resources.size()];
   res = RespResource{
-      RespResource::Kind::read, p.bth.psn, span, p.reth.va, p.reth.rkey, len, 0, qp.msn};
+      RespResource::Kind::read, p.bth.psn, span, p.reth.va, p.reth.rkey, len, 0, qp.resp.msn};
   RespJob job;
   job.kind = RespJob::Kind::read;
   job.psn = p.bth.psn;
-  job.msn = qp.msn;
+  job.msn = qp.resp.msn;
   job.va = p.reth.va;
   job.rkey = p.reth.rkey;
   job.length = len;
   job.npkts = span;
-  qp.resp_queue.push_back(job);
-  qp.epsn = psn_add(qp.epsn, span);
+  qp.resp.resp_queue.push_back(job);
+  qp.resp.epsn = psn_add(qp.resp.epsn, span);
 }
 
 void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
@@ -353,16 +353,16 @@ void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
     fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return;
   }
-  qp.msn = psn_add(qp.msn, 1);
-  RespResource& res = qp.resources[qp.res_next++ % qp.resources.size()];
-  res = RespResource{RespResource::Kind::atomic, p.bth.psn, 1, a.va, a.rkey, 8, orig, qp.msn};
+  qp.resp.msn = psn_add(qp.resp.msn, 1);
+  RespResource& res = qp.resp.resources[qp.resp.res_next++ % qp.resp.resources.size()];
+  res = RespResource{RespResource::Kind::atomic, p.bth.psn, 1, a.va, a.rkey, 8, orig, qp.resp.msn};
   RespJob job;
   job.kind = RespJob::Kind::atomic_ack;
   job.psn = p.bth.psn;
-  job.msn = qp.msn;
+  job.msn = qp.resp.msn;
   job.atomic_orig = orig;
-  qp.resp_queue.push_back(job);
-  qp.epsn = psn_add(qp.epsn, 1);
+  qp.resp.resp_queue.push_back(job);
+  qp.resp.epsn = psn_add(qp.resp.epsn, 1);
 }
 
 // A request the responder already executed (IBA 9.7.5.1.2, C9-105 ... C9-113): SEND/WRITE are
@@ -379,10 +379,10 @@ void Responder::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
     // learns where we are from an answer to a retransmission. Waiting for the next
     // AckReq packet of a go-back-N round (up to 32 packets in) lets loss stall it for
     // whole timeouts, and enough of those in a row exhaust retry_cnt on a healthy link.
-    queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn_add(qp.epsn, kPsnMask));
+    queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn_add(qp.resp.epsn, kPsnMask));
     return;
   }
-  for (const RespResource& res : qp.resources) {
+  for (const RespResource& res : qp.resp.resources) {
     if (info.kind == pkt::OpKind::read_request && res.kind == RespResource::Kind::read &&
         psn_cmp(psn, res.first_psn) >= 0 && psn_cmp(psn, psn_add(res.first_psn, res.span)) < 0) {
       const uint64_t offset = uint64_t{psn_diff(psn, res.first_psn)} << qp.mtu_shift;
@@ -393,7 +393,7 @@ void Responder::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
       // under way is superseded (as rxe restarts the resource), or every re-request would
       // add another full stream and a lossy link would carry the remainder many times.
       const uint32_t res_end = psn_add(res.first_psn, res.span);
-      std::erase_if(qp.resp_queue, [&](const RespJob& j) {
+      std::erase_if(qp.resp.resp_queue, [&](const RespJob& j) {
         return j.kind == RespJob::Kind::read && psn_cmp(j.psn, res.first_psn) >= 0 &&
                psn_cmp(j.psn, res_end) < 0;
       });
@@ -405,7 +405,7 @@ void Responder::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
       job.rkey = p.reth.rkey;
       job.length = p.reth.dma_length;
       job.npkts = res.span - psn_diff(psn, res.first_psn);
-      qp.resp_queue.push_back(job);
+      qp.resp.resp_queue.push_back(job);
       return;
     }
     if (info.kind == pkt::OpKind::atomic && res.kind == RespResource::Kind::atomic &&
@@ -415,7 +415,7 @@ void Responder::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
       job.psn = psn;
       job.msn = res.msn;
       job.atomic_orig = res.atomic_orig;
-      qp.resp_queue.push_back(job);
+      qp.resp.resp_queue.push_back(job);
       return;
     }
   }
@@ -430,23 +430,23 @@ void Responder::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcod
   c.src_qpn = qp.attr.dest_qpn;
   c.byte_cnt = static_cast<uint32_t>(byte_cnt);
   c.imm = (cqe_opcode == MLX5_CQE_RESP_SEND_IMM || cqe_opcode == MLX5_CQE_RESP_WR_IMM) ? p.imm : 0;
-  c.wqe_counter = static_cast<uint16_t>(qp.recv.counter);
+  c.wqe_counter = static_cast<uint16_t>(qp.resp.recv.counter);
   c.srqn_uidx = qp.recv_srqn_uidx();
   c.solicited = p.bth.solicited;
-  qp.recv.active = false;
+  qp.resp.recv.active = false;
   ctx_.write_cqe(qp.recv_cq, c);
 }
 
 void Responder::fail(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
                      hw::AsyncEventType event) {
-  if (recv_syndrome != 0 && qp.recv.active) flush_.recv_error_cqe(qp, recv_syndrome);
+  if (recv_syndrome != 0 && qp.resp.recv.active) flush_.recv_error_cqe(qp, recv_syndrome);
   // Everything already answered goes out first, then the NAK; then the QP stops.
   transmit(qp, UINT32_MAX);
   pkt::Packet nak;
   nak.bth.opcode = pkt::opcode::rc_acknowledge;
   nak.bth.dest_qp = qp.attr.dest_qpn;
   nak.bth.psn = psn;
-  nak.aeth = pkt::Aeth{nak_syndrome, qp.msn};
+  nak.aeth = pkt::Aeth{nak_syndrome, qp.resp.msn};
   const size_t len = pkt::build_packet(nak, ctx_.frame(), ctx_.frame_size());
   ++ctx_.counters().naks_tx;
   ++qp.counters.naks_tx;

@@ -12,13 +12,13 @@ namespace rnicdv::sim::rc {
 
 void Responder::queue_ack(QpObj& qp, uint8_t syndrome, uint32_t psn) {
   const bool plain_ack = (syndrome & pkt::aeth::kTypeMask) == pkt::aeth::kAck;
-  if (plain_ack && !qp.resp_queue.empty()) {
-    RespJob& back = qp.resp_queue.back();
+  if (plain_ack && !qp.resp.resp_queue.empty()) {
+    RespJob& back = qp.resp.resp_queue.back();
     // ACK coalescing: a later ACK replaces a queued one that has not gone out.
     if (back.kind == RespJob::Kind::ack &&
         (back.syndrome & pkt::aeth::kTypeMask) == pkt::aeth::kAck) {
       if (psn_cmp(psn, back.psn) > 0) back.psn = psn;
-      back.msn = qp.msn;
+      back.msn = qp.resp.msn;
       return;
     }
   }
@@ -26,26 +26,26 @@ void Responder::queue_ack(QpObj& qp, uint8_t syndrome, uint32_t psn) {
   job.kind = RespJob::Kind::ack;
   job.syndrome = syndrome;
   job.psn = psn;
-  job.msn = qp.msn;
-  qp.resp_queue.push_back(job);
+  job.msn = qp.resp.msn;
+  qp.resp.resp_queue.push_back(job);
 }
 
 bool Responder::transmit(QpObj& qp, uint32_t budget) {
-  if (qp.resp_queue.empty()) return false;
+  if (qp.resp.resp_queue.empty()) return false;
   if (qp.state == hw::QpState::reset || qp.state == hw::QpState::init ||
       qp.state == hw::QpState::err) {
-    qp.resp_queue.clear();
+    qp.resp.resp_queue.clear();
     return false;
   }
   bool did = false;
   uint8_t* frame = ctx_.frame();
-  while (budget != 0 && !qp.resp_queue.empty()) {
-    RespJob& job = qp.resp_queue.front();
+  while (budget != 0 && !qp.resp.resp_queue.empty()) {
+    RespJob& job = qp.resp.resp_queue.front();
     if (job.kind == RespJob::Kind::read) {
       if (!send_read_response(qp, job)) return true;  // the QP went to ERR
       did = true;
       --budget;
-      if (job.next_pkt == job.npkts) qp.resp_queue.pop_front();
+      if (job.next_pkt == job.npkts) qp.resp.resp_queue.pop_front();
       continue;
     }
     pkt::Packet p;
@@ -67,7 +67,7 @@ bool Responder::transmit(QpObj& qp, uint32_t budget) {
       p.atomic_orig = job.atomic_orig;
     }
     const size_t len = pkt::build_packet(p, frame, ctx_.frame_size());
-    qp.resp_queue.pop_front();
+    qp.resp.resp_queue.pop_front();
     ctx_.transmit(qp, frame, len);
     did = true;
     --budget;
@@ -86,7 +86,7 @@ bool Responder::send_read_response(QpObj& qp, RespJob& job) {
   if (ctx_.mrs().check(job.rkey, qp.pdn, job.va + offset, len, hw::access::remote_read, &host) !=
       AccessResult::ok) {
     const uint32_t psn = psn_add(job.psn, k);
-    qp.resp_queue.pop_front();
+    qp.resp.resp_queue.pop_front();
     fail(qp, pkt::aeth::kNakRemoteAccessError, psn, 0, hw::AsyncEventType::qp_access_err);
     return false;
   }
@@ -105,7 +105,7 @@ bool Responder::send_read_response(QpObj& qp, RespJob& job) {
   if (len > payload_.size() || !host_read(payload_.data(), host, len)) {
     // The region's pages were taken away after registration: nothing of them is sent.
     ++ctx_.counters().host_memory_faults;
-    qp.resp_queue.pop_front();
+    qp.resp.resp_queue.pop_front();
     fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return false;
   }

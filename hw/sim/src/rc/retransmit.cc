@@ -24,9 +24,9 @@ uint64_t rnr_timer_ns(uint8_t code) {
 
 // The local ACK timer: started when a request goes out with none running.
 void Retransmit::arm(QpObj& qp) {
-  if (qp.attr.timeout == 0 || qp.retx_deadline != 0) return;
+  if (qp.attr.timeout == 0 || qp.comp.retx_deadline != 0) return;
   // Local ACK timeout: 4.096 us * 2^timeout (IBA 9.7.6.1.3).
-  qp.retx_deadline = ctx_.now() + (uint64_t{4096} << qp.attr.timeout);
+  qp.comp.retx_deadline = ctx_.now() + (uint64_t{4096} << qp.attr.timeout);
 }
 
 // Resends everything from `psn` on: the WQE that holds it resumes there (a partly
@@ -35,14 +35,14 @@ void Retransmit::arm(QpObj& qp) {
 void Retransmit::rewind(QpObj& qp, uint32_t psn) {
   ++ctx_.counters().retransmits;
   ++qp.counters.retransmits;
-  qp.pkts_since_ack_req = 0;
-  uint32_t i = qp.wq_head;
+  qp.req.pkts_since_ack_req = 0;
+  uint32_t i = qp.comp.wq_head;
   for (; i != qp.wq_tail; ++i) {
     const SendWqe& w = qp.wqe_at(i);
     if (!w.started || w.error) break;
     if (w.span != 0 && psn_cmp(psn, psn_add(w.first_psn, w.span)) < 0) break;
   }
-  if (static_cast<int32_t>(qp.wq_send - i) < 0) return;  // nothing sent from there yet
+  if (static_cast<int32_t>(qp.req.wq_send - i) < 0) return;  // nothing sent from there yet
   for (uint32_t j = i; j != qp.wq_tail; ++j) {
     SendWqe& w = qp.wqe_at(j);
     if (!w.started || w.error) break;
@@ -61,25 +61,25 @@ void Retransmit::rewind(QpObj& qp, uint32_t psn) {
         break;
     }
   }
-  qp.wq_send = i;
+  qp.req.wq_send = i;
 }
 
 void Retransmit::on_timeout(QpObj& qp) {
-  qp.retx_deadline = 0;
-  if (qp.wq_head == qp.wq_tail || psn_cmp(qp.comp_psn, qp.next_psn) == 0) return;
+  qp.comp.retx_deadline = 0;
+  if (qp.comp.wq_head == qp.wq_tail || psn_cmp(qp.comp.comp_psn, qp.req.next_psn) == 0) return;
   ++ctx_.counters().timeouts;
   ++qp.counters.timeouts;
-  if (qp.retry_left == 0) {
+  if (qp.comp.retry_left == 0) {
     // Retries exhausted (IBA 9.7.6.1.3 C9-140): the oldest outstanding WQE completes with
     // RETRY_EXC_ERR and the QP goes to ERR.
-    qp.wqe_at(qp.wq_head).error = MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR;
-    qp.wq_send = qp.wq_head;
+    qp.wqe_at(qp.comp.wq_head).error = MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR;
+    qp.req.wq_send = qp.comp.wq_head;
     completer_.complete_wqes(qp);
     return;
   }
-  --qp.retry_left;
-  qp.gap_retry_armed = false;
-  rewind(qp, qp.comp_psn);
+  --qp.comp.retry_left;
+  qp.comp.gap_retry_armed = false;
+  rewind(qp, qp.comp.comp_psn);
 }
 
 void Retransmit::on_rnr_nak(QpObj& qp, const pkt::Packet& p) {
@@ -89,26 +89,26 @@ void Retransmit::on_rnr_nak(QpObj& qp, const pkt::Packet& p) {
   SendWqe* w = completer_.find_wqe_by_psn(qp, psn, &index);
   if (!w) return;
   if (qp.attr.rnr_retry != 7) {  // 7 means retry forever (IBA 9.7.5.2.8)
-    if (qp.rnr_left == 0) {
+    if (qp.comp.rnr_left == 0) {
       w->error = MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR;
-      if (static_cast<int32_t>(qp.wq_send - index) > 0) qp.wq_send = index;
+      if (static_cast<int32_t>(qp.req.wq_send - index) > 0) qp.req.wq_send = index;
       return;
     }
-    --qp.rnr_left;
+    --qp.comp.rnr_left;
   }
-  qp.retx_deadline = 0;
-  qp.rnr_deadline = ctx_.now() + rnr_timer_ns(p.aeth.syndrome & 0x1f);
+  qp.comp.retx_deadline = 0;
+  qp.req.rnr_deadline = ctx_.now() + rnr_timer_ns(p.aeth.syndrome & 0x1f);
   rewind(qp, psn);
 }
 
 bool Retransmit::run_timers(QpObj& qp, uint64_t now_ns) {
   bool did = false;
-  if (qp.rnr_deadline != 0 && now_ns >= qp.rnr_deadline) {
+  if (qp.req.rnr_deadline != 0 && now_ns >= qp.req.rnr_deadline) {
     // The send position was rewound when the NAK arrived; sending resumes now.
-    qp.rnr_deadline = 0;
+    qp.req.rnr_deadline = 0;
     did = true;
   }
-  if (qp.retx_deadline != 0 && now_ns >= qp.retx_deadline) {
+  if (qp.comp.retx_deadline != 0 && now_ns >= qp.comp.retx_deadline) {
     on_timeout(qp);
     did = true;
   }

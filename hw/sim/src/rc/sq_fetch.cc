@@ -93,7 +93,7 @@ bool SqFetcher::fetch_next(QpObj& qp) {
     // Grow the record ring (power of two) up to one record per basic block.
     if (qp.wqes.size() >= qp.sq.bb_count) return false;
     std::vector<SendWqe> bigger(qp.wqes.size() * 2);
-    for (uint32_t i = qp.wq_head; i != qp.wq_tail; ++i)
+    for (uint32_t i = qp.comp.wq_head; i != qp.wq_tail; ++i)
       bigger[i & (bigger.size() - 1)] = std::move(qp.wqe_at(i));
     qp.wqes = std::move(bigger);
   }

@@ -35,11 +35,11 @@ bool Datagram::progress(QpObj& qp, uint32_t budget) {
   if (qp.state != hw::QpState::rts && qp.state != hw::QpState::sqd) return false;
   bool did = false;
   while (budget != 0) {
-    if (qp.wq_head == qp.wq_tail) {
+    if (qp.comp.wq_head == qp.wq_tail) {
       if (qp.state != hw::QpState::rts || !fetcher_.fetch_next(qp)) break;
       did = true;
     }
-    SendWqe& w = qp.wqe_at(qp.wq_head);
+    SendWqe& w = qp.wqe_at(qp.comp.wq_head);
     if (!w.error && w.kind != WqeKind::nop) send_one(qp, w);
     if (w.error) {
       fail_send(qp, w);
@@ -47,13 +47,13 @@ bool Datagram::progress(QpObj& qp, uint32_t budget) {
     }
     ++qp.counters.wqes_executed;
     completer_.complete_send_wqe(qp, w);
-    ++qp.wq_head;
-    qp.wq_send = qp.wq_head;
+    ++qp.comp.wq_head;
+    qp.req.wq_send = qp.comp.wq_head;
     --budget;
     did = true;
   }
-  if (qp.state == hw::QpState::sqd && qp.wq_head == qp.wq_tail && !qp.sq_drained_raised) {
-    qp.sq_drained_raised = true;
+  if (qp.state == hw::QpState::sqd && qp.comp.wq_head == qp.wq_tail && !qp.comp.sq_drained_raised) {
+    qp.comp.sq_drained_raised = true;
     ctx_.raise_event(hw::AsyncEventType::sq_drained, qp.qpn, 0);
   }
   return did;
@@ -64,7 +64,7 @@ void Datagram::send_one(QpObj& qp, SendWqe& w) {
   pkt::Packet p;
   p.bth.opcode = w.with_imm ? pkt::opcode::ud_send_only_imm : pkt::opcode::ud_send_only;
   p.bth.dest_qp = w.ud_dest_qpn;
-  p.bth.psn = qp.next_psn;
+  p.bth.psn = qp.req.next_psn;
   p.bth.solicited = w.solicited;
   // A Q_Key with its high bit set means "use the QP's own" (IBA 10.2.5, controlled Q_Keys).
   p.deth.qkey = (w.ud_qkey & 0x80000000u) ? qp.attr.qkey : w.ud_qkey;
@@ -77,15 +77,15 @@ void Datagram::send_one(QpObj& qp, SendWqe& w) {
       !gather_wqe_payload(w, 0, frame + hl, payload_len, ctx_.counters().host_memory_faults))
     return;
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
-  qp.next_psn = psn_add(qp.next_psn, 1);
+  qp.req.next_psn = psn_add(qp.req.next_psn, 1);
   ctx_.transmit_to(qp, w.ud_ipv4, frame, len);
 }
 
 // A send WQE that cannot execute: its error CQE, the rest of the SQ flushed, the QP in SQE.
 void Datagram::fail_send(QpObj& qp, SendWqe& w) {
   flush_.send_error_cqe(qp, w, w.error);
-  ++qp.wq_head;
-  qp.wq_send = qp.wq_head;
+  ++qp.comp.wq_head;
+  qp.req.wq_send = qp.comp.wq_head;
   qp.state = hw::QpState::sqe;
   flush_.flush_sq(qp);
 }
@@ -108,7 +108,7 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
   if (p.deth.qkey != qp.attr.qkey) return drop(ctx_.counters().ud_qkey_drops);
   const uint16_t posted = static_cast<uint16_t>(rc::load_rq_dbr(qp) - qp.rq_consumed);
   if (posted == 0 || posted > qp.rq.wqe_cnt) return drop(ctx_.counters().ud_no_recv_drops);
-  RecvInProgress& r = qp.recv;
+  RecvInProgress& r = qp.resp.recv;
   r.counter = qp.rq_consumed++;
   r.active = true;  // a fault from here on completes (or flushes) this receive
   wqe::DecodedRecvWqe d;
