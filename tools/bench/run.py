@@ -42,16 +42,19 @@ LEAN_POLL_CASES = ["poll_1_lean", "poll_batch_16_lean"]
 MEMORY_CASES = ["memory_per_qp_128x128", "memory_per_cq_256", "memory_per_device"]
 # Many QPs (rnicdv-bench-driver's scale group) and many connections (rnicdv-bench-cm).
 SCALE_CASES = ["poll_cqe_64qp", "poll_cqe_1024qp", "memory_per_connected_qp_1024"]
-CM_CASES = ["cm_setup_us_per_connection_1000", "cm_connections_per_sec_1000",
-            "cm_setup_p50_us_1000", "cm_setup_p99_us_1000"]
+# Connection set-up at 2000 connections beside 100 (each pipelined, 32 in flight): what a
+# connection costs as the device holds more of them.
+CM_CASES = ["cm_setup_us_per_connection_2000", "cm_connections_per_sec_2000",
+            "cm_setup_p50_us_2000", "cm_setup_p99_us_2000", "cm_setup_us_per_connection_100"]
 FABRIC_CASES = ["fabric_inproc_write_lat_8", "fabric_udp_write_lat_8",
-                "fabric_inproc_write_rate_64_pl32"]
+                "fabric_inproc_write_rate_64_pl32", "fabric_udp_write_rate_64_pl32"]
 # The simulated HCA after idle periods (rnicdv-bench-sim-idle) and early posting's value on a
 # fresh connection (rnicperf --first-reply).
-SIM_IDLE_CASES = ["sim_doorbell_to_execution_idle_p50", "sim_doorbell_to_execution_idle_p99",
-                  "sim_idle_cpu_per_device"]
+SIM_IDLE_CASES = [f"sim_doorbell_to_execution_idle{w}_{q}" for w in ("", "_libmlx5")
+                  for q in ("p50", "p99")] + ["sim_idle_cpu_per_device"]
 FIRST_REPLY_CASES = ["first_reply_early_vs_queue_rtu", "first_reply_early_vs_queue_comm_est",
-                     "first_reply_early_vs_queue_rtu_cm_poll_1ms"]
+                     "first_reply_early_vs_queue_rtu_cm_poll_1ms",
+                     "first_reply_early_vs_queue_comm_est_cm_poll_1ms"]
 COUNTED_CASES = POST_CASES + TYPED_CASES + FLUSH_CASES + POLL_CASES + LEAN_POLL_CASES
 # rnicdv against libmlx5 (rnicdv-bench-libmlx5): each is printed after the rnicdv case it
 # repeats, and its baseline is libmlx5's figure.
@@ -82,7 +85,12 @@ TARGETS = {**{c: 1.3 for c in POST_CASES + TYPED_CASES},
            **{f"flush_in_place_{n}{s}": 2.0 for n in (1, 64, 4096) for s in ("", "_instr")},
            **{f"flush_shadow_{n}{s}": 1.3 for n in (1, 64, 4096) for s in ("", "_instr")},
            "fabric_inproc_write_lat_8": 1.5, "fabric_udp_write_lat_8": 1.5,
-           "poll_cqe_64qp": 1.2, "poll_cqe_1024qp": 1.2}
+           "poll_cqe_64qp": 1.2, "poll_cqe_1024qp": 1.2,
+           **{f"sim_doorbell_to_execution_idle{w}_p50": 1.5 for w in ("", "_libmlx5")},
+           **{f"sim_doorbell_to_execution_idle{w}_p99": 3.0 for w in ("", "_libmlx5")},
+           "sim_idle_cpu_per_device": 0.01,
+           "cm_setup_us_per_connection_2000": 1.2,
+           "first_reply_early_vs_queue_comm_est_cm_poll_1ms": 0.2}
 
 
 class BenchError(Exception):
@@ -291,39 +299,77 @@ def fabric_records(builddir, smoke):
                                "64", "--burst", "32"]))["ns_per_msg"]
         out.append(record("fabric_inproc_write_rate_64_pl32", 1000.0 / mpps, "ns/msg",
                           "ring_stream_64_burst32", base))
+
+        # Message rate over UDP: two processes.
+        say("fabric: 64-byte write message rate, post list 32, UDP, two processes")
+        port = str(free_port())
+        js, jc = os.path.join(tmp, "udp_bw_server.json"), os.path.join(tmp, "udp_bw_client.json")
+        common = ["write_bw", "-s", "64", "-l", "32", "-n", str(rate_iters), "-F", "-p", port]
+        server = subprocess.Popen([rnicperf] + common + [f"--out_json_file={js}"], env=udp,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            run([rnicperf] + common + [f"--out_json_file={jc}", "--retry-connect", "127.0.0.1"],
+                env=udp)
+            _, err = server.communicate(timeout=300)
+        except BaseException:
+            server.kill()
+            server.wait()
+            raise
+        if server.returncode != 0:
+            raise BenchError(f"rnicperf server: exit status {server.returncode}\n{err.strip()}")
+        mpps = rnicperf_result(jc)["MsgRate"]
+        if not mpps > 0:
+            raise BenchError("rnicperf write_bw over UDP: message rate 0")
+        base = json.loads(run([fabric, "udp-stream", "--iters", str(rate_iters), "--size",
+                               "64", "--burst", "32"]))["ns_per_msg"]
+        out.append(record("fabric_udp_write_rate_64_pl32", 1000.0 / mpps, "ns/msg",
+                          "udp_stream_64_burst32", base))
     return out
 
 
 def cm_records(builddir, smoke):
     exe = os.path.join(builddir, "tools/bench/rnicdv-bench-cm")
-    say("connection set-up through the CM: 1000 connections between two processes, 32 in "
-        "flight, beside one at a time")
-    raw = json.loads(run([exe] + (["--smoke"] if smoke else [])))
-    return [record(r["name"], r["value"], r["unit"], r["baseline_name"], r["baseline_value"])
-            for r in raw]
+    small, large = ("20", "200") if smoke else ("100", "2000")
+    say(f"connection set-up through the CM: {small}, then {large} connections between two "
+        "processes, 32 in flight")
+    base = {r["name"]: r for r in json.loads(run([exe, "--connections", small, "--serial", "10"]))}
+    raw = json.loads(run([exe, "--connections", large, "--serial", "10"]))
+    per_small = base[f"cm_setup_us_per_connection_{small}"]
+    out = []
+    for r in raw:
+        name = r["name"].replace(f"_{large}", "_2000")
+        if name == "cm_setup_us_per_connection_2000":
+            # What a connection costs beside 2000 others, against beside 100.
+            out.append(record(name, r["value"], r["unit"], "cm_setup_us_per_connection_100",
+                              per_small["value"]))
+        else:
+            out.append(record(name, r["value"], r["unit"], r["baseline_name"],
+                              r["baseline_value"]))
+    out.append(record("cm_setup_us_per_connection_100", per_small["value"], per_small["unit"],
+                      per_small["baseline_name"], per_small["baseline_value"]))
+    return out
 
 
-def sim_idle_records(builddir, smoke):
+def sim_idle_records(builddir, smoke, shim):
     exe = os.path.join(builddir, "tools/bench/rnicdv-bench-sim-idle")
     samples = "5" if smoke else "200"
-    polled = dict(os.environ, RNICDV_SIM_DOORBELL_WAKE="poll")
     out = []
-    say("simulated HCA: doorbell to execution after 10 ms idle (watched, then polled)")
-    watched = {r["name"]: r for r in json.loads(run([exe, "doorbell", "--samples", samples]))}
-    before = {r["name"]: r for r in json.loads(run([exe, "doorbell", "--samples", samples],
-                                                   env=polled))}
+    say("simulated HCA: doorbell to execution after 10 ms idle (rnicdv's driver kicks it)")
+    raw = json.loads(run([exe, "doorbell", "--samples", samples]))
+    say("simulated HCA: doorbell to execution after 10 ms idle (libmlx5 through the shim)")
+    verbs = dict(os.environ, LD_PRELOAD=shim, RNICDV_UVERBS_DEVICES="2", RNICDV_SIM_WIRE="inproc")
+    raw += json.loads(run([exe, "doorbell-libmlx5", "--samples", samples], env=verbs))
+    for r in raw:
+        # Beside the floor of any design that sleeps (a thread asleep on an eventfd, woken by
+        # a write), measured in the same program.
+        out.append(record(r["name"], r["value"], "ns", r["baseline_name"], r["baseline_value"]))
     for q in ("p50", "p99"):
-        r = watched[f"sim_doorbell_to_execution_idle_{q}"]
-        p = before[f"sim_doorbell_to_execution_idle_polled_{q}"]
-        # Beside the polled back-off of the same run; the floor (a sleeping thread's wake-up
-        # by an eventfd) is printed in the note of the table.
-        out.append(record(r["name"], r["value"], "ns", p["name"], p["value"]))
+        r = next(x for x in raw if x["name"] == f"sim_doorbell_to_execution_idle_{q}")
         out.append(record(f"thread_wakeup_idle_{q}", r["baseline_value"], "ns"))
-    say("simulated HCA: idle CPU per device (watched, then polled)")
+    say("simulated HCA: idle CPU per device")
     seconds = "1" if smoke else "3"
     w = json.loads(run([exe, "idle-cpu", "--seconds", seconds]))[0]
-    p = json.loads(run([exe, "idle-cpu", "--seconds", seconds], env=polled))[0]
-    out.append(record(w["name"], w["value"], "core", p["name"], p["value"]))
+    out.append(record(w["name"], w["value"], "core", "one_core", 1.0))
     return out
 
 
@@ -347,10 +393,10 @@ def first_reply_records(builddir, smoke):
                               rows[("early post", "delivered")], "ns",
                               f"first_reply_own_queue_rtu{suffix}",
                               rows[("own queue", "delivered")]))
-            if not suffix:
-                out.append(record("first_reply_early_vs_queue_comm_est",
-                                  rows[("early post", "lost")], "ns",
-                                  "first_reply_own_queue_comm_est", rows[("own queue", "lost")]))
+            out.append(record(f"first_reply_early_vs_queue_comm_est{suffix}",
+                              rows[("early post", "lost")], "ns",
+                              f"first_reply_own_queue_comm_est{suffix}",
+                              rows[("own queue", "lost")]))
     return out
 
 
@@ -448,7 +494,7 @@ def main():
         elif not args.no_callgrind:
             say("valgrind is not installed: no instruction counts")
         records += fabric_records(args.builddir, args.smoke)
-        records += sim_idle_records(args.builddir, args.smoke)
+        records += sim_idle_records(args.builddir, args.smoke, shim)
         records += first_reply_records(args.builddir, args.smoke)
         records += cm_records(args.builddir, args.smoke)
         expected += SIM_IDLE_CASES + FIRST_REPLY_CASES + SCALE_CASES + CM_CASES
