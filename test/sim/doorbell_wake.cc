@@ -14,92 +14,42 @@
 #include <thread>
 
 #include "handles.h"
-#include "sim_harness.h"
+#include "threaded_traffic.h"
 
 using namespace simtest;
 
-namespace {
-
-FabricOptions threaded_inproc() {
-  FabricOptions fo;
-  fo.mode = sim::ExecMode::threaded;
-  fo.wire = sim::WireKind::inproc;
-  return fo;
-}
-
-// Two threaded HCAs on the in-process wire, connected, with a 64-byte source on `a` and a
-// destination on `b`.
-struct WritePair {
-  Pair p{threaded_inproc()};
-  Buffer src, dst;
-
-  explicit WritePair(uint8_t fill) {
-    ConnectOptions o;
-    o.timeout = 14;
-    p.connect(o, o);
-    src = p.a.reg(64, all_remote(), fill);
-    dst = p.b.reg(64);
-  }
-
-  SendWr write_wr() {
-    static Sge sge;
-    sge = Sge{src.addr(), 64, src.lkey()};
-    SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
-    w.remote_addr = dst.addr();
-    w.rkey = dst.rkey();
-    return w;
-  }
-};
-
-// Whether the host's device thread sleeps, as its CQ's view publishes it to a driver.
-bool asleep(const Host& h) {
-  const hw::DeviceWakeView& w = h.scq->cq->view().wake;
-  return w.asleep && w.asleep->load(std::memory_order_acquire) != 0;
-}
-
-}  // namespace
-
 TEST_CASE("a sleeping device publishes it, and the driver's kick after a doorbell wakes it",
           "[sim][threaded]") {
-  WritePair w(0x5c);
-  Pair& p = w.p;
-  REQUIRE(p.a.view().wake.asleep != nullptr);
-  REQUIRE(p.a.view().wake.kick_fd >= 0);
+  Traffic t;
+  REQUIRE(t.p.a.view().wake.asleep != nullptr);
+  REQUIRE(t.p.a.view().wake.kick_fd >= 0);
   for (int round = 0; round < 3; ++round) {
-    REQUIRE(wait_real([&] { return asleep(p.a); }));
-    std::memset(w.dst.data(), 0, 64);
-    REQUIRE(p.a.post_and_ring(w.write_wr()) == Errc::ok);  // rings, then kicks
+    t.wait_idle();
+    REQUIRE(t.post() == Errc::ok);  // rings, then kicks
     // Nothing on this thread drives the engine: only the woken device thread can run it.
-    Completion c;
-    REQUIRE(wait_real([&] { return p.a.poll_send(&c); }));
-    CHECK(c.status == IBV_WC_SUCCESS);
-    CHECK(std::memcmp(w.dst.data(), w.src.data(), 64) == 0);
+    CHECK(t.landed());
   }
 }
 
 TEST_CASE("a sleeping device has no timer: a doorbell without the kick waits until one comes",
           "[sim][threaded]") {
-  WritePair w(0x6d);
-  Pair& p = w.p;
-  REQUIRE(wait_real([&] { return asleep(p.a); }));
-  // Past its last look (a doorbell stored before that look would be found by it).
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  REQUIRE(asleep(p.a));
-  p.a.kick_after_doorbell = false;
-  REQUIRE(p.a.post_and_ring(w.write_wr()) == Errc::ok);
+  Traffic t;
+  t.wait_idle();
+  t.p.a.kick_after_doorbell = false;
+  REQUIRE(t.post() == Errc::ok);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Completion c;
-  CHECK_FALSE(p.a.poll_send(&c));  // the device never looked
-  CHECK(asleep(p.a));
-  p.a.kick_if_asleep();
-  REQUIRE(wait_real([&] { return p.a.poll_send(&c); }));
-  CHECK(c.status == IBV_WC_SUCCESS);
+  CHECK_FALSE(t.p.a.poll_send(&c));  // the device never looked
+  CHECK(t.idle());
+  t.p.a.kick_if_asleep();
+  CHECK(t.landed());
 }
 
 TEST_CASE("an idle device thread does not wake while nothing is due", "[sim][threaded]") {
   Pair p(threaded_inproc());
   p.connect();
-  REQUIRE(wait_real([&] { return asleep(p.a) && asleep(p.b); }));
+  // Past the short timed sleeps, into the deep one (watched: no timer of its own).
+  REQUIRE(wait_real([&] { return p.a.dev->counters().watched_sleeps > 0 && device_asleep(p.a); }));
   const uint64_t s0 = p.a.dev->counters().sleeps;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK(p.a.dev->counters().sleeps - s0 <= 1);
@@ -165,7 +115,7 @@ TEST_CASE("a store into a UAR page the application maps wakes a sleeping device,
   const int sigs[3] = {SIGSEGV, SIGBUS, SIGTRAP};
   for (int i = 0; i < 3; ++i) REQUIRE(::sigaction(sigs[i], nullptr, &before[i]) == 0);
   for (int round = 0; round < 3; ++round) {
-    REQUIRE(wait_real([&] { return p.a.dev->counters().watched_sleeps > 0 && asleep(p.a); }));
+    REQUIRE(wait_real([&] { return p.a.dev->counters().watched_sleeps > 0 && device_asleep(p.a); }));
     const uint64_t watched = p.a.dev->counters().watched_sleeps;
     p.a.kick_after_doorbell = false;  // libmlx5 only stores
     REQUIRE(p.a.post_and_ring(wr) == Errc::ok);

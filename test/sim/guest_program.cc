@@ -16,58 +16,11 @@
 #include <cstring>
 #include <thread>
 
-#include "sim_harness.h"
+#include "threaded_traffic.h"
 
 using namespace simtest;
 
 namespace {
-
-FabricOptions threaded_inproc() {
-  FabricOptions fo;
-  fo.mode = sim::ExecMode::threaded;
-  fo.wire = sim::WireKind::inproc;
-  return fo;
-}
-
-// Two threaded devices, connected, with a WRITE from `src` on a to `dst` on b.
-struct Traffic {
-  Pair p{threaded_inproc()};
-  Buffer src, dst;
-  uint8_t next_fill = 1;
-
-  Traffic() {
-    ConnectOptions o;
-    o.timeout = 14;
-    p.connect(o, o);
-    src = p.a.reg(64, all_remote(), 0);
-    dst = p.b.reg(64);
-  }
-  bool idle() const {
-    const hw::DeviceWakeView& w = p.a.scq->cq->view().wake;
-    return w.asleep && w.asleep->load(std::memory_order_acquire) != 0;
-  }
-  void wait_idle() {
-    REQUIRE(wait_real([&] { return idle(); }));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // deep in its sleep
-  }
-  // Posts one WRITE and rings (as the driver does: register write, then the kick).
-  Errc post() {
-    std::memset(src.data(), next_fill, 64);
-    Sge sge{src.addr(), 64, src.lkey()};
-    SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
-    w.remote_addr = dst.addr();
-    w.rkey = dst.rkey();
-    return p.a.post_and_ring(w);
-  }
-  // The WRITE completed and its bytes landed.
-  bool landed() {
-    Completion c{};
-    if (!wait_real([&] { return p.a.poll_send(&c); }, 30)) return false;
-    const bool ok = c.status == IBV_WC_SUCCESS && dst.data()[0] == next_fill && dst.data()[63] == next_fill;
-    ++next_fill;
-    return ok;
-  }
-};
 
 std::atomic<int> g_segv{0};
 uint8_t* g_guard = nullptr;

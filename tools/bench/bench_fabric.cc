@@ -204,19 +204,34 @@ void udp_send(int fd, const uint8_t* buf, uint32_t len) {
       fail(std::string("send: ") + std::strerror(errno));
 }
 
-void udp_pingpong(uint32_t iters, uint32_t size) {
+// Two UDP sockets on 127.0.0.1 connected to each other, and a child process forked to use the
+// second (`*server_fd`; the parent keeps the first, `*client_fd`). Returns the child's pid in
+// the parent, 0 in the child.
+pid_t udp_pair(int* client_fd, int* server_fd) {
   sockaddr_in ca{}, sa{};
   const int cfd = udp_socket(&ca);
   const int sfd = udp_socket(&sa);
   if (connect(cfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
       connect(sfd, reinterpret_cast<sockaddr*>(&ca), sizeof ca) != 0)
     fail(std::string("connect: ") + std::strerror(errno));
-  const uint32_t len = size + kRoceWriteOverhead;
   std::fflush(stdout);
   const pid_t child = fork();
   if (child < 0) fail(std::string("fork: ") + std::strerror(errno));
   if (child == 0) {
     close(cfd);
+  } else {
+    close(sfd);
+  }
+  *client_fd = cfd;
+  *server_fd = sfd;
+  return child;
+}
+
+void udp_pingpong(uint32_t iters, uint32_t size) {
+  int cfd = -1, sfd = -1;
+  const uint32_t len = size + kRoceWriteOverhead;
+  const pid_t child = udp_pair(&cfd, &sfd);
+  if (child == 0) {
     std::vector<uint8_t> buf(len);
     for (uint32_t i = 0; i < iters; ++i) {
       udp_receive(sfd, buf.data(), len);
@@ -224,7 +239,6 @@ void udp_pingpong(uint32_t iters, uint32_t size) {
     }
     std::_Exit(0);
   }
-  close(sfd);
   std::vector<uint8_t> buf(len, 0x5a);
   std::vector<uint64_t> tposted(iters);
   const auto& clock = rnicperf::Clock::get();
@@ -243,18 +257,10 @@ void udp_pingpong(uint32_t iters, uint32_t size) {
 // bursts unacknowledged (the simulated RC transport has a window too), so neither overruns
 // the socket buffers.
 void udp_stream(uint32_t messages, uint32_t size, uint32_t burst) {
-  sockaddr_in ca{}, sa{};
-  const int cfd = udp_socket(&ca);
-  const int sfd = udp_socket(&sa);
-  if (connect(cfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-      connect(sfd, reinterpret_cast<sockaddr*>(&ca), sizeof ca) != 0)
-    fail(std::string("connect: ") + std::strerror(errno));
+  int cfd = -1, sfd = -1;
   const uint32_t len = size + kRoceWriteOverhead;
-  std::fflush(stdout);
-  const pid_t child = fork();
-  if (child < 0) fail(std::string("fork: ") + std::strerror(errno));
+  const pid_t child = udp_pair(&cfd, &sfd);
   if (child == 0) {
-    close(cfd);
     std::vector<uint8_t> bufs(size_t{burst} * len);
     std::vector<iovec> iov(burst);
     std::vector<mmsghdr> msgs(burst);
@@ -279,7 +285,6 @@ void udp_stream(uint32_t messages, uint32_t size, uint32_t burst) {
     }
     std::_Exit(0);
   }
-  close(sfd);
   std::vector<uint8_t> buf(len, 0x5a);
   std::vector<iovec> iov(burst, iovec{buf.data(), len});
   std::vector<mmsghdr> msgs(burst);

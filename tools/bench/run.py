@@ -243,6 +243,27 @@ def rnicperf_result(path):
     return results[0]
 
 
+def rnicperf_udp_pair(rnicperf, args, env, tmp, tag):
+    """Runs rnicperf `args` as a server and a client process on the UDP wire; the client's
+    JSON result."""
+    port = str(free_port())
+    js, jc = os.path.join(tmp, f"{tag}_server.json"), os.path.join(tmp, f"{tag}_client.json")
+    common = args + ["-F", "-p", port]
+    server = subprocess.Popen([rnicperf] + common + [f"--out_json_file={js}"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        run([rnicperf] + common + [f"--out_json_file={jc}", "--retry-connect", "127.0.0.1"],
+            env=env)
+        _, err = server.communicate(timeout=300)
+    except BaseException:
+        server.kill()
+        server.wait()
+        raise
+    if server.returncode != 0:
+        raise BenchError(f"rnicperf server: exit status {server.returncode}\n{err.strip()}")
+    return rnicperf_result(jc)
+
+
 def fabric_records(builddir, smoke):
     rnicperf = os.path.join(builddir, "tools/rnicperf/rnicperf")
     fabric = os.path.join(builddir, "tools/bench/rnicdv-bench-fabric")
@@ -267,22 +288,9 @@ def fabric_records(builddir, smoke):
         # UDP: two processes.
         say("fabric: UDP write latency, two processes")
         udp = dict(env, RNICDV_SIM_WIRE="udp")
-        port = str(free_port())
-        js, jc = os.path.join(tmp, "udp_server.json"), os.path.join(tmp, "udp_client.json")
-        common = ["write_lat", "-s", "8", "-n", str(lat_iters), "-F", "-p", port]
-        server = subprocess.Popen([rnicperf] + common + [f"--out_json_file={js}"], env=udp,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            run([rnicperf] + common + [f"--out_json_file={jc}", "--retry-connect", "127.0.0.1"],
-                env=udp)
-            _, err = server.communicate(timeout=120)
-        except BaseException:
-            server.kill()
-            server.wait()
-            raise
-        if server.returncode != 0:
-            raise BenchError(f"rnicperf server: exit status {server.returncode}\n{err.strip()}")
-        value = rnicperf_result(jc)["t_typical"] * 1000
+        result = rnicperf_udp_pair(rnicperf, ["write_lat", "-s", "8", "-n", str(lat_iters)],
+                                   udp, tmp, "udp_lat")
+        value = result["t_typical"] * 1000
         base = json.loads(run([fabric, "udp-pingpong", "--iters", str(lat_iters),
                                "--size", "8"]))["t_typical"] * 1000
         out.append(record("fabric_udp_write_lat_8", value, "ns", "udp_pingpong_8", base))
@@ -302,22 +310,8 @@ def fabric_records(builddir, smoke):
 
         # Message rate over UDP: two processes.
         say("fabric: 64-byte write message rate, post list 32, UDP, two processes")
-        port = str(free_port())
-        js, jc = os.path.join(tmp, "udp_bw_server.json"), os.path.join(tmp, "udp_bw_client.json")
-        common = ["write_bw", "-s", "64", "-l", "32", "-n", str(rate_iters), "-F", "-p", port]
-        server = subprocess.Popen([rnicperf] + common + [f"--out_json_file={js}"], env=udp,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            run([rnicperf] + common + [f"--out_json_file={jc}", "--retry-connect", "127.0.0.1"],
-                env=udp)
-            _, err = server.communicate(timeout=300)
-        except BaseException:
-            server.kill()
-            server.wait()
-            raise
-        if server.returncode != 0:
-            raise BenchError(f"rnicperf server: exit status {server.returncode}\n{err.strip()}")
-        mpps = rnicperf_result(jc)["MsgRate"]
+        mpps = rnicperf_udp_pair(rnicperf, ["write_bw", "-s", "64", "-l", "32", "-n",
+                                            str(rate_iters)], udp, tmp, "udp_bw")["MsgRate"]
         if not mpps > 0:
             raise BenchError("rnicperf write_bw over UDP: message rate 0")
         base = json.loads(run([fabric, "udp-stream", "--iters", str(rate_iters), "--size",
