@@ -1,16 +1,22 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Two QPs of one mlx5 device connected to each other through port 1: state transitions,
-// modify errors, a SEND written straight into the views, and COMM_EST on a QP left in RTR.
+// modify errors, a SEND written straight into the views, and COMM_EST on a QP left in RTR,
+// read by the application or, with a COMM_EST notifier, by the backend's event thread.
 // Skipped (exit 77) unless a device with an active, addressable port 1 is present.
+#include <dirent.h>
 #include <endian.h>
 #include <poll.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
+#include "mlx5_event_thread.h"
 #include "mlx5_test_device.h"
 
 using namespace rnicdv;
@@ -54,18 +60,23 @@ struct Loopback {
     auto p = device->alloc_pd();
     REQUIRE(p.is_ok());
     pd = std::move(*p);
-    for (Endpoint* e : {&a, &b}) {
-      auto cq = device->create_cq(64);
-      REQUIRE(cq.is_ok());
-      e->cq = std::move(*cq);
-      QpCaps caps;
-      caps.max_send_wr = 16;
-      caps.max_recv_wr = 16;
-      auto qp = device->create_qp(*pd, *e->cq, *e->cq, caps);
-      INFO(qp.status().message());
-      REQUIRE(qp.is_ok());
-      e->qp = std::move(*qp);
-    }
+    a = endpoint();
+    b = endpoint();
+  }
+
+  Endpoint endpoint() {
+    Endpoint e;
+    auto cq = device->create_cq(64);
+    REQUIRE(cq.is_ok());
+    e.cq = std::move(*cq);
+    QpCaps caps;
+    caps.max_send_wr = 16;
+    caps.max_recv_wr = 16;
+    auto qp = device->create_qp(*pd, *e.cq, *e.cq, caps);
+    INFO(qp.status().message());
+    REQUIRE(qp.is_ok());
+    e.qp = std::move(*qp);
+    return e;
   }
 
   Status to_init(Qp& qp) {
@@ -278,4 +289,97 @@ TEST_CASE("a SEND written into the views reaches the peer and raises COMM_EST on
   CHECK(wait_async(*lb.device, AsyncEventType::comm_est, lb.b.qp->view().qpn));
   CHECK(lb.b.qp->state() ==
         QpState::rtr);  // COMM_EST does not move the QP (IBA 11.6.3: COMM_EST is an event only)
+}
+
+namespace {
+
+// What a COMM_EST notifier saw.
+struct Notified {
+  std::atomic<int> calls{0};
+  std::atomic<bool> off_main{false};
+  std::thread::id main = std::this_thread::get_id();
+  static void fn(void* ctx) {
+    auto* n = static_cast<Notified*>(ctx);
+    n->off_main = std::this_thread::get_id() != n->main;
+    ++n->calls;
+  }
+};
+
+size_t event_threads() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string line;
+      if (std::getline(comm, line) && line == mlx5::EventThread::kThreadName) ++n;
+    }
+    closedir(d);
+  }
+  return n;
+}
+
+bool notified_once(const Notified& n) {
+  const auto deadline = Clock::now() + kDeadline;
+  while (n.calls == 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return n.calls == 1;
+}
+
+}  // namespace
+
+TEST_CASE("the event thread calls COMM_EST notifiers and queues every async event once, in order",
+          "[loopback]") {
+  Loopback lb;
+  Endpoint c = lb.endpoint(), d = lb.endpoint();
+  std::vector<uint8_t> send_buf(64, 0x5a), recv_buf(128, 0);
+  auto send_mr = lb.device->reg_mr(*lb.pd, send_buf.data(), send_buf.size(), 0);
+  auto recv_mr = lb.device->reg_mr(*lb.pd, recv_buf.data(), recv_buf.size(), access::local_write);
+  REQUIRE(send_mr.is_ok());
+  REQUIRE(recv_mr.is_ok());
+  // B and D receive and stay in RTR; A sends to B, C to D.
+  for (auto [from, to, half] : {std::tuple{&lb.a, &lb.b, 0}, std::tuple{&c, &d, 64}}) {
+    require_ok(lb.to_init(*to->qp));
+    post_recv(to->qp->view(), **recv_mr, recv_buf.data() + half, 64);
+    require_ok(lb.to_rtr(*to->qp, *from->qp));
+    require_ok(lb.to_init(*from->qp));
+    require_ok(lb.to_rtr(*from->qp, *to->qp));
+    require_ok(lb.to_rts(*from->qp));
+  }
+  Notified nb, nd;
+  CHECK(event_threads() == 0);
+  REQUIRE(lb.b.qp->set_comm_est_notifier(&Notified::fn, &nb));
+  REQUIRE(d.qp->set_comm_est_notifier(&Notified::fn, &nd));
+  CHECK(event_threads() == 1);
+
+  // The application reads no async event: the thread learns each COMM_EST and calls out.
+  post_send(lb.a.qp->view(), **send_mr, send_buf.data(), 64);
+  CHECK(notified_once(nb));
+  post_send(c.qp->view(), **send_mr, send_buf.data(), 64);
+  CHECK(notified_once(nd));
+  CHECK(nb.off_main);
+  CHECK(nd.off_main);
+  CHECK(nb.calls == 1);
+
+  // Both events wait for the application, in the order they were raised.
+  pollfd pfd{lb.device->async_fd(), POLLIN, 0};
+  CHECK(poll(&pfd, 1, 0) == 1);
+  std::vector<uint32_t> comm_est;
+  AsyncEvent event{AsyncEventType::device_fatal};
+  while (lb.device->next_async_event(&event))
+    if (event.type == AsyncEventType::comm_est) comm_est.push_back(event.qpn);
+  CHECK(comm_est == std::vector<uint32_t>{lb.b.qp->view().qpn, d.qp->view().qpn});
+  CHECK(poll(&pfd, 1, 0) == 0);
+  CHECK(lb.b.qp->state() == QpState::rtr);  // a notifier is told; nothing moves the QP
+
+  // Without notifiers the application reads the async fd itself again.
+  REQUIRE(lb.b.qp->set_comm_est_notifier(nullptr, nullptr));
+  CHECK(event_threads() == 1);
+  REQUIRE(d.qp->set_comm_est_notifier(nullptr, nullptr));
+  // Joined; the kernel may list the task a moment after pthread_join returned.
+  const auto deadline = Clock::now() + kDeadline;
+  while (event_threads() != 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(event_threads() == 0);
+  CHECK_FALSE(lb.device->next_async_event(&event));
 }

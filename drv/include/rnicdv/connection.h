@@ -67,11 +67,13 @@ struct ConnectionOptions {
   uint32_t remote_access =              // INIT: what the peer may do to this QP's MRs
       hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
   // Passive: move the QP to RTS, releasing the work posted in RTR, the moment the backend
-  // learns of the establishment (the RTU, or a forwarded COMM_EST), on the thread that learns
-  // it, rather than when the application reads the ESTABLISHED event. Needs a QP whose
-  // threading allows another thread to move it (not Threading::single) and a backend that
-  // calls back (the simulated fabric's CM; librdmacm does not: it delivers events only to the
-  // application's reads). Otherwise, and with false, RTS comes with the event.
+  // learns of the establishment (the RTU, or COMM_EST where the RTU was lost), on the thread
+  // that learns it, rather than when the application reads the ESTABLISHED event. Needs a QP
+  // whose threading allows another thread to move it (not Threading::single). The simulated
+  // HCA calls back from its CM and its device thread; on a real device (librdmacm, which
+  // delivers events only to whoever reads them) the backend starts one event thread per
+  // device for as long as such connections exist (hw/mlx5/README.md). With false, RTS comes
+  // with the event, and no thread is started.
   bool release_at_establishment = true;
 };
 

@@ -137,7 +137,8 @@ class QueuePair {
   // Called (on the thread that processes async events) when the device raises COMM_EST for
   // this QP. The connection layer installs this; without one, the driver only records it.
   // With `where_learnt`, also at once on the thread where the device learns it (a backend
-  // that can call back: the simulated HCA's device thread, hw::Qp::set_comm_est_notifier):
+  // that can call back, hw::Qp::set_comm_est_notifier: the simulated HCA's device thread, or
+  // the real-device backend's event thread):
   // `fn` must then be thread-safe, and `ctx` valid until the handler is replaced or a token
   // `fn` looks up.
   void set_comm_est_handler(void (*fn)(void* ctx), void* ctx, bool where_learnt = false);

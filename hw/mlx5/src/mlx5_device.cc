@@ -8,8 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "mlx5_async.h"
+#include "mlx5_async_events.h"
 #include "mlx5_caps.h"
+#include "mlx5_event_thread.h"
 #include "mlx5_objects.h"
 #include "mlx5_qp.h"
 #include "mlx5_verbs.h"
@@ -63,6 +64,10 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
   core->caps.max_inline_data = probe_max_inline(ctx.get());
 
   if (Status s = set_nonblocking(ctx->async_fd, what); !s) return s;
+  core->events = std::make_shared<EventThread>(name);
+  Result<std::shared_ptr<AsyncEvents>> async = AsyncEvents::create(ctx, core->events, name);
+  if (!async) return async.status();
+  core->async = std::move(async).value();
 
   std::shared_ptr<Mlx5Device> device(new Mlx5Device(core));
   DeviceInfo& info = device->info_;
@@ -81,7 +86,7 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
   info.profile.keeps_rtr_doorbell = true;
   info.caps = core->caps;
   device->cm_ = std::make_unique<cm::RdmaCmConnectionManager>(
-      ctx.get(), info.gid.is_ipv4_mapped() ? info.gid.ipv4() : 0, name);
+      ctx.get(), info.gid.is_ipv4_mapped() ? info.gid.ipv4() : 0, name, core->events);
   return device;
 }
 
@@ -151,24 +156,15 @@ Result<std::unique_ptr<Qp>> Mlx5Device::create_qp_on_srq(Pd& pd, Cq& send_cq, Cq
 }
 
 int Mlx5Device::async_fd() const {
-  return core_->ctx->async_fd;
+  return core_->async->fd();
 }
 
 bool Mlx5Device::next_async_event(AsyncEvent* out) {
-  for (;;) {
-    ibv_async_event event;
-    std::memset(&event, 0, sizeof event);
-    // Non-blocking fd: -1 with EAGAIN when nothing is pending.
-    if (ibv_get_async_event(core_->ctx.get(), &event) != 0) return false;
-    // Map before acknowledging: the ack allows the QP or CQ to be destroyed.
-    const std::optional<AsyncEvent> mapped = map_async_event(event);
-    ibv_ack_async_event(&event);
-    if (mapped) {
-      *out = *mapped;
-      return true;
-    }
-    skipped_events_.fetch_add(1, std::memory_order_relaxed);
-  }
+  return core_->async->next(out);
+}
+
+uint64_t Mlx5Device::skipped_async_events() const {
+  return core_->async->skipped();
 }
 
 }  // namespace rnicdv::hw::mlx5

@@ -4,7 +4,6 @@
 
 #include <infiniband/verbs.h>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,10 +36,13 @@ class Mlx5Device final : public Device {
   Result<std::unique_ptr<Qp>> create_qp_on_srq(Pd& pd, Cq& send_cq, Cq& recv_cq, Srq& srq,
                                                const QpCaps& caps) override;
 
-  // The verbs context's async event fd, set non-blocking at open.
+  // Readable while an async event is pending: an epoll descriptor over the verbs context's
+  // async fd (non-blocking) and the queue the event thread fills while a QP has a COMM_EST
+  // notifier (mlx5_async_events.h). The same descriptor for the device's life.
   int async_fd() const override;
-  // Reads, maps and acknowledges one event. Events the interface does not carry are
-  // acknowledged, counted and skipped. False when none is pending (or reading failed).
+  // One event, read, mapped and acknowledged here or by the event thread, in the order the
+  // device raised them. Events the interface does not carry are acknowledged, counted and
+  // skipped. False when none is pending (or reading failed).
   bool next_async_event(AsyncEvent* out) override;
 
   ProgressHook progress_hook() override { return {}; }  // hardware progresses on its own
@@ -48,7 +50,7 @@ class Mlx5Device final : public Device {
   ConnectionManager* connection_manager() override { return cm_.get(); }
 
   // Async events skipped because the interface has no type for them.
-  uint64_t skipped_async_events() const { return skipped_events_.load(std::memory_order_relaxed); }
+  uint64_t skipped_async_events() const;
   const std::vector<PortAddressing>& ports() const { return core_->ports; }
 
  private:
@@ -56,7 +58,6 @@ class Mlx5Device final : public Device {
 
   std::shared_ptr<DeviceCore> core_;
   DeviceInfo info_;
-  std::atomic<uint64_t> skipped_events_{0};
   std::unique_ptr<cm::RdmaCmConnectionManager> cm_;
 };
 

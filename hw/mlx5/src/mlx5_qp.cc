@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "mlx5_async_events.h"
 #include "mlx5_modify.h"
 #include "mlx5_views.h"
 
@@ -167,6 +168,16 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
   qp->view_.granted.max_recv_sge = init.cap.max_recv_sge;
   qp->view_.granted.max_inline_data = init.cap.max_inline_data;
   return std::unique_ptr<Qp>(std::move(qp));
+}
+
+Mlx5Qp::~Mlx5Qp() {
+  // Before the QP goes (ibv_destroy_qp waits for its async events to be acknowledged, which
+  // the event thread does at once); the last notifier hands the async fd back.
+  if (qp_) (void)core_->async->set_comm_est_notifier(view_.qpn, nullptr, nullptr);
+}
+
+bool Mlx5Qp::set_comm_est_notifier(void (*fn)(void* ctx), void* ctx) {
+  return core_->async->set_comm_est_notifier(view_.qpn, fn, ctx).is_ok();
 }
 
 Status Mlx5Qp::modify(const QpAttr& attr, uint32_t mask) {

@@ -28,11 +28,17 @@ namespace rnicdv::hw::mlx5 {
 
 class Mlx5Qp final : public Qp {
  public:
+  ~Mlx5Qp() override;
   const QpView& view() const override { return view_; }
   Status modify(const QpAttr& attr, uint32_t mask) override;
   // The device's view (ibv_query_qp): the hardware may have moved the QP to SQE or ERR on its
   // own. Falls back to the last state set through modify() if the query fails.
   QpState state() const override;
+  // COMM_EST is learnt by reading the context's async fd: while a QP has a notifier, the
+  // device's event thread reads it and calls the notifier there (mlx5_async_events.h).
+  // False if the thread could not take the fd (the event then reaches the driver only
+  // through next_async_event).
+  bool set_comm_est_notifier(void (*fn)(void* ctx), void* ctx) override;
 
   // The state last set through modify(), without asking the device.
   QpState last_set_state() const;

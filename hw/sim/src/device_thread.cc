@@ -202,6 +202,9 @@ void Hca::thread_main() {
 void FabricShared::kick_sleepers(const Hca* except) {
   // The references are dropped outside the lock: the last one may destroy a device.
   thread_local std::vector<std::shared_ptr<Hca>> sleepers;
+  // The frames sent before, the devices' sleep words after (the device publishes its word,
+  // fences, and looks at its wire once more: one of the two sees the other's store).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   {
     std::lock_guard<std::mutex> lock(mu);
     for (const Member& m : hcas) {

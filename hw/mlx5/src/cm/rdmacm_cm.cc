@@ -7,9 +7,13 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <cstring>
+
+#include "cm/rdmacm_watch.h"
+#include "mlx5_event_thread.h"
 
 namespace rnicdv::hw::mlx5::cm {
 namespace {
@@ -111,9 +115,14 @@ ibv_qp_state ibv_state(QpState s) {
 
 class RdmaCmConnection final : public CmConnection {
  public:
-  RdmaCmConnection(rdma_event_channel* ch, rdma_cm_id* id) : ch_(ch), id_(id) {}
+  // `events`: the device's event thread for a passive connection, null for an active one.
+  RdmaCmConnection(rdma_event_channel* ch, rdma_cm_id* id, std::shared_ptr<EventThread> events)
+      : ch_(ch), id_(id), events_(std::move(events)), event_fd_(ch->fd) {}
 
   ~RdmaCmConnection() override {
+    // The event thread lets go of the channel first: it may be reading it right now, and
+    // rdma_destroy_id waits for the events it took to be acknowledged.
+    if (watched_) watched_->close();
     // Established: rdma_destroy_id sends the DREQ (cm_destroy_id); connecting: a REJ.
     rdma_destroy_id(id_);
     rdma_destroy_event_channel(ch_);
@@ -122,10 +131,11 @@ class RdmaCmConnection final : public CmConnection {
   // Active side: the parameters the REQ carried.
   void set_connect_params(const CmConnectParams& p) { params_ = p; }
 
-  int event_fd() const override { return ch_->fd; }
+  int event_fd() const override { return event_fd_.load(std::memory_order_acquire); }
 
   bool next_event(CmEvent* out) override {
     std::lock_guard lock(mu_);
+    if (watched_) return watched_->next(out);
     for (;;) {
       rdma_cm_event* ev = nullptr;
       if (rdma_get_cm_event(ch_, &ev) != 0) return false;  // EAGAIN: nothing pending
@@ -188,6 +198,28 @@ class RdmaCmConnection final : public CmConnection {
     return Status::ok();
   }
 
+  // librdmacm delivers ESTABLISHED only to a read of the channel, so from here on the
+  // device's event thread reads it (cm/rdmacm_watch.h): the notifier runs on that thread as
+  // the RTU, or COMM_EST forwarded with rdma_notify, arrives, before the application can read
+  // the event, and event_fd() becomes the eventfd of the thread's queue. The first notifier
+  // starts the thread if no other user has; a connection that never gets one is read by the
+  // application only, as before. Active connections have nothing to notify (establish() is
+  // the driver's own call): false.
+  bool set_established_notifier(void (*fn)(void* ctx), void* ctx) override {
+    if (!events_) return false;
+    std::lock_guard lock(mu_);
+    if (watched_) {
+      watched_->set_notifier(fn, ctx);
+      return true;
+    }
+    if (!fn) return true;
+    auto w = WatchedChannel::start(events_, ch_, remote_address(), fn, ctx, name());
+    if (!w) return false;  // the driver then moves the QP when the application reads the event
+    watched_ = std::move(w.value());
+    event_fd_.store(watched_->fd(), std::memory_order_release);
+    return true;
+  }
+
   Status disconnect() override {
     if (rdma_disconnect(id_) != 0 && errno != EINVAL)
       return errno_status(name() + ": disconnect", "rdma_disconnect");
@@ -206,7 +238,10 @@ class RdmaCmConnection final : public CmConnection {
  private:
   rdma_event_channel* ch_;
   rdma_cm_id* id_;
+  const std::shared_ptr<EventThread> events_;
+  std::atomic<int> event_fd_;
   std::mutex mu_;
+  std::shared_ptr<WatchedChannel> watched_;  // under mu_: set once, by the notifier
   CmConnectParams params_;
 };
 
@@ -251,7 +286,7 @@ class RdmaCmListener final : public CmListener {
         continue;
       }
       *out = std::move(translated);
-      auto conn = std::make_unique<RdmaCmConnection>(ch.value(), conn_id);
+      auto conn = std::make_unique<RdmaCmConnection>(ch.value(), conn_id, mgr_.events());
       out->remote = conn->remote_address();
       out->request = std::move(conn);
       return true;
@@ -269,8 +304,9 @@ class RdmaCmListener final : public CmListener {
 }  // namespace
 
 RdmaCmConnectionManager::RdmaCmConnectionManager(ibv_context* verbs, uint32_t ipv4,
-                                                 std::string device_name)
-    : verbs_(verbs), ipv4_(ipv4), name_(std::move(device_name)) {}
+                                                 std::string device_name,
+                                                 std::shared_ptr<EventThread> events)
+    : verbs_(verbs), ipv4_(ipv4), name_(std::move(device_name)), events_(std::move(events)) {}
 
 Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddress& local) {
   const std::string what = "listen " + cm_address_string(local) + " on " + name_;
@@ -314,7 +350,7 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
     rdma_destroy_event_channel(ch.value());
     return st;
   }
-  auto conn = std::make_unique<RdmaCmConnection>(ch.value(), id);
+  auto conn = std::make_unique<RdmaCmConnection>(ch.value(), id, nullptr);
   conn->set_connect_params(p);
   uint8_t ack_timeout = p.qp.local_ack_timeout;
   [[maybe_unused]] int rc = rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,

@@ -7,7 +7,9 @@
 //   passive: CONNECT_REQUEST -> the driver moves the QP to INIT and RTR -> rdma_accept(qp_num)
 //            ... ESTABLISHED (RTU, or rdma_notify(COMM_EST)) -> the driver moves it to RTS.
 // Each connection and listener has its own event channel (non-blocking), whose fd is the
-// object's event_fd(); accepted connections are migrated to a channel of their own.
+// object's event_fd(); accepted connections are migrated to a channel of their own. A passive
+// connection given an establishment notifier is read by the device's event thread from then
+// on (cm/rdmacm_watch.h), and its event_fd() becomes the eventfd of the thread's queue.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -20,13 +22,20 @@
 
 #include "rnicdv/hw/cm.h"
 
+namespace rnicdv::hw::mlx5 {
+class EventThread;  // mlx5_event_thread.h
+}
+
 namespace rnicdv::hw::mlx5::cm {
 
 class RdmaCmConnectionManager final : public ConnectionManager {
  public:
   // `verbs` is the device's context: addresses that resolve to another device are refused.
   // `ipv4` (host order) is the device's address, bound as the source of connections.
-  RdmaCmConnectionManager(ibv_context* verbs, uint32_t ipv4, std::string device_name);
+  // `events` is the device's event thread, which reads the channels of passive connections
+  // with an establishment notifier.
+  RdmaCmConnectionManager(ibv_context* verbs, uint32_t ipv4, std::string device_name,
+                          std::shared_ptr<EventThread> events);
 
   Result<std::unique_ptr<CmListener>> listen(const CmAddress& local) override;
   Result<std::unique_ptr<CmConnection>> connect(const CmConnectParams& params) override;
@@ -34,11 +43,13 @@ class RdmaCmConnectionManager final : public ConnectionManager {
 
   ibv_context* verbs() const { return verbs_; }
   const std::string& device_name() const { return name_; }
+  const std::shared_ptr<EventThread>& events() const { return events_; }
 
  private:
   ibv_context* verbs_;
   uint32_t ipv4_;
   std::string name_;
+  std::shared_ptr<EventThread> events_;
 };
 
 // ---- Conversions, exposed for tests ------------------------------------------------------
