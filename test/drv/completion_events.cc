@@ -7,6 +7,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -284,4 +286,34 @@ TEST_CASE("a consumer asleep on the channel wakes for a completion on a threaded
   Result<CqEvent> none = p.a.channel->wait_event(50);
   REQUIRE_FALSE(none.is_ok());
   CHECK(none.status().code() == Errc::timeout);
+}
+
+// The driver's doorbell path wakes a device thread that went to its deep sleep (no timer, and
+// no userfaultfd watch on the device's own register pages): the general post (ring) and the
+// typed post (commit_one) each kick it after their register write. Nothing on this thread
+// polls or waits on the device, so only the kick can get the WRITE carried out.
+TEST_CASE("a post to a threaded device that went idle is carried out without polling: the "
+          "driver's kick wakes it", "[events][threaded]") {
+  EventPair p = connected(sim::ExecMode::threaded);
+  volatile const uint8_t* landing = p.b.mem.data() + 0x1000;
+  auto lands = [&](uint8_t fill) {
+    for (int i = 0; i < 5000; ++i) {
+      if (landing[0] == fill && landing[63] == fill) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  };
+  // Past the timed sleeps (20 + 40 + 80 us), each device sleeps deeply.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::memset(p.a.mem.data(), 0x5a, 64);
+  post_write(p.a, p.b, 1);
+  CHECK(lands(0x5a));
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::memset(p.a.mem.data(), 0xa5, 64);
+  Sge sge = p.a.mr->sge(0, 64);
+  REQUIRE(p.a.qp->post_write(2, sge, p.b.mr->addr() + 0x1000, p.b.mr->rkey(),
+                             send_flags::signaled) == Errc::ok);
+  CHECK(lands(0xa5));
+  CHECK(drain(*p.a.scq) == 2);
 }

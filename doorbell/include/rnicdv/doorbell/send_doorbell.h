@@ -56,6 +56,14 @@ class SendDoorbell {
   void ring_with_head(__be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe,
                       uint32_t last_ds, const uint32_t& before_last, wqe::SqRing ring) noexcept;
 
+  // ring_with_head in two halves, for a caller with work of its own between them: the record
+  // and the register write, then the wake-up of a sleeping device (device_wake.h), which must
+  // follow every write_register. Called last in the caller, the wake-up's rare out-of-line
+  // call is a tail call, and the common path pays no stack frame for it.
+  void write_register(__be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe,
+                      uint32_t last_ds, const uint32_t& before_last, wqe::SqRing ring) noexcept;
+  [[gnu::always_inline]] void wake_device() const noexcept { wake_.after_register_write(); }
+
   // A device that sleeps between doorbells is woken after the register write (device_wake.h).
   void set_wake(const std::atomic<uint32_t>* asleep, int kick_fd) noexcept {
     wake_.init(asleep, kick_fd);

@@ -14,7 +14,7 @@
 
 namespace rnicdv::doorbell {
 
-[[gnu::always_inline]] inline void SendDoorbell::ring_with_head(
+[[gnu::always_inline]] inline void SendDoorbell::write_register(
     __be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe, uint32_t last_ds,
     const uint32_t& before_last, wqe::SqRing ring) noexcept {
   // The WQEs are in memory before the device can learn of them from the record.
@@ -43,7 +43,13 @@ namespace rnicdv::doorbell {
   // Consecutive doorbells alternate between the register's two halves so that a BlueFlame
   // write never lands in a buffer the device may still be draining (libmlx5 bf->offset).
   offset_ ^= bf_size_;
-  wake_.after_register_write();
+}
+
+[[gnu::always_inline]] inline void SendDoorbell::ring_with_head(
+    __be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe, uint32_t last_ds,
+    const uint32_t& before_last, wqe::SqRing ring) noexcept {
+  write_register(dbrec, pi, last_head, last_wqe, last_ds, before_last, ring);
+  wake_device();
 }
 
 inline void SendDoorbell::ring(__be32* dbrec, uint32_t pi, const uint8_t* last_wqe,
