@@ -48,6 +48,7 @@ Errc SendDoorbell::init(void* bf_reg, uint32_t bf_size, bool shared,
   bf_size_ = bf_size;
   offset_ = 0;
   mode_ = mode;
+  plain_db_ = mode == DoorbellMode::db && !wake_.needed();
   lock_ = mode == DoorbellMode::db_lock ? &register_lock_for(bf_reg) : nullptr;
   return Errc::ok;
 }

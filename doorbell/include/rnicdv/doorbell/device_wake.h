@@ -5,8 +5,9 @@
 // (the simulated HCA) runs on a thread that sleeps when it has nothing to do: it publishes a
 // word that is non-zero while it sleeps, and an eventfd that wakes it. After its register
 // write, a driver that finds the word set writes the eventfd; otherwise it does nothing, so a
-// busy device costs no system call. On hardware there is no word (a null pointer) and the
-// test is one compare.
+// busy device costs no system call. On hardware there is no word (a null pointer): the send
+// doorbell then takes its plain path, which tests nothing more than the doorbell mode
+// (send_doorbell.h), and the CQ arm tests the pointer.
 //
 // The ordering is the classic pair of a store then a load on each side: the driver stores the
 // register, then (after a full fence) loads the word; the device stores the word, then (after

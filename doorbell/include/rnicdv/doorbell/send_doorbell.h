@@ -50,23 +50,18 @@ class SendDoorbell {
             wqe::SqRing ring) noexcept;
 
   // The same for a batch of at least one WQE whose last one's ctrl head (its first 8 bytes,
-  // what the 8-byte doorbell carries) the caller has in hand; `before_last` WQEs precede it
-  // in the batch (BlueFlame may copy it only when there are none). It is read only in bf
-  // mode.
+  // what the 8-byte doorbell carries) the caller has in hand; `staged` WQEs precede it in the
+  // batch (BlueFlame may copy it only when there are none; read only in bf mode), and it is
+  // cleared once the doorbell is rung: the caller's count of WQEs awaiting a doorbell.
   void ring_with_head(__be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe,
-                      uint32_t last_ds, const uint32_t& before_last, wqe::SqRing ring) noexcept;
-
-  // ring_with_head in two halves, for a caller with work of its own between them: the record
-  // and the register write, then the wake-up of a sleeping device (device_wake.h), which must
-  // follow every write_register. Called last in the caller, the wake-up's rare out-of-line
-  // call is a tail call, and the common path pays no stack frame for it.
-  void write_register(__be32* dbrec, uint32_t pi, uint64_t last_head, const uint8_t* last_wqe,
-                      uint32_t last_ds, const uint32_t& before_last, wqe::SqRing ring) noexcept;
-  [[gnu::always_inline]] void wake_device() const noexcept { wake_.after_register_write(); }
+                      uint32_t last_ds, uint32_t& staged, wqe::SqRing ring) noexcept;
 
   // A device that sleeps between doorbells is woken after the register write (device_wake.h).
+  // Its QPs leave the plain db path, so that on hardware the wake-up costs no instruction:
+  // the test of the doorbell mode the post makes anyway is the only one.
   void set_wake(const std::atomic<uint32_t>* asleep, int kick_fd) noexcept {
     wake_.init(asleep, kick_fd);
+    plain_db_ = mode_ == DoorbellMode::db && !wake_.needed();
   }
 
   DoorbellMode mode() const noexcept { return mode_; }
@@ -79,6 +74,7 @@ class SendDoorbell {
   uint32_t bf_size_ = 0;
   uint32_t offset_ = 0;
   DoorbellMode mode_ = DoorbellMode::db;
+  bool plain_db_ = true;  // mode_ == db and no device to wake: ring_with_head's common path
 };
 
 }  // namespace rnicdv::doorbell

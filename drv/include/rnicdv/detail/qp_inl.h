@@ -107,9 +107,7 @@ inline void QpCore::commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t
     // As ring_unrung: hw_pi and ring_pi before the doorbell record.
     hw_pi.store(next, std::memory_order_relaxed);
     ring_pi.store(next, std::memory_order_relaxed);
-    doorbell.write_register(dbrec, next, head, wqe, ds, unrung, sq);
-    unrung = 0;
-    doorbell.wake_device();
+    doorbell.ring_with_head(dbrec, next, head, wqe, ds, unrung, sq);  // clears unrung
   } else {
     // Staged. ring_pi stays: only a scanning device could run the WQE before its doorbell,
     // and the typed calls and post_ready are never used for one (post_ready_scanning is).
