@@ -19,6 +19,7 @@
 
 #include "cm/sim_cm.h"
 #include "cm_env.h"
+#include "shim_rig.h"
 #include "rnicdv/connection.h"
 #include "rnicdv/rnicdv.h"
 #include "rnicdv/sim/sim.h"
@@ -29,100 +30,10 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr uint32_t kEarly = 4;
-constexpr size_t kMsg = 64;
+constexpr size_t kMsg = test::ShimRig::kMsg;
 
-template <class T>
-T take(Result<T> r) {
-  INFO(r.status().message());
-  REQUIRE(r.is_ok());
-  return std::move(r).value();
-}
-
-// The simulated device behind rnicsim0 in this process (the shim's), for its counters and
-// the CM's drop hook.
-std::shared_ptr<sim::Device> shim_device(const std::string& name) {
-  auto fabric = sim::default_fabric();
-  if (!fabric) return nullptr;
-  for (auto& d : fabric.value()->devices())
-    if (d->config().name == name) return d;
-  return nullptr;
-}
-
-struct Rig {
-  std::string name;
-  std::optional<Device> dev;
-  std::optional<ProtectionDomain> pd;
-  std::optional<CompletionQueue> cqa, cqb;
-  std::vector<uint8_t> mem = std::vector<uint8_t>(32 * kMsg, 0);
-  std::optional<MemoryRegion> mr;
-  std::optional<QueuePair> qa, qb;
-  std::string ip;
-  std::shared_ptr<sim::Device> sim;
-
-  Rig() {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    if (list && n > 0) name = ibv_get_device_name(list[0]);
-    if (list) ibv_free_device_list(list);
-    if (name.rfind("rnicsim", 0) != 0) {
-      std::printf("skipped: needs the uverbs shim preloaded (first device: '%s')\n", name.c_str());
-      std::fflush(stdout);
-      std::exit(77);
-    }
-    dev.emplace(take(Device::open(name)));
-    REQUIRE(dev->info().kind == "mlx5");
-    REQUIRE(dev->hw().connection_manager() != nullptr);
-    const hw::Gid gid = dev->info().gid;
-    REQUIRE(gid.is_ipv4_mapped());
-    char text[32];
-    std::snprintf(text, sizeof text, "%u.%u.%u.%u", gid.raw[12], gid.raw[13], gid.raw[14],
-                  gid.raw[15]);
-    ip = text;
-    pd.emplace(take(dev->alloc_pd()));
-    cqa.emplace(take(dev->create_cq(64)));
-    cqb.emplace(take(dev->create_cq(64)));
-    mr.emplace(take(pd->reg_mr(mem.data(), mem.size(), hw::access::local_write)));
-    qa.emplace(take(dev->create_qp(*pd, *cqa, *cqa, QpConfig{})));
-    qb.emplace(take(dev->create_qp(*pd, *cqb, *cqb, QpConfig{})));
-    sim = shim_device(name);
-    REQUIRE(sim);
-  }
-
-  Errc post_recv(QueuePair& q, uint64_t wr_id, uint32_t slot) {
-    Sge s = mr->sge(slot * kMsg, kMsg);
-    return q.post_recv(RecvWr{wr_id, &s, 1});
-  }
-  Errc post_send(QueuePair& q, uint64_t wr_id, uint32_t slot, uint8_t fill) {
-    std::memset(&mem[slot * kMsg], fill, kMsg);
-    Sge s = mr->sge(slot * kMsg, kMsg);
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.flags = send_flags::signaled;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    return q.post_send(wr);
-  }
-  // Polls `cq` until `n` completions arrived (or 10 s), counting each wr_id.
-  std::map<uint64_t, int> completions(CompletionQueue& cq, size_t n) {
-    std::map<uint64_t, int> seen;
-    size_t got = 0;
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    while (got < n && std::chrono::steady_clock::now() < end) {
-      Completion wc[8];
-      const int k = cq.poll(wc, 8);
-      for (int i = 0; i < k; ++i) {
-        CHECK(wc[i].status == IBV_WC_SUCCESS);
-        ++seen[wc[i].wr_id];
-      }
-      got += static_cast<size_t>(k);
-    }
-    return seen;
-  }
-  uint64_t doorbells(const QueuePair& q) const {
-    Result<sim::QpSnapshot> s = sim->qp_snapshot(q.qpn());
-    return s ? s.value().uar_doorbells : ~uint64_t{0};
-  }
-};
+using Rig = test::ShimRig;
+using test::take;
 
 // Connects qa to qb over rdma_cm on `port`; qb posts kEarly sends (slots 8..) right after
 // accept, in RTR, and A has kEarly receives (slots 0..) for them.
@@ -196,9 +107,7 @@ TEST_CASE("on the rdma_cm path, sends posted in RTR right after accept run once 
 
 TEST_CASE("on the rdma_cm path, with every RTU dropped, COMM_EST releases the early sends once") {
   Rig& r = rig();
-  // Fresh QPs: the previous case's are connected (and then disconnected).
-  r.qa.emplace(take(r.dev->create_qp(*r.pd, *r.cqa, *r.cqa, QpConfig{})));
-  r.qb.emplace(take(r.dev->create_qp(*r.pd, *r.cqb, *r.cqb, QpConfig{})));
+  r.new_qps();  // the previous case's are connected (and then disconnected)
   sim::cm::CmAgent& agent = sim::cm::cm_agent_of(*r.sim);
   const sim::cm::CmCounters before = agent.counters();
   agent.drop_outgoing(sim::cm::AttrId::rtu, 1000);

@@ -9,7 +9,6 @@
 // LD_PRELOAD=librnicdv-uverbs.so (meson sets it); elsewhere it skips (77).
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 
@@ -17,12 +16,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "cm/sim_cm.h"
+#include "proc_threads.h"
+#include "shim_rig.h"
 #include "rnicdv/connection.h"
 #include "rnicdv/rnicdv.h"
 #include "rnicdv/sim/sim.h"
@@ -33,42 +33,15 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr uint32_t kEarly = 4;
-constexpr size_t kMsg = 64;
+constexpr size_t kMsg = test::ShimRig::kMsg;
 constexpr const char* kEventThread = "rnicdv-mlx5-ev";  // mlx5_event_thread.h
 
-template <class T>
-T take(Result<T> r) {
-  INFO(r.status().message());
-  REQUIRE(r.is_ok());
-  return std::move(r).value();
-}
+using Rig = test::ShimRig;
+using test::take;
 
-// Entries of a /proc/self directory, and the threads among /proc/self/task named `name`.
-size_t entries(const char* dir) {
-  size_t n = 0;
-  if (DIR* d = opendir(dir)) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ++n;
-    closedir(d);
-  }
-  return n;
-}
-size_t threads() {
-  return entries("/proc/self/task");
-}
-size_t threads_named(const std::string& name) {
-  size_t n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-      std::string line;
-      if (std::getline(comm, line) && line == name) ++n;
-    }
-    closedir(d);
-  }
-  return n;
-}
+using test::open_fds;
+using test::thread_count;
+using test::threads_named;
 
 // A joined thread may still be listed for a moment: the kernel wakes pthread_join before it
 // removes the task. A thread that still runs never goes.
@@ -83,89 +56,6 @@ bool readable(int fd, int timeout_ms = 0) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, timeout_ms) > 0;
 }
-
-struct Rig {
-  std::string name;
-  std::optional<Device> dev;
-  std::optional<ProtectionDomain> pd;
-  std::optional<CompletionQueue> cqa, cqb;
-  std::vector<uint8_t> mem = std::vector<uint8_t>(32 * kMsg, 0);
-  std::optional<MemoryRegion> mr;
-  std::optional<QueuePair> qa, qb;
-  std::string ip;
-  std::shared_ptr<sim::Device> sim;
-
-  Rig() {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    if (list && n > 0) name = ibv_get_device_name(list[0]);
-    if (list) ibv_free_device_list(list);
-    if (name.rfind("rnicsim", 0) != 0) {
-      std::printf("skipped: needs the uverbs shim preloaded (first device: '%s')\n", name.c_str());
-      std::fflush(stdout);
-      std::exit(77);
-    }
-    dev.emplace(take(Device::open(name)));
-    REQUIRE(dev->info().kind == "mlx5");
-    const hw::Gid gid = dev->info().gid;
-    REQUIRE(gid.is_ipv4_mapped());
-    char text[32];
-    std::snprintf(text, sizeof text, "%u.%u.%u.%u", gid.raw[12], gid.raw[13], gid.raw[14],
-                  gid.raw[15]);
-    ip = text;
-    pd.emplace(take(dev->alloc_pd()));
-    cqa.emplace(take(dev->create_cq(64)));
-    cqb.emplace(take(dev->create_cq(64)));
-    mr.emplace(take(pd->reg_mr(mem.data(), mem.size(), hw::access::local_write)));
-    if (auto fabric = sim::default_fabric())
-      for (auto& d : fabric.value()->devices())
-        if (d->config().name == name) sim = d;
-    REQUIRE(sim);
-  }
-
-  // Fresh QPs for each case: the previous case's were connected.
-  void new_qps() {
-    std::memset(mem.data(), 0, mem.size());
-    qa.emplace(take(dev->create_qp(*pd, *cqa, *cqa, QpConfig{})));
-    qb.emplace(take(dev->create_qp(*pd, *cqb, *cqb, QpConfig{})));
-  }
-
-  Errc post_recv(QueuePair& q, uint64_t wr_id, uint32_t slot) {
-    Sge s = mr->sge(slot * kMsg, kMsg);
-    return q.post_recv(RecvWr{wr_id, &s, 1});
-  }
-  Errc post_send(QueuePair& q, uint64_t wr_id, uint32_t slot, uint8_t fill) {
-    std::memset(&mem[slot * kMsg], fill, kMsg);
-    Sge s = mr->sge(slot * kMsg, kMsg);
-    SendWr wr;
-    wr.wr_id = wr_id;
-    wr.flags = send_flags::signaled;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    return q.post_send(wr);
-  }
-  // Polls `cq`, and nothing else, until `n` completions arrived or `limit` passed.
-  std::map<uint64_t, int> completions(CompletionQueue& cq, size_t n,
-                                      std::chrono::milliseconds limit = 10s) {
-    std::map<uint64_t, int> seen;
-    size_t got = 0;
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (got < n && std::chrono::steady_clock::now() < end) {
-      Completion wc[8];
-      const int k = cq.poll(wc, 8);
-      for (int i = 0; i < k; ++i) {
-        CHECK(wc[i].status == IBV_WC_SUCCESS);
-        ++seen[wc[i].wr_id];
-      }
-      got += static_cast<size_t>(k);
-    }
-    return seen;
-  }
-  uint64_t doorbells(const QueuePair& q) const {
-    Result<sim::QpSnapshot> s = sim->qp_snapshot(q.qpn());
-    return s ? s.value().uar_doorbells : ~uint64_t{0};
-  }
-};
 
 Rig& rig() {
   static Rig r;
@@ -249,12 +139,12 @@ TEST_CASE("without release at establishment no thread is started and RTS waits f
   Pair p = listen(r, 17491);
   // Counted once the listener has its channel: the shim's rdma_cm, the kernel's stand-in,
   // starts a thread of its own with the first one.
-  const size_t before = threads();
+  const size_t before = thread_count();
   ConnectionOptions options;
   options.release_at_establishment = false;
   connect_and_post_early(r, p, options);
   CHECK(threads_named(kEventThread) == 0);
-  CHECK(threads() == before);
+  CHECK(thread_count() == before);
 
   // The RTU has been sent; with nobody reading the passive connection nothing moves.
   std::map<uint64_t, int> early = r.completions(*r.cqb, 1, 300ms);
@@ -272,7 +162,7 @@ TEST_CASE("without release at establishment no thread is started and RTS waits f
   std::map<uint64_t, int> received = r.completions(*r.cqa, kEarly);
   check_early_batch(r, sent, received);
   CHECK(threads_named(kEventThread) == 0);
-  CHECK(threads() == before);
+  CHECK(thread_count() == before);
   close_pair(p);
 }
 
@@ -338,7 +228,7 @@ TEST_CASE("with every RTU dropped, COMM_EST read by the event thread releases th
 TEST_CASE("passive connections destroyed while the event thread reads them leave no thread "
           "and no descriptor behind") {
   Rig& r = rig();
-  const size_t fds = entries("/proc/self/fd");
+  const size_t fds = open_fds();
   for (uint16_t i = 0; i < 20; ++i) {
     r.new_qps();
     Listener listener = take(Listener::listen(*r.dev, r.ip, static_cast<uint16_t>(17500 + i)));
@@ -359,5 +249,5 @@ TEST_CASE("passive connections destroyed while the event thread reads them leave
   }
   r.qa.reset();
   r.qb.reset();
-  CHECK(entries("/proc/self/fd") == fds);
+  CHECK(open_fds() == fds);
 }

@@ -5,18 +5,17 @@
 // descriptor whose handler reports it failed.
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "mlx5_event_thread.h"
+#include "proc_threads.h"
 
 using namespace rnicdv;
 using namespace rnicdv::hw::mlx5;
@@ -25,17 +24,7 @@ using namespace std::chrono_literals;
 namespace {
 
 size_t event_threads() {
-  size_t n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-      std::string line;
-      if (std::getline(comm, line) && line == EventThread::kThreadName) ++n;
-    }
-    closedir(d);
-  }
-  return n;
+  return rnicdv::test::threads_named(EventThread::kThreadName);
 }
 
 template <class Pred>

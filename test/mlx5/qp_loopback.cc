@@ -3,14 +3,12 @@
 // modify errors, a SEND written straight into the views, and COMM_EST on a QP left in RTR,
 // read by the application or, with a COMM_EST notifier, by the backend's event thread.
 // Skipped (exit 77) unless a device with an active, addressable port 1 is present.
-#include <dirent.h>
 #include <endian.h>
 #include <poll.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -18,6 +16,7 @@
 
 #include "mlx5_event_thread.h"
 #include "mlx5_test_device.h"
+#include "proc_threads.h"
 
 using namespace rnicdv;
 using namespace rnicdv::hw;
@@ -306,17 +305,7 @@ struct Notified {
 };
 
 size_t event_threads() {
-  size_t n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-      std::string line;
-      if (std::getline(comm, line) && line == mlx5::EventThread::kThreadName) ++n;
-    }
-    closedir(d);
-  }
-  return n;
+  return rnicdv::test::threads_named(mlx5::EventThread::kThreadName);
 }
 
 bool notified_once(const Notified& n) {
