@@ -173,12 +173,17 @@ void Hca::thread_main() {
     }
     asleep_.store(0, std::memory_order_relaxed);
     bool woken = false;
+    if ((fds[0].revents & POLLIN) || (wire_fd >= 0 && (fds[1].revents & POLLIN))) {
+      // A kick (a doorbell, a frame from a device of this process, a control-path change) or
+      // a frame: its work first, the bookkeeping (the eventfd's read, the userfaultfd's
+      // events and the protection's release) after it.
+      woken = true;
+      run_once();
+    }
     if (fds[0].revents & POLLIN) {
       uint64_t kicks;
       [[maybe_unused]] const ssize_t n = ::read(kick_fd_, &kicks, sizeof kicks);
-      woken = true;
     }
-    if (wire_fd >= 0 && (fds[1].revents & POLLIN)) woken = true;
     if (deep) {
       uar_watch_.take_events(&rung);
       if (!rung.empty()) {
