@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -237,6 +238,7 @@ struct InitiatorConn {
   bool established = false, closed = false;
   uint32_t next_write = 0, next_read = 0, writes_done = 0, reads_done = 0;
   uint32_t outstanding = 0;
+  uint32_t posted_in_rtr = 0;     // commands the driver withheld for the RTU
   std::vector<int64_t> slot_cmd;  // per depth slot: the command using it (-1: free)
 };
 
@@ -310,6 +312,8 @@ int run_initiator(const Args& a) {
       cmd.length = a.block;
       must(ic.qp->post_send_inline(cmd.cmd_id, &cmd, sizeof cmd, send_flags::signaled),
            "post a command");
+      // Withheld work piles up until the RTU releases it all at once.
+      ic.posted_in_rtr = std::max(ic.posted_in_rtr, ic.qp->withheld());
       ic.slot_cmd[s] = static_cast<int64_t>(cmd.cmd_id);
       ++ic.outstanding;
       (op == Op::write ? ic.next_write : ic.next_read)++;
@@ -439,10 +443,12 @@ int run_initiator(const Args& a) {
           qc.caps.max_inline_data = sizeof(Command);
           ic.qp.emplace(must(dev.create_qp(pd, cq, cq, qc), "create qp"));
           ic.conn.emplace(must(ev->request->accept(*ic.qp), "accept"));
-          for (uint32_t s = 0; s < d; ++s) post_response_recv(c, s);
-          // In RTR until the RTU: these commands are built now and sent when it arrives.
+          // In RTR until the RTU: these commands are built now and sent when it arrives. They
+          // go first, while the RTU is still in flight; the receives for their responses
+          // follow at once (no response can come before the target has moved the data).
           issue(c);
-          early += ic.qp->withheld();
+          early += ic.posted_in_rtr;
+          for (uint32_t s = 0; s < d; ++s) post_response_recv(c, s);
           by_qpn[ic.qp->qpn()] = c;
           poller.add(ic.conn->event_fd(), kConnTag + c);
         }

@@ -172,23 +172,29 @@ void Hca::thread_main() {
       ::ppoll(fds, nfds, wait == UINT64_MAX ? nullptr : &ts, nullptr);
     }
     asleep_.store(0, std::memory_order_relaxed);
-    bool woken = false;
-    if ((fds[0].revents & POLLIN) || (wire_fd >= 0 && (fds[1].revents & POLLIN))) {
-      // A kick (a doorbell, a frame from a device of this process, a control-path change) or
-      // a frame: its work first, the bookkeeping (the eventfd's read, the userfaultfd's
-      // events and the protection's release) after it.
-      woken = true;
-      run_once();
+    // The work first, the bookkeeping (the eventfd's read, the protection's release) after it:
+    // a store of libmlx5's that the userfaultfd caught names its page, whose doorbell this
+    // pass takes before the store is let go; a kick (a doorbell, a frame from a device of
+    // this process, a control-path change) or a frame is work for the pass as it is.
+    const bool kicked = (fds[0].revents & POLLIN) != 0;
+    bool woken = kicked || (wire_fd >= 0 && (fds[1].revents & POLLIN));
+    if (deep && (fds[nfds - 1].revents & POLLIN) && watched) {
+      uar_watch_.take_events(&rung);
+      if (!rung.empty()) {
+        note_rung_pages(rung);
+        rung.clear();
+        woken = true;
+      }
     }
-    if (fds[0].revents & POLLIN) {
+    if (woken && !stop_.load(std::memory_order_acquire)) run_once();
+    if (kicked) {
       uint64_t kicks;
       [[maybe_unused]] const ssize_t n = ::read(kick_fd_, &kicks, sizeof kicks);
     }
     if (deep) {
+      // A store caught after ppoll returned: its doorbell, then its release.
       uar_watch_.take_events(&rung);
       if (!rung.empty()) {
-        // The doorbell first (its records were written before the store that waits), then the
-        // store's release.
         note_rung_pages(rung);
         rung.clear();
         woken = true;

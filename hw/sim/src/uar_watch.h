@@ -13,7 +13,7 @@
 // (Removing it first would put the kernel's TLB shootdown, tens of microseconds on a VM,
 // between the doorbell and its execution.)
 // No signal is involved: the storing thread is not interrupted, it only waits for the device
-// for as long as one thread wake-up takes.
+// for one thread wake-up and the engine pass that takes its doorbell.
 //
 // Where userfaultfd is refused (a kernel older than 5.19, whose shared-memory pages it cannot
 // write-protect, a seccomp filter, or vm.unprivileged_userfaultfd on a kernel without

@@ -57,8 +57,9 @@ class SendDoorbell {
                       uint32_t last_ds, uint32_t& staged, wqe::SqRing ring) noexcept;
 
   // A device that sleeps between doorbells is woken after the register write (device_wake.h).
-  // Its QPs leave the plain db path, so that on hardware the wake-up costs no instruction:
-  // the test of the doorbell mode the post makes anyway is the only one.
+  // Its QPs leave the plain db path, so that on hardware a QP in db mode pays nothing for the
+  // wake-up: the test of the doorbell mode the post makes anyway is the only one (bf and
+  // db_lock test the sleep word's pointer).
   void set_wake(const std::atomic<uint32_t>* asleep, int kick_fd) noexcept {
     wake_.init(asleep, kick_fd);
     plain_db_ = mode_ == DoorbellMode::db && !wake_.needed();

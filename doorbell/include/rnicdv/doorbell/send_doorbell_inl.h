@@ -47,7 +47,7 @@ namespace rnicdv::doorbell {
   // write never lands in a buffer the device may still be draining (libmlx5 bf->offset).
   offset_ ^= bf_size_;
   staged = 0;
-  // Last, so that its rare call is a tail call and the paths above need no stack frame.
+  // Last, so that its rare call can be a tail call that asks nothing of the caller's frame.
   wake_.after_register_write();
 }
 
