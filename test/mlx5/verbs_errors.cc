@@ -48,6 +48,8 @@ TEST_CASE("device attributes become caps, clamped to the interface's types", "[c
   attr.max_mr = 16777216;
   attr.max_mr_size = ~uint64_t{0};
   attr.max_pd = 16777216;
+  attr.max_srq = 8388608;
+  attr.max_srq_wr = 32767;
   attr.max_qp_rd_atom = 16;
   attr.max_qp_init_rd_atom = 1000;  // wider than uint8_t
   PortAddressing port;
@@ -65,6 +67,8 @@ TEST_CASE("device attributes become caps, clamped to the interface's types", "[c
   CHECK(caps.max_mr == 16777216);
   CHECK(caps.max_mr_size == ~uint64_t{0});
   CHECK(caps.max_pd == 16777216);
+  CHECK(caps.max_srq == 8388608);
+  CHECK(caps.max_srq_wr == 32767);
   CHECK(caps.max_qp_rd_atom == 16);
   CHECK(caps.max_qp_init_rd_atom == 255);
   CHECK(caps.max_msg_size == (1u << 30));

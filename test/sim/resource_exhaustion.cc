@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Running out of resources, through the driver's public API on the simulated HCA: too many
-// QPs, CQs, PDs or memory regions, a full send or receive queue, and a CQ that overflows.
+// QPs, CQs, SRQs, PDs or memory regions, a full send or receive queue, and a CQ that
+// overflows.
 // Each is refused with an error that names the object, the operation and the reason (or, for
 // the CQ overrun, reported by CQ_ERR as IB requires), and nothing already accepted is lost
 // or corrupted: the work before the limit completes with its data intact.
@@ -214,6 +215,42 @@ TEST_CASE("too many CQs and PDs: no_resources naming the operation and the limit
   auto too_deep = a.dev->create_cq(a.sim->info().caps.max_cqe + 1);
   CHECK(too_deep.status().code() == Errc::invalid_argument);
   CHECK(contains(too_deep.status().message(), "create_cq"));
+}
+
+TEST_CASE("too many SRQs, or one deeper than max_srq_wr: refused naming create_srq and the limit; "
+          "a freed SRQ can be created again") {
+  auto fabric = deterministic_fabric();
+  sim::DeviceConfig dc;
+  dc.caps.max_srq = 3;
+  dc.caps.max_srq_wr = 100;
+  Node a = make_node(*fabric, dc);
+  const hw::DeviceCaps& caps = a.sim->info().caps;
+  CHECK(caps.max_srq == 3);
+  CHECK(caps.max_srq_wr == 100);
+  std::vector<SharedReceiveQueue> srqs;
+  for (int i = 0; i < 3; ++i) srqs.push_back(take(a.dev->create_srq(*a.pd, 100, 1)));
+  auto no_srq = a.dev->create_srq(*a.pd, 4, 1);
+  CHECK(no_srq.status().code() == Errc::no_resources);
+  CHECK(contains(no_srq.status().message(), "create_srq"));
+  CHECK(contains(no_srq.status().message(), "3 SRQs"));
+  srqs.pop_back();
+  auto again = a.dev->create_srq(*a.pd, 4, 1);
+  CHECK(again.is_ok());
+  srqs.clear();
+  auto too_deep = a.dev->create_srq(*a.pd, 101, 1);
+  CHECK(too_deep.status().code() == Errc::invalid_argument);
+  CHECK(contains(too_deep.status().message(), "create_srq"));
+  CHECK(contains(too_deep.status().message(), "1..100"));
+}
+
+TEST_CASE("device caps beyond what the SRQ ring can hold are refused when the device starts") {
+  auto fabric = deterministic_fabric();
+  sim::DeviceConfig dc;
+  dc.caps.max_srq_wr = 1u << 20;
+  auto dev = fabric->add_device(dc);
+  REQUIRE_FALSE(dev.is_ok());
+  CHECK(dev.status().code() == Errc::invalid_argument);
+  CHECK(contains(dev.status().message(), "SRQ WRs"));
 }
 
 TEST_CASE("a full send queue refuses with queue_full; what was accepted completes intact") {

@@ -229,3 +229,62 @@ TEST_CASE("an SRQ ring the application takes away fails the QP that needed it, n
   CHECK(attr.qp_state == IBV_QPS_ERR);
   REQUIRE(mprotect(dv.buf, bytes, PROT_READ | PROT_WRITE) == 0);
 }
+
+// The counts ibv_query_device reports are the counts the device keeps: past max_cq CQs and
+// max_srq SRQs, creation fails with ENOMEM, as the kernel's resource exhaustion does, and a
+// freed object's place can be taken again.
+TEST_CASE("CQs and SRQs beyond max_cq and max_srq fail with ENOMEM; a freed one is created again") {
+  Device d("rnicsim1");
+  ibv_device_attr dev{};
+  REQUIRE(ibv_query_device(d.ctx, &dev) == 0);
+  REQUIRE(dev.max_cq > 0);
+  REQUIRE(dev.max_cq <= 65536);  // the model's, not a format's
+  REQUIRE(dev.max_srq > 0);
+  REQUIRE(dev.max_srq <= 65536);
+
+  std::vector<ibv_cq*> cqs;
+  errno = 0;
+  for (int i = 0; i <= dev.max_cq; ++i) {
+    ibv_cq* cq = ibv_create_cq(d.ctx, 1, nullptr, nullptr, 0);
+    if (!cq) break;
+    cqs.push_back(cq);
+  }
+  CHECK(errno == ENOMEM);
+  CHECK(cqs.size() <= static_cast<size_t>(dev.max_cq));
+  CHECK(cqs.size() + 8 >= static_cast<size_t>(dev.max_cq));  // the other tests' CQs are gone
+  REQUIRE_FALSE(cqs.empty());
+  REQUIRE(ibv_destroy_cq(cqs.back()) == 0);
+  cqs.back() = ibv_create_cq(d.ctx, 1, nullptr, nullptr, 0);
+  CHECK(cqs.back() != nullptr);
+  for (ibv_cq* cq : cqs)
+    if (cq) CHECK(ibv_destroy_cq(cq) == 0);
+
+  std::vector<ibv_srq*> srqs;
+  ibv_srq_init_attr a{};
+  a.attr.max_wr = 2;
+  a.attr.max_sge = 1;
+  errno = 0;
+  for (int i = 0; i <= dev.max_srq; ++i) {
+    ibv_srq_init_attr attr = a;
+    ibv_srq* srq = ibv_create_srq(d.pd, &attr);
+    if (!srq) break;
+    srqs.push_back(srq);
+  }
+  CHECK(errno == ENOMEM);
+  CHECK(srqs.size() == static_cast<size_t>(dev.max_srq));
+  REQUIRE_FALSE(srqs.empty());
+  REQUIRE(ibv_destroy_srq(srqs.back()) == 0);
+  ibv_srq_init_attr attr = a;
+  srqs.back() = ibv_create_srq(d.pd, &attr);
+  CHECK(srqs.back() != nullptr);
+  for (ibv_srq* srq : srqs)
+    if (srq) CHECK(ibv_destroy_srq(srq) == 0);
+
+  // Deeper than max_srq_wr: refused (libmlx5 checks it against what the device told it).
+  ibv_srq_init_attr deep{};
+  deep.attr.max_wr = static_cast<uint32_t>(dev.max_srq_wr) + 1;
+  deep.attr.max_sge = 1;
+  errno = 0;
+  CHECK(ibv_create_srq(d.pd, &deep) == nullptr);
+  CHECK(errno == EINVAL);
+}

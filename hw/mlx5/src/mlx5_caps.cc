@@ -36,6 +36,8 @@ DeviceCaps caps_from_attrs(const ibv_device_attr& dev, const PortAddressing* por
   caps.max_mr = to_u32(dev.max_mr);
   caps.max_mr_size = dev.max_mr_size;
   caps.max_pd = to_u32(dev.max_pd);
+  caps.max_srq = to_u32(dev.max_srq);
+  caps.max_srq_wr = to_u32(dev.max_srq_wr);
   caps.max_qp_rd_atom = to_u8(dev.max_qp_rd_atom);
   caps.max_qp_init_rd_atom = to_u8(dev.max_qp_init_rd_atom);
   if (port1) {

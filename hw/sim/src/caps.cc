@@ -28,6 +28,8 @@ hw::DeviceCaps format_limits() {
   c.max_qp_init_rd_atom = 255;
   c.max_mtu = hw::Mtu::mtu4096;
   c.active_mtu = hw::Mtu::mtu4096;
+  c.max_srq = 1u << 24;
+  c.max_srq_wr = kMaxSrqWqes - 1;  // one WQE of the ring is never handed out (srq_wqe.h)
   return c;
 }
 
@@ -50,6 +52,8 @@ hw::DeviceCaps default_caps() {
   c.max_qp_init_rd_atom = 16;
   c.max_mtu = hw::Mtu::mtu4096;
   c.active_mtu = hw::Mtu::mtu4096;
+  c.max_srq = 1024;
+  c.max_srq_wr = 16383;
   return c;
 }
 

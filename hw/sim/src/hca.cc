@@ -36,6 +36,8 @@ hw::DeviceCaps merge_caps(const hw::DeviceCaps& asked) {
   take(c.max_msg_size, asked.max_msg_size);
   take(c.max_qp_rd_atom, asked.max_qp_rd_atom);
   take(c.max_qp_init_rd_atom, asked.max_qp_init_rd_atom);
+  take(c.max_srq, asked.max_srq);
+  take(c.max_srq_wr, asked.max_srq_wr);
   return c;
 }
 
@@ -97,12 +99,13 @@ Status Hca::start() {
   const hw::DeviceCaps& c = config_.caps;
   if (c.max_send_sge > limits.max_send_sge || c.max_recv_sge > limits.max_recv_sge ||
       c.max_inline_data > limits.max_inline_data || c.max_qp_wr > limits.max_qp_wr ||
-      c.max_cqe > limits.max_cqe)
+      c.max_cqe > limits.max_cqe || c.max_srq_wr > limits.max_srq_wr)
     return Status::error(Errc::invalid_argument,
                          "%s: caps exceed what the WQE format allows (send SGEs <= %u, receive "
-                         "SGEs <= %u, inline <= %u, WRs <= %u, CQEs <= %u)",
+                         "SGEs <= %u, inline <= %u, WRs <= %u, CQEs <= %u, SRQ WRs <= %u)",
                          info_.name.c_str(), limits.max_send_sge, limits.max_recv_sge,
-                         limits.max_inline_data, limits.max_qp_wr, limits.max_cqe);
+                         limits.max_inline_data, limits.max_qp_wr, limits.max_cqe,
+                         limits.max_srq_wr);
   if (Status s = events_.open(); !s) return s.prepend(info_.name);
   kick_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (kick_fd_ < 0) return Status::error(Errc::io_error, "%s: eventfd failed", info_.name.c_str());

@@ -53,6 +53,7 @@ inline constexpr uint64_t kErroredLookNs = 2'000'000;
 inline constexpr uint32_t kTxBudgetPerQp = 32;
 inline constexpr uint32_t kRxBudget = 128;
 inline constexpr uint32_t kMaxSqBbs = 32768;
+inline constexpr uint32_t kMaxSrqWqes = 1u << 16;  // the largest SRQ ring the model takes
 
 // The model's defaults (sim.h: zero fields of DeviceConfig::caps take these).
 hw::DeviceCaps default_caps();

@@ -129,6 +129,9 @@ Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
                          "%s: create_cq: external ring needs a buffer, a doorbell record, a "
                          "power-of-two count and 64- or 128-byte CQEs",
                          info_.name.c_str());
+  if (cqs_.size() >= info_.caps.max_cq)
+    return Status::error(Errc::no_resources, "%s: create_cq: %u CQs in use", info_.name.c_str(),
+                         info_.caps.max_cq);
   auto cq = std::make_unique<CqObj>();
   cq->mirror_buf = static_cast<uint8_t*>(std::calloc(mem.cqe_cnt, mem.cqe_size));
   if (!cq->mirror_buf)

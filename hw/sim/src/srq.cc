@@ -9,7 +9,6 @@
 namespace rnicdv::sim {
 
 // WQE indexes are 16 bits (next_wqe_index, the CQE's wqe_counter), as is the posted count.
-constexpr uint32_t kMaxSrqWqes = 1u << 16;
 
 Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -17,9 +16,11 @@ Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge)
   const hw::DeviceCaps& dev = info_.caps;
   if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
     return Status::error(Errc::not_found, "%s: create_srq: pd %u does not exist", name, pdn);
-  if (max_wr == 0 || max_wr >= dev.max_qp_wr)
+  if (max_wr == 0 || max_wr > dev.max_srq_wr)
     return Status::error(Errc::invalid_argument, "%s: create_srq: max_wr %u (1..%u)", name, max_wr,
-                         dev.max_qp_wr - 1);
+                         dev.max_srq_wr);
+  if (srqs_.size() >= dev.max_srq)
+    return Status::error(Errc::no_resources, "%s: create_srq: %u SRQs in use", name, dev.max_srq);
   if (max_sge == 0 || max_sge > dev.max_recv_sge)
     return Status::error(Errc::invalid_argument, "%s: create_srq: max_sge %u (1..%u)", name,
                          max_sge, dev.max_recv_sge);
@@ -45,14 +46,17 @@ Result<SrqObj*> Hca::create_srq_external(uint32_t pdn, const ExternalSrqMemory& 
   const char* name = info_.name.c_str();
   if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
     return Status::error(Errc::not_found, "%s: create_srq: pd %u does not exist", name, pdn);
+  const hw::DeviceCaps& dev = info_.caps;
   if (!mem.buf || !mem.dbrec || !is_pow2(mem.wqe_cnt) || mem.wqe_cnt < 2 ||
-      mem.wqe_cnt > kMaxSrqWqes || !is_pow2(mem.stride) || mem.stride < 32 ||
+      mem.wqe_cnt - 1 > dev.max_srq_wr || !is_pow2(mem.stride) || mem.stride < 32 ||
       mem.max_sge == 0 || mem.max_sge > (mem.stride - 16) / 16)
     return Status::error(Errc::invalid_argument,
                          "%s: create_srq: an external SRQ needs a buffer, a doorbell record, a "
                          "power-of-two count of 2..%u WQEs and a power-of-two stride >= 32 "
                          "holding its SGEs",
-                         name, kMaxSrqWqes);
+                         name, dev.max_srq_wr + 1);
+  if (srqs_.size() >= dev.max_srq)
+    return Status::error(Errc::no_resources, "%s: create_srq: %u SRQs in use", name, dev.max_srq);
   auto srq = std::make_unique<SrqObj>();
   srq->mirror_buf = static_cast<uint8_t*>(std::calloc(mem.wqe_cnt, mem.stride));
   if (!srq->mirror_buf)

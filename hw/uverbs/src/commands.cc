@@ -147,7 +147,7 @@ int get_context(Cmd& c) {
   m.max_rq_desc_sz = kMaxRqDescBytes;
   m.max_send_wqebb = kMaxSendWqebb;
   m.max_recv_wr = caps.max_qp_wr;
-  m.max_srq_recv_wr = caps.max_qp_wr;
+  m.max_srq_recv_wr = caps.max_srq_wr;
   m.num_ports = 1;
   m.cqe_version = std::min<uint8_t>(req.max_cqe_version, 1);
   // CREATE_AH answers with the destination MAC (mlx5_ib_create_ah_resp), so libmlx5 does not
@@ -185,8 +185,8 @@ void fill_device_attr(const Context& ctx, ib_uverbs_query_device_resp& r) {
   r.max_cqe = caps.max_cqe - 1;
   r.max_mr = caps.max_mr;
   r.max_pd = caps.max_pd;
-  r.max_srq = caps.max_qp;
-  r.max_srq_wr = caps.max_qp_wr - 1;
+  r.max_srq = caps.max_srq;
+  r.max_srq_wr = caps.max_srq_wr;
   r.max_srq_sge = caps.max_recv_sge;
   r.max_qp_rd_atom = caps.max_qp_rd_atom;
   r.max_qp_init_rd_atom = caps.max_qp_init_rd_atom;

@@ -67,6 +67,8 @@ struct DeviceCaps {
   uint8_t max_qp_init_rd_atom = 0; // ... as initiator
   Mtu max_mtu = Mtu::mtu4096;
   Mtu active_mtu = Mtu::mtu1024;
+  uint32_t max_srq = 0;
+  uint32_t max_srq_wr = 0;         // receive WQEs an SRQ may hold
 };
 
 // A 16-byte GID; on RoCEv2 with IPv4, the IPv4-mapped form ::ffff:a.b.c.d.
