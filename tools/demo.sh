@@ -99,7 +99,7 @@ cat <<'EOF'
  "own queue" keeps the reply until the server reads ESTABLISHED, so it waits for the server's
  next look at its CM events: about nothing when it looks on every pass (the two rows then
  match within noise), up to the whole period when it looks every millisecond. With the RTU
- lost, the passive side is established by COMM_EST, which the server forwards when it reads
- the device's async events; both ways then wait for that read and match.
+ lost, the client's first request raises COMM_EST in the server's device, which moves the QP
+ to RTS and rings on its own thread, as the RTU does: early posting saves the same wait.
 EOF
 say "demo finished in $(( $(date +%s) - start )) s"
