@@ -2,6 +2,7 @@
 // sim::Device: the hw::Device a simulated HCA presents to the driver.
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "cm/sim_cm.h"
 #include "completion_channel.h"
@@ -32,6 +33,15 @@ Status foreign(const Hca& hca, const char* op, const char* what) {
 Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Device::~Device() {
+  if (impl_->hca->forked_away()) {
+    // In a child of fork(): the device's thread and locks are the parent's, and tearing its
+    // state down could wait for a lock nobody here will release. The child's copy is kept,
+    // reachable, until the child exits.
+    impl_->hca->stop();
+    static std::vector<std::unique_ptr<Impl>>* kept = new std::vector<std::unique_ptr<Impl>>();
+    kept->push_back(std::move(impl_));
+    return;
+  }
   // Objects still held keep the device's memory alive; the engine stops now.
   impl_->hca->stop();
 }

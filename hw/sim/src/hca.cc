@@ -156,12 +156,19 @@ Status Hca::start() {
     // Without it, stores into the application's UAR mappings are found by polling
     // (uar_watch.h); the shim reports which (UarWatch::mechanism()).
     (void)uar_watch_.open();
+    thread_pid_ = ::getpid();
     thread_ = std::thread([this] { thread_main(); });
   }
   return Status::ok();
 }
 
 void Hca::stop() {
+  if (forked_away()) {
+    // The thread exists only in the parent: forget it without a join (no system call), and
+    // leave the fabric's lists, which a parent thread may have held locked at the fork.
+    if (thread_.joinable()) thread_.detach();
+    return;
+  }
   if (thread_.joinable()) {
     stop_.store(true, std::memory_order_release);
     kick();

@@ -14,6 +14,8 @@
 // rc::Context. The engine calls into them; they never call the engine.
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -73,6 +75,9 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Status start();
   // Stops the thread and detaches from the wire. Objects stay usable as memory.
   void stop();
+  // In a child of fork(): this device's thread, and whatever locks it held at the fork, are
+  // the parent's. Nothing may join the thread or wait for those locks here.
+  bool forked_away() const { return thread_pid_ != 0 && ::getpid() != thread_pid_; }
 
   const hw::DeviceInfo& info() const { return info_; }
   const DeviceConfig& config() const { return config_; }
@@ -290,6 +295,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // Threaded mode.
   friend struct DeviceThread;
   std::thread thread_;
+  pid_t thread_pid_ = 0;  // the process thread_ runs in (a child of fork() has no such thread)
   std::atomic<bool> stop_{false};
   // Non-zero while the device thread sleeps (doorbell/device_wake.h).
   std::atomic<uint32_t> asleep_{0};

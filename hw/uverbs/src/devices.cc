@@ -30,6 +30,7 @@ struct Registry {
   std::atomic<bool> stop{false};
   std::atomic<AsyncSink> sink{nullptr};
   bool exit_hook = false;
+  pid_t pid = ::getpid();  // the process whose threads and devices these are
 };
 
 // Never destroyed: the atexit hook below releases the devices while the rest of the process
@@ -80,6 +81,11 @@ void wake() {
 // the devices themselves, so that no device thread runs while the process tears down.
 void at_exit() {
   Registry& r = registry();
+  // A child of fork() exits with the parent's objects in its copy of memory, but none of its
+  // threads: joining them, or taking a lock one of them held at the fork, would crash or
+  // hang the child. Its copy is left as it is (still reachable from here); the parent's
+  // devices are the parent's.
+  if (::getpid() != r.pid) return;
   shutdown_ucma();
   shutdown_contexts();
   r.stop.store(true, std::memory_order_release);
