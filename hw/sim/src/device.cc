@@ -2,6 +2,7 @@
 // sim::Device: the hw::Device a simulated HCA presents to the driver.
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "cm/sim_cm.h"
@@ -38,7 +39,9 @@ Device::~Device() {
     // state down could wait for a lock nobody here will release. The child's copy is kept,
     // reachable, until the child exits.
     impl_->hca->stop();
-    static std::vector<std::unique_ptr<Impl>>* kept = new std::vector<std::unique_ptr<Impl>>();
+    static auto* kept_mu = new std::mutex();  // the child's own: no parent thread held it
+    static auto* kept = new std::vector<std::unique_ptr<Impl>>();
+    std::lock_guard<std::mutex> lock(*kept_mu);
     kept->push_back(std::move(impl_));
     return;
   }
