@@ -64,6 +64,14 @@ class Child {
     return c;
   }
 
+  // A child this process made itself with fork(), without a pipe: only waited for (and,
+  // if still running when the object goes away, killed and reaped).
+  static Child adopt(pid_t pid) {
+    Child c;
+    c.pid_ = pid;
+    return c;
+  }
+
   // The next line of stdout (without the newline), or nullopt at EOF or after `timeout`.
   std::optional<std::string> read_line(std::chrono::milliseconds timeout) {
     const auto end = std::chrono::steady_clock::now() + timeout;
