@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Memory the application takes away while the device uses it: rings, doorbell records and a
 // UAR mapping placed by someone else (as libmlx5 places them through the uverbs shim), and
-// registered regions. A real HCA keeps working on pinned pages and never brings the host
-// down; the simulated device must not either. It stops using that memory, moves what used it
+// registered regions accessed by address. A real HCA keeps working on pinned pages and never
+// brings the host down; the simulated device must not either. It stops using that memory, moves what used it
 // to an error state with an asynchronous event, counts it (host_memory_faults), and every
 // other object of the device keeps working.
 #include <catch2/catch.hpp>
@@ -16,36 +16,12 @@
 
 #include "handles.h"
 #include "host_access.h"
+#include "pages.h"
 #include "sim_harness.h"
 
 using namespace simtest;
 
 namespace {
-
-// Anonymous pages the test can unmap or protect.
-struct Pages {
-  uint8_t* p = nullptr;
-  size_t len = 0;
-  bool mapped = false;
-
-  explicit Pages(size_t n) : len((n + 4095) / 4096 * 4096) {
-    void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(m != MAP_FAILED);
-    p = static_cast<uint8_t*>(m);
-    mapped = true;
-  }
-  ~Pages() {
-    if (mapped) ::munmap(p, len);
-  }
-  Pages(const Pages&) = delete;
-  Pages& operator=(const Pages&) = delete;
-  void unmap() {
-    REQUIRE(::munmap(p, len) == 0);
-    mapped = false;
-  }
-  void protect(int prot) { REQUIRE(::mprotect(p, len, prot) == 0); }
-  uint64_t addr() const { return reinterpret_cast<uintptr_t>(p); }
-};
 
 // A UAR page as the uverbs shim makes one: a memfd page the application maps (`app`) and
 // the device reads through a mapping of its own (`device`).
@@ -330,8 +306,19 @@ TEST_CASE("an application that unmaps its UAR mapping leaves the device's own un
 
 namespace {
 
+// Regions registered while it lives are accessed by address, as on a host where io_uring is
+// not available (pinned_memory.h): taking their pages away is what these tests are about.
+// Pinned regions keep their pages: registration_pins.cc.
+struct ByAddress {
+  ByAddress() { sim::PinnedMemory::set_enabled(false); }
+  ~ByAddress() { sim::PinnedMemory::set_enabled(true); }
+  ByAddress(const ByAddress&) = delete;
+  ByAddress& operator=(const ByAddress&) = delete;
+};
+
 // Two ordinary hosts, and a region on B in pages the test takes away after registering it.
 struct RegionPair {
+  ByAddress by_address;
   Pair p;
   Pages pages{8192};
   std::unique_ptr<hw::Mr> mr;
@@ -366,21 +353,21 @@ struct RegionPair {
 
 }  // namespace
 
-TEST_CASE("a WRITE into a registered region that was unmapped: remote access error") {
+TEST_CASE("by address: a WRITE into a registered region that was unmapped: remote access error") {
   RegionPair s;
   s.pages.unmap();
   CHECK(s.run(s.rdma(WrOpcode::rdma_write, 3000)).status == IBV_WC_REM_ACCESS_ERR);
   s.expect_responder_failed();
 }
 
-TEST_CASE("a READ of a registered region made inaccessible: remote access error") {
+TEST_CASE("by address: a READ of a registered region made inaccessible: remote access error") {
   RegionPair s;
   s.pages.protect(PROT_NONE);
   CHECK(s.run(s.rdma(WrOpcode::rdma_read, 3000)).status == IBV_WC_REM_ACCESS_ERR);
   s.expect_responder_failed();
 }
 
-TEST_CASE("an atomic on a registered region made read-only: remote access error") {
+TEST_CASE("by address: an atomic on a registered region made read-only: remote access error") {
   RegionPair s;
   s.pages.protect(PROT_READ);
   SendWr wr = s.rdma(WrOpcode::atomic_fetch_add, 8);
@@ -389,7 +376,7 @@ TEST_CASE("an atomic on a registered region made read-only: remote access error"
   s.expect_responder_failed();
 }
 
-TEST_CASE("a receive buffer unmapped after posting: the receive fails, the sender gets a NAK") {
+TEST_CASE("by address: a receive buffer unmapped after posting: the receive fails, the sender gets a NAK") {
   RegionPair s;
   Sge rsge{s.pages.addr(), 4096, s.mr->lkey()};
   RecvWr rwr{9, &rsge, 1};
@@ -403,7 +390,8 @@ TEST_CASE("a receive buffer unmapped after posting: the receive fails, the sende
   s.expect_responder_failed();
 }
 
-TEST_CASE("a SEND from a local buffer unmapped after registration: local protection error") {
+TEST_CASE("by address: a SEND from a local buffer unmapped after registration: local protection error") {
+  ByAddress by_address;
   Pair p;
   p.connect();
   Pages pages(4096);
@@ -419,7 +407,8 @@ TEST_CASE("a SEND from a local buffer unmapped after registration: local protect
   CHECK(p.a.counters().host_memory_faults == 1);
 }
 
-TEST_CASE("a READ into a local buffer made read-only: local protection error") {
+TEST_CASE("by address: a READ into a local buffer made read-only: local protection error") {
+  ByAddress by_address;
   Pair p;
   p.connect();
   Pages pages(4096);

@@ -70,6 +70,7 @@ Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfi
       shared_(shared),
       config_(config),
       gsi_(*this),
+      pins_(info_.name),
       mrs_(merge_caps(config.caps).max_mr, memory_key_secret(shared, index)),
       rc_(*this, counters_, mrs_, info_, config_),
       ud_(rc_.ctx, rc_.fetcher, rc_.flush, rc_.completer) {

@@ -239,6 +239,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   AsyncEventQueue events_;
   Gsi gsi_;
 
+  // The pages of registered regions (pinned_memory.h); its own lock, taken after mu_ or alone.
+  PinnedMemory pins_;
   mutable std::mutex mu_;
   DeviceCounters counters_;
   MrTable mrs_;

@@ -145,11 +145,30 @@ bool host_store32(uint32_t* p, uint32_t value) noexcept {
   return vm_write(&local, 1, &remote, 1, sizeof value);
 }
 
+bool host_read(PinRef pin, void* dst, const void* va, size_t n) noexcept {
+  if (!pin) return host_read(dst, va, n);
+  if (pin.owner->read(pin, static_cast<const uint8_t*>(va), dst, n)) return true;
+  g_faults.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool host_place(PinRef pin, void* va, const void* src, size_t n, size_t last) noexcept {
+  if (!pin) return host_place(va, src, n, last);
+  if (pin.owner->place(pin, static_cast<uint8_t*>(va), src, n, last)) return true;
+  g_faults.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
 bool host_atomic64(uint64_t* p, HostAtomic op, uint64_t operand, uint64_t compare,
+                   uint64_t* original) noexcept {
+  return host_atomic64(PinRef{}, p, op, operand, compare, original);
+}
+
+bool host_atomic64(PinRef pin, uint64_t* p, HostAtomic op, uint64_t operand, uint64_t compare,
                    uint64_t* original) noexcept {
   std::lock_guard<std::mutex> lock(g_atomic_mu);
   uint64_t old = 0;
-  if (!host_read(&old, p, sizeof old)) return false;
+  if (!host_read(pin, &old, p, sizeof old)) return false;
   *original = old;
   uint64_t updated = old;
   if (op == HostAtomic::fetch_add)
@@ -157,7 +176,7 @@ bool host_atomic64(uint64_t* p, HostAtomic op, uint64_t operand, uint64_t compar
   else if (old == compare)
     updated = operand;
   if (updated == old) return true;
-  return host_place(p, &updated, sizeof updated);
+  return host_place(pin, p, &updated, sizeof updated);
 }
 
 }  // namespace rnicdv::sim

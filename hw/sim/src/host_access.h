@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The device's access to memory it does not own: what an application may take away.
 //
+// Registered memory the kernel pinned is accessed through its pin (pinned_memory.h): the
+// overloads taking a PinRef. The rest, and regions the kernel would not pin, as below.
+//
 // A ConnectX reads and writes host memory by DMA to pages the kernel pinned when the memory
 // was registered or the queue created; an application that unmaps or write-protects its
 // mapping of them afterwards cannot make the device fault, and does not bring the host down.
@@ -26,6 +29,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "pinned_memory.h"
 
 namespace rnicdv::sim {
 
@@ -53,6 +58,13 @@ enum class HostAtomic : uint8_t { fetch_add, compare_swap };
 // IBV_ATOMIC_HCA guarantee the devices report), not with respect to the CPU's own accesses.
 // False if the word could not be read or written (nothing is changed then).
 bool host_atomic64(uint64_t* p, HostAtomic op, uint64_t operand, uint64_t compare,
+                   uint64_t* original) noexcept;
+
+// The same accesses of a registered region's memory at `va`, through the region's pin when it
+// has one. A region deregistered since `pin` was taken fails the access.
+bool host_read(PinRef pin, void* dst, const void* va, size_t n) noexcept;
+bool host_place(PinRef pin, void* va, const void* src, size_t n, size_t last = 8) noexcept;
+bool host_atomic64(PinRef pin, uint64_t* va, HostAtomic op, uint64_t operand, uint64_t compare,
                    uint64_t* original) noexcept;
 
 // True when accesses are fault-safe in this process (process_vm_readv/writev work).

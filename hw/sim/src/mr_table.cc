@@ -65,7 +65,8 @@ uint32_t MrTable::unscramble(uint32_t key) const noexcept {
   return (uint32_t{left} << 16) | right;
 }
 
-Result<uint32_t> MrTable::add(uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access) {
+Result<uint32_t> MrTable::add(uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access,
+                              PinRef pin) {
   if (live_ >= max_entries_)
     return Status::error(Errc::no_resources, "reg_mr: the device's %u memory regions are in use",
                          max_entries_);
@@ -95,6 +96,7 @@ Result<uint32_t> MrTable::add(uint32_t pdn, uint8_t* addr, uint64_t length, uint
   e.addr = addr;
   e.length = length;
   e.access = access;
+  e.pin = pin;
   ++live_;
   const uint32_t key = key_of(index);
   static_assert(MLX5_INVALID_LKEY == 0x100);
@@ -113,8 +115,8 @@ void MrTable::remove(uint32_t key) {
   --live_;
 }
 
-bool MrTable::update(uint32_t key, uint32_t pdn, uint8_t* addr, uint64_t length,
-                     uint32_t access) {
+bool MrTable::update(uint32_t key, uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access,
+                     PinRef pin) {
   const uint32_t structured = unscramble(key);
   const uint32_t index = structured >> 8;
   if (index == 0 || index >= entries_.size()) return false;
@@ -124,6 +126,7 @@ bool MrTable::update(uint32_t key, uint32_t pdn, uint8_t* addr, uint64_t length,
   e.addr = addr;
   e.length = length;
   e.access = access;
+  e.pin = pin;
   return true;
 }
 
@@ -137,9 +140,10 @@ const MrEntry* MrTable::find(uint32_t key) const noexcept {
 }
 
 AccessResult MrTable::check(uint32_t key, uint32_t pdn, uint64_t addr, uint64_t len,
-                            uint32_t required, uint8_t** host) const noexcept {
+                            uint32_t required, uint8_t** host, PinRef* pin) const noexcept {
   if (len == 0) {
     *host = nullptr;
+    *pin = PinRef{};
     return AccessResult::ok;
   }
   const MrEntry* e = find(key);
@@ -151,6 +155,7 @@ AccessResult MrTable::check(uint32_t key, uint32_t pdn, uint64_t addr, uint64_t 
     return AccessResult::out_of_range;
   if ((e->access & required) != required) return AccessResult::no_access;
   *host = e->addr + (addr - base);
+  *pin = e->pin;
   return AccessResult::ok;
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pinned_memory.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::sim {
@@ -30,6 +31,7 @@ struct MrEntry {
   uint8_t* addr = nullptr;  // the region's virtual address (IOVA == VA)
   uint64_t length = 0;
   uint32_t access = 0;  // hw::access::*
+  PinRef pin;           // the pages the region holds; none: accessed by address
 };
 
 enum class AccessResult : uint8_t {
@@ -48,19 +50,22 @@ class MrTable {
   MrTable(uint32_t max_entries, uint64_t secret) noexcept;
 
   // Registers a region and returns its key.
-  Result<uint32_t> add(uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access);
+  Result<uint32_t> add(uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access,
+                       PinRef pin = {});
   void remove(uint32_t key);
   // Gives the region of `key` a new PD, range and rights, keeping the key; false if `key`
   // names no live region.
-  bool update(uint32_t key, uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access);
+  bool update(uint32_t key, uint32_t pdn, uint8_t* addr, uint64_t length, uint32_t access,
+              PinRef pin);
   const MrEntry* find(uint32_t key) const noexcept;
   size_t size() const noexcept { return live_; }
 
   // Checks an access of `len` bytes at `addr` under `key` by a QP of PD `pdn` that needs
-  // `required` rights (0 = local read only). On success `*host` is the pointer to use.
+  // `required` rights (0 = local read only). On success `*host` is the address to access
+  // and `*pin` the region's hold on its pages (host_access.h takes both).
   // A zero-length access needs no valid key (IBA 9.4.4: a zero-length RDMA carries none).
   AccessResult check(uint32_t key, uint32_t pdn, uint64_t addr, uint64_t len, uint32_t required,
-                     uint8_t** host) const noexcept;
+                     uint8_t** host, PinRef* pin) const noexcept;
 
   template <class Fn>
   void for_each(Fn&& fn) const {

@@ -64,25 +64,70 @@ Status Hca::check_region_locked(const char* op, uint32_t pdn, const void* addr, 
   return Status::ok();
 }
 
+// The region's pages are pinned first, outside the device lock (pinning a large region
+// faults in every page, as ib_umem_get does), then the region is checked and entered.
 Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) return st;
+  }
+  Result<PinnedMemory::PinResult> pinned = pins_.pin(static_cast<uint8_t*>(addr), length);
+  if (!pinned) return pinned.status();
+  const PinRef pin = pinned.value().ref;
   std::lock_guard<std::mutex> lock(mu_);
-  if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) return st;
-  Result<uint32_t> key = mrs_.add(pdn, static_cast<uint8_t*>(addr), length, access);
-  if (!key) return Status(key.status()).prepend(info_.name);
+  if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) {
+    pins_.unpin(pin);
+    return st;
+  }
+  Result<uint32_t> key = mrs_.add(pdn, static_cast<uint8_t*>(addr), length, access, pin);
+  if (!key) {
+    pins_.unpin(pin);
+    return Status(key.status()).prepend(info_.name);
+  }
   return key;
 }
 
 void Hca::dereg_mr(uint32_t key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  mrs_.remove(key);
+  PinRef pin;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const MrEntry* e = mrs_.find(key)) pin = e->pin;
+    mrs_.remove(key);
+  }
+  // No pass can reach the region now: its pages are let go (put_page at ib_umem_release).
+  pins_.unpin(pin);
 }
 
+// A new translation gets new pages, pinned before the old ones are let go; a change of PD or
+// rights keeps the pages.
 Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint32_t access) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (Status st = check_region_locked("rereg_mr", pdn, addr, length, access); !st) return st;
-  if (!mrs_.update(key, pdn, static_cast<uint8_t*>(addr), length, access))
-    return Status::error(Errc::not_found, "%s: rereg_mr: key %#x names no region",
-                         info_.name.c_str(), key);
+  PinRef old_pin;
+  bool same_range = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Status st = check_region_locked("rereg_mr", pdn, addr, length, access); !st) return st;
+    const MrEntry* e = mrs_.find(key);
+    if (!e)
+      return Status::error(Errc::not_found, "%s: rereg_mr: key %#x names no region",
+                           info_.name.c_str(), key);
+    old_pin = e->pin;
+    same_range = e->addr == addr && e->length == length;
+  }
+  PinRef pin = old_pin;
+  if (!same_range) {
+    Result<PinnedMemory::PinResult> pinned = pins_.pin(static_cast<uint8_t*>(addr), length);
+    if (!pinned) return pinned.status();
+    pin = pinned.value().ref;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!mrs_.update(key, pdn, static_cast<uint8_t*>(addr), length, access, pin)) {
+      if (!same_range) pins_.unpin(pin);
+      return Status::error(Errc::not_found, "%s: rereg_mr: key %#x names no region",
+                           info_.name.c_str(), key);
+    }
+  }
+  if (!same_range) pins_.unpin(old_pin);
   return Status::ok();
 }
 

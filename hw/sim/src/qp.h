@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cq.h"
+#include "pinned_memory.h"
 #include "rnicdv/hw/device.h"
 #include "rnicdv/wqe/decode.h"
 #include "uar.h"
@@ -20,6 +21,7 @@ namespace rnicdv::sim {
 struct LocalSeg {
   uint8_t* ptr;
   uint32_t len;
+  PinRef pin;  // the region's pages (host_access.h); none for the device's own memory
 };
 
 enum class WqeKind : uint8_t { nop, send, write, read, atomic };
@@ -89,6 +91,7 @@ struct RecvInProgress {
 struct WriteInProgress {
   bool active = false;
   uint8_t* dst = nullptr;
+  PinRef pin;
   uint64_t total = 0;
   uint64_t placed = 0;
 };
@@ -146,14 +149,14 @@ struct SrqObj;
 // The state of a QP's RC roles, each written by its own role (as rxe keeps qp->req, qp->comp
 // and qp->resp): the requester turns fetched WQEs into request packets, the completer retires
 // them from responses and runs the retransmit timer, the responder executes inbound requests.
-struct RequesterState {  // rc/requester.cc, rc/retransmit.cc
-  uint32_t wq_send = 0;  // first WQE record not fully sent
+struct RequesterState {   // rc/requester.cc, rc/retransmit.cc
+  uint32_t wq_send = 0;   // first WQE record not fully sent
   uint32_t next_psn = 0;  // PSN the next new WQE gets
   uint32_t pkts_since_ack_req = 0;
   uint64_t rnr_deadline = 0;  // 0 = not waiting after an RNR NAK
 };
 
-struct CompleterState {  // rc/completer.cc, rc/retransmit.cc
+struct CompleterState {   // rc/completer.cc, rc/retransmit.cc
   uint32_t wq_head = 0;   // oldest WQE record not completed
   uint32_t comp_psn = 0;  // oldest PSN not acknowledged
   uint8_t retry_left = 0;
@@ -164,7 +167,7 @@ struct CompleterState {  // rc/completer.cc, rc/retransmit.cc
   bool sq_drained_raised = false;
 };
 
-struct ResponderState {  // rc/responder.cc, rc/responder_tx.cc
+struct ResponderState {       // rc/responder.cc, rc/responder_tx.cc
   uint32_t epsn = 0;          // next expected request PSN
   uint32_t msn = 0;           // message sequence number (24 bits)
   bool nak_seq_sent = false;  // one NAK per PSN gap (IBA 9.7.5.1.2 / rxe class B)

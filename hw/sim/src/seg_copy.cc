@@ -25,7 +25,7 @@ SegCopy walk(const std::vector<LocalSeg>& segs, uint64_t offset, uint32_t len, C
       continue;
     }
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(len - done, segs[i].len - offset));
-    if (!copy(segs[i].ptr + offset, done, n)) return SegCopy::fault;
+    if (!copy(segs[i], offset, done, n)) return SegCopy::fault;
     done += n;
     offset = 0;
     ++i;
@@ -37,15 +37,15 @@ SegCopy walk(const std::vector<LocalSeg>& segs, uint64_t offset, uint32_t len, C
 
 SegCopy gather_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, uint8_t* dst,
                      uint32_t len) noexcept {
-  return walk(segs, offset, len, [dst](uint8_t* seg, uint32_t at, uint32_t n) {
-    return host_read(dst + at, seg, n);
+  return walk(segs, offset, len, [dst](const LocalSeg& seg, uint64_t off, uint32_t at, uint32_t n) {
+    return host_read(seg.pin, dst + at, seg.ptr + off, n);
   });
 }
 
 SegCopy scatter_bytes(const std::vector<LocalSeg>& segs, uint64_t offset, const uint8_t* src,
                       uint32_t len) noexcept {
-  return walk(segs, offset, len, [src](uint8_t* seg, uint32_t at, uint32_t n) {
-    return host_place(seg, src + at, n);
+  return walk(segs, offset, len, [src](const LocalSeg& seg, uint64_t off, uint32_t at, uint32_t n) {
+    return host_place(seg.pin, seg.ptr + off, src + at, n);
   });
 }
 

@@ -50,8 +50,9 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   // Opcode sequence (IBA 9.7.5.1.1 / rxe check_op_seq): a message in progress continues with
   // MIDDLE or LAST of its own kind; otherwise only FIRST or ONLY may come.
   const bool continues = info.pos == pkt::OpPos::middle || info.pos == pkt::OpPos::last;
-  const bool sequence_ok =
-      qp.resp.cur_op == 0 ? !continues : (continues && static_cast<uint8_t>(info.kind) == qp.resp.cur_op);
+  const bool sequence_ok = qp.resp.cur_op == 0
+                               ? !continues
+                               : (continues && static_cast<uint8_t>(info.kind) == qp.resp.cur_op);
   // Payload lengths (rxe check_length): FIRST and MIDDLE carry exactly the MTU, LAST 1..MTU,
   // ONLY 0..MTU.
   bool length_ok = true;
@@ -152,13 +153,14 @@ bool Responder::resolve_recv_segs(QpObj& qp, const pkt::Packet& p, const wqe::De
     const Sge& sge = d.sges[i];
     if (sge.length == 0) continue;
     uint8_t* host = nullptr;
-    if (ctx_.mrs().check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host) !=
-        AccessResult::ok) {
+    PinRef pin;
+    if (ctx_.mrs().check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host,
+                         &pin) != AccessResult::ok) {
       fail(qp, pkt::aeth::kNakRemoteOperationalError, p.bth.psn, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
            hw::AsyncEventType::qp_access_err);
       return false;
     }
-    r.segs.push_back(LocalSeg{host, sge.length});
+    r.segs.push_back(LocalSeg{host, sge.length, pin});
     r.capacity += sge.length;
   }
   return true;
@@ -265,13 +267,15 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
       return false;
     }
     uint8_t* host = nullptr;
-    if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_write, &host) !=
-        AccessResult::ok) {
+    PinRef pin;
+    if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_write, &host,
+                         &pin) != AccessResult::ok) {
       fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
       return false;
     }
     wr.active = true;
     wr.dst = host;
+    wr.pin = pin;
     wr.total = len;
     wr.placed = 0;
   }
@@ -282,7 +286,7 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
   // WRITE with immediate needs a receive WQE for its completion; check before placing so an
   // RNR retry of the last packet finds the same state.
   if (ends && info.immediate && !take_recv_wqe(qp, p)) return false;
-  if (p.payload_len && !host_place(wr.dst + wr.placed, p.payload, p.payload_len)) {
+  if (p.payload_len && !host_place(wr.pin, wr.dst + wr.placed, p.payload, p.payload_len)) {
     // The target region's pages were taken away after registration.
     ++ctx_.counters().host_memory_faults;
     wr.active = false;
@@ -308,7 +312,8 @@ void Responder::execute_read(QpObj& qp, const pkt::Packet& p) {
     return;
   }
   uint8_t* host = nullptr;
-  if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_read, &host) !=
+  PinRef pin;
+  if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_read, &host, &pin) !=
       AccessResult::ok) {
     fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return;
@@ -338,7 +343,8 @@ void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
     return;
   }
   uint8_t* host = nullptr;
-  if (ctx_.mrs().check(a.rkey, qp.pdn, a.va, 8, hw::access::remote_atomic, &host) !=
+  PinRef pin;
+  if (ctx_.mrs().check(a.rkey, qp.pdn, a.va, 8, hw::access::remote_atomic, &host, &pin) !=
       AccessResult::ok) {
     fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return;
@@ -346,9 +352,9 @@ void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
   // Atomic with respect to every device of the process (host order, like rxe).
   uint64_t orig = 0;
   const bool cas = p.bth.opcode == pkt::opcode::rc_compare_swap;
-  if (!host_atomic64(reinterpret_cast<uint64_t*>(host),
-                     cas ? HostAtomic::compare_swap : HostAtomic::fetch_add, a.swap_add,
-                     a.compare, &orig)) {
+  if (!host_atomic64(pin, reinterpret_cast<uint64_t*>(host),
+                     cas ? HostAtomic::compare_swap : HostAtomic::fetch_add, a.swap_add, a.compare,
+                     &orig)) {
     ++ctx_.counters().host_memory_faults;
     fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
     return;

@@ -83,8 +83,9 @@ bool Responder::send_read_response(QpObj& qp, RespJob& job) {
   const uint64_t offset = uint64_t{k} << qp.mtu_shift;
   const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, job.length - offset));
   uint8_t* host = nullptr;
-  if (ctx_.mrs().check(job.rkey, qp.pdn, job.va + offset, len, hw::access::remote_read, &host) !=
-      AccessResult::ok) {
+  PinRef pin;
+  if (ctx_.mrs().check(job.rkey, qp.pdn, job.va + offset, len, hw::access::remote_read, &host,
+                       &pin) != AccessResult::ok) {
     const uint32_t psn = psn_add(job.psn, k);
     qp.resp.resp_queue.pop_front();
     fail(qp, pkt::aeth::kNakRemoteAccessError, psn, 0, hw::AsyncEventType::qp_access_err);
@@ -102,7 +103,7 @@ bool Responder::send_read_response(QpObj& qp, RespJob& job) {
   else
     p.bth.opcode = pkt::opcode::rc_read_response_middle;
   p.aeth = pkt::Aeth{pkt::aeth::kAck | pkt::aeth::kCreditInvalid, job.msn};
-  if (len > payload_.size() || !host_read(payload_.data(), host, len)) {
+  if (len > payload_.size() || !host_read(pin, payload_.data(), host, len)) {
     // The region's pages were taken away after registration: nothing of them is sent.
     ++ctx_.counters().host_memory_faults;
     qp.resp.resp_queue.pop_front();

@@ -180,15 +180,17 @@ void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
     const wqe::GatherEntry& e = d.entries[i];
     if (e.length == 0) continue;
     if (e.is_inline) {
-      w.segs.push_back(LocalSeg{w.inline_data.data() + e.addr, e.length});
+      w.segs.push_back(LocalSeg{w.inline_data.data() + e.addr, e.length, PinRef{}});
       continue;
     }
     uint8_t* host = nullptr;
-    if (ctx_.mrs().check(e.lkey, qp.pdn, e.addr, e.length, required, &host) != AccessResult::ok) {
+    PinRef pin;
+    if (ctx_.mrs().check(e.lkey, qp.pdn, e.addr, e.length, required, &host, &pin) !=
+        AccessResult::ok) {
       w.error = MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
       return;
     }
-    w.segs.push_back(LocalSeg{host, e.length});
+    w.segs.push_back(LocalSeg{host, e.length, pin});
   }
   const uint32_t mtu = qp.mtu;
   switch (w.kind) {

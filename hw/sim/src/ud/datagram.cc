@@ -21,8 +21,8 @@ void write_ipv4_grh(uint8_t out[kGrhBytes], uint32_t src_ipv4, uint32_t dst_ipv4
   ip[0] = 0x45;  // version 4, 5 words
   store_be16(ip + 2, static_cast<uint16_t>(20 + 8 + udp_payload_len));
   store_be16(ip + 6, 0x4000);  // don't fragment
-  ip[8] = 64;                // TTL
-  ip[9] = 17;                // UDP
+  ip[8] = 64;                  // TTL
+  ip[9] = 17;                  // UDP
   store_be32(ip + 12, src_ipv4);
   store_be32(ip + 16, dst_ipv4);
   uint32_t sum = 0;
@@ -126,10 +126,11 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
     const Sge& sge = d.sges[i];
     if (sge.length == 0) continue;
     uint8_t* host = nullptr;
-    if (ctx_.mrs().check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host) !=
-        AccessResult::ok)
+    PinRef pin;
+    if (ctx_.mrs().check(sge.lkey, qp.pdn, sge.addr, sge.length, hw::access::local_write, &host,
+                         &pin) != AccessResult::ok)
       return recv_error(qp, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
-    segs.push_back(LocalSeg{host, sge.length});
+    segs.push_back(LocalSeg{host, sge.length, pin});
     capacity += sge.length;
   }
   // The GRH area counts against the buffer and in the byte count (IBA 11.4.1.1).
@@ -138,8 +139,7 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
   uint8_t grh[kGrhBytes];
   write_ipv4_grh(grh, src_ipv4, dst_ipv4, frame_len + 4);
   if (scatter_bytes(segs, 0, grh, kGrhBytes) != SegCopy::ok ||
-      (p.payload_len &&
-       scatter_bytes(segs, kGrhBytes, p.payload, p.payload_len) != SegCopy::ok)) {
+      (p.payload_len && scatter_bytes(segs, kGrhBytes, p.payload, p.payload_len) != SegCopy::ok)) {
     ++ctx_.counters().host_memory_faults;
     return recv_error(qp, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, hw::AsyncEventType::qp_access_err);
   }
