@@ -229,3 +229,66 @@ TEST_CASE("a child of fork() that drops its copy of a threaded device exits at o
   }
   CHECK(device->counters().sleeps > 0);  // the parent's device still runs
 }
+
+TEST_CASE("a child of fork() can use nothing of its parent's devices, and opens its own") {
+  FabricOptions fo;
+  fo.mode = sim::ExecMode::threaded;
+  fo.wire = sim::WireKind::udp;  // the sockets are shared with a child: the wire it could reach
+  Pair p(fo);
+  p.connect();
+  Buffer child_data = p.a.reg(4096, all_remote(), 0xc1);
+  Buffer parent_data = p.a.reg(4096, all_remote(), 0xd2);
+  Buffer dst = p.b.reg(8192);
+  REQUIRE(p.b.post_recv(dst, 0, 4096, 1) == Errc::ok);
+  REQUIRE(p.b.post_recv(dst, 4096, 4096, 2) == Errc::ok);
+
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    g_forked_child = 1;
+    int code = 0;
+    // The control path says why.
+    auto mr = p.a.dev->reg_mr(*p.a.pd, child_data.data(), 4096, all_remote());
+    if (mr || mr.status().code() != Errc::access_denied ||
+        mr.status().message().find("child of fork()") == std::string::npos)
+      code |= 1;
+    hw::QpAttr attr;
+    attr.state = hw::QpState::err;
+    if (p.a.qp->modify(attr, hw::qp_attr::state)) code |= 2;
+    if (p.a.dev->create_cq(16)) code |= 4;
+    // A SEND posted and rung here, and the engine asked to run: nothing leaves.
+    Sge sge{child_data.addr(), 100, child_data.lkey()};
+    (void)p.a.post_and_ring(make_wr(WrOpcode::send, &sge, 1, 77));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (std::chrono::steady_clock::now() < until) p.fabric->step();
+    // Devices of its own work.
+    {
+      Pair own(fo);
+      own.connect();
+      Buffer s = own.a.reg(4096, all_remote(), 0x3c);
+      Buffer d = own.b.reg(4096);
+      if (own.b.post_recv(d, 0, 4096, 5) != Errc::ok) code |= 8;
+      Sge one{s.addr(), 64, s.lkey()};
+      if (own.a.post_and_ring(make_wr(WrOpcode::send, &one, 1, 6)) != Errc::ok) code |= 8;
+      Completion c{};
+      if (!own.run_until([&] { return own.b.rcq->poll(&c); }, 10'000'000'000ull) ||
+          c.status != IBV_WC_SUCCESS || d.data()[63] != 0x3c)
+        code |= 16;
+    }
+    ::_exit(code);
+  }
+  CHECK(rnicdv::test::Child::adopt(pid).wait(std::chrono::seconds(60)) == 0);
+
+  // The parent's connection carries the parent's SEND, and only it.
+  Sge sge{parent_data.addr(), 100, parent_data.lkey()};
+  REQUIRE(p.a.post_and_ring(make_wr(WrOpcode::send, &sge, 1, 9)) == Errc::ok);
+  CHECK(p.wait_send(p.a).status == IBV_WC_SUCCESS);
+  Completion c{};
+  REQUIRE(p.run_until([&] { return p.b.rcq->poll(&c); }, 10'000'000'000ull));
+  CHECK(c.status == IBV_WC_SUCCESS);
+  CHECK(c.byte_len == 100);
+  CHECK(dst.data()[0] == 0xd2);
+  CHECK(dst.data()[99] == 0xd2);
+  Completion extra{};
+  CHECK_FALSE(p.run_until([&] { return p.b.rcq->poll(&extra); }, 200'000'000ull));
+}

@@ -866,3 +866,62 @@ TEST_CASE("a child forked while the devices are busy exits at once") {
   CHECK(hangs == 0);
   CHECK(writes.load() > 0);
 }
+
+// A forked child shares the parent's uverbs file but can use nothing of it, as with the
+// kernel's uverbs: commands are refused with EACCES (ib_safe_file_access), and the UAR pages
+// are not inherited (VM_DONTCOPY), so a doorbell the child rings ends it with SIGSEGV instead
+// of reaching the parent's QP. The parent's connection carries only the parent's messages.
+TEST_CASE("a forked child's verbs on inherited objects are refused and never reach the wire") {
+  Pair p;
+  Buffer src(p.da.pd, 4096, kAllAccess), dst(p.db.pd, 8192, kAllAccess);
+  std::memset(src.bytes.data(), 0xc1, 2048);
+  std::memset(src.bytes.data() + 2048, 0xd2, 2048);
+  p.b.post_recv(dst, 0, 4096, 1);
+  p.b.post_recv(dst, 4096, 4096, 2);
+
+  const pid_t commands = ::fork();
+  REQUIRE(commands >= 0);
+  if (commands == 0) {
+    g_forked_child = 1;
+    int code = 0;
+    errno = 0;
+    if (ibv_reg_mr(p.da.pd, src.bytes.data(), 4096, kAllAccess) != nullptr || errno != EACCES)
+      code |= 1;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    if (ibv_modify_qp(p.a.qp, &a, IBV_QP_STATE) != EACCES) code |= 2;
+    if (ibv_dereg_mr(src.mr) != EACCES) code |= 4;
+    ::_exit(code);
+  }
+  CHECK(rnicdv::test::Child::adopt(commands).wait(std::chrono::seconds(30)) == 0);
+
+  const pid_t poster = ::fork();
+  REQUIRE(poster >= 0);
+  if (poster == 0) {
+    g_forked_child = 1;
+    ::signal(SIGSEGV, SIG_DFL);  // the test framework's handler would report it as a failure
+    ibv_sge sge{src.addr(), 100, src.mr->lkey};
+    ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, 77);
+    ibv_send_wr* bad = nullptr;
+    (void)ibv_post_send(p.a.qp, &wr, &bad);  // the doorbell store faults: no UAR page here
+    ::_exit(0);
+  }
+  CHECK(rnicdv::test::Child::adopt(poster).wait(std::chrono::seconds(30)) == 128 + SIGSEGV);
+
+  // The parent's SEND is the one message b receives, and the parent's QP still works.
+  ibv_sge sge{src.addr(2048), 100, src.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, 9);
+  p.a.post(wr);
+  ibv_wc c = p.a.wait();
+  REQUIRE(c.status == IBV_WC_SUCCESS);
+  CHECK(c.wr_id == 9);
+  ibv_wc r = p.b.wait();
+  REQUIRE(r.status == IBV_WC_SUCCESS);
+  CHECK(r.wr_id == 1);
+  CHECK(r.byte_len == 100);
+  CHECK(dst.bytes[0] == 0xd2);
+  CHECK(dst.bytes[99] == 0xd2);
+  ibv_wc none{};
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(ibv_poll_cq(p.b.cq, 1, &none) == 0);
+}

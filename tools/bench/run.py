@@ -47,7 +47,8 @@ SCALE_CASES = ["poll_cqe_64qp", "poll_cqe_1024qp", "memory_per_connected_qp_1024
 CM_CASES = ["cm_setup_us_per_connection_2000", "cm_connections_per_sec_2000",
             "cm_setup_p50_us_2000", "cm_setup_p99_us_2000", "cm_setup_us_per_connection_100"]
 FABRIC_CASES = ["fabric_inproc_write_lat_8", "fabric_udp_write_lat_8",
-                "fabric_inproc_write_rate_64_pl32", "fabric_udp_write_rate_64_pl32"]
+                "fabric_inproc_write_rate_64_pl32", "fabric_udp_write_rate_64_pl32",
+                "fabric_inproc_write_lat_8_pinned", "fabric_inproc_write_rate_64_pl32_pinned"]
 # The simulated HCA after idle periods (rnicdv-bench-sim-idle) and early posting's value on a
 # fresh connection (rnicperf --first-reply).
 SIM_IDLE_CASES = [f"sim_doorbell_to_execution_idle{w}_{q}" for w in ("", "_libmlx5")
@@ -284,6 +285,14 @@ def fabric_records(builddir, smoke):
         base = json.loads(run([fabric, "ring-pingpong", "--iters", str(lat_iters),
                                "--size", "8"]))["t_typical"] * 1000
         out.append(record("fabric_inproc_write_lat_8", value, "ns", "ring_pingpong_8", base))
+        # What holding registered memory by its pages costs: the same run with every region
+        # accessed by address (RNICDV_SIM_REGISTER_BY_ADDRESS=1) is the baseline.
+        j = os.path.join(tmp, "inproc_lat_by_address.json")
+        run([rnicperf, "write_lat", "--loopback", "-s", "8", "-n", str(lat_iters), "-F",
+             f"--out_json_file={j}"], env=dict(inproc, RNICDV_SIM_REGISTER_BY_ADDRESS="1"))
+        out.append(record("fabric_inproc_write_lat_8_pinned", value, "ns",
+                          "fabric_inproc_write_lat_8_by_address",
+                          rnicperf_result(j)["t_typical"] * 1000))
 
         # UDP: two processes.
         say("fabric: UDP write latency, two processes")
@@ -307,6 +316,15 @@ def fabric_records(builddir, smoke):
                                "64", "--burst", "32"]))["ns_per_msg"]
         out.append(record("fabric_inproc_write_rate_64_pl32", 1000.0 / mpps, "ns/msg",
                           "ring_stream_64_burst32", base))
+        j = os.path.join(tmp, "inproc_bw_by_address.json")
+        run([rnicperf, "write_bw", "--loopback", "-s", "64", "-l", "32", "-n",
+             str(rate_iters), "-F", f"--out_json_file={j}"],
+            env=dict(inproc, RNICDV_SIM_REGISTER_BY_ADDRESS="1"))
+        by_address = rnicperf_result(j)["MsgRate"]
+        if not by_address > 0:
+            raise BenchError("rnicperf write_bw by address: message rate 0")
+        out.append(record("fabric_inproc_write_rate_64_pl32_pinned", 1000.0 / mpps, "ns/msg",
+                          "fabric_inproc_write_rate_64_pl32_by_address", 1000.0 / by_address))
 
         # Message rate over UDP: two processes.
         say("fabric: 64-byte write message rate, post list 32, UDP, two processes")

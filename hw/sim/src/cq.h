@@ -31,6 +31,8 @@ enum class CqArm : uint8_t { off, next, solicited };
 
 struct CqObj {
   uint32_t cqn = 0;
+  size_t slot = 0;          // index in Hca::cqs_ (slots.h)
+  size_t evented_slot = 0;  // index in Hca::evented_cqs_ while events_on
   wqe::CqRing ring;
   uint32_t* dbrec = nullptr;  // big-endian: [kCqDbrConsumerIndex], [kCqDbrArm]
   uint32_t pi = 0;            // free-running producer index

@@ -96,6 +96,7 @@ bool Hca::deliver_cq_events(std::vector<std::pair<uint32_t, uint32_t>>& fired) {
 }
 
 Status Hca::set_cq_event_handler(CqObj* cq, std::function<void()> fn) {
+  if (Status st = check_owner("set_cq_event_handler"); !st) return st;
   std::lock_guard<std::mutex> events(event_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   if (!cq->handle_alive)
@@ -106,8 +107,7 @@ Status Hca::set_cq_event_handler(CqObj* cq, std::function<void()> fn) {
     if (cq->events_on) {
       cq->events_on = false;
       cq_reset_arming(*cq);
-      evented_cqs_.erase(std::remove(evented_cqs_.begin(), evented_cqs_.end(), cq),
-                         evented_cqs_.end());
+      slot_erase(evented_cqs_, cq, &CqObj::evented_slot);
     }
     return Status::ok();
   }
@@ -116,7 +116,7 @@ Status Hca::set_cq_event_handler(CqObj* cq, std::function<void()> fn) {
     ++cq->handler_gen;
     cq->events_on = true;
     cq_watch_arms(*cq);
-    evented_cqs_.push_back(cq);
+    slot_push(evented_cqs_, cq, &CqObj::evented_slot);
   }
   cq_event_handlers_[cq->cqn] = CqEventHandler{cq->handler_gen, std::move(fn)};
   return Status::ok();

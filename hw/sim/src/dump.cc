@@ -52,7 +52,9 @@ std::string Hca::dump() const {
       "            cqes %" PRIu64 " error_cqes %" PRIu64 " cq_overflows %" PRIu64
       " comm_est %" PRIu64 " async_events_queued %zu\n",
       c.cqes_written, c.error_cqes, c.cq_overflows, c.comm_est_raised, events_.size());
-  for (uint32_t pdn : pds_) add(out, "  pd %u\n", pdn);
+  std::vector<uint32_t> pds(pds_.begin(), pds_.end());
+  std::sort(pds.begin(), pds.end());
+  for (uint32_t pdn : pds) add(out, "  pd %u\n", pdn);
   mrs_.for_each([&](uint32_t key, const MrEntry& e) {
     add(out, "  mr key %#x pd %u addr %p len %" PRIu64 " access %#x\n", key, e.pdn,
         static_cast<void*>(e.addr), e.length, e.access);

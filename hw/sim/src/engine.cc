@@ -36,11 +36,17 @@ uint64_t Hca::now() const {
   return shared_.clock->now_ns();
 }
 
+// In a child of fork() the device is the parent's: nothing runs (its lock may be held by a
+// parent thread that does not exist here, and its wire is the parent's).
 bool Hca::run_once() {
+  if (forked_away()) [[unlikely]]
+    return false;
   return run_pass(std::unique_lock<std::mutex>(mu_));
 }
 
 bool Hca::try_run_once() {
+  if (forked_away()) [[unlikely]]
+    return false;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   return run_pass(std::move(lock));

@@ -49,6 +49,7 @@ Result<std::shared_ptr<Fabric>> Fabric::create(const FabricConfig& config) {
   auto impl = std::make_unique<Impl>();
   FabricShared& s = impl->shared;
   s.config = config;
+  s.owner_epoch = fork_epoch();
   if (config.mode == ExecMode::deterministic) {
     auto clock = std::make_unique<VirtualClock>();
     s.virtual_clock = clock.get();
@@ -120,6 +121,9 @@ const FabricConfig& Fabric::config() const {
 }
 
 bool FabricShared::step() {
+  // A child of fork() steps nothing of its parent's fabric: its devices and locks are the
+  // parent's (Hca::forked_away).
+  if (g_fork_epoch.load(std::memory_order_relaxed) != owner_epoch) return false;
   if (step_depth > 0) return false;
   ++step_depth;
   thread_local std::vector<std::shared_ptr<Hca>> live;

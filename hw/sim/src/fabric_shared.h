@@ -18,6 +18,7 @@ class Hca;
 
 struct FabricShared {
   FabricConfig config;
+  uint32_t owner_epoch = 0;  // fork_epoch() of the process that made it (hca.h)
   std::unique_ptr<Clock> clock;
   VirtualClock* virtual_clock = nullptr;  // set in deterministic mode
   std::unique_ptr<Wire> wire;

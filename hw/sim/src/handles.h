@@ -14,10 +14,14 @@
 
 namespace rnicdv::sim {
 
+// In a child of fork() a handle's destructor leaves the device alone: the objects are the
+// parent's (Hca::forked_away).
 class SimPd final : public hw::Pd {
  public:
   SimPd(std::shared_ptr<Hca> hca, uint32_t pdn) : hca_(std::move(hca)), pdn_(pdn) {}
-  ~SimPd() override { hca_->dealloc_pd(pdn_); }
+  ~SimPd() override {
+    if (!hca_->forked_away()) hca_->dealloc_pd(pdn_);
+  }
   uint32_t pdn() const override { return pdn_; }
   const Hca* hca() const { return hca_.get(); }
 
@@ -30,7 +34,9 @@ class SimMr final : public hw::Mr {
  public:
   SimMr(std::shared_ptr<Hca> hca, uint32_t key, void* addr, size_t length)
       : hca_(std::move(hca)), key_(key), addr_(addr), length_(length) {}
-  ~SimMr() override { hca_->dereg_mr(key_); }
+  ~SimMr() override {
+    if (!hca_->forked_away()) hca_->dereg_mr(key_);
+  }
   uint32_t lkey() const override { return key_; }
   uint32_t rkey() const override { return key_; }
   void* addr() const override { return addr_; }
@@ -52,7 +58,9 @@ class SimMr final : public hw::Mr {
 class SimCq final : public hw::Cq {
  public:
   SimCq(std::shared_ptr<Hca> hca, CqObj* cq) : hca_(std::move(hca)), cq_(cq), view_(cq->view) {}
-  ~SimCq() override { hca_->release_cq(cq_); }
+  ~SimCq() override {
+    if (!hca_->forked_away()) hca_->release_cq(cq_);
+  }
   const hw::CqView& view() const override { return view_; }
   CqObj* obj() const { return cq_; }
   const Hca* hca() const { return hca_.get(); }
@@ -67,7 +75,9 @@ class SimCq final : public hw::Cq {
 class SimQp final : public hw::Qp {
  public:
   SimQp(std::shared_ptr<Hca> hca, QpObj* qp) : hca_(std::move(hca)), qp_(qp), view_(qp->view) {}
-  ~SimQp() override { hca_->destroy_qp(qp_); }
+  ~SimQp() override {
+    if (!hca_->forked_away()) hca_->destroy_qp(qp_);
+  }
   const hw::QpView& view() const override { return view_; }
   Status modify(const hw::QpAttr& attr, uint32_t mask) override {
     return hca_->modify_qp(qp_, attr, mask);

@@ -2,6 +2,8 @@
 // A device's life: creation, attaching to the fabric, introspection, pause and stop, and
 // QP state changes (modify_qp: the checks and effects are rc/qp_state.cc's).
 #include "hca.h"
+
+#include <pthread.h>
 #include "rc/queues.h"
 
 #include <sys/eventfd.h>
@@ -15,6 +17,24 @@
 #include "fabric_shared.h"
 
 namespace rnicdv::sim {
+
+std::atomic<uint32_t> g_fork_epoch{0};
+
+uint32_t fork_epoch() {
+  static const int registered = ::pthread_atfork(
+      nullptr, nullptr, [] { g_fork_epoch.fetch_add(1, std::memory_order_relaxed); });
+  (void)registered;
+  return g_fork_epoch.load(std::memory_order_relaxed);
+}
+
+Status Hca::check_owner(const char* op) const {
+  if (!forked_away()) [[likely]]
+    return Status::ok();
+  return Status::error(Errc::access_denied,
+                       "%s: %s: the device belongs to the parent process; a child of fork() "
+                       "cannot use it (open a device of its own)",
+                       info_.name.c_str(), op);
+}
 
 namespace {
 
@@ -157,7 +177,6 @@ Status Hca::start() {
     // Without it, stores into the application's UAR mappings are found by polling
     // (uar_watch.h); the shim reports which (UarWatch::mechanism()).
     (void)uar_watch_.open();
-    thread_pid_ = ::getpid();
     thread_ = std::thread([this] { thread_main(); });
   }
   return Status::ok();
@@ -234,6 +253,7 @@ void Hca::resume() {
 }
 
 Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
+  if (Status st = check_owner("modify_qp"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   // Doorbell-record moves made before this transition are counted in the state they
   // happened in.

@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "async_events.h"
@@ -36,6 +37,7 @@
 #include "packet/packet.h"
 #include "qp.h"
 #include "rc/transport.h"
+#include "slots.h"
 #include "srq.h"
 #include "ud/datagram.h"
 #include "rnicdv/sim/sim.h"
@@ -44,6 +46,11 @@
 #include "wire/wire.h"
 
 namespace rnicdv::sim {
+
+// Counts fork()s in this process's line: a child's value differs from its parent's (a
+// pthread_atfork handler, registered with the first device, increments it in the child).
+extern std::atomic<uint32_t> g_fork_epoch;
+uint32_t fork_epoch();
 
 struct FabricShared;
 
@@ -75,9 +82,15 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Status start();
   // Stops the thread and detaches from the wire. Objects stay usable as memory.
   void stop();
-  // In a child of fork(): this device's thread, and whatever locks it held at the fork, are
-  // the parent's. Nothing may join the thread or wait for those locks here.
-  bool forked_away() const { return thread_pid_ != 0 && ::getpid() != thread_pid_; }
+  // In a child of fork(): this device, its thread, and whatever locks it held at the fork,
+  // are the parent's. Nothing may join the thread or wait for those locks here, and the
+  // child's calls on it are refused (check_owner), as the kernel refuses a forked child's
+  // commands on its parent's uverbs file.
+  bool forked_away() const {
+    return g_fork_epoch.load(std::memory_order_relaxed) != owner_epoch_;
+  }
+  // ok, or the error for `op` when this process is a child of the device's owner.
+  Status check_owner(const char* op) const;
 
   const hw::DeviceInfo& info() const { return info_; }
   const DeviceConfig& config() const { return config_; }
@@ -244,7 +257,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   mutable std::mutex mu_;
   DeviceCounters counters_;
   MrTable mrs_;
-  std::vector<uint32_t> pds_;
+  std::unordered_set<uint32_t> pds_;
   uint32_t next_pdn_ = 1;
   uint32_t next_cqn_ = 0x80;
   uint32_t next_qpn_ = 0x100;
@@ -261,7 +274,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   std::vector<BfRegister*> free_dedicated_;
   BfRegister* shared_register_ = nullptr;
   std::vector<std::unique_ptr<CqObj>> cqs_;
-  std::vector<std::unique_ptr<QpObj>> qps_;  // creation order: deterministic
+  std::vector<std::unique_ptr<QpObj>> qps_;  // slots.h: an order the calls made decide
   std::vector<QpObj*> active_;               // QPs with work for the next pass (qp.queued)
   std::vector<QpObj*> working_;              // the pass's share of active_
   std::set<std::pair<uint64_t, QpObj*>> timers_;  // (deadline, QP): qp.timer_at
@@ -297,7 +310,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // Threaded mode.
   friend struct DeviceThread;
   std::thread thread_;
-  pid_t thread_pid_ = 0;  // the process thread_ runs in (a child of fork() has no such thread)
+  uint32_t owner_epoch_ = fork_epoch();  // the process that created the device
   std::atomic<bool> stop_{false};
   // Non-zero while the device thread sleeps (doorbell/device_wake.h).
   std::atomic<uint32_t> asleep_{0};

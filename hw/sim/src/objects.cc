@@ -24,29 +24,30 @@ constexpr uint32_t kKnownAccess = hw::access::local_write | hw::access::remote_w
 }  // namespace
 
 Result<uint32_t> Hca::alloc_pd() {
+  if (Status st = check_owner("alloc_pd"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   if (pds_.size() >= info_.caps.max_pd)
     return Status::error(Errc::no_resources, "%s: alloc_pd: %u protection domains in use",
                          info_.name.c_str(), info_.caps.max_pd);
   const uint32_t pdn = next_pdn_++;
-  pds_.push_back(pdn);
+  pds_.insert(pdn);
   return pdn;
 }
 
 void Hca::dealloc_pd(uint32_t pdn) {
   std::lock_guard<std::mutex> lock(mu_);
-  pds_.erase(std::remove(pds_.begin(), pds_.end(), pdn), pds_.end());
+  pds_.erase(pdn);
 }
 
 bool Hca::has_pd(uint32_t pdn) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return std::find(pds_.begin(), pds_.end(), pdn) != pds_.end();
+  return pds_.count(pdn) != 0;
 }
 
 Status Hca::check_region_locked(const char* op, uint32_t pdn, const void* addr, size_t length,
                                 uint32_t access) const {
   const char* name = info_.name.c_str();
-  if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
+  if (pds_.count(pdn) == 0)
     return Status::error(Errc::not_found, "%s: %s: pd %u does not exist", name, op, pdn);
   if (!addr || length == 0)
     return Status::error(Errc::invalid_argument, "%s: %s: empty region", name, op);
@@ -67,6 +68,7 @@ Status Hca::check_region_locked(const char* op, uint32_t pdn, const void* addr, 
 // The region's pages are pinned first, outside the device lock (pinning a large region
 // faults in every page, as ib_umem_get does), then the region is checked and entered.
 Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
+  if (Status st = check_owner("reg_mr"); !st) return st;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) return st;
@@ -101,6 +103,7 @@ void Hca::dereg_mr(uint32_t key) {
 // A new translation gets new pages, pinned before the old ones are let go; a change of PD or
 // rights keeps the pages.
 Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint32_t access) {
+  if (Status st = check_owner("rereg_mr"); !st) return st;
   PinRef old_pin;
   bool same_range = false;
   {
@@ -132,6 +135,7 @@ Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint
 }
 
 Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {
+  if (Status st = check_owner("create_cq"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   if (min_cqe == 0 || min_cqe > info_.caps.max_cqe)
@@ -162,11 +166,12 @@ Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {
   dv.cqn = cq->cqn;
   cq->view.wake = wake_view();
   CqObj* raw = cq.get();
-  cqs_.push_back(std::move(cq));
+  slot_push(cqs_, std::move(cq), &CqObj::slot);
   return raw;
 }
 
 Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
+  if (Status st = check_owner("create_cq"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   if (!mem.buf || !mem.dbrec || !is_pow2(mem.cqe_cnt) || mem.cqe_cnt > info_.caps.max_cqe ||
       (mem.cqe_size != 64 && mem.cqe_size != 128))
@@ -195,20 +200,17 @@ Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
   dv.cq_uar = mem.cq_uar;
   dv.cqn = cq->cqn;
   CqObj* raw = cq.get();
-  cqs_.push_back(std::move(cq));
+  slot_push(cqs_, std::move(cq), &CqObj::slot);
   return raw;
 }
 
 void Hca::maybe_free_cq(CqObj* cq) {
   if (cq->handle_alive || cq->qp_refs != 0) return;
-  evented_cqs_.erase(std::remove(evented_cqs_.begin(), evented_cqs_.end(), cq),
-                     evented_cqs_.end());
+  slot_erase(evented_cqs_, cq, &CqObj::evented_slot);
   std::free(cq->owned_buf);
   std::free(cq->owned_dbrec);
   std::free(cq->mirror_buf);
-  cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(),
-                            [cq](const std::unique_ptr<CqObj>& c) { return c.get() == cq; }),
-             cqs_.end());
+  slot_erase(cqs_, cq, &CqObj::slot);
 }
 
 void Hca::release_cq(CqObj* cq) {
@@ -221,8 +223,7 @@ void Hca::release_cq(CqObj* cq) {
     cq->events_on = false;
     cq->arm = CqArm::off;
     cq->arm_check_pending = false;
-    evented_cqs_.erase(std::remove(evented_cqs_.begin(), evented_cqs_.end(), cq),
-                       evented_cqs_.end());
+    slot_erase(evented_cqs_, cq, &CqObj::evented_slot);
   }
   cq->handle_alive = false;
   maybe_free_cq(cq);
@@ -239,6 +240,7 @@ uint32_t Hca::alloc_qpn() {
 
 Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                               const hw::QpCaps& caps, SrqObj* srq) {
+  if (Status st = check_owner("create_qp"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   const hw::DeviceCaps& dev = info_.caps;
   const char* name = info_.name.c_str();
@@ -303,6 +305,7 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
 
 Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                                        const ExternalQpMemory& mem, SrqObj* srq) {
+  if (Status st = check_owner("create_qp"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   if (!mem.sq_buf || !mem.dbrec || !is_pow2(mem.sq_wqe_cnt) || mem.sq_wqe_cnt > kMaxSqBbs ||
       !is_pow2(mem.rq_wqe_cnt) || !mem.rq_buf || !is_pow2(mem.rq_stride) || mem.rq_stride < 16)
@@ -358,7 +361,7 @@ Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, Cq
     std::free(qp->mirror_buf);
     return s;
   };
-  if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
+  if (pds_.count(pdn) == 0)
     return fail(Status::error(Errc::not_found, "%s: create_qp: pd %u does not exist", name, pdn));
   if (!send_cq || !recv_cq)
     return fail(Status::error(Errc::invalid_argument, "%s: create_qp: no CQ", name));
@@ -403,7 +406,7 @@ Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, Cq
 
   QpObj* raw = qp.get();
   qp_by_num_[raw->qpn] = raw;
-  qps_.push_back(std::move(qp));
+  slot_push(qps_, std::move(qp), &QpObj::slot);
   return raw;
 }
 
@@ -473,9 +476,7 @@ void Hca::destroy_qp(QpObj* qp) {
   std::free(qp->owned_buf);
   std::free(qp->owned_dbrec);
   std::free(qp->mirror_buf);
-  qps_.erase(std::remove_if(qps_.begin(), qps_.end(),
-                            [qp](const std::unique_ptr<QpObj>& q) { return q.get() == qp; }),
-             qps_.end());
+  slot_erase(qps_, qp, &QpObj::slot);
   --scq->qp_refs;
   --rcq->qp_refs;
   maybe_free_cq(scq);
@@ -488,6 +489,7 @@ void Hca::set_user_index(QpObj* qp, uint32_t user_index) {
 }
 
 Status Hca::attach_uar_page(uint8_t* app_view, uint8_t* device_view) {
+  if (Status st = check_owner("attach_uar_page"); !st) return st;
   const auto aligned = [](const uint8_t* p) {
     return p && (reinterpret_cast<uintptr_t>(p) & (kUarPageBytes - 1)) == 0;
   };

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 namespace rnicdv::sim {
@@ -118,7 +119,12 @@ Result<uint16_t> PinnedMemory::ring_with_room_locked(size_t slots) {
 }
 
 Result<PinnedMemory::PinResult> PinnedMemory::pin(uint8_t* addr, uint64_t len) {
-  if (!g_enabled.load(std::memory_order_relaxed) || !supported() || len == 0)
+  // RNICDV_SIM_REGISTER_BY_ADDRESS=1: every region by address (the benchmarks' baseline).
+  static const bool by_address = [] {
+    const char* v = std::getenv("RNICDV_SIM_REGISTER_BY_ADDRESS");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (by_address || !g_enabled.load(std::memory_order_relaxed) || !supported() || len == 0)
     return PinResult{PinRef{}, true};
   std::lock_guard lock(mu_);
   if (Status st = open_locked(); !st) return st;

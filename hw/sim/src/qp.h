@@ -181,6 +181,7 @@ struct ResponderState {       // rc/responder.cc, rc/responder_tx.cc
 };
 
 struct QpObj {
+  size_t slot = 0;  // index in Hca::qps_ (slots.h)
   hw::QpType type = hw::QpType::rc;
   uint32_t qpn = 0;
   uint32_t pdn = 0;

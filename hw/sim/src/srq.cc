@@ -11,10 +11,11 @@ namespace rnicdv::sim {
 // WQE indexes are 16 bits (next_wqe_index, the CQE's wqe_counter), as is the posted count.
 
 Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge) {
+  if (Status st = check_owner("create_srq"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   const hw::DeviceCaps& dev = info_.caps;
-  if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
+  if (pds_.count(pdn) == 0)
     return Status::error(Errc::not_found, "%s: create_srq: pd %u does not exist", name, pdn);
   if (max_wr == 0 || max_wr > dev.max_srq_wr)
     return Status::error(Errc::invalid_argument, "%s: create_srq: max_wr %u (1..%u)", name, max_wr,
@@ -42,9 +43,10 @@ Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge)
 }
 
 Result<SrqObj*> Hca::create_srq_external(uint32_t pdn, const ExternalSrqMemory& mem) {
+  if (Status st = check_owner("create_srq"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
-  if (std::find(pds_.begin(), pds_.end(), pdn) == pds_.end())
+  if (pds_.count(pdn) == 0)
     return Status::error(Errc::not_found, "%s: create_srq: pd %u does not exist", name, pdn);
   const hw::DeviceCaps& dev = info_.caps;
   if (!mem.buf || !mem.dbrec || !is_pow2(mem.wqe_cnt) || mem.wqe_cnt < 2 ||
@@ -81,11 +83,12 @@ SrqObj* Hca::add_srq_locked(std::unique_ptr<SrqObj> srq, uint32_t pdn) {
   dv.srqn = srq->srqn;
   srq->view.wqe_cnt = srq->ring.wqe_cnt;
   SrqObj* raw = srq.get();
-  srqs_.push_back(std::move(srq));
+  slot_push(srqs_, std::move(srq), &SrqObj::slot);
   return raw;
 }
 
 Status Hca::arm_srq_limit(SrqObj* srq, uint32_t limit) {
+  if (Status st = check_owner("arm_srq_limit"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   if (limit >= srq->ring.wqe_cnt)
     return Status::error(Errc::invalid_argument, "%s: srq %#x: limit %u above its %u WQEs",
@@ -104,6 +107,7 @@ uint32_t QpObj::recv_srqn_uidx() const {
 }
 
 Status Hca::destroy_srq(SrqObj* srq) {
+  if (Status st = check_owner("destroy_srq"); !st) return st;
   std::lock_guard<std::mutex> lock(mu_);
   if (srq->qp_refs)
     return Status::error(Errc::busy, "%s: srq %#x: destroy: %u QPs still use it",
@@ -111,7 +115,7 @@ Status Hca::destroy_srq(SrqObj* srq) {
   std::free(srq->owned_buf);
   std::free(srq->owned_dbrec);
   std::free(srq->mirror_buf);
-  std::erase_if(srqs_, [srq](const std::unique_ptr<SrqObj>& s) { return s.get() == srq; });
+  slot_erase(srqs_, srq, &SrqObj::slot);
   return Status::ok();
 }
 

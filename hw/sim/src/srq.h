@@ -12,6 +12,7 @@
 namespace rnicdv::sim {
 
 struct SrqObj {
+  size_t slot = 0;  // index in Hca::srqs_ (slots.h)
   uint32_t srqn = 0;
   uint32_t pdn = 0;
   wqe::SrqRing ring;

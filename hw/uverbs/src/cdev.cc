@@ -127,12 +127,28 @@ std::vector<std::shared_ptr<Context>> contexts_on(uint32_t index) {
   return out;
 }
 
+// A child of fork() shares its parent's uverbs file, but the kernel refuses its commands:
+// ib_uverbs_write and ucma_write check that the caller's credentials are the opener's
+// (ib_safe_file_access), and a forked child has credentials of its own: EACCES. Nothing the
+// child does reaches the parent's objects; it opens a device of its own.
+static int refuse_forked_child(const char* file, uint32_t index, pid_t opener) {
+  const pid_t self = ::getpid();
+  if (self == opener) return 0;
+  return fail(EACCES,
+              Status::error(Errc::access_denied,
+                            "%s: %s from process %d: the file was opened by process %d, and a "
+                            "child of fork() cannot use its parent's objects",
+                            device_name(index).c_str(), file, static_cast<int>(self),
+                            static_cast<int>(opener)));
+}
+
 ssize_t command_write(int fd, const void* buf, size_t n) {
   std::shared_ptr<Context> ctx = context_of(fd);
   if (!ctx) {
     errno = EBADF;
     return -1;
   }
+  if (refuse_forked_child("write", ctx->dev->index, ctx->opener) != 0) return -1;
   // The command is copied in first, as the kernel's copy_from_user does: a buffer that is
   // not readable for all of its n bytes is EFAULT, and nothing past them is ever read.
   if (n > kMaxCommandBytes) {
@@ -164,6 +180,7 @@ int command_ioctl(int fd, unsigned long request, void* arg) {
     errno = ENOTTY;
     return -1;
   }
+  if (refuse_forked_child("ioctl", ctx->dev->index, ctx->opener) != 0) return -1;
   ib_uverbs_ioctl_hdr hdr{};
   if (!copy_from_user(&hdr, reinterpret_cast<uintptr_t>(arg), sizeof hdr))
     return fail(EFAULT, Status::error(Errc::invalid_argument, "%s: ioctl header at %p: not readable",
@@ -286,6 +303,7 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
     errno = EBADF;
     return MAP_FAILED;
   }
+  if (refuse_forked_child("mmap", ctx->dev->index, ctx->opener) != 0) return MAP_FAILED;
   std::lock_guard<std::mutex> lock(ctx->mu);
   const UarOffset u = decode_uar_offset(static_cast<uint64_t>(off));
   if (off % kPage != 0 || len != kPage || !(flags & MAP_SHARED)) {
@@ -311,6 +329,9 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
   const auto idx = static_cast<uint32_t>(uar_page_of_offset(*ctx, static_cast<uint64_t>(off)));
   void* p = libc::mmap(addr, len, prot | PROT_READ | PROT_WRITE, flags, ctx->uar_memfd, off);
   if (p == MAP_FAILED) return p;
+  // Not inherited by a child of fork(), as the kernel's UAR mappings are not
+  // (rdma_user_mmap_io sets VM_DONTCOPY): a child's doorbell cannot ring the parent's QPs.
+  (void)::madvise(p, len, MADV_DONTFORK);
   if (!ctx->uar_pages[idx]) {
     if (Status st = adopt_uar_page_locked(ctx, idx, static_cast<uint8_t*>(p),
                                           static_cast<uint64_t>(off));

@@ -381,6 +381,13 @@ ssize_t ucma_write(int fd, const void* buf, size_t n) {
     errno = EBADF;
     return -1;
   }
+  if (::getpid() != file->opener())
+    return fail(EACCES, Status::error(Errc::access_denied,
+                                      "rdma_cm: write from process %d: the event channel was "
+                                      "opened by process %d, and a child of fork() cannot use "
+                                      "its parent's IDs",
+                                      static_cast<int>(::getpid()),
+                                      static_cast<int>(file->opener())));
   rdma_ucm_cmd_hdr hdr{};
   if (n < sizeof hdr) {
     errno = EINVAL;

@@ -24,6 +24,8 @@
 #include <infiniband/ib.h>  // AF_IB, sockaddr_ib
 #include <rdma/rdma_user_cm.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -79,6 +81,7 @@ class File {
   File& operator=(const File&) = delete;
 
   int fd() const { return fd_; }
+  pid_t opener() const { return opener_; }
   void push(const Event& ev);
   bool pop(Event* out);
   // Removes and returns the queued events of `owner`.
@@ -90,6 +93,7 @@ class File {
  private:
   explicit File(int fd) : fd_(fd) {}
   const int fd_;
+  const pid_t opener_ = ::getpid();  // a child of fork() may not write to it
   std::atomic<bool> app_nonblock_{false};
   std::mutex mu_;
   bool closed_ = false;
