@@ -83,7 +83,7 @@ Result<CompletionQueue> Device::adopt_cq(std::unique_ptr<hw::Cq> cq,
   }
   {
     std::lock_guard lock(core_->mutex);
-    core_->cqs.push_back(core.get());
+    core_->cqs.insert(core.get());
   }
   return CompletionQueue(std::move(core));
 }
@@ -111,7 +111,7 @@ namespace detail {
 CqCore::~CqCore() {
   if (device) {
     std::lock_guard lock(device->mutex);
-    DeviceCore::erase_from(device->cqs, this);
+    device->cqs.erase(this);
   }
   graveyard.clear();
   if (channel) channel->detach(this);  // no event is mapped to this CQ from here on

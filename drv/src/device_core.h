@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "rnicdv/detail/qp_table.h"
@@ -27,9 +28,10 @@ struct DeviceCore {
   // under it, so a QP or CQ found here stays alive until the event is handled.
   std::mutex mutex;
   QpTable qp_table;          // read without the mutex by pollers
-  std::vector<QpCore*> qps;  // live QPs, for device-wide events
-  std::vector<CqCore*> cqs;  // live CQs, found by CQN for CQ_ERR
-  std::vector<SrqCore*> srqs;  // live SRQs, found by SRQN for SRQ_LIMIT_REACHED
+  // Sets: a destroy is O(1) however many objects the device holds.
+  std::unordered_set<QpCore*> qps;    // live QPs, for device-wide events
+  std::unordered_set<CqCore*> cqs;    // live CQs, found by CQN for CQ_ERR
+  std::unordered_set<SrqCore*> srqs;  // live SRQs, found by SRQN for SRQ_LIMIT_REACHED
   bool fatal = false;        // DEVICE_FATAL seen
 
   template <class T>

@@ -182,7 +182,7 @@ void QpCore::destroy(std::unique_ptr<QpCore> core) noexcept {
     // Async events can no longer find it.
     std::lock_guard lock(qp->device->mutex);
     qp->device->qp_table.erase(qp->qpn);
-    DeviceCore::erase_from(qp->device->qps, qp);
+    qp->device->qps.erase(qp);
   }
   {
     std::lock_guard control(qp->control_mutex);

@@ -207,7 +207,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
     if (!core_->qp_table.insert(qp->qpn, qp.get()))
       return Status::error(Errc::no_resources, "qp %#x: create: out of memory for the QP table",
                            qp->qpn);
-    core_->qps.push_back(qp.get());
+    core_->qps.insert(qp.get());
   }
   qp->send_cq->attach(qp.get());
   if (qp->recv_cq != qp->send_cq) qp->recv_cq->attach(qp.get());

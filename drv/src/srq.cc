@@ -17,7 +17,7 @@ namespace detail {
 SrqCore::~SrqCore() {
   if (device) {
     std::lock_guard guard(device->mutex);
-    DeviceCore::erase_from(device->srqs, this);
+    device->srqs.erase(this);
   }
   hw_srq.reset();  // before the device (member order does the rest)
 }
@@ -80,7 +80,7 @@ Result<SharedReceiveQueue> Device::create_srq(ProtectionDomain& pd, uint32_t max
   core->hw_srq = std::move(created.value());
   {
     std::lock_guard lock(core_->mutex);
-    core_->srqs.push_back(core.get());
+    core_->srqs.insert(core.get());
   }
   return SharedReceiveQueue(std::move(core));
 }
