@@ -5,6 +5,8 @@
 // whatever timeouts the REQ claims (hostile requesters; docs/reliability.md).
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -69,6 +71,11 @@ hw::CmEvent wait_event(FakeMadFabric& fab, Source& src, uint64_t limit_ns) {
   INFO("no event arrived within " << limit_ns / kMs << " ms of virtual time");
   REQUIRE(got);
   return ev;
+}
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
 hw::CmAcceptParams accept_params(uint32_t qpn = 0x222) {
@@ -165,6 +172,34 @@ TEST_CASE("a request holds no descriptor until the application accepts it") {
   CHECK(open_descriptors() == fds_waiting + 1);
   // Accepted, it no longer counts against the backlog; taken, unanswered ones still do.
   CHECK(p.b->pending_requests(kPort) == 199);
+}
+
+TEST_CASE(
+    "a taken request's events wake the listener's descriptor only while someone watches "
+    "them") {
+  Pair p;
+  auto listener = p.b->listen({0, kPort});
+  REQUIRE(listener);
+  for (uint32_t i = 0; i < 2; ++i)
+    p.fab.inject(kForged + i, kB, forged_req(kForged + i, kB, kPort, 0x60000 + i, 0x600 + i));
+  deliver(p.fab);
+  hw::CmEvent watched, unwatched;
+  REQUIRE(listener.value()->next_event(&watched));
+  REQUIRE(listener.value()->next_event(&unwatched));
+  const int fd = watched.request->event_fd();  // watched from here (as the shim's pump does)
+  CHECK_FALSE(readable(fd));
+  // Both expire; only the watched one's TIMEOUT makes the listener's descriptor readable, and
+  // only until it is read (the unwatched one, as the driver holds it, never does).
+  REQUIRE(p.fab.run_until([&] { return p.b->counters().requests_expired == 2; },
+                          CmAgent::kRequestWaitMaxNs + 1'000 * kMs));
+  CHECK(readable(fd));
+  hw::CmEvent ev;
+  REQUIRE(watched.request->next_event(&ev));
+  CHECK(ev.type == hw::CmEventType::timeout);
+  CHECK_FALSE(readable(fd));
+  CHECK_FALSE(has_event(**listener));
+  REQUIRE(unwatched.request->next_event(&ev));
+  CHECK(ev.type == hw::CmEventType::timeout);
 }
 
 TEST_CASE(

@@ -35,7 +35,8 @@ std::shared_ptr<CmEventQueue> CmEventQueue::create_relayed(std::shared_ptr<CmEve
 }
 
 CmEventQueue::~CmEventQueue() {
-  if (parent_ && !events_.empty()) parent_->add_relayed(-static_cast<int64_t>(events_.size()));
+  if (parent_ && watched_ && !events_.empty())
+    parent_->add_relayed(-static_cast<int64_t>(events_.size()));
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -45,7 +46,8 @@ Status CmEventQueue::attach_fd() {
   Result<int> fd = open_eventfd("cm event queue");
   if (!fd) return fd.status();
   fd_ = fd.value();
-  if (parent_ && !events_.empty()) parent_->add_relayed(-static_cast<int64_t>(events_.size()));
+  if (parent_ && watched_ && !events_.empty())
+    parent_->add_relayed(-static_cast<int64_t>(events_.size()));
   parent_.reset();
   update_signal_locked();
   return Status::ok();
@@ -77,7 +79,7 @@ void CmEventQueue::push(hw::CmEvent event, uint32_t request) {
   events_.push_back(Entry{std::move(event), request});
   if (fd_ >= 0)
     update_signal_locked();
-  else if (parent_)
+  else if (parent_ && watched_)
     parent_->add_relayed(1);
 }
 
@@ -89,7 +91,7 @@ bool CmEventQueue::pop(hw::CmEvent* out, uint32_t* request) {
   events_.pop_front();
   if (fd_ >= 0)
     update_signal_locked();
-  else if (parent_)
+  else if (parent_ && watched_)
     parent_->add_relayed(-1);
   return true;
 }
@@ -102,7 +104,7 @@ void CmEventQueue::remove_request(uint32_t request) {
   if (removed == 0) return;
   if (fd_ >= 0)
     update_signal_locked();
-  else if (parent_)
+  else if (parent_ && watched_)
     parent_->add_relayed(-static_cast<int64_t>(removed));
 }
 
@@ -113,7 +115,13 @@ size_t CmEventQueue::size() const {
 
 int CmEventQueue::fd() const {
   std::lock_guard lock(mu_);
-  return fd_ >= 0 ? fd_ : parent_ ? parent_->fd() : -1;
+  if (fd_ >= 0) return fd_;
+  if (!parent_) return -1;
+  if (!watched_) {
+    watched_ = true;
+    if (!events_.empty()) parent_->add_relayed(static_cast<int64_t>(events_.size()));
+  }
+  return parent_->fd();
 }
 
 }  // namespace rnicdv::sim::cm

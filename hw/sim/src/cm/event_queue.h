@@ -4,9 +4,12 @@
 // A queue either owns an eventfd, readable while it holds events (listeners, active
 // connections, accepted connections), or owns none and makes a parent's readable instead: a
 // connection request the application took but has not accepted relays its wake-ups to its
-// listener's queue. A waiting request so costs no descriptor, and a flood of REQs cannot use up
-// the process's (one eventfd per request would, at about a thousand requests). attach_fd()
-// gives a relayed queue its own descriptor when the connection is accepted.
+// listener's queue, once someone asked for its descriptor (fd()) and so watches it; a
+// request nobody watches (the driver's, read only through accept) keeps its events to
+// itself, and never leaves the listener's descriptor readable. A waiting request so costs no
+// descriptor, and a flood of REQs cannot use up the process's (one eventfd per request would, at
+// about a thousand requests). attach_fd() gives a relayed queue its own descriptor when the
+// connection is accepted.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +43,8 @@ class CmEventQueue {
   // Drops the entries that announce `request` (a request that went away before it was taken).
   void remove_request(uint32_t request);
   size_t size() const;
-  // The queue's own descriptor, or its parent's while it relays.
+  // The queue's own descriptor, or its parent's while it relays (from then on its events
+  // make the parent's readable).
   int fd() const;
 
  private:
@@ -60,6 +64,7 @@ class CmEventQueue {
   bool signalled_ = false;
   uint64_t relayed_ = 0;                  // events waiting in children that relay to us
   std::shared_ptr<CmEventQueue> parent_;  // set while relaying
+  mutable bool watched_ = false;          // fd() was asked: relayed events count in parent_
 };
 
 }  // namespace rnicdv::sim::cm
