@@ -120,7 +120,8 @@ Status ConnectionRequest::reject(uint16_t reason, std::span<const uint8_t> priva
 
 // ---- Listener ------------------------------------------------------------------------------
 
-Result<Listener> Listener::listen(Device& device, const std::string& address, uint16_t port) {
+Result<Listener> Listener::listen(Device& device, const std::string& address, uint16_t port,
+                                  int backlog) {
   char what[96];
   std::snprintf(what, sizeof what, "listen on %s port %u", device.name().c_str(), port);
   auto ipv4 = detail::parse_ipv4(address, true, what);
@@ -128,7 +129,7 @@ Result<Listener> Listener::listen(Device& device, const std::string& address, ui
   hw::ConnectionManager* cmgr = device.hw().connection_manager();
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
-  auto l = cmgr->listen({ipv4.value(), port});
+  auto l = cmgr->listen({ipv4.value(), port}, backlog);
   if (!l) return l.status();
   auto core = std::make_unique<ListenerCore>();
   core->device = device.core();

@@ -179,8 +179,13 @@ class Connection {
 class Listener {
  public:
   // Listens on CM port `port` of `device`. `address` is the device's IPv4 or "" / "0.0.0.0"
-  // for any address of the device.
-  static Result<Listener> listen(Device& device, const std::string& address, uint16_t port);
+  // for any address of the device. `backlog`, as rdma_listen's: how many requests may wait
+  // (received, neither accepted nor rejected) at once; 0, a negative value or one above
+  // hw::kDefaultListenBacklog (1024, the kernel's default) means that default. REQs beyond it,
+  // and beyond one source address's share of it, are dropped (no REJ) so that the requester
+  // retries; a request not accepted within a few seconds is withdrawn (docs/connections.md).
+  static Result<Listener> listen(Device& device, const std::string& address, uint16_t port,
+                                 int backlog = hw::kDefaultListenBacklog);
 
   Listener(Listener&&) noexcept;
   Listener& operator=(Listener&&) noexcept;

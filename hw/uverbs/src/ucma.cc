@@ -59,11 +59,6 @@ std::shared_ptr<File> file_of(int fd) {
 // A connect request on listener `l`: a new Id in the listener's File, which owns the CM
 // connection from now on, and its CONNECT_REQUEST event.
 void on_connect_request(Registry& r, Id& l, SimDevice* dev, hw::CmEvent& ev) {
-  if (l.pending_requests >= l.backlog) {
-    // The kernel drops the request (ENOMEM from the handler) and the CM rejects it.
-    (void)ev.request->reject(hw::reject_reason::no_resources, {});
-    return;
-  }
   auto id = std::make_unique<Id>();
   id->handle = r.next_handle++;
   id->file = l.file;
@@ -86,7 +81,6 @@ void on_connect_request(Registry& r, Id& l, SimDevice* dev, hw::CmEvent& ev) {
   copy_private_data(out.resp.param.conn, ev.private_data);
   out.owner = l.handle;
   out.conn_req = true;
-  ++l.pending_requests;
   r.ids.emplace(id->handle, std::move(id));
   l.file->push(out);
 }
@@ -212,10 +206,7 @@ int get_event(const std::shared_ptr<File>& file, const uint8_t* in, size_t in_le
       Event ev;
       if (file->pop(&ev)) {
         auto it = r.ids.find(ev.owner);
-        if (it != r.ids.end()) {
-          ++it->second->events_reported;
-          if (ev.conn_req && it->second->pending_requests > 0) --it->second->pending_requests;
-        }
+        if (it != r.ids.end()) ++it->second->events_reported;
         (void)copy_to_user(cmd.response, &ev.resp, size);
         return 0;
       }

@@ -60,7 +60,6 @@ enum : uint32_t {
 };
 inline constexpr uint32_t kMiscMajor = 10;  // the misc class; the kernel's minor is dynamic
 inline constexpr uint32_t kMinor = 58;
-inline constexpr int kDefaultBacklog = 1024;  // the kernel's max_backlog
 inline constexpr uint8_t kPacketLifeTime = 16;  // CMA_IBOE_PACKET_LIFETIME (RoCE paths)
 // The REQ stage, as rdma_cm runs it: CM response timeout 20 (4.3 s) and 15 retries.
 inline constexpr uint32_t kConnectBudgetMs = 16 * 4295;
@@ -135,8 +134,10 @@ struct Id {
   bool have_peer = false;
   hw::CmPeerOffer peer;
   std::vector<std::pair<SimDevice*, std::unique_ptr<hw::CmListener>>> listeners;
-  int backlog = kDefaultBacklog;
-  int pending_requests = 0;  // connect requests queued and not yet read
+  // The CM listeners enforce it (hw::ConnectionManager::listen): a request counts from its REQ
+  // until it is accepted or rejected, a superset of what the kernel's ucma counts (connect
+  // requests queued and not yet read), so the shim needs no count of its own.
+  int backlog = hw::kDefaultListenBacklog;
   std::unique_ptr<hw::CmConnection> conn;
   bool disconnect_reported = false;
   // rdma_set_option values.

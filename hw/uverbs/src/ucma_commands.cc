@@ -504,10 +504,15 @@ int query(const Cmd& c) {
 int listen(const Cmd& c) {
   const auto cmd = c.as<rdma_ucm_listen>();
   FIND_ID(c, id, cmd.id);
-  const int backlog = cmd.backlog > 0 && cmd.backlog < kDefaultBacklog
-                          ? static_cast<int>(cmd.backlog)
-                          : kDefaultBacklog;
+  // ucma_listen: a backlog of 0, a negative one or one above max_backlog is max_backlog.
+  const int backlog =
+      hw::listen_backlog(cmd.backlog > static_cast<uint32_t>(hw::kDefaultListenBacklog)
+                             ? 0
+                             : static_cast<int>(cmd.backlog));
   if (id->state == State::listen) {
+    for (auto& [dev, listener] : id->listeners)
+      if (Status st = listener->set_backlog(backlog); !st)
+        return c.error(errno_of(st), "%s", st.message().c_str());
     id->backlog = backlog;
     return 0;
   }
@@ -532,7 +537,7 @@ int listen(const Cmd& c) {
   for (SimDevice* d : devs) {
     hw::ConnectionManager* cm = d->dev->connection_manager();
     Result<std::unique_ptr<hw::CmListener>> l =
-        cm->listen({id->dev ? id->src.ipv4 : 0, id->src.port});
+        cm->listen({id->dev ? id->src.ipv4 : 0, id->src.port}, backlog);
     if (!l)
       return c.error(l.status().code() == Errc::address_in_use ? EADDRINUSE : errno_of(l.status()),
                      "%s", l.status().message().c_str());
@@ -607,6 +612,7 @@ int accept(const Cmd& c) {
   if (!st) return c.error(errno_of(st), "%s", st.message().c_str());
   id->uid = cmd.uid;
   id->accepted = true;
+  wake_pump();  // the connection's events now have a descriptor of their own
   return 0;
 }
 

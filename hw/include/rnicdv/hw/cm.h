@@ -43,6 +43,15 @@ inline constexpr size_t kReqPrivateDataMax = 56;
 inline constexpr size_t kRepPrivateDataMax = 196;
 inline constexpr size_t kRejPrivateDataMax = 148;
 
+// The listen backlog: how many connection requests may wait (REQ received, neither accepted
+// nor rejected yet) before further REQs are dropped. The default and the ceiling are the
+// kernel's: rdma_ucm's max_backlog (ucma.c; net.rdma_ucm.max_backlog, 1024), which ucma_listen
+// also applies to a backlog of 0, a negative one or one above it.
+inline constexpr int kDefaultListenBacklog = 1024;
+constexpr int listen_backlog(int requested) noexcept {
+  return requested > 0 && requested < kDefaultListenBacklog ? requested : kDefaultListenBacklog;
+}
+
 // IB CM REJ reason codes (IBA 12.6.7.2, Table 108; Linux ib_cm.h enum ib_cm_rej_reason).
 namespace reject_reason {
 inline constexpr uint16_t no_qp = 1;
@@ -182,6 +191,9 @@ class CmListener {
   virtual int event_fd() const = 0;
   virtual bool next_event(CmEvent* out) = 0;  // connect_request events
   virtual CmAddress address() const = 0;
+  // A new backlog (listen_backlog() applies), as rdma_listen on a listening ID sets it.
+  // Requests already waiting stay; new ones are dropped while as many wait.
+  virtual Status set_backlog(int backlog) = 0;
 };
 
 class ConnectionManager {
@@ -189,9 +201,14 @@ class ConnectionManager {
   virtual ~ConnectionManager() = default;
 
   // Listens on `local.port` of this device. `local.ipv4` is the device's address or 0 (any
-  // address of this device). Errors: address_in_use, invalid_argument (not this device's
-  // address).
-  virtual Result<std::unique_ptr<CmListener>> listen(const CmAddress& local) = 0;
+  // address of this device). At most `backlog` requests (listen_backlog() applies) wait for
+  // the application at once; REQs beyond it are dropped, as the kernel's CM drops them, so
+  // that the requester's REQ retries find room later. Errors: address_in_use,
+  // invalid_argument (not this device's address).
+  virtual Result<std::unique_ptr<CmListener>> listen(const CmAddress& local, int backlog) = 0;
+  Result<std::unique_ptr<CmListener>> listen(const CmAddress& local) {
+    return listen(local, kDefaultListenBacklog);
+  }
   // Sends a REQ to `params.remote`. Events follow on the returned connection.
   virtual Result<std::unique_ptr<CmConnection>> connect(const CmConnectParams& params) = 0;
   // The address connections from this device come from.

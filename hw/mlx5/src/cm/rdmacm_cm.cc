@@ -257,6 +257,12 @@ class RdmaCmListener final : public CmListener {
 
   int event_fd() const override { return ch_->fd; }
   CmAddress address() const override { return address_; }
+  Status set_backlog(int backlog) override {
+    // rdma_listen on a listening ID sets its backlog (ucma_listen).
+    if (rdma_listen(id_, listen_backlog(backlog)) != 0)
+      return errno_status("listen " + cm_address_string(address_), "rdma_listen");
+    return Status::ok();
+  }
 
   bool next_event(CmEvent* out) override {
     std::lock_guard lock(mu_);
@@ -308,7 +314,8 @@ RdmaCmConnectionManager::RdmaCmConnectionManager(ibv_context* verbs, uint32_t ip
                                                  std::shared_ptr<EventThread> events)
     : verbs_(verbs), ipv4_(ipv4), name_(std::move(device_name)), events_(std::move(events)) {}
 
-Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddress& local) {
+Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddress& local,
+                                                                    int backlog) {
   const std::string what = "listen " + cm_address_string(local) + " on " + name_;
   if (local.ipv4 != 0 && local.ipv4 != ipv4_)
     return Status::error(Errc::invalid_argument, "%s: not the device's address (%s)", what.c_str(),
@@ -322,7 +329,8 @@ Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddr
     return st;
   }
   sockaddr_in sa = make_sockaddr(local.ipv4, local.port);
-  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&sa)) != 0 || rdma_listen(id, 64) != 0) {
+  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&sa)) != 0 ||
+      rdma_listen(id, listen_backlog(backlog)) != 0) {
     Status st = errno_status(what, "rdma_bind_addr/rdma_listen");
     if (errno == EADDRINUSE) st = Status(Errc::address_in_use, st.message());
     rdma_destroy_id(id);

@@ -37,7 +37,8 @@ class RdmaCmConnectionManager final : public ConnectionManager {
   RdmaCmConnectionManager(ibv_context* verbs, uint32_t ipv4, std::string device_name,
                           std::shared_ptr<EventThread> events);
 
-  Result<std::unique_ptr<CmListener>> listen(const CmAddress& local) override;
+  using ConnectionManager::listen;
+  Result<std::unique_ptr<CmListener>> listen(const CmAddress& local, int backlog) override;
   Result<std::unique_ptr<CmConnection>> connect(const CmConnectParams& params) override;
   uint32_t local_ipv4() const override { return ipv4_; }
 

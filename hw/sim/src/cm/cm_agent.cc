@@ -229,6 +229,7 @@ void CmAgent::post(Record& r, hw::CmEvent event) {
 }
 
 void CmAgent::finish(Record& r) {
+  release_slot(r);
   unindex_remote(r);
   r.state = State::idle;
   r.retry_at = r.deadline_at = r.timewait_at = 0;
@@ -238,6 +239,7 @@ void CmAgent::finish(Record& r) {
 void CmAgent::erase(uint32_t id) {
   auto it = records_.find(id);
   if (it == records_.end()) return;
+  release_slot(*it->second);
   unindex_remote(*it->second);
   // The event queue is shared with the handle, and holds no handles: safe to drop here.
   records_.erase(it);
@@ -337,6 +339,11 @@ void CmAgent::on_timer_for(Outbox& out, Record& r, uint64_t now) {
       connect_deadline_expired(out, r);
       return;
     }
+    if (r.state == State::req_rcvd || r.state == State::rep_sent ||
+        r.state == State::mra_rep_rcvd) {
+      passive_deadline_expired(out, r);
+      return;
+    }
   }
   if (r.retry_at && r.retry_at <= now) {
     r.retry_at = 0;
@@ -351,7 +358,7 @@ void CmAgent::on_timer_for(Outbox& out, Record& r, uint64_t now) {
 
 // ---- Listeners -------------------------------------------------------------------------------
 
-Result<std::unique_ptr<hw::CmListener>> CmAgent::listen(const hw::CmAddress& local) {
+Result<std::unique_ptr<hw::CmListener>> CmAgent::listen(const hw::CmAddress& local, int backlog) {
   const std::string what = "listen " + hw::cm_address_string(local);
   if (local.ipv4 != 0 && local.ipv4 != config_.ipv4)
     return Status::error(Errc::invalid_argument, "%s: not an address of %s (%s)", what.c_str(),
@@ -372,6 +379,8 @@ Result<std::unique_ptr<hw::CmListener>> CmAgent::listen(const hw::CmAddress& loc
     auto l = std::make_unique<Listener>();
     l->port = local.port;
     l->bound_ipv4 = local.ipv4;
+    l->serial = next_listener_serial_++;
+    l->backlog = hw::listen_backlog(backlog);
     l->events = queue.value();
     listeners_.emplace(local.port, std::move(l));
   }
@@ -379,15 +388,79 @@ Result<std::unique_ptr<hw::CmListener>> CmAgent::listen(const hw::CmAddress& loc
       new SimCmListener(shared_from_this(), local, std::move(queue.value())));
 }
 
+Status CmAgent::set_backlog(uint16_t port, int backlog) {
+  std::lock_guard lock(mu_);
+  auto it = listeners_.find(port);
+  if (it == listeners_.end())
+    return Status::error(Errc::not_found, "listen port %u on %s: set backlog: not listening", port,
+                         config_.device_name.c_str());
+  it->second->backlog = hw::listen_backlog(backlog);
+  return Status::ok();
+}
+
 void CmAgent::close_listener(uint16_t port) {
-  std::unique_ptr<Listener> closed;  // destroyed after the lock is released: its queue may
-  {                                  // hold connection requests whose handles call back in
+  const uint64_t t = now();
+  Outbox out;
+  {
     std::lock_guard lock(mu_);
     auto it = listeners_.find(port);
     if (it == listeners_.end()) return;
-    closed = std::move(it->second);
+    const uint64_t serial = it->second->serial;
+    // Requests the application never took are rejected, as destroying an unanswered request
+    // is (REJ 28 from REQ_RCVD, cm_destroy_id). Those it took stay its own.
+    for (auto& [id, r] : records_) {
+      if (r->active || r->taken || r->state != State::req_rcvd || r->listener_serial != serial)
+        continue;
+      send_rej(out, *r, hw::reject_reason::consumer_defined, 0, {});
+      enter_timewait(*r, t);
+    }
     listeners_.erase(it);
+    out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
+  flush(out);
+}
+
+CmAgent::Listener* CmAgent::listener_of(const Record& r) {
+  auto it = listeners_.find(r.local.port);
+  return it != listeners_.end() && it->second->serial == r.listener_serial ? it->second.get()
+                                                                           : nullptr;
+}
+
+void CmAgent::release_slot(Record& r) {
+  if (!r.holds_slot) return;
+  r.holds_slot = false;
+  Listener* l = listener_of(r);
+  if (!l) return;
+  --l->pending;
+  if (auto it = l->pending_by_source.find(r.remote.ipv4); it != l->pending_by_source.end())
+    if (--it->second == 0) l->pending_by_source.erase(it);
+  if (!r.taken) l->events->remove_request(r.local_id);
+}
+
+bool CmAgent::take_request(uint32_t id, hw::CmEvent* ev) {
+  std::lock_guard lock(mu_);
+  Record* r = find(id);
+  if (!r || r->active || r->taken || r->state != State::req_rcvd) return false;
+  Listener* l = listener_of(*r);
+  if (!l) return false;
+  r->taken = true;
+  r->events = CmEventQueue::create_relayed(l->events);
+  ev->request = make_connection_handle(id);
+  return true;
+}
+
+size_t CmAgent::pending_requests(uint16_t port) const {
+  std::lock_guard lock(mu_);
+  auto it = listeners_.find(port);
+  return it == listeners_.end() ? 0 : it->second->pending;
+}
+
+size_t CmAgent::pending_requests_from(uint16_t port, uint32_t src_ipv4) const {
+  std::lock_guard lock(mu_);
+  auto it = listeners_.find(port);
+  if (it == listeners_.end()) return 0;
+  auto s = it->second->pending_by_source.find(src_ipv4);
+  return s == it->second->pending_by_source.end() ? 0 : s->second;
 }
 
 // ---- Handles, attributes, hooks -----------------------------------------------------------------
@@ -482,7 +555,8 @@ std::string CmAgent::dump() const {
   std::string s = "cm " + config_.device_name + ": " + std::to_string(listeners_.size()) +
                   " listeners, " + std::to_string(records_.size()) + " connections\n";
   for (const auto& [port, l] : listeners_)
-    s += "  listen " + hw::cm_address_string({l->bound_ipv4, port}) + "\n";
+    s += "  listen " + hw::cm_address_string({l->bound_ipv4, port}) + " backlog " +
+         std::to_string(l->backlog) + ", " + std::to_string(l->pending) + " waiting\n";
   for (const auto& [id, r] : records_) {
     char line[256];
     std::snprintf(line, sizeof line,

@@ -66,6 +66,12 @@ struct CmCounters {
   uint64_t retransmits = 0;  // REQ, REP, DREQ sent again by their timers
   uint64_t unmatched_dreq_answered = 0;
   uint64_t comm_est_established = 0;  // connections established by COMM_EST rather than RTU
+  // REQs dropped because the listener's backlog was full, or because their source address
+  // already had its share of it waiting (no REJ is sent: see CmAgent::on_req).
+  uint64_t req_dropped_backlog = 0;
+  uint64_t req_dropped_source_share = 0;
+  uint64_t requests_expired = 0;   // not accepted within kRequestWaitMaxNs
+  uint64_t rep_waits_expired = 0;  // accepted, no RTU within kRepWaitMaxNs
   uint64_t tx(AttrId a) const { return tx_by_attr[static_cast<size_t>(a)]; }
   uint64_t rx(AttrId a) const { return rx_by_attr[static_cast<size_t>(a)]; }
 };
@@ -99,7 +105,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void on_timer();
 
   // ---- hw::ConnectionManager -----------------------------------------------------------------
-  Result<std::unique_ptr<hw::CmListener>> listen(const hw::CmAddress& local) override;
+  using hw::ConnectionManager::listen;
+  Result<std::unique_ptr<hw::CmListener>> listen(const hw::CmAddress& local, int backlog) override;
   Result<std::unique_ptr<hw::CmConnection>> connect(const hw::CmConnectParams& params) override;
   uint32_t local_ipv4() const override { return config_.ipv4; }
 
@@ -109,6 +116,10 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void drop_outgoing(AttrId attr, uint32_t count);
   CmCounters counters() const;
   size_t connection_count() const;  // records still held (including TIMEWAIT)
+  // Requests waiting on the listener of `port` (REQ received, neither accepted nor rejected),
+  // in all or from one source address.
+  size_t pending_requests(uint16_t port) const;
+  size_t pending_requests_from(uint16_t port, uint32_t src_ipv4) const;
   std::string dump() const;
 
   // ---- Used by the connection and listener handles -----------------------------------------
@@ -122,11 +133,37 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   Status qp_attr(uint32_t id, hw::QpState target, hw::QpAttr* attr, uint32_t* mask) const;
   void destroy(uint32_t id);
   void close_listener(uint16_t port);
+  Status set_backlog(uint16_t port, int backlog);
+  // The listener's reader takes the request `id` announced in `ev`: the request gets its
+  // handle (ev->request) and an event queue relayed to the listener's. False if the request
+  // went away meanwhile (withdrawn, expired).
+  bool take_request(uint32_t id, hw::CmEvent* ev);
   Result<State> state_of(uint32_t id) const;
 
   // The packet lifetime assumed for the REQ timer: 2 * 4.096 us * 2^8 ~ 2 ms per try on
   // top of the CM response timeout. The simulated fabric has no path record to ask.
   static constexpr uint8_t kPacketLifeTime = 8;
+
+  // What a REQ can make the passive side hold. A REQ's Local CM Response Timeout and Max CM
+  // Retries are the requester's word: up to 4.096 us * 2^31 (2.4 hours) per REP try and 16
+  // tries, which Linux takes as they come (cm_req_handler: cm_convert_to_ms of the field, no
+  // ceiling). Here a request not accepted within kRequestWaitMaxNs of its REQ is withdrawn (REJ
+  // 28, as cm_destroy_id sends from REQ_RCVD), and an accepted one not established within
+  // kRepWaitMaxNs of its REP times out (REJ timeout, and the `timeout` event of REP_ERROR);
+  // each REP try waits at most kRepTryMaxNs. Legitimate requesters answer a REP in a round
+  // trip, and rdma_cm's own REQ stage (15 retries of 4.3 s) outlasts these waits.
+  static constexpr uint64_t kRequestWaitMaxNs = 4'000'000'000;
+  static constexpr uint64_t kRepWaitMaxNs = 4'000'000'000;
+  static constexpr uint64_t kRepTryMaxNs = 1'000'000'000;
+
+  // How many of a listener's waiting requests one source address may hold: an eighth of the
+  // backlog, so that filling it takes eight addresses or more, but never fewer than 16 (or
+  // the whole backlog, if smaller), because one host legitimately opens several connections
+  // at once (a queue per CPU, as NVMe-oF hosts do).
+  static constexpr int source_share(int backlog) noexcept {
+    const int floor = backlog < 16 ? backlog : 16;
+    return backlog / 8 > floor ? backlog / 8 : floor;
+  }
 
  private:
   struct Record;
@@ -173,6 +210,11 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void send_dreq(Outbox& out, Record& r, uint64_t now);
   void retransmit(Outbox& out, Record& r, uint64_t now);
   void connect_deadline_expired(Outbox& out, Record& r);
+  void passive_deadline_expired(Outbox& out, Record& r);
+  Listener* listener_of(const Record& r);
+  // The record leaves REQ_RCVD: it no longer counts against its listener's backlog, and an
+  // announcement the application never took is withdrawn from the listener's queue.
+  void release_slot(Record& r);
   void retry_expired(Outbox& out, Record& r, uint64_t now);
   std::unique_ptr<hw::CmConnection> make_connection_handle(uint32_t id);
 
@@ -207,6 +249,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_id_;   // (guid, remote comm ID)
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_qpn_;  // (guid, remote QPN)
   std::map<uint16_t, std::unique_ptr<Listener>> listeners_;
+  uint64_t next_listener_serial_ = 1;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   uint64_t scheduled_at_ = UINT64_MAX;  // earliest wake-up asked of the port
   uint64_t wake_request_ = UINT64_MAX;  // a new earliest wake-up, not yet asked

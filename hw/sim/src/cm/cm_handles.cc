@@ -53,11 +53,20 @@ SimCmListener::SimCmListener(std::shared_ptr<CmAgent> agent, hw::CmAddress addre
     : agent_(std::move(agent)), address_(address), events_(std::move(events)) {}
 
 SimCmListener::~SimCmListener() {
+  // Requests nobody took are rejected there (REJ 28); their announcements go with the queue.
   agent_->close_listener(address_.port);
-  // Requests nobody took are rejected as their handles go (REJ 28): drain them here, outside
-  // any lock of the agent.
-  hw::CmEvent ev;
-  while (events_->pop(&ev)) ev.request.reset();
+}
+
+bool SimCmListener::next_event(hw::CmEvent* out) {
+  uint32_t request = 0;
+  while (events_->pop(out, &request)) {
+    if (request == 0 || agent_->take_request(request, out)) return true;
+  }
+  return false;
+}
+
+Status SimCmListener::set_backlog(int backlog) {
+  return agent_->set_backlog(address_.port, backlog);
 }
 
 }  // namespace rnicdv::sim::cm

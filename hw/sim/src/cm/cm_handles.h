@@ -17,6 +17,7 @@ class SimCmConnection final : public hw::CmConnection {
                   hw::CmAddress local, hw::CmAddress remote);
   ~SimCmConnection() override;
 
+  // Until the connection is accepted, its listener's descriptor (event_queue.h).
   int event_fd() const override { return events_->fd(); }
   bool next_event(hw::CmEvent* out) override { return events_->pop(out); }
   Status qp_attr(hw::QpState target, hw::QpAttr* attr, uint32_t* mask) const override;
@@ -48,8 +49,10 @@ class SimCmListener final : public hw::CmListener {
   ~SimCmListener() override;
 
   int event_fd() const override { return events_->fd(); }
-  bool next_event(hw::CmEvent* out) override { return events_->pop(out); }
+  // Takes the next request that is still waiting (event_queue.h: it gets its handle now).
+  bool next_event(hw::CmEvent* out) override;
   hw::CmAddress address() const override { return address_; }
+  Status set_backlog(int backlog) override;
 
  private:
   std::shared_ptr<CmAgent> agent_;

@@ -76,9 +76,24 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
     }
     return;
   }
-  auto queue = CmEventQueue::create();
-  if (!queue) {
-    reject_req(out, src, hdr, m, hw::reject_reason::no_resources);
+  // Admission. A request waits (holds a backlog slot) from here until it is accepted,
+  // rejected or goes; past the backlog, or past its source's share of it, the REQ is dropped
+  // without a REJ. That is what Linux does when rdma_cm's backlog is used up:
+  // ucma_connect_event_handler returns -ENOMEM, cma_ib_req_handler returns that error to the
+  // IB CM (destroying the new rdma_cm ID), and cm_process_work's cm_destroy_id(id, -ENOMEM)
+  // resets the ID in REQ_RCVD to idle without sending a REJ ("Do not reject to allow future
+  // retries"), where any other error would send REJ 28. The requester's REQ retries find room
+  // once requests are answered or expire, a flood from forged addresses draws no REJ toward
+  // them, and nothing is held for a dropped REQ (its retry is a new REQ).
+  const auto backlog = static_cast<uint32_t>(listener.backlog);
+  const auto share = static_cast<uint32_t>(source_share(listener.backlog));
+  if (listener.pending >= backlog) {
+    ++counters_.req_dropped_backlog;
+    return;
+  }
+  if (auto it = listener.pending_by_source.find(src);
+      it != listener.pending_by_source.end() && it->second >= share) {
+    ++counters_.req_dropped_source_share;
     return;
   }
 
@@ -106,17 +121,23 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
   r.local_ack_timeout = m.primary_local_ack_timeout;
   r.cm_response_timeout = m.local_cm_response_timeout;
   r.max_cm_retries = m.max_cm_retries;
-  // Each REP try waits the requester's Local CM Response Timeout (IBA 12.7.28).
-  r.retry_interval_ns = cm_time_ns(m.local_cm_response_timeout);
+  // Each REP try waits the requester's Local CM Response Timeout (IBA 12.7.28), within
+  // kRepTryMaxNs.
+  r.retry_interval_ns = std::min(cm_time_ns(m.local_cm_response_timeout), kRepTryMaxNs);
   r.peer = hw::CmPeerOffer{m.local_qpn,           m.starting_psn,    r.mtu,
                            m.responder_resources, m.initiator_depth, m.retry_count,
                            m.rnr_retry_count,     m.local_ca_guid,   m.srq};
-  r.events = std::move(queue.value());
+  // No event queue (and no descriptor) until the application takes the request.
   r.state = State::req_rcvd;
+  r.listener_serial = listener.serial;
+  r.holds_slot = true;
+  ++listener.pending;
+  ++listener.pending_by_source[src];
   const uint32_t id = r.local_id;
   records_.emplace(id, std::move(rec));
   Record& stored = *find(id);
   index_remote(stored);
+  arm(stored, TimerKind::deadline, now_ns + kRequestWaitMaxNs);
 
   hw::CmEvent ev;
   ev.type = hw::CmEventType::connect_request;
@@ -124,8 +145,29 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
   ev.peer = stored.peer;
   ev.private_data.assign(m.private_data.begin() + kCmaHeaderSize, m.private_data.end());
   ev.detail = "REQ received";
-  ev.request = make_connection_handle(id);
-  listener.events->push(std::move(ev));
+  listener.events->push(std::move(ev), id);
+}
+
+void CmAgent::passive_deadline_expired(Outbox& out, Record& r) {
+  hw::CmEvent ev;
+  ev.type = hw::CmEventType::timeout;
+  if (r.state == State::req_rcvd) {
+    // Withdrawn as an unanswered request is destroyed: REJ 28 from REQ_RCVD (cm_destroy_id).
+    // Unless the application took it, nobody hears of it.
+    ++counters_.requests_expired;
+    send_rej(out, r, hw::reject_reason::consumer_defined, 0, {});
+    r.expired = true;
+    ev.detail = "the request from " + hw::cm_address_string(r.remote) +
+                " was not accepted within " + std::to_string(kRequestWaitMaxNs / 1'000'000) + " ms";
+  } else {
+    // REP_ERROR, however long the requester's timeouts claimed the REP retries may run.
+    ++counters_.rep_waits_expired;
+    send_rej_timeout(out, r);
+    ev.detail = "no RTU from " + hw::cm_address_string(r.remote) + " within " +
+                std::to_string(kRepWaitMaxNs / 1'000'000) + " ms of the REP";
+  }
+  post(r, std::move(ev));
+  finish(r);
 }
 
 Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
@@ -137,11 +179,13 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
     if (!r) return Status::error(Errc::not_found, "cm connection 0x%08x is gone", id);
     if (r->active || r->state != State::req_rcvd) {
       const bool withdrawn = !r->active && r->state == State::idle;
-      return Status::error(
-          withdrawn ? Errc::rejected : Errc::bad_state, "%s: accept: %s", r->name.c_str(),
-          withdrawn
-              ? "the peer withdrew its request"
-              : (std::string("no request to answer (state ") + state_name(r->state) + ")").c_str());
+      const std::string why =
+          r->expired ? "the request expired (not accepted within " +
+                           std::to_string(kRequestWaitMaxNs / 1'000'000) + " ms)"
+          : withdrawn ? std::string("the peer withdrew its request")
+                      : std::string("no request to answer (state ") + state_name(r->state) + ")";
+      return Status::error(withdrawn ? Errc::rejected : Errc::bad_state, "%s: accept: %s",
+                           r->name.c_str(), why.c_str());
     }
     if (p.private_data.size() > hw::kRepPrivateDataMax)
       return Status::error(Errc::invalid_argument,
@@ -153,6 +197,9 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
     if (!port_attached())
       return Status::error(Errc::disconnected, "%s: accept: device %s is closed", r->name.c_str(),
                            config_.device_name.c_str());
+    // The connection's events get a descriptor of their own now (event_queue.h).
+    if (Status st = r->events->attach_fd(); !st) return st.prepend(r->name + ": accept");
+    release_slot(*r);
     r->local_qpn = p.qp.qpn;
     // Never answer more READ/atomics than offered, nor issue more than the peer answers.
     r->responder_resources = std::min(r->responder_resources, p.qp.responder_resources);
@@ -175,6 +222,7 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
     r->tries_left = r->max_cm_retries;
     r->state = State::rep_sent;
     arm(*r, TimerKind::retry, t + r->retry_interval_ns);
+    arm(*r, TimerKind::deadline, t + kRepWaitMaxNs);
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
   flush(out);
@@ -188,7 +236,7 @@ void CmAgent::on_rtu(uint32_t src, const RtuMsg& m) {
     ++counters_.rx_unmatched;  // late or duplicate (COMM_EST got there first): drop
     return;
   }
-  r->retry_at = 0;
+  r->retry_at = r->deadline_at = 0;
   r->state = State::established;
   hw::CmEvent ev;
   ev.type = hw::CmEventType::established;
@@ -211,7 +259,7 @@ Status CmAgent::apply_comm_est(uint32_t id) {
     case State::mra_rep_rcvd: {
       // COMM_EST stands in for the RTU: established once, REP retries stop (ib_cm_notify,
       // IBA 12.9.6 "ESTABLISHED on any receive in RTR").
-      r->retry_at = 0;
+      r->retry_at = r->deadline_at = 0;
       r->state = State::established;
       ++counters_.comm_est_established;
       hw::CmEvent ev;

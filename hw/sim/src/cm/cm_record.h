@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "cm/cm_agent.h"
 
@@ -47,7 +48,14 @@ struct CmAgent::Record {
 
   void (*established_fn)(void* ctx) = nullptr;  // passive: set_established_notifier
   void* established_ctx = nullptr;
-  bool handle_alive = false;  // a CmConnection (or a queued connect_request) refers to it
+  bool handle_alive = false;  // a CmConnection refers to it
+  // Passive: the listener it came through, whether it holds one of that listener's backlog
+  // slots (from the REQ until it is accepted, rejected or goes), and whether the application
+  // took it from the listener (before that it has no event queue and no handle).
+  uint64_t listener_serial = 0;
+  bool holds_slot = false;
+  bool taken = false;
+  bool expired = false;       // withdrawn: not accepted within kRequestWaitMaxNs
   bool indexed_id = false;    // in by_remote_id_
   bool indexed_qpn = false;   // in by_remote_qpn_
   std::shared_ptr<CmEventQueue> events;
@@ -57,6 +65,13 @@ struct CmAgent::Record {
 struct CmAgent::Listener {
   uint16_t port = 0;
   uint32_t bound_ipv4 = 0;  // 0: any address of this device
+  uint64_t serial = 0;      // tells a listener from a later one on the same port
+  int backlog = hw::kDefaultListenBacklog;
+  // Requests waiting (REQ_RCVD: neither accepted nor rejected), in all and by source address.
+  uint32_t pending = 0;
+  std::unordered_map<uint32_t, uint32_t> pending_by_source;
+  // Connect requests not yet taken, each naming its record; requests taken relay their
+  // wake-ups here until they are accepted (event_queue.h).
   std::shared_ptr<CmEventQueue> events;
 };
 

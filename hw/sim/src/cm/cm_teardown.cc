@@ -47,6 +47,7 @@ void CmAgent::send_rej_timeout(Outbox& out, const Record& r) {
 }
 
 void CmAgent::enter_timewait(Record& r, uint64_t now) {
+  release_slot(r);
   // The QPN may be bound again by the peer once we are in TIMEWAIT, so it leaves the stale
   // index; the communication ID stays so that late duplicates are still recognised.
   unindex_live(r);

@@ -25,8 +25,9 @@ class SimConnectionManager final : public hw::ConnectionManager {
   // Unregisters from QP1. Connections still held fail cleanly ("device closed").
   ~SimConnectionManager() override;
 
-  Result<std::unique_ptr<hw::CmListener>> listen(const hw::CmAddress& local) override {
-    return agent_->listen(local);
+  using hw::ConnectionManager::listen;
+  Result<std::unique_ptr<hw::CmListener>> listen(const hw::CmAddress& local, int backlog) override {
+    return agent_->listen(local, backlog);
   }
   Result<std::unique_ptr<hw::CmConnection>> connect(const hw::CmConnectParams& params) override {
     return agent_->connect(params);
