@@ -870,8 +870,10 @@ TEST_CASE("a child forked while the devices are busy exits at once") {
 // A forked child shares the parent's uverbs file but can use nothing of it, as with the
 // kernel's uverbs: commands are refused with EACCES (ib_safe_file_access), and the UAR pages
 // are not inherited (VM_DONTCOPY), so a doorbell the child rings ends it with SIGSEGV instead
-// of reaching the parent's QP. The parent's connection carries only the parent's messages.
-TEST_CASE("a forked child's verbs on inherited objects are refused and never reach the wire") {
+// of reaching the parent's QP. The child opens devices of its own, and they work. The
+// parent's connection carries only the parent's messages.
+TEST_CASE("a forked child's verbs on inherited objects are refused and never reach the wire; "
+          "its own devices work") {
   Pair p;
   Buffer src(p.da.pd, 4096, kAllAccess), dst(p.db.pd, 8192, kAllAccess);
   std::memset(src.bytes.data(), 0xc1, 2048);
@@ -891,6 +893,19 @@ TEST_CASE("a forked child's verbs on inherited objects are refused and never rea
     a.qp_state = IBV_QPS_ERR;
     if (ibv_modify_qp(p.a.qp, &a, IBV_QP_STATE) != EACCES) code |= 2;
     if (ibv_dereg_mr(src.mr) != EACCES) code |= 4;
+    // Devices of its own work: the shim's tables are the child's, its fabric a new one.
+    {
+      Pair own;
+      Buffer s(own.da.pd, 4096, kAllAccess), d(own.db.pd, 4096, kAllAccess);
+      std::memset(s.bytes.data(), 0x3c, 64);
+      own.b.post_recv(d, 0, 4096, 5);
+      ibv_sge one{s.addr(), 64, s.mr->lkey};
+      ibv_send_wr w = make_wr(IBV_WR_SEND, &one, 1, 6);
+      own.a.post(w);
+      if (own.a.wait().status != IBV_WC_SUCCESS) code |= 8;
+      const ibv_wc got = own.b.wait();
+      if (got.status != IBV_WC_SUCCESS || got.byte_len != 64 || d.bytes[63] != 0x3c) code |= 16;
+    }
     ::_exit(code);
   }
   CHECK(rnicdv::test::Child::adopt(commands).wait(std::chrono::seconds(30)) == 0);

@@ -38,7 +38,9 @@ Result<std::shared_ptr<Fabric>> default_fabric() {
   static std::mutex mu;
   static std::weak_ptr<Fabric> current;
   std::lock_guard<std::mutex> lock(mu);
-  if (auto f = current.lock()) return f;
+  // In a child of fork() the parent's fabric (its wire, its threads) is not the child's: the
+  // child gets one of its own.
+  if (auto f = current.lock(); f && f->impl().shared.owner_epoch == fork_epoch()) return f;
 
   FabricConfig cfg;
   cfg.mode = ExecMode::threaded;

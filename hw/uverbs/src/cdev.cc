@@ -39,8 +39,7 @@ struct ContextRegistry {
 };
 
 ContextRegistry& contexts() {
-  static auto* r = new ContextRegistry();  // outlives exit; see devices.cc
-  return *r;
+  return per_process_table<ContextRegistry>();  // outlives exit; see devices.cc
 }
 
 std::atomic<uint64_t> g_owner_keys{1};
@@ -127,28 +126,26 @@ std::vector<std::shared_ptr<Context>> contexts_on(uint32_t index) {
   return out;
 }
 
-// A child of fork() shares its parent's uverbs file, but the kernel refuses its commands:
-// ib_uverbs_write and ucma_write check that the caller's credentials are the opener's
-// (ib_safe_file_access), and a forked child has credentials of its own: EACCES. Nothing the
-// child does reaches the parent's objects; it opens a device of its own.
-static int refuse_forked_child(const char* file, uint32_t index, pid_t opener) {
-  const pid_t self = ::getpid();
-  if (self == opener) return 0;
-  return fail(EACCES,
-              Status::error(Errc::access_denied,
-                            "%s: %s from process %d: the file was opened by process %d, and a "
-                            "child of fork() cannot use its parent's objects",
-                            device_name(index).c_str(), file, static_cast<int>(self),
-                            static_cast<int>(opener)));
+// A descriptor of the command kind with no context of this process: in a child of fork(), one
+// it inherited (the child's tables are its own, shim.h per_process_table). The kernel refuses
+// a forked child's commands on its parent's file: ib_uverbs_write and ucma_write check that the
+// caller's credentials are the opener's (ib_safe_file_access), and a forked child has its own:
+// EACCES. Nothing the child does reaches the parent's objects; it opens a device of its own.
+int unknown_descriptor(const char* file, const char* op, int fd) {
+  if (fork_generation() == 0) {
+    errno = EBADF;
+    return -1;
+  }
+  return fail(EACCES, Status::error(Errc::access_denied,
+                                    "%s: %s on descriptor %d in process %d: the descriptor was "
+                                    "inherited, and a child of fork() cannot use its parent's "
+                                    "objects",
+                                    file, op, fd, static_cast<int>(::getpid())));
 }
 
 ssize_t command_write(int fd, const void* buf, size_t n) {
   std::shared_ptr<Context> ctx = context_of(fd);
-  if (!ctx) {
-    errno = EBADF;
-    return -1;
-  }
-  if (refuse_forked_child("write", ctx->dev->index, ctx->opener) != 0) return -1;
+  if (!ctx) return unknown_descriptor("uverbs", "write", fd);
   // The command is copied in first, as the kernel's copy_from_user does: a buffer that is
   // not readable for all of its n bytes is EFAULT, and nothing past them is ever read.
   if (n > kMaxCommandBytes) {
@@ -176,11 +173,11 @@ ssize_t command_write(int fd, const void* buf, size_t n) {
 // EOPNOTSUPP and its reason, as a device without the capability refuses it.
 int command_ioctl(int fd, unsigned long request, void* arg) {
   std::shared_ptr<Context> ctx = context_of(fd);
+  if (!ctx && request == RDMA_VERBS_IOCTL) return unknown_descriptor("uverbs", "ioctl", fd);
   if (!ctx || request != RDMA_VERBS_IOCTL) {
     errno = ENOTTY;
     return -1;
   }
-  if (refuse_forked_child("ioctl", ctx->dev->index, ctx->opener) != 0) return -1;
   ib_uverbs_ioctl_hdr hdr{};
   if (!copy_from_user(&hdr, reinterpret_cast<uintptr_t>(arg), sizeof hdr))
     return fail(EFAULT, Status::error(Errc::invalid_argument, "%s: ioctl header at %p: not readable",
@@ -300,10 +297,9 @@ void adopt_unseen_uar_mappings_locked(Context& ctx) {
 void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t off) {
   std::shared_ptr<Context> ctx = context_of(fd);
   if (!ctx) {
-    errno = EBADF;
+    unknown_descriptor("uverbs", "mmap", fd);
     return MAP_FAILED;
   }
-  if (refuse_forked_child("mmap", ctx->dev->index, ctx->opener) != 0) return MAP_FAILED;
   std::lock_guard<std::mutex> lock(ctx->mu);
   const UarOffset u = decode_uar_offset(static_cast<uint64_t>(off));
   if (off % kPage != 0 || len != kPage || !(flags & MAP_SHARED)) {

@@ -4,8 +4,6 @@
 // descriptor destroys everything left, in dependency order (QPs, SRQs, CQs, MRs, PDs).
 #pragma once
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -94,7 +92,6 @@ struct QpObject {
 
 struct Context {
   int cmd_fd = -1;
-  pid_t opener = ::getpid();  // the process that opened the file; a child of fork() may not use it
   SimDevice* dev = nullptr;
   std::mutex mu;
   bool have_ucontext = false;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -17,6 +18,17 @@
 #include "shim.h"
 
 namespace rnicdv::uverbs {
+
+namespace {
+std::atomic<uint32_t> g_fork_generation{0};
+}  // namespace
+
+uint32_t fork_generation() noexcept {
+  static const int registered = ::pthread_atfork(
+      nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
+  (void)registered;
+  return g_fork_generation.load(std::memory_order_relaxed);
+}
 
 void shutdown_contexts();  // contexts.cc
 
@@ -36,8 +48,7 @@ struct Registry {
 // Never destroyed: the atexit hook below releases the devices while the rest of the process
 // (the sim's statics, libibverbs) is still intact.
 Registry& registry() {
-  static auto* r = new Registry();
-  return *r;
+  return per_process_table<Registry>();
 }
 
 void event_loop() {

@@ -14,10 +14,12 @@ namespace rnicdv::uverbs {
 
 namespace {
 
-std::mutex g_files_mu;
-std::unordered_map<int, std::shared_ptr<EventFile>>& files() {
-  static auto* map = new std::unordered_map<int, std::shared_ptr<EventFile>>();  // outlives exit
-  return *map;
+struct FileTable {
+  std::mutex mu;
+  std::unordered_map<int, std::shared_ptr<EventFile>> by_fd;
+};
+FileTable& file_table() {
+  return per_process_table<FileTable>();  // outlives exit
 }
 
 void take_count(int fd) {
@@ -97,15 +99,15 @@ ssize_t EventFile::read(void* buf, size_t n) {
 }
 
 std::shared_ptr<EventFile> event_file(int fd) {
-  std::lock_guard<std::mutex> lock(g_files_mu);
-  auto it = files().find(fd);
-  return it == files().end() ? nullptr : it->second;
+  std::lock_guard<std::mutex> lock(file_table().mu);
+  auto it = file_table().by_fd.find(fd);
+  return it == file_table().by_fd.end() ? nullptr : it->second;
 }
 
 void register_event_file(const std::shared_ptr<EventFile>& file) {
   {
-    std::lock_guard<std::mutex> lock(g_files_mu);
-    files()[file->fd()] = file;
+    std::lock_guard<std::mutex> lock(file_table().mu);
+    file_table().by_fd[file->fd()] = file;
   }
   set_fd_kind(file->fd(), FdKind::event);
 }
@@ -119,11 +121,11 @@ ssize_t event_read(int fd, void* buf, size_t n) {
 void event_close(int fd) {
   std::shared_ptr<EventFile> f;
   {
-    std::lock_guard<std::mutex> lock(g_files_mu);
-    auto it = files().find(fd);
-    if (it == files().end()) return;
+    std::lock_guard<std::mutex> lock(file_table().mu);
+    auto it = file_table().by_fd.find(fd);
+    if (it == file_table().by_fd.end()) return;
     f = std::move(it->second);
-    files().erase(it);
+    file_table().by_fd.erase(it);
   }
   set_fd_kind(fd, FdKind::none);
   f->closed();

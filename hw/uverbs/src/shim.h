@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,34 @@
 namespace rnicdv::uverbs {
 
 inline constexpr const char* kLogPrefix = "rnicdv-uverbs";
+
+// ---- fork() ----
+// The number of fork()s between the first process that used the shim and this one: 0 there,
+// 1 in its child, and so on (a pthread_atfork handler counts them).
+uint32_t fork_generation() noexcept;
+
+// The shim's process-wide tables (devices, contexts, event files, rdma_cm IDs) belong to one
+// process. A child of fork() inherits copies whose locks a parent thread may have held at the
+// fork and whose devices are the parent's: the first use of a table in the child makes it
+// anew, and the parent's copy is left alone (never locked, never freed). A child therefore
+// opens devices of its own, and finds none of its parent's objects.
+template <class T>
+T& per_process_table() {
+  struct Holder {
+    T table;
+    uint32_t generation;
+  };
+  static std::atomic<Holder*> slot{nullptr};
+  const uint32_t g = fork_generation();
+  for (;;) {
+    Holder* h = slot.load(std::memory_order_acquire);
+    if (h && h->generation == g) [[likely]]
+      return h->table;
+    auto* fresh = new Holder{T{}, g};  // never freed: it outlives exit, as the tables must
+    if (slot.compare_exchange_strong(h, fresh, std::memory_order_acq_rel)) return fresh->table;
+    delete fresh;  // another thread of this process made it first
+  }
+}
 inline constexpr uint32_t kUverbsMajor = 231;       // the kernel's infiniband_verbs cdev major
 inline constexpr uint32_t kUverbsMinorBase = 192;   // uverbs0
 inline constexpr uint32_t kMaxDevices = 8;
@@ -61,6 +90,9 @@ const Config& config();
 void log_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // Reports a failed command when RNICDV_UVERBS_LOG=1 and returns -1 with errno = err.
 int fail(int err, const Status& why);
+// EBADF for a descriptor of the shim's kinds that has no object in this process, or, in a
+// child of fork(), EACCES with a line saying it was inherited (cdev.cc).
+int unknown_descriptor(const char* file, const char* op, int fd);
 // Reports an unimplemented command once per process (always) and returns -1/EOPNOTSUPP.
 int unimplemented(const char* what, uint32_t number);
 int errno_of(const Status& s) noexcept;

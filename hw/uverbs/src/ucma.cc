@@ -270,8 +270,7 @@ void File::closed() {
 // ---- Registry ---------------------------------------------------------------------------------
 
 Registry& registry() {
-  static auto* r = new Registry();  // outlives exit; shutdown_ucma() empties it
-  return *r;
+  return per_process_table<Registry>();  // outlives exit; shutdown_ucma() empties it
 }
 
 const char* state_name(State s) noexcept {
@@ -368,17 +367,7 @@ int open_ucma(int flags) {
 
 ssize_t ucma_write(int fd, const void* buf, size_t n) {
   std::shared_ptr<ucma::File> file = ucma::file_of(fd);
-  if (!file) {
-    errno = EBADF;
-    return -1;
-  }
-  if (::getpid() != file->opener())
-    return fail(EACCES, Status::error(Errc::access_denied,
-                                      "rdma_cm: write from process %d: the event channel was "
-                                      "opened by process %d, and a child of fork() cannot use "
-                                      "its parent's IDs",
-                                      static_cast<int>(::getpid()),
-                                      static_cast<int>(file->opener())));
+  if (!file) return unknown_descriptor("rdma_cm", "write", fd);
   rdma_ucm_cmd_hdr hdr{};
   if (n < sizeof hdr) {
     errno = EINVAL;

@@ -80,7 +80,6 @@ class File {
   File& operator=(const File&) = delete;
 
   int fd() const { return fd_; }
-  pid_t opener() const { return opener_; }
   void push(const Event& ev);
   bool pop(Event* out);
   // Removes and returns the queued events of `owner`.
@@ -92,7 +91,6 @@ class File {
  private:
   explicit File(int fd) : fd_(fd) {}
   const int fd_;
-  const pid_t opener_ = ::getpid();  // a child of fork() may not write to it
   std::atomic<bool> app_nonblock_{false};
   std::mutex mu_;
   bool closed_ = false;
