@@ -38,9 +38,14 @@ struct PinnedMemory::Ring {
   }
   // A ring whose table of registered buffers is all empty slots.
   int open() {
-    if (int rc = io_uring_queue_init(kRingEntries, &uring, 0); rc < 0) return rc;
+    // SUBMIT_ALL: an op refused at submission completes with its error instead of leaving the
+    // rest of its chain unsubmitted in the ring for the next access to send.
+    int rc = io_uring_queue_init(kRingEntries, &uring, IORING_SETUP_SUBMIT_ALL);
+    if (rc == -EINVAL) rc = io_uring_queue_init(kRingEntries, &uring, 0);
+    if (rc < 0) return rc;
     ok = true;
-    if (int rc = io_uring_register_buffers_sparse(&uring, kSlotsPerRing); rc < 0) return rc;
+    rc = io_uring_register_buffers_sparse(&uring, kSlotsPerRing);
+    if (rc < 0) return rc;
     free.reserve(kSlotsPerRing);
     for (unsigned i = kSlotsPerRing; i-- > 0;) free.push_back(static_cast<uint16_t>(i));
     return 0;
