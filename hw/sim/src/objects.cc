@@ -73,9 +73,9 @@ Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t a
     std::lock_guard<std::mutex> lock(mu_);
     if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) return st;
   }
-  Result<PinnedMemory::PinResult> pinned = pins_.pin(static_cast<uint8_t*>(addr), length);
+  Result<PinRef> pinned = pins_.pin(static_cast<uint8_t*>(addr), length);
   if (!pinned) return pinned.status();
-  const PinRef pin = pinned.value().ref;
+  const PinRef pin = pinned.value();
   std::lock_guard<std::mutex> lock(mu_);
   if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) {
     pins_.unpin(pin);
@@ -100,11 +100,10 @@ void Hca::dereg_mr(uint32_t key) {
   pins_.unpin(pin);
 }
 
-// A new translation gets new pages, pinned before the old ones are let go; a change of PD or
-// rights keeps the pages.
+// A new translation gets new pages, pinned before the old ones are let go (the pages the
+// region holds when it changes, whoever changed it last); a change of PD or rights keeps them.
 Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint32_t access) {
   if (Status st = check_owner("rereg_mr"); !st) return st;
-  PinRef old_pin;
   bool same_range = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -113,24 +112,27 @@ Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint
     if (!e)
       return Status::error(Errc::not_found, "%s: rereg_mr: key %#x names no region",
                            info_.name.c_str(), key);
-    old_pin = e->pin;
     same_range = e->addr == addr && e->length == length;
   }
-  PinRef pin = old_pin;
+  PinRef pin;
   if (!same_range) {
-    Result<PinnedMemory::PinResult> pinned = pins_.pin(static_cast<uint8_t*>(addr), length);
+    Result<PinRef> pinned = pins_.pin(static_cast<uint8_t*>(addr), length);
     if (!pinned) return pinned.status();
-    pin = pinned.value().ref;
+    pin = pinned.value();
   }
+  PinRef released;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!mrs_.update(key, pdn, static_cast<uint8_t*>(addr), length, access, pin)) {
+    const MrEntry* e = mrs_.find(key);
+    if (e && same_range) pin = e->pin;
+    if (e) released = e->pin;
+    if (!e || !mrs_.update(key, pdn, static_cast<uint8_t*>(addr), length, access, pin)) {
       if (!same_range) pins_.unpin(pin);
       return Status::error(Errc::not_found, "%s: rereg_mr: key %#x names no region",
                            info_.name.c_str(), key);
     }
   }
-  if (!same_range) pins_.unpin(old_pin);
+  if (!same_range) pins_.unpin(released);
   return Status::ok();
 }
 

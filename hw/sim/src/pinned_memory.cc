@@ -81,11 +81,6 @@ PinnedMemory::~PinnedMemory() {
   close_locked();
 }
 
-size_t PinnedMemory::pinned() const {
-  std::lock_guard lock(mu_);
-  return live_;
-}
-
 // The pipe the copies go through. Opened with the first pinned region, closed with the last:
 // a device whose regions are all gone holds no descriptor for them.
 Status PinnedMemory::open_locked() {
@@ -123,14 +118,14 @@ Result<uint16_t> PinnedMemory::ring_with_room_locked(size_t slots) {
   return static_cast<uint16_t>(rings_.size() - 1);
 }
 
-Result<PinnedMemory::PinResult> PinnedMemory::pin(uint8_t* addr, uint64_t len) {
+Result<PinRef> PinnedMemory::pin(uint8_t* addr, uint64_t len) {
   // RNICDV_SIM_REGISTER_BY_ADDRESS=1: every region by address (the benchmarks' baseline).
   static const bool by_address = [] {
     const char* v = std::getenv("RNICDV_SIM_REGISTER_BY_ADDRESS");
     return v && std::strcmp(v, "1") == 0;
   }();
   if (by_address || !g_enabled.load(std::memory_order_relaxed) || !supported() || len == 0)
-    return PinResult{PinRef{}, true};
+    return PinRef{};
   std::lock_guard lock(mu_);
   if (Status st = open_locked(); !st) return st;
   const size_t nslots = static_cast<size_t>((len + kBufferBytes - 1) / kBufferBytes);
@@ -171,7 +166,7 @@ Result<PinnedMemory::PinResult> PinnedMemory::pin(uint8_t* addr, uint64_t len) {
     // The kernel will not hold these pages long-term (a read-only mapping, a shared mapping
     // of a regular file, memory that is not mapped): the region is accessed by address.
     if (failed == EFAULT || failed == EOPNOTSUPP || failed == EPERM)
-      return PinResult{PinRef{}, true};
+      return PinRef{};
     if (failed == ENOMEM) {
       rlimit lim{};
       ::getrlimit(RLIMIT_MEMLOCK, &lim);
@@ -199,7 +194,7 @@ Result<PinnedMemory::PinResult> PinnedMemory::pin(uint8_t* addr, uint64_t len) {
   r.ring = ring_index.value();
   r.slots = std::move(slots);
   ++live_;
-  return PinResult{PinRef{this, id, r.gen}, false};
+  return PinRef{this, id, r.gen};
 }
 
 void PinnedMemory::unpin(PinRef ref) noexcept {

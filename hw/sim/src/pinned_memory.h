@@ -54,12 +54,6 @@ struct PinRef {
 // The pinned regions of one device. Thread-safe.
 class PinnedMemory {
  public:
-  // Why a range could not be pinned; `fallback` means "access it by address instead".
-  struct PinResult {
-    PinRef ref;
-    bool fallback = false;
-  };
-
   // `device_name` names the device in errors; it outlives this object.
   explicit PinnedMemory(const std::string& device_name);
   ~PinnedMemory();
@@ -68,8 +62,9 @@ class PinnedMemory {
 
   // Pins [addr, addr+len). Errors: RLIMIT_MEMLOCK exceeded (no_resources, the kernel's
   // ENOMEM), or no io_uring slots left (no_resources). Ranges the kernel will not pin
-  // long-term, and every range where io_uring is unavailable, give `fallback`.
-  Result<PinResult> pin(uint8_t* addr, uint64_t len);
+  // long-term, and every range where io_uring is unavailable, give an empty reference: the
+  // region is accessed by address.
+  Result<PinRef> pin(uint8_t* addr, uint64_t len);
   // Releases a region's pages; a reference to it faults from then on.
   void unpin(PinRef ref) noexcept;
 
@@ -79,8 +74,7 @@ class PinnedMemory {
   // Places `n` bytes from `src` at `va`, each byte once, the final `last` bytes last.
   bool place(PinRef ref, uint8_t* va, const void* src, size_t n, size_t last) noexcept;
 
-  // Regions pinned now, and whether this process can pin at all (probed once).
-  size_t pinned() const;
+  // Whether this process can pin at all (probed once).
   static bool supported() noexcept;
   // Off: regions registered from now on are accessed by address, as where io_uring is not
   // available (the tests of that path turn it off).
@@ -111,7 +105,7 @@ class PinnedMemory {
   void drain_pipe_locked() noexcept;
   void close_locked() noexcept;
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   const std::string& name_;
   int pipe_[2] = {-1, -1};
   size_t pipe_bytes_ = 0;  // the pipe's capacity: the most one op moves
