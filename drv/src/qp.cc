@@ -142,6 +142,10 @@ Threading QueuePair::threading() const noexcept {
 const hw::QpCaps& QueuePair::caps() const noexcept {
   return core_->granted;
 }
+Result<uint32_t> QueuePair::abort_staged() noexcept {
+  return core_->abort_staged();
+}
+
 uint32_t QueuePair::withheld() const noexcept {
   return core_->withheld.load(std::memory_order_relaxed);
 }

@@ -15,7 +15,7 @@
 #include "rnicdv/pd.h"
 #include "rnicdv/qp.h"
 #include "rnicdv/srq.h"
-#include "rnicdv/wqe/typed_wqe.h"
+#include "rnicdv/wqe/layouts.h"
 
 namespace rnicdv {
 
@@ -94,26 +94,25 @@ Status check_early_post(const hw::DeviceInfo& info, EarlyPost resolved) {
 
 // The typed calls' ctrl heads: everything but the WQE index, prebuilt once.
 void init_ctrl_heads(detail::QpCore& qp) {
-  namespace typed = wqe::typed;
   struct Head {
     detail::TypedHead slot;
     uint8_t opcode;
     uint8_t ds;
   };
   constexpr Head kHeads[] = {
-      {detail::kHeadWrite, MLX5_OPCODE_RDMA_WRITE, typed::kRdmaDs},
-      {detail::kHeadWriteImm, MLX5_OPCODE_RDMA_WRITE_IMM, typed::kRdmaDs},
-      {detail::kHeadRead, MLX5_OPCODE_RDMA_READ, typed::kRdmaDs},
-      {detail::kHeadSend, MLX5_OPCODE_SEND, typed::kSendDs},
-      {detail::kHeadSendImm, MLX5_OPCODE_SEND_IMM, typed::kSendDs},
-      {detail::kHeadFetchAdd, MLX5_OPCODE_ATOMIC_FA, typed::kAtomicDs},
-      {detail::kHeadCompareSwap, MLX5_OPCODE_ATOMIC_CS, typed::kAtomicDs},
+      {detail::kHeadWrite, MLX5_OPCODE_RDMA_WRITE, wqe::kRdmaDs},
+      {detail::kHeadWriteImm, MLX5_OPCODE_RDMA_WRITE_IMM, wqe::kRdmaDs},
+      {detail::kHeadRead, MLX5_OPCODE_RDMA_READ, wqe::kRdmaDs},
+      {detail::kHeadSend, MLX5_OPCODE_SEND, wqe::kSendDs},
+      {detail::kHeadSendImm, MLX5_OPCODE_SEND_IMM, wqe::kSendDs},
+      {detail::kHeadFetchAdd, MLX5_OPCODE_ATOMIC_FA, wqe::kAtomicDs},
+      {detail::kHeadCompareSwap, MLX5_OPCODE_ATOMIC_CS, wqe::kAtomicDs},
       {detail::kHeadWriteInline, MLX5_OPCODE_RDMA_WRITE, 0},
       {detail::kHeadSendInline, MLX5_OPCODE_SEND, 0},
   };
   static_assert(std::size(kHeads) == detail::kTypedHeads);
   for (const Head& h : kHeads)
-    qp.ctrl_heads[h.slot] = qp.ctrl_qpn_bits | typed::ctrl_op_bits(h.opcode, h.ds);
+    qp.ctrl_heads[h.slot] = qp.ctrl_qpn_bits | wqe::ctrl_op_bits(h.opcode, h.ds);
 }
 
 }  // namespace
@@ -160,8 +159,8 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   qp->sq = wqe::SqRing{static_cast<uint8_t*>(dv.sq.buf), dv.sq.wqe_cnt};
   qp->sq_mask = dv.sq.wqe_cnt - 1;
   qp->room_end = dv.sq.wqe_cnt;
-  qp->ctrl_qpn_bits = wqe::typed::ctrl_qpn_bits(view.qpn);
-  qp->ctrl_rest_sig_all = wqe::typed::ctrl_rest(qp->sig_all_bits);
+  qp->ctrl_qpn_bits = wqe::ctrl_qpn_bits(view.qpn);
+  qp->ctrl_rest_sig_all = wqe::ctrl_rest(qp->sig_all_bits);
   init_ctrl_heads(*qp);
   qp->rts_gate = qp->gate_in_rts();
   qp->dbrec = dv.dbrec;

@@ -198,6 +198,31 @@ void QpCore::ring_send_gated() noexcept {
   }
 }
 
+Result<uint32_t> QpCore::abort_staged() noexcept {
+  if (is_moved_from()) [[unlikely]]
+    return Status(Errc::invalid_argument, "qp: abort_staged: a moved-from QueuePair has no QP");
+  OptionalSpinGuard guard(post_lock, locks_posts());
+  const hw::QpState s = state.load(std::memory_order_relaxed);
+  // In ERR with software completions, every WR is already on its way to a flush completion.
+  if (unrung == 0 || software_flush) return uint32_t{0};
+  // Below RTS the WRs are withheld, in the SQ (in place) or the shadow ring; from RTS on they
+  // were built into the SQ. A scanning device may run what is in its SQ without a doorbell.
+  const bool in_sq = s == hw::QpState::rtr ? shadow.buf == nullptr : true;
+  if (scanning_device && in_sq)
+    return Status::error(Errc::bad_state,
+                         "qp %#x: abort_staged: %u WRs are in the SQ of a device that fetches "
+                         "WQEs beyond the doorbell record, and may already run; they stay "
+                         "posted",
+                         qpn, unrung);
+  // Everything from the last doorbell on is the device's to ignore: it reads only up to the
+  // doorbell record, and the next WQEs are built over these blocks.
+  const uint32_t discarded = unrung;
+  sq_pi = ring_pi.load(std::memory_order_relaxed);
+  unrung = 0;
+  if (s == hw::QpState::rtr) withheld.store(0, std::memory_order_relaxed);
+  return discarded;
+}
+
 int QpCore::poll_software(Completion* out, int max) noexcept {
   uint32_t tail = sq_tail.load(std::memory_order_relaxed);
   const uint32_t begin = sw_begin.load(std::memory_order_acquire);

@@ -78,7 +78,7 @@ void post_write(EventNode& from, EventNode& to, uint64_t wr_id) {
           Errc::ok);
 }
 
-void post_send(EventNode& from, uint64_t wr_id, uint32_t flags) {
+void post_message(EventNode& from, uint64_t wr_id, uint32_t flags) {
   Sge sge = from.mr->sge(0, 32);
   REQUIRE(from.qp->post_send(send_wr(wr_id, &sge, 1, flags)) == Errc::ok);
 }
@@ -180,7 +180,7 @@ TEST_CASE("one channel serves several CQs, and epoll wakes on it", "[events]") {
   post_recv(p.a, 7);
   REQUIRE(p.a.scq->request_notify() == Errc::ok);
   REQUIRE(p.a.rcq->request_notify() == Errc::ok);
-  post_send(p.b, 1, send_flags::signaled);  // a receives: an event on its receive CQ
+  post_message(p.b, 1, send_flags::signaled);  // a receives: an event on its receive CQ
   post_write(p.a, p.b, 2);                  // a's own write: an event on its send CQ
   step(*p.fabric);
 
@@ -205,11 +205,11 @@ TEST_CASE("a solicited-only arm ignores an unsolicited receive and fires on a so
   post_recv(p.a, 1);
   post_recv(p.a, 2);
   REQUIRE(p.a.rcq->request_notify(true) == Errc::ok);
-  post_send(p.b, 10, send_flags::signaled);
+  post_message(p.b, 10, send_flags::signaled);
   step(*p.fabric);
   CqEvent ev;
   CHECK_FALSE(p.a.channel->get_event(&ev));
-  post_send(p.b, 11, send_flags::signaled | send_flags::solicited);
+  post_message(p.b, 11, send_flags::signaled | send_flags::solicited);
   step(*p.fabric);
   REQUIRE(p.a.channel->get_event(&ev));
   CHECK(ev.context == kRecvCtx);
@@ -248,7 +248,7 @@ TEST_CASE("a destroyed CQ's pending events are dropped", "[events]") {
   EventPair p = connected();
   REQUIRE(p.a.rcq->request_notify() == Errc::ok);
   post_recv(p.a, 1);
-  post_send(p.b, 1, send_flags::signaled);
+  post_message(p.b, 1, send_flags::signaled);
   step(*p.fabric);
   REQUIRE(readable(p.a.channel->fd()));
   p.a.qp.reset();

@@ -88,7 +88,7 @@ TEST_CASE("invariant 5: a full SQ in RTS is queue_full", "[drv][invariant]") {
   CHECK(a.qp->post_send(write_wr(9999, &sge, 1, p.b.addr(0), p.b.rkey())) == Errc::queue_full);
   CHECK(a.qp->post_write(9999, sge, p.b.addr(0), p.b.rkey(), 0) == Errc::queue_full);
   CHECK(a.qp->post_fetch_add(9999, sge, p.b.addr(0), p.b.rkey(), 1, 0) == Errc::queue_full);
-  CHECK(a.qp->post_send_inline(9999, "x", 1, 0) == Errc::queue_full);
+  CHECK(a.qp->post_message_inline(9999, "x", 1, 0) == Errc::queue_full);
   a.sim->resume();
   CHECK(poll_n(*p.fabric, *a.cq, sq_blocks).size() == sq_blocks);
 }

@@ -77,13 +77,13 @@ Outcome run(How how, int batch) {
   }
   const Sge s8 = a.sge(0x100, 8);
   const Sge s64 = a.sge(0x200, 64);
-  REQUIRE(a.qp->post_send(1, s64, send_flags::signaled) == Errc::ok);
+  REQUIRE(a.qp->post_message(1, s64, send_flags::signaled) == Errc::ok);
   REQUIRE(a.qp->post_write(2, s8, b.addr(0), b.rkey(), 0) == Errc::ok);  // unsignaled
   REQUIRE(a.qp->post_read(3, a.sge(0x400, 300), b.addr(0x1000), b.rkey(), send_flags::signaled) ==
           Errc::ok);
   REQUIRE(a.qp->post_fetch_add(4, s8, b.addr(0x2000), b.rkey(), 5, send_flags::signaled) ==
           Errc::ok);
-  REQUIRE(a.qp->post_send_imm(5, a.sge(0, 0), 0x77, send_flags::signaled) == Errc::ok);
+  REQUIRE(a.qp->post_message_imm(5, a.sge(0, 0), 0x77, send_flags::signaled) == Errc::ok);
   Outcome o;
   o.requester = poll_how(*p.fabric, *a.cq, how, 4, batch);
   o.responder = poll_how(*p.fabric, *b.cq, how, 2, batch);

@@ -63,14 +63,14 @@ std::vector<Request> requests(Node& a, Node& b, uint32_t flags) {
     const Sge sge = a.sge(kSrc, 100);
     SendWr wr = send_wr(14, nullptr, 1, flags);
     add("SEND", sge, wr, [=](QueuePair& qp, bool stage) {
-      return stage ? qp.stage_send(14, sge, flags) : qp.post_send(14, sge, flags);
+      return stage ? qp.stage_message(14, sge, flags) : qp.post_message(14, sge, flags);
     });
     wr.wr_id = 15;
     wr.opcode = WrOpcode::send_imm;
     wr.imm_data = 0x55667788;
     add("SEND_IMM", sge, wr, [=](QueuePair& qp, bool stage) {
-      return stage ? qp.stage_send_imm(15, sge, 0x55667788, flags)
-                   : qp.post_send_imm(15, sge, 0x55667788, flags);
+      return stage ? qp.stage_message_imm(15, sge, 0x55667788, flags)
+                   : qp.post_message_imm(15, sge, 0x55667788, flags);
     });
   }
   {
@@ -102,8 +102,8 @@ std::vector<Request> requests(Node& a, Node& b, uint32_t flags) {
     });
     wr = send_wr(19, nullptr, 1, flags | send_flags::inline_data);
     add("SEND inline", sge, wr, [=](QueuePair& qp, bool stage) {
-      return stage ? qp.stage_send_inline(19, data, 50, flags)
-                   : qp.post_send_inline(19, data, 50, flags);
+      return stage ? qp.stage_message_inline(19, data, 50, flags)
+                   : qp.post_message_inline(19, data, 50, flags);
     });
   }
   for (Request& r : out) r.wr.sg_list = &r.sge;  // after the vector stopped moving
@@ -322,7 +322,7 @@ TEST_CASE("typed calls in ERR complete with flush errors, in strict RTR fail wit
     REQUIRE(p.a.qp->post_write(1, s, p.b.addr(0), p.b.rkey(), 0) == Errc::ok);
     REQUIRE(p.a.qp->post_fetch_add(2, s, p.b.addr(8), p.b.rkey(), 1, 0) == Errc::ok);
     check(p.a.qp->to_error());
-    REQUIRE(p.a.qp->post_send_inline(3, p.a.bytes(0), 4, send_flags::signaled) == Errc::ok);
+    REQUIRE(p.a.qp->post_message_inline(3, p.a.bytes(0), 4, send_flags::signaled) == Errc::ok);
     const auto got = poll_n(*p.fabric, *p.a.cq, 3);
     REQUIRE(got.size() == 3);
     for (uint32_t i = 0; i < 3; ++i) {
@@ -338,7 +338,7 @@ TEST_CASE("typed calls in ERR complete with flush errors, in strict RTR fail wit
     CHECK(p.a.qp->post_write(1, sge, 0, 0, 0) == Errc::bad_state);  // RESET
     to_rtr(p);
     CHECK(p.a.qp->post_read(1, sge, 0, 0, 0) == Errc::bad_state);  // IBA C10-29
-    CHECK(p.a.qp->stage_send(1, sge, 0) == Errc::bad_state);
+    CHECK(p.a.qp->stage_message(1, sge, 0) == Errc::bad_state);
     CHECK(p.a.qp->core()->sq_pi == 0);
   }
 }
@@ -366,7 +366,7 @@ TEST_CASE("typed calls report post_send's error codes and write nothing for a ba
   // Inline beyond the QP's max_inline_data.
   std::vector<uint8_t> big(core.limits.max_inline + 1, 0x5a);
   unchanged([&] {
-    return p.a.qp->post_send_inline(1, big.data(), static_cast<uint32_t>(big.size()), 0);
+    return p.a.qp->post_message_inline(1, big.data(), static_cast<uint32_t>(big.size()), 0);
   }, Errc::inline_too_large);
   unchanged([&] {
     return p.a.qp->post_write_inline(1, big.data(), static_cast<uint32_t>(big.size()),
@@ -378,7 +378,7 @@ TEST_CASE("typed calls report post_send's error codes and write nothing for a ba
   CHECK(n == core.sq.bb_count);
   unchanged([&] { return p.a.qp->post_read(1, good, p.b.addr(0), p.b.rkey(), 0); },
             Errc::queue_full);
-  unchanged([&] { return p.a.qp->post_send_inline(1, big.data(), 8, 0); }, Errc::queue_full);
+  unchanged([&] { return p.a.qp->post_message_inline(1, big.data(), 8, 0); }, Errc::queue_full);
   p.a.qp->ring_send();
   CHECK(poll_for(*p.fabric, *p.a.cq).empty());  // all unsignaled
 }
@@ -392,7 +392,7 @@ TEST_CASE("a typed call with an empty SGE posts what post_send posts for it", "[
   const uint32_t pi = core.sq_pi;
   REQUIRE(p.a.qp->post_write(1, empty, p.b.addr(0), p.b.rkey(), send_flags::signaled) == Errc::ok);
   CHECK((core.sq.bb(pi)[7] & 0x3f) == 2);  // ctrl + raddr
-  REQUIRE(p.a.qp->post_send(2, empty, send_flags::signaled) == Errc::ok);
+  REQUIRE(p.a.qp->post_message(2, empty, send_flags::signaled) == Errc::ok);
   CHECK((core.sq.bb(pi + 1)[7] & 0x3f) == 1);  // ctrl only
   const Sge rsge = p.b.sge(0x2000, 64);
   RecvWr rwr;

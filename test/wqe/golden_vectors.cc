@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "rnicdv/wqe/layouts.h"
 #include "rnicdv/wqe/send_wqe.h"
 #include "wqe_test_util.h"
 
@@ -264,4 +265,29 @@ TEST_CASE("multi-BB SEND continues its data segments at the ring's start", "[wqe
            {0,
             {0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x0d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
              0x00, 0xd0}}});
+}
+
+// libmlx5's set_data_inl_seg leaves an empty inline payload without a segment (DS counts the
+// header segments only); the sizing and the encoding agree, and nothing follows the raddr.
+TEST_CASE("an inline payload of zero bytes takes no segment, sized and encoded alike", "[wqe]") {
+  STATIC_REQUIRE(wqe::inline_ds(0) == 0);
+  STATIC_REQUIRE(wqe::inline_ds(1) == 1);
+  STATIC_REQUIRE(wqe::inline_ds(12) == 1);  // 4-byte header + 12 bytes: one unit
+  STATIC_REQUIRE(wqe::inline_ds(13) == 2);
+  test::TestSq sq(kRingBbs);
+  const Sge empty{0x1000, 0, 0x77};
+  SendWr wr;
+  wr.opcode = WrOpcode::rdma_write;
+  wr.flags = send_flags::inline_data;
+  wr.sg_list = &empty;
+  wr.num_sge = 1;
+  wr.remote_addr = 0x00007f0000001000;
+  wr.rkey = 0x5555;
+  uint8_t sized = 0;
+  REQUIRE(wqe::send_wqe_size(wr, kLimits, &sized) == Errc::ok);
+  CHECK(sized == 2);
+  REQUIRE(encode(sq, 1, wr).ds == 2);
+  require_ring(sq, {{64, {0x00, 0x00, 0x01, 0x08, 0x00, 0x01, 0x23, 0x02, 0x00, 0x00, 0x00,
+                          0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7f, 0x00, 0x00, 0x00,
+                          0x10, 0x00, 0x00, 0x00, 0x55, 0x55, 0x00, 0x00, 0x00, 0x00}}});
 }

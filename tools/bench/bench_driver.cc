@@ -241,7 +241,7 @@ void post_cases(const Options& o, std::vector<Record>* out) {
     single("post_send_inline_64", "hand_send_inline_64", wr, bf, hand_inline);
     single_with("post_send_inline_64_typed", "hand_send_inline_64", wr, bf,
                 [](QueuePair& qp, const SendWr& w) {
-                  return qp.post_send_inline(
+                  return qp.post_message_inline(
                       w.wr_id, reinterpret_cast<const void*>(static_cast<uintptr_t>(w.sg_list->addr)),
                       64, send_flags::signaled);
                 },

@@ -310,7 +310,7 @@ int run_initiator(const Args& a) {
       cmd.addr = reinterpret_cast<uint64_t>(buf);
       cmd.rkey = data_mr.rkey();
       cmd.length = a.block;
-      must(ic.qp->post_send_inline(cmd.cmd_id, &cmd, sizeof cmd, send_flags::signaled),
+      must(ic.qp->post_message_inline(cmd.cmd_id, &cmd, sizeof cmd, send_flags::signaled),
            "post a command");
       // Withheld work piles up until the RTU releases it all at once.
       ic.posted_in_rtr = std::max(ic.posted_in_rtr, ic.qp->withheld());
@@ -534,7 +534,7 @@ int run_target(const Args& a) {
   };
   const auto respond = [&](QueuePair& qp, uint64_t id) {
     Response r{kMagic, 0, id};
-    must(qp.post_send_inline(0, &r, sizeof r, send_flags::signaled), "post a response");
+    must(qp.post_message_inline(0, &r, sizeof r, send_flags::signaled), "post a response");
     ++served;
   };
   const auto on_completion = [&](const Completion& cp) {

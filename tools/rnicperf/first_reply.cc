@@ -144,7 +144,7 @@ Status serve_one(Side& s, rnicdv::Listener& listener, rnicdv::QueuePair& qp, con
         return Status::error(Errc::io_error, "first reply: the request's receive failed (%d)",
                              wc.status);
       if (way == Way::early || established) {
-        if (Errc e = qp.post_send_inline(2, &reply, kMsgBytes, send_flags::signaled); e != Errc::ok)
+        if (Errc e = qp.post_message_inline(2, &reply, kMsgBytes, send_flags::signaled); e != Errc::ok)
           return Status::error(e, "first reply: qp %#x: post the reply", qp.qpn());
         posted = true;
       } else {
@@ -163,7 +163,7 @@ Status serve_one(Side& s, rnicdv::Listener& listener, rnicdv::QueuePair& qp, con
         established = true;
         *released_early = out_before;
         if (queued) {
-          if (Errc e = qp.post_send_inline(2, &reply, kMsgBytes, send_flags::signaled);
+          if (Errc e = qp.post_message_inline(2, &reply, kMsgBytes, send_flags::signaled);
               e != Errc::ok)
             return Status::error(e, "first reply: qp %#x: post the queued reply", qp.qpn());
           posted = true;
@@ -257,7 +257,7 @@ Result<double> connect_once(Side& c, const std::string& server_ip, const Options
         if (ev->type != ConnectionEventType::established)
           return Status(ev->status.code(), "first reply: client: " + ev->status.message());
         established = true;
-        if (Errc e = qp->post_send_inline(1, &request, kMsgBytes, send_flags::signaled);
+        if (Errc e = qp->post_message_inline(1, &request, kMsgBytes, send_flags::signaled);
             e != Errc::ok)
           return Status::error(e, "first reply: qp %#x: post the request", qp->qpn());
       }

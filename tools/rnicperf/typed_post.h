@@ -34,9 +34,9 @@ inline rnicdv::Errc post_typed(rnicdv::QueuePair& qp, const rnicdv::SendWr& wr,
                   : qp.stage_write(wr.wr_id, sge, wr.remote_addr, wr.rkey, flags);
     case WrOpcode::send:
       if (inl)
-        return ring ? qp.post_send_inline(wr.wr_id, data, sge.length, flags)
-                    : qp.stage_send_inline(wr.wr_id, data, sge.length, flags);
-      return ring ? qp.post_send(wr.wr_id, sge, flags) : qp.stage_send(wr.wr_id, sge, flags);
+        return ring ? qp.post_message_inline(wr.wr_id, data, sge.length, flags)
+                    : qp.stage_message_inline(wr.wr_id, data, sge.length, flags);
+      return ring ? qp.post_message(wr.wr_id, sge, flags) : qp.stage_message(wr.wr_id, sge, flags);
     case WrOpcode::rdma_read:
       return ring ? qp.post_read(wr.wr_id, sge, wr.remote_addr, wr.rkey, flags)
                   : qp.stage_read(wr.wr_id, sge, wr.remote_addr, wr.rkey, flags);

@@ -30,7 +30,7 @@ Errc fixed_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_out) n
     return Errc::invalid_argument;
   // IBA 9.4.5: the remote address of an atomic must be naturally aligned (8 bytes).
   if (wr.remote_addr & (kAtomicOperandBytes - 1)) return Errc::invalid_argument;
-  *ds_out = 4;
+  *ds_out = kAtomicDs;
   return Errc::ok;
 }
 
@@ -41,24 +41,14 @@ Errc encode_fixed_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn,
   const uint32_t bbs = bbs_for(ds);
   if (bbs > free_bbs || bbs > ring.bb_count) return Errc::queue_full;
 
-  uint8_t* const begin = ring.buf;
-  uint8_t* const end = ring.end();
   uint8_t* const wqe = ring.bb(pi);
   const uint8_t fm_ce_se = static_cast<uint8_t>(fm_ce_se_for(wr.flags) | force_fm_ce_se);
-  if (wr.opcode != WrOpcode::nop) {
-    const bool cas = wr.opcode == WrOpcode::atomic_cmp_swap;
-    // Four segments in one 64-byte block: an atomic WQE never wraps inside itself.
-    uint8_t* seg = wqe + kDsBytes;
-    seg = put_segment(seg, raddr_segment(wr.remote_addr, wr.rkey), begin, end);
-    seg = put_segment(
-        seg, cas ? atomic_segment(wr.swap, wr.compare_add) : atomic_segment(wr.compare_add, 0),
-        begin, end);
-    // The local buffer receives the original remote value (MLX5_ATOMIC_SIZE bytes).
-    put_segment(seg, data_segment(kAtomicOperandBytes, wr.sg_list[0].lkey, wr.sg_list[0].addr),
-                begin, end);
-  }
+  if (wr.opcode != WrOpcode::nop)
+    put_atomic_body(wqe, wr.opcode == WrOpcode::atomic_cmp_swap, wr.remote_addr, wr.rkey,
+                    wr.compare_add, wr.swap, wr.sg_list[0].addr, wr.sg_list[0].lkey);
   // The ctrl segment last, its head last of all (segments.h, "Publishing a WQE").
-  publish_ctrl_segment(wqe, ctrl_segment(pi, static_cast<uint8_t>(wr.opcode), qpn, ds, fm_ce_se, 0));
+  publish_ctrl_words(wqe, ctrl_head(pi, static_cast<uint8_t>(wr.opcode), qpn, ds),
+                     ctrl_rest(fm_ce_se));
   out->ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
   out->ds = ds;
   out->bbs = static_cast<uint8_t>(bbs);
@@ -83,7 +73,7 @@ Errc encode_nop_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, u
     std::memset(at, 0, kDsBytes);
     at += kDsBytes;
   }
-  publish_ctrl_segment(wqe, ctrl_segment(pi, MLX5_OPCODE_NOP, qpn, ds, fm_ce_se, 0));
+  publish_ctrl_words(wqe, ctrl_head(pi, MLX5_OPCODE_NOP, qpn, ds), ctrl_rest(fm_ce_se));
   out->ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
   out->ds = ds;
   out->bbs = static_cast<uint8_t>(bbs);

@@ -60,6 +60,15 @@ class QueuePair {
   // for everything staged since the last ring. (In RTR both withhold; ring_send is a no-op.)
   Errc stage_send(const SendWr& wr) noexcept;
   void ring_send() noexcept;
+  // Takes back every WR built since the last doorbell that the device has not been given, as
+  // ibv_wr_abort does: the stage_* calls' WQEs in RTS, and in RTR the early-posted (withheld)
+  // ones too. None of them runs, completes or is flushed, and their room in the send queue is
+  // free again. Returns how many were taken back (0 when there are none, and in any state
+  // where nothing is held back). Call it from the thread that posts (Threading::single and
+  // single_poster). Errors: bad_state when the device may already have seen them (a device
+  // that fetches WQEs beyond the doorbell record, with them in its SQ): they stay posted, and
+  // ring_send() sends them; invalid_argument on a moved-from QueuePair.
+  Result<uint32_t> abort_staged() noexcept;
 
   // ---- Typed fast path (docs/driver.md, "Typed post calls") -------------------------------
   // One call per operation, with its arguments in registers: no SendWr, no opcode table, no
@@ -74,8 +83,8 @@ class QueuePair {
                       uint32_t imm, uint32_t flags) noexcept;
   Errc post_read(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
                  uint32_t flags) noexcept;
-  Errc post_send(uint64_t wr_id, const Sge& sge, uint32_t flags) noexcept;
-  Errc post_send_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags) noexcept;
+  Errc post_message(uint64_t wr_id, const Sge& sge, uint32_t flags) noexcept;
+  Errc post_message_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags) noexcept;
   // Atomics: `result` is the local 8 bytes that receive the original remote value;
   // remote_addr must be 8-byte aligned.
   Errc post_fetch_add(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
@@ -86,7 +95,7 @@ class QueuePair {
   // no registration and may be reused when the call returns.
   Errc post_write_inline(uint64_t wr_id, const void* data, uint32_t length, uint64_t remote_addr,
                          uint32_t rkey, uint32_t flags) noexcept;
-  Errc post_send_inline(uint64_t wr_id, const void* data, uint32_t length,
+  Errc post_message_inline(uint64_t wr_id, const void* data, uint32_t length,
                         uint32_t flags) noexcept;
 
   Errc stage_write(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
@@ -95,15 +104,15 @@ class QueuePair {
                        uint32_t imm, uint32_t flags) noexcept;
   Errc stage_read(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
                   uint32_t flags) noexcept;
-  Errc stage_send(uint64_t wr_id, const Sge& sge, uint32_t flags) noexcept;
-  Errc stage_send_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags) noexcept;
+  Errc stage_message(uint64_t wr_id, const Sge& sge, uint32_t flags) noexcept;
+  Errc stage_message_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags) noexcept;
   Errc stage_fetch_add(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
                        uint64_t add, uint32_t flags) noexcept;
   Errc stage_compare_swap(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
                           uint64_t compare, uint64_t swap, uint32_t flags) noexcept;
   Errc stage_write_inline(uint64_t wr_id, const void* data, uint32_t length,
                           uint64_t remote_addr, uint32_t rkey, uint32_t flags) noexcept;
-  Errc stage_send_inline(uint64_t wr_id, const void* data, uint32_t length,
+  Errc stage_message_inline(uint64_t wr_id, const void* data, uint32_t length,
                          uint32_t flags) noexcept;
 
   // Receive side: builds receive WQEs and updates the RQ doorbell record.

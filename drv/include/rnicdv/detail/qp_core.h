@@ -182,6 +182,8 @@ struct QpCore {
   Errc post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) noexcept;
   Errc post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) noexcept;
   void ring_send_gated() noexcept;
+  // QueuePair::abort_staged; qp_post.cc.
+  Result<uint32_t> abort_staged() noexcept;
   // Delivers software completions (send CQ poller; called with the CQ's software lock held).
   int poll_software(Completion* out, int max) noexcept;
 
@@ -245,8 +247,8 @@ struct QpCore {
   // ever lags the real bound (the poller only moves sq_tail forward), so it is never wrong to
   // trust it; it is refreshed when it says the queue is full.
   uint32_t room_end = 0;
-  // The QPN's bytes of every ctrl head this QP writes (wqe::typed::ctrl_qpn_bits), and
-  // sq_sig_all's bit in the second half of its ctrl segments (wqe::typed::ctrl_rest).
+  // The QPN's bytes of every ctrl head this QP writes (wqe::ctrl_qpn_bits), and
+  // sq_sig_all's bit in the second half of its ctrl segments (wqe::ctrl_rest).
   uint64_t ctrl_qpn_bits = 0;
   uint64_t ctrl_rest_sig_all = 0;
   uint64_t ctrl_heads[kTypedHeads] = {};  // TypedHead

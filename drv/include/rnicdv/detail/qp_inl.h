@@ -20,7 +20,6 @@
 #include "rnicdv/wqe/cqe.h"
 #include "rnicdv/wqe/recv_wqe.h"
 #include "rnicdv/wqe/send_wqe.h"
-#include "rnicdv/wqe/typed_wqe.h"
 
 namespace rnicdv {
 namespace detail {
@@ -43,60 +42,6 @@ inline Errc QpCore::post_send(const SendWr* wrs, size_t count, size_t* bad_index
     return post_ready(wrs, count, bad_index, ring);
   }
   return post_send_slow(wrs, count, bad_index, ring);
-}
-
-inline bool QpCore::post_one_fixed(const SendWr& wr, bool ring) noexcept {
-  // One SGE that is not empty (an empty one takes no segment), not inline: the fixed layouts
-  // of the typed calls (wqe/typed_wqe.h). The gate guarantees max_sge >= 1.
-  if (wr.flags & send_flags::inline_data) return post_one_inline(wr, ring);
-  if (wr.num_sge != 1 || wr.sg_list == nullptr || wr.sg_list->length == 0 || !has_room(1))
-      [[unlikely]]
-    return false;
-  const wqe::detail::OpcodeTraits traits = wqe::detail::opcode_traits(wr.opcode);
-  const Sge& sge = *wr.sg_list;
-  const uint32_t pi = sq_pi;
-  const uint32_t slot = pi & sq_mask;
-  uint8_t* const w = sq.buf + (size_t{slot} << MLX5_SEND_WQE_SHIFT);
-  uint8_t ds;
-  switch (traits.kind()) {
-    case wqe::detail::OpcodeKind::gather:
-    case wqe::detail::OpcodeKind::scatter:
-      if (traits.header_ds() == 2) {  // WRITE, WRITE_IMM, READ: ctrl + raddr + data
-        wqe::typed::put_raddr(w + wqe::kDsBytes, wr.remote_addr, wr.rkey);
-        wqe::typed::put_data(w + 2 * wqe::kDsBytes, sge.addr, sge.length, sge.lkey);
-        ds = wqe::typed::kRdmaDs;
-      } else {  // SEND, SEND_IMM: ctrl + data
-        wqe::typed::put_data(w + wqe::kDsBytes, sge.addr, sge.length, sge.lkey);
-        ds = wqe::typed::kSendDs;
-      }
-      break;
-    case wqe::detail::OpcodeKind::fixed:
-      // Atomics (IBA 9.4.5: an 8-byte result buffer, an aligned remote address); a NOP, or
-      // a malformed atomic, goes the general way, which reports it.
-      if (wr.opcode == WrOpcode::nop || sge.length != wqe::kAtomicOperandBytes ||
-          (wr.remote_addr & (wqe::kAtomicOperandBytes - 1)) != 0)
-        return false;
-      wqe::typed::put_raddr(w + wqe::kDsBytes, wr.remote_addr, wr.rkey);
-      if (wr.opcode == WrOpcode::atomic_cmp_swap)
-        wqe::typed::put_atomic(w + 2 * wqe::kDsBytes, wr.swap, wr.compare_add);
-      else
-        wqe::typed::put_atomic(w + 2 * wqe::kDsBytes, wr.compare_add, 0);
-      wqe::typed::put_data(w + 3 * wqe::kDsBytes, sge.addr, sge.length, sge.lkey);
-      ds = wqe::typed::kAtomicDs;
-      break;
-    default:
-      return false;  // not an opcode: post_ready reports it
-  }
-  const uint8_t opcode = static_cast<uint8_t>(wr.opcode);
-  const uint64_t head = ctrl_qpn_bits | wqe::typed::ctrl_op_bits(opcode, ds) |
-                        wqe::typed::ctrl_index_bits(pi);
-  const uint64_t rest =
-      wqe::typed::ctrl_rest(wqe::fm_ce_se_for(wr.flags), traits.has_imm() ? htobe32(wr.imm_data) : 0) |
-      ctrl_rest_sig_all;
-  wqe::publish_ctrl_words(w, head, rest);
-  sq_entries[slot].set(wr.wr_id, 1, opcode);
-  commit_one(w, head, ds, pi + 1, ring);
-  return true;
 }
 
 inline void QpCore::commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t next,

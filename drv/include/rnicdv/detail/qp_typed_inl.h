@@ -3,8 +3,9 @@
 // operation, arguments in registers, no SendWr. Included by rnicdv/qp.h.
 //
 // Each operation is a small struct (an "op") that knows its layout at compile time (opcode,
-// DS, blocks) and builds its WQE with the fixed-layout builders of wqe/typed_wqe.h into a ctrl
-// head prebuilt from the QPN (QpCore::ctrl_qpn_bits). The fast path runs when the post gate is
+// DS, blocks) and builds its WQE from the layouts of wqe/layouts.h, the ones every send WQE is
+// built from, into a ctrl head prebuilt from the QPN (QpCore::ctrl_heads). post_send's
+// one-SGE requests use the same ops (QpCore::post_one_fixed). The fast path runs when the post gate is
 // open (RTS, a device that fetches only up to the doorbell record, Threading::single or
 // single_poster) and the request is one the fixed layout covers; it then costs what the
 // stores cost plus the bookkeeping that poll() needs. Everything else takes post_typed_slow:
@@ -25,25 +26,23 @@
 #include "rnicdv/qp.h"
 #include "rnicdv/wqe/segments.h"
 #include "rnicdv/wqe/send_wqe.h"
-#include "rnicdv/wqe/typed_wqe.h"
+#include "rnicdv/wqe/layouts.h"
 
 namespace rnicdv {
 namespace detail {
-
-namespace typed = wqe::typed;
 
 // The second half of a typed WQE's ctrl segment: fm_ce_se from the caller's flags and the
 // QP's sq_sig_all (prebuilt in place), and the immediate.
 [[gnu::always_inline]] inline uint64_t typed_rest(const QpCore& qp, uint32_t flags,
                                                   uint32_t imm_be = 0) noexcept {
-  return typed::ctrl_rest(wqe::fm_ce_se_for(flags), imm_be) | qp.ctrl_rest_sig_all;
+  return wqe::ctrl_rest(wqe::fm_ce_se_for(flags), imm_be) | qp.ctrl_rest_sig_all;
 }
 
 // A ctrl head from the QP's prebuilt one for the operation: the WQE index patched in (and,
 // for the inline operations, whose size varies, the DS).
 [[gnu::always_inline]] inline uint64_t typed_head(const QpCore& qp, TypedHead slot, uint32_t pi,
                                                   uint8_t ds = 0) noexcept {
-  return qp.ctrl_heads[slot] | typed::ctrl_index_bits(pi) | typed::ctrl_op_bits(0, ds);
+  return qp.ctrl_heads[slot] | wqe::ctrl_index_bits(pi) | wqe::ctrl_op_bits(0, ds);
 }
 
 // The SendWr that post_send is given for a typed call that leaves the fast path: one SGE
@@ -68,7 +67,9 @@ struct RdmaOp {
   static constexpr TypedHead kHead = Opcode == MLX5_OPCODE_RDMA_WRITE       ? kHeadWrite
                                      : Opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? kHeadWriteImm
                                                                             : kHeadRead;
-  static constexpr bool kImm = Opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
+  static constexpr wqe::OpcodeLayout kLayout = wqe::layout_of(Opcode);
+  static constexpr bool kImm = kLayout.has_imm();
+  static_assert(kLayout.has_raddr());
   uint64_t wr_id;
   const Sge* sge;
   uint64_t remote_addr;
@@ -81,10 +82,10 @@ struct RdmaOp {
   bool fits_layout(const QpCore&) const noexcept {
     return sge->length != 0 && (flags & send_flags::inline_data) == 0;
   }
-  uint8_t ds(const QpCore&) const noexcept { return typed::kRdmaDs; }
+  uint8_t ds(const QpCore&) const noexcept { return wqe::kRdmaDs; }
   uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t) const noexcept {
-    typed::put_raddr(w + wqe::kDsBytes, remote_addr, rkey);
-    typed::put_data(w + 2 * wqe::kDsBytes, sge->addr, sge->length, sge->lkey);
+    wqe::put_data(wqe::put_header(w, kLayout, remote_addr, rkey), sge->addr, sge->length,
+                  sge->lkey);
     const uint64_t head = typed_head(qp, kHead, pi);
     wqe::publish_ctrl_words(w, head, typed_rest(qp, flags, kImm ? htobe32(imm) : 0));
     return head;
@@ -101,7 +102,9 @@ template <uint8_t Opcode>
 struct SendOp {
   static constexpr uint8_t kOpcode = Opcode;
   static constexpr TypedHead kHead = Opcode == MLX5_OPCODE_SEND ? kHeadSend : kHeadSendImm;
-  static constexpr bool kImm = Opcode == MLX5_OPCODE_SEND_IMM;
+  static constexpr wqe::OpcodeLayout kLayout = wqe::layout_of(Opcode);
+  static constexpr bool kImm = kLayout.has_imm();
+  static_assert(!kLayout.has_raddr());
   uint64_t wr_id;
   const Sge* sge;
   uint32_t imm;
@@ -110,9 +113,9 @@ struct SendOp {
   bool fits_layout(const QpCore&) const noexcept {
     return sge->length != 0 && (flags & send_flags::inline_data) == 0;
   }
-  uint8_t ds(const QpCore&) const noexcept { return typed::kSendDs; }
+  uint8_t ds(const QpCore&) const noexcept { return wqe::kSendDs; }
   uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t) const noexcept {
-    typed::put_data(w + wqe::kDsBytes, sge->addr, sge->length, sge->lkey);
+    wqe::put_data(wqe::put_header(w, kLayout, 0, 0), sge->addr, sge->length, sge->lkey);
     const uint64_t head = typed_head(qp, kHead, pi);
     wqe::publish_ctrl_words(w, head, typed_rest(qp, flags, kImm ? htobe32(imm) : 0));
     return head;
@@ -146,14 +149,10 @@ struct AtomicOp {
            (remote_addr & (wqe::kAtomicOperandBytes - 1)) == 0 &&
            (flags & send_flags::inline_data) == 0;
   }
-  uint8_t ds(const QpCore&) const noexcept { return typed::kAtomicDs; }
+  uint8_t ds(const QpCore&) const noexcept { return wqe::kAtomicDs; }
   uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t) const noexcept {
-    typed::put_raddr(w + wqe::kDsBytes, remote_addr, rkey);
-    if constexpr (Opcode == MLX5_OPCODE_ATOMIC_CS)
-      typed::put_atomic(w + 2 * wqe::kDsBytes, swap, compare_add);
-    else
-      typed::put_atomic(w + 2 * wqe::kDsBytes, compare_add, 0);
-    typed::put_data(w + 3 * wqe::kDsBytes, sge->addr, sge->length, sge->lkey);
+    wqe::put_atomic_body(w, Opcode == MLX5_OPCODE_ATOMIC_CS, remote_addr, rkey, compare_add, swap,
+                         sge->addr, sge->lkey);
     const uint64_t head = typed_head(qp, kHead, pi);
     wqe::publish_ctrl_words(w, head, typed_rest(qp, flags));
     return head;
@@ -173,7 +172,7 @@ struct InlineOp {
   static constexpr uint8_t kOpcode = Opcode;
   static constexpr TypedHead kHead =
       Opcode == MLX5_OPCODE_RDMA_WRITE ? kHeadWriteInline : kHeadSendInline;
-  static constexpr uint8_t kHeaderDs = Opcode == MLX5_OPCODE_RDMA_WRITE ? 2 : 1;
+  static constexpr wqe::OpcodeLayout kLayout = wqe::layout_of(Opcode);
   uint64_t wr_id;
   const void* data;
   uint32_t length;
@@ -185,15 +184,10 @@ struct InlineOp {
     return length != 0 && length <= qp.limits.max_inline;
   }
   uint8_t ds(const QpCore&) const noexcept {
-    return static_cast<uint8_t>(kHeaderDs + typed::inline_ds(length));
+    return static_cast<uint8_t>(kLayout.header_ds() + wqe::inline_ds(length));
   }
   uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t ds) const noexcept {
-    uint8_t* seg = w + wqe::kDsBytes;
-    if constexpr (kHeaderDs == 2) {
-      typed::put_raddr(seg, remote_addr, rkey);
-      seg += wqe::kDsBytes;  // inside the first block: never the ring's end
-    }
-    typed::put_inline(seg, data, length, qp.sq);
+    wqe::put_inline_buffer(wqe::put_header(w, kLayout, remote_addr, rkey), data, length, qp.sq);
     const uint64_t head = typed_head(qp, kHead, pi, ds);
     wqe::publish_ctrl_words(w, head, typed_rest(qp, flags));
     return head;
@@ -226,25 +220,68 @@ template <class Op>
   commit_one(w, head, ds, pi + bbs, ring);
 }
 
+// Posts `op` when the gate is open (the caller checked) and the fixed layout covers it and
+// fits; false leaves everything as it was, for the general path to decide.
+template <class Op>
+[[gnu::always_inline]] inline bool post_if_fixed(QpCore& qp, const Op& op, bool ring) noexcept {
+  if (!op.fits_layout(qp) || !qp.has_room((op.ds(qp) + 3u) >> 2)) [[unlikely]]
+    return false;
+  qp.post_typed_ready(op, ring);
+  return true;
+}
+
+// post_send's one-WR fast path: a request with one SGE goes through the op of the typed call
+// for its opcode, so its WQE is built from the same layout, byte for byte.
+inline bool QpCore::post_one_fixed(const SendWr& wr, bool ring) noexcept {
+  if (wr.flags & send_flags::inline_data) return post_one_inline(wr, ring);
+  if (wr.num_sge != 1 || wr.sg_list == nullptr) [[unlikely]]
+    return false;
+  const Sge* const sge = wr.sg_list;
+  switch (wr.opcode) {
+    case WrOpcode::rdma_write:
+      return post_if_fixed(*this, RdmaOp<MLX5_OPCODE_RDMA_WRITE>{wr.wr_id, sge, wr.remote_addr,
+                                                                 wr.rkey, 0, wr.flags}, ring);
+    case WrOpcode::rdma_write_imm:
+      return post_if_fixed(*this, RdmaOp<MLX5_OPCODE_RDMA_WRITE_IMM>{wr.wr_id, sge,
+                                                                     wr.remote_addr, wr.rkey,
+                                                                     wr.imm_data, wr.flags},
+                           ring);
+    case WrOpcode::rdma_read:
+      return post_if_fixed(*this, RdmaOp<MLX5_OPCODE_RDMA_READ>{wr.wr_id, sge, wr.remote_addr,
+                                                                wr.rkey, 0, wr.flags}, ring);
+    case WrOpcode::send:
+      return post_if_fixed(*this, SendOp<MLX5_OPCODE_SEND>{wr.wr_id, sge, 0, wr.flags}, ring);
+    case WrOpcode::send_imm:
+      return post_if_fixed(*this, SendOp<MLX5_OPCODE_SEND_IMM>{wr.wr_id, sge, wr.imm_data,
+                                                               wr.flags}, ring);
+    case WrOpcode::atomic_fetch_add:
+      return post_if_fixed(*this, AtomicOp<MLX5_OPCODE_ATOMIC_FA>{wr.wr_id, sge, wr.remote_addr,
+                                                                  wr.rkey, wr.flags,
+                                                                  wr.compare_add, 0}, ring);
+    case WrOpcode::atomic_cmp_swap:
+      return post_if_fixed(*this, AtomicOp<MLX5_OPCODE_ATOMIC_CS>{wr.wr_id, sge, wr.remote_addr,
+                                                                  wr.rkey, wr.flags,
+                                                                  wr.compare_add, wr.swap}, ring);
+    default:
+      return false;  // a NOP, or not an opcode: post_ready builds or reports it
+  }
+}
+
 // Out of line: inlined, it would cost the non-inline WRs of post_send registers.
 [[gnu::noinline]] inline bool QpCore::post_one_inline(const SendWr& wr, bool ring) noexcept {
   if (wr.num_sge != 1 || wr.sg_list == nullptr) [[unlikely]]
     return false;
   const Sge& sge = *wr.sg_list;
   const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(sge.addr));
-  auto post = [&](const auto& op) {
-    if (!op.fits_layout(*this) || !has_room((op.ds(*this) + 3u) >> 2)) [[unlikely]]
-      return false;
-    post_typed_ready(op, ring);
-    return true;
-  };
   const uint32_t flags = wr.flags & ~send_flags::inline_data;
   switch (wr.opcode) {
     case WrOpcode::send:
-      return post(InlineOp<MLX5_OPCODE_SEND>{wr.wr_id, data, sge.length, 0, 0, flags});
+      return post_if_fixed(*this, InlineOp<MLX5_OPCODE_SEND>{wr.wr_id, data, sge.length, 0, 0,
+                                                             flags}, ring);
     case WrOpcode::rdma_write:
-      return post(InlineOp<MLX5_OPCODE_RDMA_WRITE>{wr.wr_id, data, sge.length, wr.remote_addr,
-                                                   wr.rkey, flags});
+      return post_if_fixed(*this, InlineOp<MLX5_OPCODE_RDMA_WRITE>{wr.wr_id, data, sge.length,
+                                                                   wr.remote_addr, wr.rkey,
+                                                                   flags}, ring);
     default:
       return false;  // with an immediate, or not an inline opcode: post_ready
   }
@@ -311,9 +348,9 @@ RNICDV_TYPED_PAIR(read,
                   (uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
                    uint32_t flags),
                   detail::RdmaOp<MLX5_OPCODE_RDMA_READ>, wr_id, &sge, remote_addr, rkey, 0u, flags)
-RNICDV_TYPED_PAIR(send, (uint64_t wr_id, const Sge& sge, uint32_t flags),
+RNICDV_TYPED_PAIR(message, (uint64_t wr_id, const Sge& sge, uint32_t flags),
                   detail::SendOp<MLX5_OPCODE_SEND>, wr_id, &sge, 0u, flags)
-RNICDV_TYPED_PAIR(send_imm, (uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags),
+RNICDV_TYPED_PAIR(message_imm, (uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags),
                   detail::SendOp<MLX5_OPCODE_SEND_IMM>, wr_id, &sge, imm, flags)
 RNICDV_TYPED_PAIR(fetch_add,
                   (uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
@@ -330,7 +367,7 @@ RNICDV_TYPED_PAIR(write_inline,
                    uint32_t rkey, uint32_t flags),
                   detail::InlineOp<MLX5_OPCODE_RDMA_WRITE>, wr_id, data, length, remote_addr,
                   rkey, flags)
-RNICDV_TYPED_PAIR(send_inline,
+RNICDV_TYPED_PAIR(message_inline,
                   (uint64_t wr_id, const void* data, uint32_t length, uint32_t flags),
                   detail::InlineOp<MLX5_OPCODE_SEND>, wr_id, data, length, uint64_t{0}, 0u, flags)
 
