@@ -82,7 +82,8 @@ def main():
                          "posting withholds %s" % (
                              experiment["profile"],
                              "yes" if experiment["fetches_beyond_dbr"] else "no",
-                             "yes" if experiment["keeps_rtr_doorbell"] else "no",
+                             {True: "yes", False: "no", None: "undetermined"}[
+                                 experiment["keeps_rtr_doorbell"]],
                              "in place" if experiment["withholding"] == "in_place"
                              else "in a shadow queue"))
         else:

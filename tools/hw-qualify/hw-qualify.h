@@ -38,6 +38,10 @@ struct ExperimentVerdict {
   std::string a, b, c;           // one sentence each
   bool fetches_beyond_dbr = false;
   bool keeps_rtr_doorbell = false;
+  // False when (c) cannot tell: a device that runs WQEs no doorbell announced after RTS (a)
+  // runs (c)'s WQE whether or not it kept the doorbell. keeps_rtr_doorbell is then assumed
+  // true, the case the driver guards against by never ringing below RTS.
+  bool keeps_rtr_doorbell_determined = false;
   hw::DeviceProfile profile;     // from the two fields above
   std::string withholding;       // "in_place" or "shadow": what early posting should use
 };

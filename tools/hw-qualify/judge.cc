@@ -54,8 +54,13 @@ ExperimentVerdict judge(const ExperimentFindings& f) {
   if (!b_ok) v.b += " [control failed: " + std::to_string(b.cqes) + " CQEs, " +
                     std::to_string(b.error_cqes) + " errors]";
 
+  const bool runs_unannounced = a.in_rtr > 0 || a.after_rts > 0;
+  v.keeps_rtr_doorbell_determined = !runs_unannounced;
   if (c.in_rtr > 0) {
     v.c = "the WQE ran while the QP was still in RTR";
+  } else if (runs_unannounced) {
+    v.c = "cannot tell: the WQE ran after the move to RTS, but so do WQEs no doorbell "
+          "announced (a)";
   } else if (c.after_rts > 0) {
     v.c = "kept: the WQE ran after the move to RTS with no further doorbell";
   } else {
@@ -68,7 +73,7 @@ ExperimentVerdict judge(const ExperimentFindings& f) {
   // A device that runs a WQE no doorbell announced, in RTR or after it, may run work that is
   // withheld in place: that is what fetches_beyond_dbr names.
   v.fetches_beyond_dbr = b.beyond > 0 || a.in_rtr > 0 || a.after_rts > 0;
-  v.keeps_rtr_doorbell = c.in_rtr > 0 || c.after_rts > 0;
+  v.keeps_rtr_doorbell = runs_unannounced || c.in_rtr > 0 || c.after_rts > 0;
   v.profile.fetches_beyond_dbr = v.fetches_beyond_dbr;
   v.profile.keeps_rtr_doorbell = v.keeps_rtr_doorbell;
   v.withholding = v.fetches_beyond_dbr ? "shadow" : "in_place";

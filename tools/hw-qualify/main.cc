@@ -115,7 +115,7 @@ int cmd_info(const std::string& name) {
     std::printf("no mlx5 device: no RDMA device named %s\n", name.c_str());
     return kNoDevice;
   }
-  const std::string path = ibv_get_device_ibdev_path(dev) ? ibv_get_device_ibdev_path(dev) : "";
+  const std::string path = dev->ibdev_path;
   ibv_context* ctx = ibv_open_device(dev);
   std::ostringstream j;
   j << "{\"name\": " << json_string(name) << ", \"ibdev_path\": " << json_string(path)
@@ -181,7 +181,10 @@ int cmd_experiment(const std::string& name, int window_ms, const std::string& js
     if (v.conclusive) {
       std::printf("profile: fetches_beyond_dbr=%s keeps_rtr_doorbell=%s (%s); early posting "
                   "withholds %s\n",
-                  v.fetches_beyond_dbr ? "yes" : "no", v.keeps_rtr_doorbell ? "yes" : "no",
+                  v.fetches_beyond_dbr ? "yes" : "no",
+                  !v.keeps_rtr_doorbell_determined ? "undetermined, assumed yes"
+                  : v.keeps_rtr_doorbell         ? "yes"
+                                                 : "no",
                   hw::device_profile_name(v.profile), v.withholding.c_str());
     } else {
       std::printf("inconclusive: a control doorbell did not run every WQE (see the counts)\n");
@@ -195,7 +198,8 @@ int cmd_experiment(const std::string& name, int window_ms, const std::string& js
       << ", \"finding_a\": " << json_string(v.a) << ", \"finding_b\": " << json_string(v.b)
       << ", \"finding_c\": " << json_string(v.c)
       << ", \"fetches_beyond_dbr\": " << (v.fetches_beyond_dbr ? "true" : "false")
-      << ", \"keeps_rtr_doorbell\": " << (v.keeps_rtr_doorbell ? "true" : "false")
+      << ", \"keeps_rtr_doorbell\": "
+      << (!v.keeps_rtr_doorbell_determined ? "null" : v.keeps_rtr_doorbell ? "true" : "false")
       << ", \"profile\": " << json_string(hw::device_profile_name(v.profile))
       << ", \"withholding\": " << json_string(v.withholding) << "}";
   }
