@@ -27,9 +27,12 @@ std::string env_or_skip(const char* name) {
   return v;
 }
 
-ProcessResult run(std::vector<std::string> args, int timeout_s) {
-  args.insert(args.begin(), "/usr/bin/env");
-  Child c(std::move(args));
+ProcessResult run(const std::vector<std::string>& args, int timeout_s) {
+  std::vector<std::string> argv;
+  argv.reserve(args.size() + 1);
+  argv.emplace_back("/usr/bin/env");
+  for (const std::string& a : args) argv.push_back(a);
+  Child c(std::move(argv));
   return c.wait(timeout_s);
 }
 

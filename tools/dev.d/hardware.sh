@@ -97,7 +97,7 @@ mlx5_suite() {
   RNICDV_MLX5_DEVICE=$device meson test -C "$bdir" --no-rebuild --print-errorlogs \
     --num-processes 1 --suite mlx5 "${wrap[@]}" >"$work/mlx5-meson.out" 2>&1 || rc=$?
   cat "$work/mlx5-meson.out"
-  [ $rc = 0 ] || return $rc
+  [ "$rc" = 0 ] || return "$rc"
   # A device test that skipped qualified nothing: it counts as a failure here.
   if grep -Eq '^Skipped: *[1-9]' "$work/mlx5-meson.out"; then
     echo "hardware: tests of the mlx5 suite skipped on $device"
