@@ -88,6 +88,9 @@ def main():
                              else "in a shadow queue"))
         else:
             lines.append("  inconclusive: a control doorbell did not run every WQE")
+        if experiment.get("conclusive") and not experiment.get("agrees_with_backend"):
+            lines.append("  DISAGREES with the profile the hw/mlx5 backend gives the driver "
+                         "(%s)" % experiment.get("backend_profile"))
     elif experiment:
         lines.append("experiment failed: %s" % experiment.get("error"))
     lines.append("")

@@ -239,6 +239,7 @@ Result<ExperimentFindings> run_experiment(const std::string& device,
   f.window_ms = static_cast<uint32_t>(window.count());
   Rig rig;
   if (Status st = rig.open(device); !st) return st.prepend("experiment: open " + device);
+  f.backend_profile = rig.dev->info().profile;
   constexpr uint32_t kN = 4;
   const auto control = std::chrono::milliseconds(10'000);
 

@@ -28,6 +28,7 @@ struct PartFindings {
 };
 
 struct ExperimentFindings {
+  hw::DeviceProfile backend_profile;  // what the hw/mlx5 backend tells the driver
   uint32_t window_ms = 0;  // how long a stage was watched before "nothing ran" was concluded
   PartFindings a, b, c;
 };

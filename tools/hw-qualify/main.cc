@@ -190,8 +190,19 @@ int cmd_experiment(const std::string& name, int window_ms, const std::string& js
       std::printf("inconclusive: a control doorbell did not run every WQE (see the counts)\n");
       rc = 1;
     }
+    // The driver chooses how to withhold from the backend's fetches_beyond_dbr alone: evidence
+    // against it means in-place withholding is unsafe (or needlessly refused) on this device.
+    const bool agrees = v.fetches_beyond_dbr == f.backend_profile.fetches_beyond_dbr;
+    if (v.conclusive && !agrees) {
+      std::printf("DISAGREES with the backend's profile %s (fetches_beyond_dbr=%s), from which "
+                  "the driver chooses to withhold %s\n",
+                  hw::device_profile_name(f.backend_profile),
+                  f.backend_profile.fetches_beyond_dbr ? "yes" : "no",
+                  f.backend_profile.fetches_beyond_dbr ? "in a shadow queue" : "in place");
+      rc = 1;
+    }
     j << "{\"device\": " << json_string(name) << ", \"passed\": "
-      << (v.conclusive ? "true" : "false") << ", \"seconds\": " << secs
+      << (v.conclusive && agrees ? "true" : "false") << ", \"seconds\": " << secs
       << ", \"window_ms\": " << f.window_ms << ", \"a\": " << part_json(f.a)
       << ", \"b\": " << part_json(f.b) << ", \"c\": " << part_json(f.c)
       << ", \"conclusive\": " << (v.conclusive ? "true" : "false")
@@ -201,7 +212,9 @@ int cmd_experiment(const std::string& name, int window_ms, const std::string& js
       << ", \"keeps_rtr_doorbell\": "
       << (!v.keeps_rtr_doorbell_determined ? "null" : v.keeps_rtr_doorbell ? "true" : "false")
       << ", \"profile\": " << json_string(hw::device_profile_name(v.profile))
-      << ", \"withholding\": " << json_string(v.withholding) << "}";
+      << ", \"withholding\": " << json_string(v.withholding)
+      << ", \"backend_profile\": " << json_string(hw::device_profile_name(f.backend_profile))
+      << ", \"agrees_with_backend\": " << (agrees ? "true" : "false") << "}";
   }
   if (!json_path.empty() && !write_file(json_path, j.str() + "\n")) rc = 1;
   return rc;
