@@ -32,12 +32,18 @@ case "$report" in /*) ;; *) report="$caller_dir/$report" ;; esac
 qualify="$bdir/tools/hw-qualify"
 shim="$bdir/hw/uverbs/librnicdv-uverbs.so"
 
+# Up to the device check the command is quiet (what it builds is said only if it fails), so
+# that a machine without a device gets its one line.
 if [ "$nobuild" = 0 ]; then
   ensure_pkgs "${build_pkgs[@]}" ibverbs-providers python3
-  configure
-  say "building hw-qualify in $builddir"
-  ninja -C "$builddir" tools/hw-qualify hw/uverbs/librnicdv-uverbs.so >/dev/null ||
-    ninja -C "$builddir" tools/hw-qualify hw/uverbs/librnicdv-uverbs.so
+  prep_log=$(mktemp /tmp/rnicdv-hardware-build.XXXXXX)
+  if ! { configure && ninja -C "$builddir" tools/hw-qualify hw/uverbs/librnicdv-uverbs.so; } \
+      >"$prep_log" 2>&1; then
+    cat "$prep_log" >&2
+    rm -f "$prep_log"
+    die "building hw-qualify in $builddir failed"
+  fi
+  rm -f "$prep_log"
 fi
 [ -x "$qualify" ] || die "$qualify is missing (build first, or drop --no-build)"
 
