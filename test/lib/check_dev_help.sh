@@ -6,7 +6,7 @@ set -euo pipefail
 top=$1
 out=$("$top/tools/dev" help)
 fail() { printf 'tools/dev help: %s\n--- output ---\n%s\n' "$1" "$out" >&2; exit 1; }
-for word in demo test build bench faults verbs help --sanitize= --builddir= RNICDV_WERROR \
+for word in demo test build bench faults verbs hardware help --sanitize= --builddir= RNICDV_WERROR \
             RNICDV_MESON_ARGS; do
   grep -q -- "$word" <<<"$out" || fail "does not mention '$word'"
 done
