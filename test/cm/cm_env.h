@@ -59,7 +59,7 @@ struct Side {
   sim::cm::CmAgent& cm() { return sim::cm::cm_agent_of(*sim); }
   sim::QpSnapshot snapshot() const { return sim->qp_snapshot(qp->qpn()).value(); }
 
-  Errc post_send(uint64_t wr_id, uint32_t slot, uint32_t flags = send_flags::signaled) {
+  Errc post_send(uint64_t wr_id, uint32_t slot, SendFlags flags = send_flags::signaled) {
     std::memset(mem.data() + slot * kMsgBytes, static_cast<int>(0x40 + wr_id % 64), kMsgBytes);
     Sge sge = mr->sge(slot * kMsgBytes, kMsgBytes);
     SendWr wr;

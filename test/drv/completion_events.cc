@@ -78,7 +78,7 @@ void post_write(EventNode& from, EventNode& to, uint64_t wr_id) {
           Errc::ok);
 }
 
-void post_message(EventNode& from, uint64_t wr_id, uint32_t flags) {
+void post_message(EventNode& from, uint64_t wr_id, SendFlags flags) {
   Sge sge = from.mr->sge(0, 32);
   REQUIRE(from.qp->post_send(send_wr(wr_id, &sge, 1, flags)) == Errc::ok);
 }

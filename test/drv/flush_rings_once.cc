@@ -25,7 +25,7 @@ TEST_CASE("a batch of N withheld WRs is released with one doorbell", "[drv][flus
   const Sge sge = a.sge(0, 16);
   for (uint32_t i = 0; i < n; ++i)
     REQUIRE(a.qp->post_send(write_wr(i, &sge, 1, b.addr(16 * (i % 1024)), b.rkey(),
-                                     i + 1 == n ? send_flags::signaled : 0)) == Errc::ok);
+                                     i + 1 == n ? send_flags::signaled : send_flags::none)) == Errc::ok);
   step(*p.fabric, 8);
   const sim::DeviceCounters before = a.counters();
   CHECK(a.snapshot().uar_doorbells == 0);

@@ -43,7 +43,7 @@ TEST_CASE("invariant 1: no SQ doorbell record or UAR write while below RTS", "[d
   uint32_t posted = 0;
   for (uint32_t i = 0; i < 12; ++i) {
     const SendWr wr =
-        write_wr(i, &sge, 1, b.addr(64 * i), b.rkey(), i % 3 == 2 ? send_flags::signaled : 0);
+        write_wr(i, &sge, 1, b.addr(64 * i), b.rkey(), i % 3 == 2 ? send_flags::signaled : send_flags::none);
     if (i % 4 == 3) {
       REQUIRE((typed ? a.qp->stage_write(wr.wr_id, sge, wr.remote_addr, wr.rkey, wr.flags)
                      : a.qp->stage_send(wr)) == Errc::ok);

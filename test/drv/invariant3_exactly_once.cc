@@ -25,7 +25,7 @@ uint64_t remote_counter(Node& n) {
 // WR i adds 1 << i; signaled when `signal(i)`.
 SendWr add_bit(Node& a, Node& b, uint32_t i, bool signaled, const Sge& local) {
   SendWr wr =
-      write_wr(i, &local, 1, b.addr(kCounter), b.rkey(), signaled ? send_flags::signaled : 0);
+      write_wr(i, &local, 1, b.addr(kCounter), b.rkey(), signaled ? send_flags::signaled : send_flags::none);
   wr.opcode = WrOpcode::atomic_fetch_add;
   wr.compare_add = uint64_t{1} << i;
   (void)a;

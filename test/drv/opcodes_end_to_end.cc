@@ -198,7 +198,7 @@ TEST_CASE("every opcode completes end to end with exact completion fields", "[dr
     const uint32_t depth = a.qp->caps().max_send_wr;
     for (uint32_t i = 0; i < depth; ++i)
       REQUIRE(a.qp->post_send(write_wr(200 + i, &sge, 1, b.addr(kDst), b.rkey(),
-                                       i + 1 == depth ? send_flags::signaled : 0)) == Errc::ok);
+                                       i + 1 == depth ? send_flags::signaled : send_flags::none)) == Errc::ok);
     const auto last = poll_n(*p.fabric, *a.cq, 1);
     REQUIRE(last.size() == 1);
     CHECK(last[0].wr_id == 200 + depth - 1);

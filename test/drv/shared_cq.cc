@@ -39,7 +39,7 @@ TEST_CASE("a CQ shared by several QPs maps every completion to its QP", "[drv][c
     for (size_t q = 0; q < a_qps.size(); ++q) {
       index_of[a_qps[q].qpn()] = q;
       // Only every other WR is signaled: retirement of the unsignaled ones is per QP.
-      const uint32_t flags = round % 2 ? send_flags::signaled : 0;
+      const SendFlags flags = round % 2 ? send_flags::signaled : send_flags::none;
       REQUIRE(a_qps[q].post_send(write_wr((uint64_t{q} << 32) | round, &sge, 1, b.addr(8 * q),
                                           b.rkey(), flags)) == Errc::ok);
       expected += flags ? 1 : 0;

@@ -193,7 +193,7 @@ inline void step(sim::Fabric& fabric, int times = 32) {
 }
 
 inline SendWr write_wr(uint64_t wr_id, const Sge* sge, uint32_t num_sge, uint64_t remote_addr,
-                       uint32_t rkey, uint32_t flags = send_flags::signaled) {
+                       uint32_t rkey, SendFlags flags = send_flags::signaled) {
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::rdma_write;
@@ -206,7 +206,7 @@ inline SendWr write_wr(uint64_t wr_id, const Sge* sge, uint32_t num_sge, uint64_
 }
 
 inline SendWr send_wr(uint64_t wr_id, const Sge* sge, uint32_t num_sge,
-                      uint32_t flags = send_flags::signaled) {
+                      SendFlags flags = send_flags::signaled) {
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::send;

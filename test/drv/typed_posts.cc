@@ -27,7 +27,7 @@ struct Request {
 };
 
 // One of each typed call, with `flags`, against a's and b's buffers.
-std::vector<Request> requests(Node& a, Node& b, uint32_t flags) {
+std::vector<Request> requests(Node& a, Node& b, SendFlags flags) {
   std::vector<Request> out;
   auto add = [&](std::string name, Sge sge, SendWr wr,
                  std::function<Errc(QueuePair&, bool)> typed) {
@@ -139,9 +139,10 @@ TEST_CASE("a typed call, and post_send of the same request, build the bytes of t
           "[drv][typed]") {
   const bool through_post_send = GENERATE(false, true);
   // as<>: values, not references to the named constants (Catch2 v2 would keep references).
-  const uint32_t flags =
-      GENERATE(as<uint32_t>{}, send_flags::signaled, 0u, send_flags::solicited | send_flags::fence,
-               send_flags::signaled | send_flags::solicited);
+  const SendFlags flags = SendFlags::from_bits(
+      GENERATE(as<uint32_t>{}, send_flags::signaled.bits(), 0u,
+               (send_flags::solicited | send_flags::fence).bits(),
+               (send_flags::signaled | send_flags::solicited).bits()));
   const bool sig_all = GENERATE(false, true);
   QpConfig config = typed_config();
   config.sq_sig_all = sig_all;

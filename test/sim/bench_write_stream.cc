@@ -30,7 +30,7 @@ double write_stream(const FabricOptions& fo, uint64_t total_bytes, bool step) {
     for (int i = 0; i < kBatch; ++i) {
       Sge sge{a.addr(), kLen, a.lkey()};
       SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1, 0,
-                         i + 1 == kBatch ? send_flags::signaled : 0);
+                         i + 1 == kBatch ? send_flags::signaled : send_flags::none);
       w.remote_addr = b.addr();
       w.rkey = b.rkey();
       if (p.a.post(w) != Errc::ok) return -1;

@@ -64,7 +64,7 @@ struct Fixture {
   void send_to_b(bool solicited) {
     REQUIRE(p.b.post_recv(bbuf, 0, 64) == Errc::ok);
     Sge sge{abuf.addr(), 32, abuf.lkey()};
-    const uint32_t flags = send_flags::signaled | (solicited ? send_flags::solicited : 0);
+    const SendFlags flags = send_flags::signaled | (solicited ? send_flags::solicited : send_flags::none);
     REQUIRE(p.a.post_and_ring(make_wr(WrOpcode::send, &sge, 1, 1, flags)) == Errc::ok);
     p.settle();
     Completion c{};

@@ -9,7 +9,7 @@ using namespace simtest;
 
 namespace {
 
-SendWr write_wr(Sge* sge, Buffer& dst, uint32_t flags = send_flags::signaled) {
+SendWr write_wr(Sge* sge, Buffer& dst, SendFlags flags = send_flags::signaled) {
   SendWr wr = make_wr(WrOpcode::rdma_write, sge, 1, 0, flags);
   wr.remote_addr = dst.addr();
   wr.rkey = dst.rkey();

@@ -35,7 +35,7 @@ TEST_CASE("modify to ERR flushes every posted WQE of both queues, in order") {
   p.b.dev->pause();
   Sge sge{buf.addr(), 16, buf.lkey()};
   std::vector<uint32_t> pis;
-  for (uint32_t flags : {0u, 0u, uint32_t{send_flags::signaled}, 0u}) {
+  for (SendFlags flags : {send_flags::none, send_flags::none, send_flags::signaled, send_flags::none}) {
     pis.push_back(p.a.sq_pi);
     REQUIRE(p.a.post(make_wr(WrOpcode::send, &sge, 1, 0, flags)) == Errc::ok);
   }

@@ -151,7 +151,7 @@ TEST_CASE("a fenced WQE waits for the READ before it; an unfenced one does not")
     // The fenced WRITE sends what the READ brought: it must not start before.
     Sge ws{a.addr(), 4096, a.lkey()};
     SendWr w = make_wr(WrOpcode::rdma_write, &ws, 1, 0,
-                       send_flags::signaled | (fence ? send_flags::fence : 0));
+                       send_flags::signaled | (fence ? send_flags::fence : send_flags::none));
     w.remote_addr = b.addr(4096);
     w.rkey = b.rkey();
     REQUIRE(p.a.post(w) == Errc::ok);

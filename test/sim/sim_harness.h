@@ -383,7 +383,7 @@ struct Pair {
 };
 
 inline SendWr make_wr(WrOpcode op, Sge* sges, uint32_t n, uint64_t wr_id = 0,
-                      uint32_t flags = send_flags::signaled) {
+                      SendFlags flags = send_flags::signaled) {
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = op;

@@ -38,7 +38,7 @@ Errc try_encode(const SendWr& wr, const wqe::SqLimits& limits = kLimits,
   return err;
 }
 
-SendWr send_of(const std::vector<Sge>& sges, uint32_t flags = 0) {
+SendWr send_of(const std::vector<Sge>& sges, SendFlags flags = {}) {
   SendWr wr;
   wr.opcode = WrOpcode::send;
   wr.flags = flags;

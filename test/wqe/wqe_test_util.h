@@ -94,8 +94,8 @@ class RandomSendWrs {
     wr_ = SendWr{};
     wr_.wr_id = rng_();
     wr_.opcode = kOpcodes[rng_() % std::size(kOpcodes)];
-    wr_.flags = static_cast<uint32_t>(
-        rng_() & (send_flags::signaled | send_flags::solicited | send_flags::fence));
+    wr_.flags = SendFlags::from_bits(static_cast<uint32_t>(rng_())) &
+                (send_flags::signaled | send_flags::solicited | send_flags::fence);
     wr_.imm_data = static_cast<uint32_t>(rng_());
     wr_.remote_addr = rng_();
     wr_.rkey = static_cast<uint32_t>(rng_());

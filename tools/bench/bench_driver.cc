@@ -114,7 +114,7 @@ struct HandQp {
     uint8_t* w = bb(pi);
     put_raddr(w + 16, wr.remote_addr, wr.rkey);
     put_data(w + 32, wr.sg_list->length, wr.sg_list->lkey, wr.sg_list->addr);
-    put_ctrl(w, pi, opcode, qpn, 3, static_cast<uint8_t>((wr.flags & 1) << 3));
+    put_ctrl(w, pi, opcode, qpn, 3, static_cast<uint8_t>((wr.flags.bits() & 1) << 3));
     pi += 1;
     return w;
   }
@@ -228,7 +228,7 @@ void post_cases(const Options& o, std::vector<Record>* out) {
       std::memcpy(q + 20, reinterpret_cast<const void*>(static_cast<uintptr_t>(w.sg_list->addr)),
                   64);
       std::memset(q + 84, 0, 12);
-      HandQp::put_ctrl(q, h.pi, MLX5_OPCODE_SEND, h.qpn, 6, static_cast<uint8_t>((w.flags & 1) << 3));
+      HandQp::put_ctrl(q, h.pi, MLX5_OPCODE_SEND, h.qpn, 6, static_cast<uint8_t>((w.flags.bits() & 1) << 3));
       h.pi += 2;
       asm volatile("" ::: "memory");
       __atomic_store_n(&h.dbrec[MLX5_SND_DBR], htobe32(h.pi & 0xffff), __ATOMIC_RELEASE);
@@ -266,7 +266,7 @@ void post_cases(const Options& o, std::vector<Record>* out) {
       std::memcpy(q + 40, &zero, 8);
       HandQp::put_data(q + 48, w.sg_list->length, w.sg_list->lkey, w.sg_list->addr);
       HandQp::put_ctrl(q, h.pi, MLX5_OPCODE_ATOMIC_FA, h.qpn, 4,
-                       static_cast<uint8_t>((w.flags & 1) << 3));
+                       static_cast<uint8_t>((w.flags.bits() & 1) << 3));
       h.pi += 1;
       h.ring_db(q);
     };

@@ -21,7 +21,7 @@ inline rnicdv::Errc post_typed(rnicdv::QueuePair& qp, const rnicdv::SendWr& wr,
     return ring ? qp.post_send(wr) : qp.stage_send(wr);
   const rnicdv::Sge& sge = *wr.sg_list;
   const bool inl = (wr.flags & send_flags::inline_data) != 0;
-  const uint32_t flags = wr.flags & ~send_flags::inline_data;
+  const rnicdv::SendFlags flags = wr.flags & ~send_flags::inline_data;
   const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(sge.addr));
   switch (wr.opcode) {
     case WrOpcode::rdma_write:

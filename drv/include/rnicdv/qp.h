@@ -78,42 +78,42 @@ class QueuePair {
   // fence); `sge` is copied. post_* rings the doorbell for this WQE and every staged one;
   // stage_* builds it without a doorbell, and ring_send() rings once for the batch.
   Errc post_write(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                  uint32_t flags) noexcept;
+                  SendFlags flags) noexcept;
   Errc post_write_imm(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                      uint32_t imm, uint32_t flags) noexcept;
+                      uint32_t imm, SendFlags flags) noexcept;
   Errc post_read(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                 uint32_t flags) noexcept;
-  Errc post_message(uint64_t wr_id, const Sge& sge, uint32_t flags) noexcept;
-  Errc post_message_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags) noexcept;
+                 SendFlags flags) noexcept;
+  Errc post_message(uint64_t wr_id, const Sge& sge, SendFlags flags) noexcept;
+  Errc post_message_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, SendFlags flags) noexcept;
   // Atomics: `result` is the local 8 bytes that receive the original remote value;
   // remote_addr must be 8-byte aligned.
   Errc post_fetch_add(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
-                      uint64_t add, uint32_t flags) noexcept;
+                      uint64_t add, SendFlags flags) noexcept;
   Errc post_compare_swap(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
-                         uint64_t compare, uint64_t swap, uint32_t flags) noexcept;
+                         uint64_t compare, uint64_t swap, SendFlags flags) noexcept;
   // The payload is copied into the WQE (up to caps().max_inline_data bytes): the buffer needs
   // no registration and may be reused when the call returns.
   Errc post_write_inline(uint64_t wr_id, const void* data, uint32_t length, uint64_t remote_addr,
-                         uint32_t rkey, uint32_t flags) noexcept;
+                         uint32_t rkey, SendFlags flags) noexcept;
   Errc post_message_inline(uint64_t wr_id, const void* data, uint32_t length,
-                        uint32_t flags) noexcept;
+                        SendFlags flags) noexcept;
 
   Errc stage_write(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                   uint32_t flags) noexcept;
+                   SendFlags flags) noexcept;
   Errc stage_write_imm(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                       uint32_t imm, uint32_t flags) noexcept;
+                       uint32_t imm, SendFlags flags) noexcept;
   Errc stage_read(uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                  uint32_t flags) noexcept;
-  Errc stage_message(uint64_t wr_id, const Sge& sge, uint32_t flags) noexcept;
-  Errc stage_message_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags) noexcept;
+                  SendFlags flags) noexcept;
+  Errc stage_message(uint64_t wr_id, const Sge& sge, SendFlags flags) noexcept;
+  Errc stage_message_imm(uint64_t wr_id, const Sge& sge, uint32_t imm, SendFlags flags) noexcept;
   Errc stage_fetch_add(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
-                       uint64_t add, uint32_t flags) noexcept;
+                       uint64_t add, SendFlags flags) noexcept;
   Errc stage_compare_swap(uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
-                          uint64_t compare, uint64_t swap, uint32_t flags) noexcept;
+                          uint64_t compare, uint64_t swap, SendFlags flags) noexcept;
   Errc stage_write_inline(uint64_t wr_id, const void* data, uint32_t length,
-                          uint64_t remote_addr, uint32_t rkey, uint32_t flags) noexcept;
+                          uint64_t remote_addr, uint32_t rkey, SendFlags flags) noexcept;
   Errc stage_message_inline(uint64_t wr_id, const void* data, uint32_t length,
-                         uint32_t flags) noexcept;
+                         SendFlags flags) noexcept;
 
   // Receive side: builds receive WQEs and updates the RQ doorbell record.
   Errc post_recv(std::span<const RecvWr> wrs, size_t* bad_index = nullptr) noexcept;

@@ -33,7 +33,7 @@ namespace detail {
 
 // The second half of a typed WQE's ctrl segment: fm_ce_se from the caller's flags and the
 // QP's sq_sig_all (prebuilt in place), and the immediate.
-[[gnu::always_inline]] inline uint64_t typed_rest(const QpCore& qp, uint32_t flags,
+[[gnu::always_inline]] inline uint64_t typed_rest(const QpCore& qp, SendFlags flags,
                                                   uint32_t imm_be = 0) noexcept {
   return wqe::ctrl_rest(wqe::fm_ce_se_for(flags), imm_be) | qp.ctrl_rest_sig_all;
 }
@@ -47,7 +47,7 @@ namespace detail {
 
 // The SendWr that post_send is given for a typed call that leaves the fast path: one SGE
 // (`list`), the operation's opcode and flags; each op adds its operands.
-inline SendWr one_sge_wr(uint64_t wr_id, uint8_t opcode, uint32_t flags, const Sge* list,
+inline SendWr one_sge_wr(uint64_t wr_id, uint8_t opcode, SendFlags flags, const Sge* list,
                          uint64_t remote_addr = 0, uint32_t rkey = 0) noexcept {
   SendWr wr;
   wr.wr_id = wr_id;
@@ -75,7 +75,7 @@ struct RdmaOp {
   uint64_t remote_addr;
   uint32_t rkey;
   uint32_t imm;
-  uint32_t flags;
+  SendFlags flags;
 
   // The fixed layout covers it: a data segment of length 0 would mean 2 GiB to the device
   // (post_send leaves it out), and inline data has its own calls.
@@ -108,7 +108,7 @@ struct SendOp {
   uint64_t wr_id;
   const Sge* sge;
   uint32_t imm;
-  uint32_t flags;
+  SendFlags flags;
 
   bool fits_layout(const QpCore&) const noexcept {
     return sge->length != 0 && (flags & send_flags::inline_data) == 0;
@@ -138,7 +138,7 @@ struct AtomicOp {
   const Sge* sge;  // the local 8 bytes that receive the original value
   uint64_t remote_addr;
   uint32_t rkey;
-  uint32_t flags;
+  SendFlags flags;
   uint64_t compare_add;  // ATOMIC_CS: compare; ATOMIC_FA: the addend
   uint64_t swap;         // ATOMIC_CS
 
@@ -178,7 +178,7 @@ struct InlineOp {
   uint32_t length;
   uint64_t remote_addr;
   uint32_t rkey;
-  uint32_t flags;
+  SendFlags flags;
 
   bool fits_layout(const QpCore& qp) const noexcept {
     return length != 0 && length <= qp.limits.max_inline;
@@ -273,7 +273,7 @@ inline bool QpCore::post_one_fixed(const SendWr& wr, bool ring) noexcept {
     return false;
   const Sge& sge = *wr.sg_list;
   const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(sge.addr));
-  const uint32_t flags = wr.flags & ~send_flags::inline_data;
+  const SendFlags flags = wr.flags & ~send_flags::inline_data;
   switch (wr.opcode) {
     case WrOpcode::send:
       return post_if_fixed(*this, InlineOp<MLX5_OPCODE_SEND>{wr.wr_id, data, sge.length, 0, 0,
@@ -336,39 +336,39 @@ template <class Op, class... Args>
 
 RNICDV_TYPED_PAIR(write,
                   (uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                   uint32_t flags),
+                   SendFlags flags),
                   detail::RdmaOp<MLX5_OPCODE_RDMA_WRITE>, wr_id, &sge, remote_addr, rkey, 0u,
                   flags)
 RNICDV_TYPED_PAIR(write_imm,
                   (uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                   uint32_t imm, uint32_t flags),
+                   uint32_t imm, SendFlags flags),
                   detail::RdmaOp<MLX5_OPCODE_RDMA_WRITE_IMM>, wr_id, &sge, remote_addr, rkey, imm,
                   flags)
 RNICDV_TYPED_PAIR(read,
                   (uint64_t wr_id, const Sge& sge, uint64_t remote_addr, uint32_t rkey,
-                   uint32_t flags),
+                   SendFlags flags),
                   detail::RdmaOp<MLX5_OPCODE_RDMA_READ>, wr_id, &sge, remote_addr, rkey, 0u, flags)
-RNICDV_TYPED_PAIR(message, (uint64_t wr_id, const Sge& sge, uint32_t flags),
+RNICDV_TYPED_PAIR(message, (uint64_t wr_id, const Sge& sge, SendFlags flags),
                   detail::SendOp<MLX5_OPCODE_SEND>, wr_id, &sge, 0u, flags)
-RNICDV_TYPED_PAIR(message_imm, (uint64_t wr_id, const Sge& sge, uint32_t imm, uint32_t flags),
+RNICDV_TYPED_PAIR(message_imm, (uint64_t wr_id, const Sge& sge, uint32_t imm, SendFlags flags),
                   detail::SendOp<MLX5_OPCODE_SEND_IMM>, wr_id, &sge, imm, flags)
 RNICDV_TYPED_PAIR(fetch_add,
                   (uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
-                   uint64_t add, uint32_t flags),
+                   uint64_t add, SendFlags flags),
                   detail::AtomicOp<MLX5_OPCODE_ATOMIC_FA>, wr_id, &result, remote_addr, rkey,
                   flags, add, uint64_t{0})
 RNICDV_TYPED_PAIR(compare_swap,
                   (uint64_t wr_id, const Sge& result, uint64_t remote_addr, uint32_t rkey,
-                   uint64_t compare, uint64_t swap, uint32_t flags),
+                   uint64_t compare, uint64_t swap, SendFlags flags),
                   detail::AtomicOp<MLX5_OPCODE_ATOMIC_CS>, wr_id, &result, remote_addr, rkey,
                   flags, compare, swap)
 RNICDV_TYPED_PAIR(write_inline,
                   (uint64_t wr_id, const void* data, uint32_t length, uint64_t remote_addr,
-                   uint32_t rkey, uint32_t flags),
+                   uint32_t rkey, SendFlags flags),
                   detail::InlineOp<MLX5_OPCODE_RDMA_WRITE>, wr_id, data, length, remote_addr,
                   rkey, flags)
 RNICDV_TYPED_PAIR(message_inline,
-                  (uint64_t wr_id, const void* data, uint32_t length, uint32_t flags),
+                  (uint64_t wr_id, const void* data, uint32_t length, SendFlags flags),
                   detail::InlineOp<MLX5_OPCODE_SEND>, wr_id, data, length, uint64_t{0}, 0u, flags)
 
 #undef RNICDV_TYPED_PAIR

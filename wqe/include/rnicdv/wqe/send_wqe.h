@@ -41,12 +41,15 @@ const char* send_opcode_name(uint8_t mlx5_opcode) noexcept;
 
 // fm_ce_se byte for SendWr::flags (CQ_UPDATE, SOLICITED, FENCE). The flag bits were chosen so
 // that each maps onto its fm_ce_se bit with a shift: no branches on the post path.
-constexpr uint8_t fm_ce_se_for(uint32_t flags) noexcept {
-  static_assert(send_flags::signaled << 3 == MLX5_WQE_CTRL_CQ_UPDATE);
-  static_assert(send_flags::solicited == MLX5_WQE_CTRL_SOLICITED);
-  static_assert(send_flags::fence << 5 == MLX5_WQE_CTRL_FENCE);
-  return static_cast<uint8_t>(((flags & send_flags::signaled) << 3) |
-                              (flags & send_flags::solicited) | ((flags & send_flags::fence) << 5));
+constexpr uint8_t fm_ce_se_for(SendFlags flags) noexcept {
+  constexpr uint32_t kSignaled = send_flags::signaled.bits();
+  constexpr uint32_t kSolicited = send_flags::solicited.bits();
+  constexpr uint32_t kFence = send_flags::fence.bits();
+  static_assert(kSignaled << 3 == MLX5_WQE_CTRL_CQ_UPDATE);
+  static_assert(kSolicited == MLX5_WQE_CTRL_SOLICITED);
+  static_assert(kFence << 5 == MLX5_WQE_CTRL_FENCE);
+  const uint32_t f = flags.bits();
+  return static_cast<uint8_t>(((f & kSignaled) << 3) | (f & kSolicited) | ((f & kFence) << 5));
 }
 
 // Copies `bytes` starting at BB `pi` of `src` into the same offsets of `dst` (two rings of

@@ -24,12 +24,55 @@ enum class WrOpcode : uint8_t {
   atomic_fetch_add = MLX5_OPCODE_ATOMIC_FA,
 };
 
-// SendWr::flags bits.
+// SendWr::flags and the typed calls' flags: a set of send_flags, closed under |, & and ~, that
+// no plain integer converts to (but a literal 0, the empty set, for brevity).
+class SendFlags {
+ public:
+  constexpr SendFlags() noexcept = default;
+  // `0` alone: a compile-time zero is the empty set; any other integer does not compile.
+  consteval SendFlags(int zero) : bits_(0) {  // NOLINT(google-explicit-constructor)
+    if (zero != 0) throw "SendFlags: only a literal 0 converts; use send_flags::*";
+  }
+  consteval SendFlags(unsigned zero) : bits_(0) {  // NOLINT(google-explicit-constructor)
+    if (zero != 0) throw "SendFlags: only a literal 0 converts; use send_flags::*";
+  }
+  // The bits, for encoders and for code that stores or prints them.
+  constexpr uint32_t bits() const noexcept { return bits_; }
+  static constexpr SendFlags from_bits(uint32_t bits) noexcept { return SendFlags(bits, 0); }
+  // Whether every flag of `f` is set.
+  constexpr bool has(SendFlags f) const noexcept { return (bits_ & f.bits_) == f.bits_; }
+  constexpr bool empty() const noexcept { return bits_ == 0; }
+  constexpr explicit operator bool() const noexcept { return bits_ != 0; }
+
+  friend constexpr SendFlags operator|(SendFlags a, SendFlags b) noexcept {
+    return SendFlags(a.bits_ | b.bits_, 0);
+  }
+  friend constexpr SendFlags operator&(SendFlags a, SendFlags b) noexcept {
+    return SendFlags(a.bits_ & b.bits_, 0);
+  }
+  constexpr SendFlags operator~() const noexcept { return SendFlags(~bits_ & kAll, 0); }
+  constexpr SendFlags& operator|=(SendFlags f) noexcept { bits_ |= f.bits_; return *this; }
+  constexpr SendFlags& operator&=(SendFlags f) noexcept { bits_ &= f.bits_; return *this; }
+  friend constexpr bool operator==(SendFlags, SendFlags) noexcept = default;
+
+ private:
+  static constexpr uint32_t kAll = 0xf;
+  constexpr SendFlags(uint32_t bits, int) noexcept : bits_(bits) {}
+  uint32_t bits_ = 0;
+};
+
+// For test frameworks and logs: "SendFlags(5)". A template, so this header needs no <ostream>.
+template <class Stream>
+auto operator<<(Stream& os, SendFlags f) -> decltype(os << f.bits()) {
+  return os << "SendFlags(" << f.bits() << ")";
+}
+
 namespace send_flags {
-inline constexpr uint32_t signaled = 1u << 0;     // request a CQE (MLX5_WQE_CTRL_CQ_UPDATE)
-inline constexpr uint32_t solicited = 1u << 1;    // solicited event at the responder
-inline constexpr uint32_t fence = 1u << 2;        // wait for prior READ/atomic responses
-inline constexpr uint32_t inline_data = 1u << 3;  // copy the SGEs' bytes into the WQE
+inline constexpr SendFlags none{};
+inline constexpr SendFlags signaled = SendFlags::from_bits(1u << 0);     // request a CQE (CQ_UPDATE)
+inline constexpr SendFlags solicited = SendFlags::from_bits(1u << 1);    // solicited event at the responder
+inline constexpr SendFlags fence = SendFlags::from_bits(1u << 2);        // wait for prior READ/atomic responses
+inline constexpr SendFlags inline_data = SendFlags::from_bits(1u << 3);  // copy the SGEs' bytes into the WQE
 }  // namespace send_flags
 
 // One scatter/gather element. `lkey` names the memory region that covers [addr, addr+length).
@@ -43,7 +86,7 @@ struct Sge {
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::send;
-  uint32_t flags = 0;  // send_flags::*
+  SendFlags flags;  // send_flags::*
   const Sge* sg_list = nullptr;
   uint32_t num_sge = 0;
   uint32_t imm_data = 0;     // host order; SEND_IMM and RDMA_WRITE_IMM
