@@ -36,9 +36,9 @@ struct CqCore {
 
   // ---- Fast path (cq_inl.h) ---------------------------------------------------------------
   int poll(Completion* out, int max) noexcept;
-  // The loop both polls share: CQEs in ring order while software owns them, the QP looked up
-  // once for each run of CQEs of one QPN, one doorbell-record store per call, then the
-  // driver's own completions. `sink` decodes (FullSink, LeanSink in cq_inl.h).
+  // The loop both polls share: CQEs in ring order while software owns them, each one's QP
+  // found by QPN (one compare when the CQ serves one QP), one doorbell-record store per call,
+  // then the driver's own completions. `sink` decodes (FullSink, LeanSink in cq_inl.h).
   template <class Sink>
   int poll_loop(int max, Sink& sink) noexcept;
   // Error CQEs, receives and opcodes a QP never completes with (cq_inl.h): out of line.
