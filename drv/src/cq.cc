@@ -65,6 +65,10 @@ Result<CompletionQueue> Device::adopt_cq(std::unique_ptr<hw::Cq> cq,
 
   auto core = std::make_shared<detail::CqCore>();
   core->ring = wqe::CqRing{static_cast<uint8_t*>(dv.buf), dv.cqe_cnt, dv.cqe_size};
+  core->cqe_base = core->ring.buf + (dv.cqe_size - 64);
+  core->cqe_mask = dv.cqe_cnt - 1;
+  core->cqe_shift = static_cast<uint8_t>(__builtin_ctz(dv.cqe_size));
+  core->lap_shift = static_cast<uint8_t>(__builtin_ctz(dv.cqe_cnt));
   core->dbrec = dv.dbrec;
   core->progress = core_->progress;
   core->qp_table = &core_->qp_table;

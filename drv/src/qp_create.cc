@@ -182,6 +182,11 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
                          view.qpn);
   qp->sq_entries = qp->sq_entry_storage.get();
   qp->rq_wr_ids = qp->rq_wr_id_storage.get();
+  qp->poll_sq_entries = qp->sq_entries;
+  qp->poll_sq_mask = qp->sq_mask;
+  qp->poll_rq_mask = qp->rq_mask;
+  qp->poll_rq_wr_ids = qp->rq_wr_ids;
+  qp->poll_srq = qp->srq;
   const size_t sq_bytes = size_t{dv.sq.wqe_cnt} * wqe::kBbBytes;
   if (qp->early_post == EarlyPost::shadow) {
     qp->shadow_storage = static_cast<uint8_t*>(

@@ -3,7 +3,9 @@
 // and the QPs' send queues retire independently.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <map>
+#include <set>
 
 #include "sim_env.h"
 
@@ -90,4 +92,131 @@ TEST_CASE("separate send and receive CQs each get their own completions", "[drv]
   REQUIRE(sent.size() == 1);
   CHECK(sent[0].wr_id == 2);
   CHECK(sent[0].opcode == IBV_WC_RDMA_WRITE);
+}
+
+namespace {
+
+// `n` more connected QP pairs on a's and b's CQs.
+void add_pairs(Node& a, Node& b, std::vector<QueuePair>& a_qps, std::vector<QueuePair>& b_qps,
+               int n) {
+  for (int i = 0; i < n; ++i) {
+    QueuePair qa = take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, default_qp_config()));
+    QueuePair qb = take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, default_qp_config()));
+    check(qa.to_init());
+    check(qb.to_init());
+    check(qa.to_rtr(qb.local_endpoint(kPsnB), hw::Mtu::mtu1024));
+    check(qb.to_rtr(qa.local_endpoint(kPsnA), hw::Mtu::mtu1024));
+    check(qb.to_rts(kPsnB));
+    check(qa.to_rts(kPsnA));
+    a_qps.push_back(std::move(qa));
+    b_qps.push_back(std::move(qb));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("QPs created and destroyed while their shared CQ is polled: each completion reaches "
+          "its own live QP, a destroyed QP's are counted orphaned",
+          "[drv][cq][scale]") {
+  auto fabric = make_fabric();
+  QpConfig config = default_qp_config();
+  Node a = make_node(fabric, mlx5_profile(), config, 1 << 16, 1024);
+  Node b = make_node(fabric, mlx5_profile(), config, 1 << 16, 1024);
+  std::vector<QueuePair> a_qps, b_qps;
+  add_pairs(a, b, a_qps, b_qps, 48);
+  const Sge sge = a.sge(0, 8);
+  uint64_t expected_orphans = 0;
+  for (uint32_t round = 0; round < 12; ++round) {
+    // One signaled WRITE on every QP, the wr_id naming QP and round.
+    std::map<uint32_t, uint64_t> want;  // QPN -> wr_id of its WRITE
+    for (QueuePair& q : a_qps) {
+      const uint64_t id = (uint64_t{q.qpn()} << 32) | round;
+      REQUIRE(q.post_send(write_wr(id, &sge, 1, b.addr(0), b.rkey(), send_flags::signaled)) ==
+              Errc::ok);
+      want[q.qpn()] = id;
+    }
+    const uint64_t before = a.counters().cqes_written;
+    REQUIRE(fabric->run_until(
+        [&] { return a.counters().cqes_written >= before + a_qps.size(); }));
+    // Poll part of the batch, then destroy three QPs whose CQEs may still be in the ring and
+    // make three new ones, then poll the rest: the new QPs must not be handed the old CQEs.
+    Completion c[16];
+    std::vector<Completion> got;
+    const int first = a.cq->poll(c, 7);
+    got.insert(got.end(), c, c + first);
+    std::set<uint32_t> reported;
+    for (int i = 0; i < first; ++i) reported.insert(c[i].qp_num);
+    for (int k = 0; k < 3; ++k) {
+      const size_t victim = (round * 7 + static_cast<size_t>(k) * 11) % a_qps.size();
+      if (!reported.count(a_qps[victim].qpn())) ++expected_orphans;
+      want.erase(a_qps[victim].qpn());
+      a_qps.erase(a_qps.begin() + static_cast<ptrdiff_t>(victim));
+      b_qps.erase(b_qps.begin() + static_cast<ptrdiff_t>(victim));
+    }
+    add_pairs(a, b, a_qps, b_qps, 3);
+    for (int k; (k = a.cq->poll(c, 16)) > 0;) got.insert(got.end(), c, c + k);
+    std::set<uint32_t> seen;
+    for (const Completion& wc : got) {
+      REQUIRE(wc.status == IBV_WC_SUCCESS);
+      if (!want.count(wc.qp_num)) {
+        // Reported before its QP was destroyed: then it was in the first poll.
+        REQUIRE(reported.count(wc.qp_num));
+        continue;
+      }
+      CHECK(wc.wr_id == want[wc.qp_num]);
+      CHECK(seen.insert(wc.qp_num).second);
+    }
+    CHECK(seen.size() == want.size());
+    CHECK(a.cq->orphaned_completions() == expected_orphans);
+  }
+}
+
+TEST_CASE("a CQ that gains a second QP between polls, and loses it again, maps every completion",
+          "[drv][cq]") {
+  Pair p = make_connected_pair(mlx5_profile());
+  const Sge sge = p.a.sge(0, 8);
+  REQUIRE(p.a.qp->post_send(write_wr(1, &sge, 1, p.b.addr(0), p.b.rkey())) == Errc::ok);
+  auto got = poll_n(*p.fabric, *p.a.cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].wr_id == 1);
+  std::vector<QueuePair> a_qps, b_qps;
+  add_pairs(p.a, p.b, a_qps, b_qps, 1);
+  REQUIRE(p.a.qp->post_send(write_wr(2, &sge, 1, p.b.addr(0), p.b.rkey())) == Errc::ok);
+  REQUIRE(a_qps[0].post_send(write_wr(3, &sge, 1, p.b.addr(8), p.b.rkey())) == Errc::ok);
+  got = poll_n(*p.fabric, *p.a.cq, 2);
+  REQUIRE(got.size() == 2);
+  std::map<uint32_t, uint64_t> by_qp;
+  for (const Completion& c : got) by_qp[c.qp_num] = c.wr_id;
+  CHECK(by_qp[p.a.qp->qpn()] == 2);
+  CHECK(by_qp[a_qps[0].qpn()] == 3);
+  a_qps.clear();
+  b_qps.clear();
+  REQUIRE(p.a.qp->post_send(write_wr(4, &sge, 1, p.b.addr(0), p.b.rkey())) == Errc::ok);
+  got = poll_n(*p.fabric, *p.a.cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].wr_id == 4);
+  CHECK(got[0].qp_num == p.a.qp->qpn());
+  CHECK(p.a.cq->orphaned_completions() == 0);
+}
+
+TEST_CASE("the poller's state of a QP sits in one cache line, with copies of the geometry "
+          "the posters use",
+          "[drv][cq]") {
+  Pair p = make_connected_pair(mlx5_profile());
+  const detail::QpCore& core = *p.a.qp->core();
+  CHECK(core.poll_sq_entries == core.sq_entries);
+  CHECK(core.poll_sq_mask == core.sq_mask);
+  CHECK(core.poll_rq_wr_ids == core.rq_wr_ids);
+  CHECK(core.poll_rq_mask == core.rq_mask);
+  CHECK(core.poll_srq == core.srq);
+  const auto at = [&core](const void* field) {
+    return static_cast<const char*>(field) - reinterpret_cast<const char*>(&core.sq_tail);
+  };
+  CHECK(reinterpret_cast<uintptr_t>(&core.sq_tail) % 64 == 0);
+  CHECK(at(&core.rq_tail) < 64);
+  CHECK(at(&core.poll_sq_entries) + static_cast<ptrdiff_t>(sizeof core.poll_sq_entries) <= 64);
+  CHECK(at(&core.poll_sq_mask) < 64);
+  CHECK(at(&core.poll_rq_wr_ids) + static_cast<ptrdiff_t>(sizeof core.poll_rq_wr_ids) <= 64);
+  CHECK(at(&core.poll_rq_mask) < 64);
+  CHECK(at(&core.poll_srq) + static_cast<ptrdiff_t>(sizeof core.poll_srq) <= 64);
 }

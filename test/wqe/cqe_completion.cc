@@ -2,6 +2,8 @@
 // CQE contents -> Completion, as rdma-core's cq.c reports them: opcodes, byte counts,
 // immediates, QPNs, WQE counters, and every error syndrome (mlx5_handle_error_cqe).
 #include <catch2/catch.hpp>
+#include <endian.h>
+
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -267,4 +269,33 @@ TEST_CASE("CQE opcode and syndrome names", "[wqe]") {
           "REMOTE_ABORTED_ERR");
   REQUIRE(std::string(wqe::send_opcode_name(MLX5_OPCODE_ATOMIC_FA)) == "ATOMIC_FA");
   REQUIRE(std::string(wqe::send_opcode_name(0x7e)) == "unknown");
+}
+
+// The poll loop decodes a good requester CQE from the words it has already read
+// (wqe::good_send_to_completion, wqe::decode_good_send): the same fields as
+// cqe_to_completion, for every send opcode the top byte of sop_drop_qpn can hold.
+TEST_CASE("a good requester CQE decoded on the poll's short path reads as cqe_to_completion reads it",
+          "[wqe][cqe]") {
+  Cq cq;
+  for (uint32_t op = 0; op < 256; ++op) {
+    wqe::CqeInit init = req(static_cast<uint8_t>(op), 0x1234);
+    wqe::write_cqe(cq.ring, cq.pi, init);
+    const mlx5_cqe64* cqe = wqe::cqe_for_sw(cq.ring, cq.pi);
+    REQUIRE(cqe != nullptr);
+    ++cq.pi;
+    Completion full, fast;
+    std::memset(&full, 0xee, sizeof full);
+    std::memset(&fast, 0x55, sizeof fast);
+    wqe::cqe_to_completion(cqe, &full);
+    const uint32_t sop_drop_qpn = be32toh(cqe->sop_drop_qpn);
+    wqe::good_send_to_completion(cqe, sop_drop_qpn, &fast);
+    full.wr_id = fast.wr_id = 0;  // neither decodes it
+    INFO("send opcode " << op);
+    CHECK(std::memcmp(&full, &fast, sizeof full) == 0);
+    uint8_t wc_opcode = 0xff;
+    uint32_t byte_len = 0xffffffff;
+    wqe::decode_good_send(cqe, sop_drop_qpn, &wc_opcode, &byte_len);
+    CHECK(wc_opcode == full.opcode);
+    CHECK(byte_len == full.byte_len);
+  }
 }

@@ -3,7 +3,7 @@
 // nothing here is API.
 //
 // One thread polls a CQ at a time. The QPs it serves are found by QPN: a cached pointer when
-// the CQ serves a single QP, else the device's QP table. A destroyed QP's core is not freed at
+// the CQ serves a single QP (read once per poll), else the device's QP table. A destroyed QP's core is not freed at
 // once: it is parked in the graveyard of each CQ it used and freed at the start of that CQ's
 // next poll(), when the poller can no longer hold a pointer to it. Its CQEs still in the ring
 // are then found with no QP and counted as orphaned.
@@ -36,16 +36,27 @@ struct CqCore {
 
   // ---- Fast path (cq_inl.h) ---------------------------------------------------------------
   int poll(Completion* out, int max) noexcept;
-  // The loop both polls share: CQEs in ring order while software owns them, the QP looked up
-  // once for each run of CQEs of one QPN, one doorbell-record store per call, then the
-  // driver's own completions. `sink` decodes (FullSink, LeanSink in cq_inl.h).
+  // The loop both polls share: CQEs in ring order while software owns them, each one's QP
+  // found by QPN (one compare when the CQ serves one QP), one doorbell-record store per call,
+  // then the driver's own completions. `sink` decodes (FullSink, LeanSink in cq_inl.h).
   template <class Sink>
   int poll_loop(int max, Sink& sink) noexcept;
-  QpCore* find_qp(uint32_t qpn) const noexcept {
-    QpCore* qp = sole_qp.load(std::memory_order_acquire);
-    if (qp && qp->qpn == qpn) [[likely]]
-      return qp;
-    return qp_table->find(qpn);
+  // Error CQEs, receives and opcodes a QP never completes with (cq_inl.h): out of line.
+  template <class Sink>
+  [[gnu::noinline]] Retired retire_unusual(Sink& sink, QpCore& qp, const mlx5_cqe64* cqe,
+                                           uint8_t opcode, int n) noexcept;
+  template <class Sink>
+  Retired good_send(Sink& sink, QpCore& qp, const mlx5_cqe64* cqe, uint32_t sop_drop_qpn,
+                    int n) noexcept;
+  // The CQE at free-running index `index` (the second half of a 128-byte entry).
+  const mlx5_cqe64* cqe_at(uint32_t index) const noexcept {
+    return reinterpret_cast<const mlx5_cqe64*>(cqe_base + (size_t{index & cqe_mask} << cqe_shift));
+  }
+  // Software owns a CQE whose owner bit is the lap's (0 on even laps, rdma-core cq.c
+  // get_sw_cqe) and whose opcode is not MLX5_CQE_INVALID (op_own < 0xf0).
+  bool sw_owns(uint8_t op_own, uint32_t index) const noexcept {
+    const uint32_t lap = (index >> lap_shift) & 1;
+    return ((op_own & wqe::kCqeOwnerBit) == lap) & (op_own < (MLX5_CQE_INVALID << 4));
   }
   void count_orphan() noexcept {
     orphaned.store(orphaned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -63,6 +74,10 @@ struct CqCore {
 
   // ---- Fixed at creation -------------------------------------------------------------------
   wqe::CqRing ring;
+  const uint8_t* cqe_base = nullptr;  // ring.buf + ring.cqe_size - 64: the 64-byte CQEs
+  uint32_t cqe_mask = 0;              // ring.cqe_cnt - 1
+  uint8_t cqe_shift = 6;              // log2(ring.cqe_size): no multiply per CQE
+  uint8_t lap_shift = 0;              // log2(ring.cqe_cnt): the index bit that flips each lap
   __be32* dbrec = nullptr;  // [MLX5_CQ_SET_CI], [MLX5_CQ_ARM_DB]
   hw::ProgressHook progress;
   const QpTable* qp_table = nullptr;

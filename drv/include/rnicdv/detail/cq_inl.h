@@ -5,7 +5,8 @@
 // software owner bit matches (rdma-core cq.c get_sw_cqe), each mapped to its QP by QPN and to
 // its wr_id by wqe_counter, then one store of the consumer index into the CQ doorbell record
 // (dbrec[MLX5_CQ_SET_CI] = ci & 0xffffff). Software completions (flush errors the driver
-// produces) follow on the cold path.
+// produces) follow on the cold path. A good requester CQE (MLX5_CQE_REQ) is decoded inline
+// from the words the loop has read; error CQEs and receives go through retire_unusual.
 #pragma once
 
 #include <endian.h>
@@ -31,36 +32,38 @@ template <class Sink>
   if (graveyard_pending.load(std::memory_order_acquire)) [[unlikely]]
     reap_graveyard();
 
+  // The sole QP, read once per call: a QP attached meanwhile has another QPN, and one
+  // detached meanwhile stays in the graveyard until the next call, so the pointer holds.
+  QpCore* const sole = sole_qp.load(std::memory_order_acquire);
+  const uint32_t sole_qpn = sole ? sole->qpn : ~0u;  // no 24-bit QPN matches ~0
   uint32_t index = ci;
   int n = 0;
   while (n < max) {
-    const mlx5_cqe64* cqe = ring.cqe(index);
-    uint8_t op_own;
-    if (!wqe::sw_owns_cqe(cqe, index, ring.cqe_cnt, &op_own)) break;
+    const mlx5_cqe64* cqe = cqe_at(index);
+    // Acquire: the device writes op_own last, so the fields read after it are the CQE's
+    // (rdma-core's get_sw_cqe + udma_from_device_barrier, as one load-acquire).
+    const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+    if (!sw_owns(op_own, index)) break;
     ++index;
     const uint32_t sop_drop_qpn = be32toh(cqe->sop_drop_qpn);
-    // find_qp's first test is the CQ's sole QP: one load and one compare for most CQs.
-    QpCore* const qp = find_qp(sop_drop_qpn & wqe::kCqeQpnMask);
-    if (!qp) [[unlikely]] {
-      count_orphan();
-      continue;
+    const uint32_t qpn = sop_drop_qpn & wqe::kCqeQpnMask;
+    QpCore* qp = sole;
+    if (qpn != sole_qpn) {
+      qp = qp_table->find(qpn);
+      if (!qp) [[unlikely]] {
+        count_orphan();
+        continue;
+      }
     }
     const uint8_t opcode = op_own >> 4;
-    Retired retired;
-    if (opcode == MLX5_CQE_REQ || opcode == MLX5_CQE_REQ_ERR) [[likely]]
-      retired = sink.send(*qp, cqe, opcode, sop_drop_qpn, n);
-    else if (opcode <= MLX5_CQE_RESP_SEND_INV || opcode == MLX5_CQE_RESP_ERR)
-      retired = sink.recv(*qp, cqe, n);
-    else
-      continue;  // RESIZE_CQ, NO_PACKET, SIG_ERR: nothing an RC consumer is owed
-    if (retired == Retired::report) [[likely]] {
+    // The straight path: a good requester completion. Everything else out of line.
+    const Retired retired = opcode == MLX5_CQE_REQ
+                                ? good_send(sink, *qp, cqe, sop_drop_qpn, n)
+                                : retire_unusual(sink, *qp, cqe, opcode, n);
+    if (retired == Retired::report) [[likely]]
       ++n;
-      // The device moved the QP to ERR with this CQE: the driver's state follows.
-      if (opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR) [[unlikely]]
-        qp->on_error_completion();
-    } else if (retired == Retired::stale) {
+    else if (retired == Retired::stale)
       count_orphan();
-    }
   }
   if (index != ci) {
     ci = index;
@@ -71,10 +74,42 @@ template <class Sink>
   return n;
 }
 
+template <class Sink>
+[[gnu::always_inline]] inline Retired CqCore::good_send(Sink& sink, QpCore& qp,
+                                                        const mlx5_cqe64* cqe,
+                                                        uint32_t sop_drop_qpn, int n) noexcept {
+  uint64_t wr_id;
+  const Retired r = qp.retire_send_id(cqe, &wr_id);
+  if (r == Retired::report) [[likely]]
+    sink.good_send(cqe, sop_drop_qpn, wr_id, n);
+  return r;
+}
+
+template <class Sink>
+Retired CqCore::retire_unusual(Sink& sink, QpCore& qp, const mlx5_cqe64* cqe, uint8_t opcode,
+                               int n) noexcept {
+  Retired retired;
+  if (opcode == MLX5_CQE_REQ_ERR)
+    retired = sink.send(qp, cqe, n);
+  else if (opcode <= MLX5_CQE_RESP_SEND_INV || opcode == MLX5_CQE_RESP_ERR)
+    retired = sink.recv(qp, cqe, n);
+  else
+    return Retired::silent;  // RESIZE_CQ, NO_PACKET, SIG_ERR: nothing an RC consumer is owed
+  // The device moved the QP to ERR with this CQE: the driver's state follows.
+  if (retired == Retired::report && (opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR))
+    qp.on_error_completion();
+  return retired;
+}
+
 // poll(): every field of Completion.
 struct FullSink {
   Completion* out;
-  Retired send(QpCore& qp, const mlx5_cqe64* cqe, uint8_t, uint32_t, int n) noexcept {
+  void good_send(const mlx5_cqe64* cqe, uint32_t sop_drop_qpn, uint64_t wr_id, int n) noexcept {
+    Completion& c = out[n];
+    wqe::good_send_to_completion(cqe, sop_drop_qpn, &c);
+    c.wr_id = wr_id;
+  }
+  Retired send(QpCore& qp, const mlx5_cqe64* cqe, int n) noexcept {
     return qp.retire_send(cqe, &out[n]);
   }
   Retired recv(QpCore& qp, const mlx5_cqe64* cqe, int n) noexcept {
@@ -99,26 +134,15 @@ inline LeanCompletion lean_of(const Completion& c) noexcept {
 template <class Emit>
 struct LeanSink {
   Emit& emit;
-  Retired send(QpCore& qp, const mlx5_cqe64* cqe, uint8_t opcode, uint32_t sop_drop_qpn,
-               int n) noexcept {
-    if (opcode != MLX5_CQE_REQ) [[unlikely]]
-      return full(qp, cqe, true, n);
+  void good_send(const mlx5_cqe64* cqe, uint32_t sop_drop_qpn, uint64_t wr_id, int n) noexcept {
     LeanCompletion lc;
-    const Retired r = qp.retire_send_id(cqe, &lc.wr_id);
-    if (r != Retired::report) [[unlikely]]
-      return r;
-    const uint8_t send_opcode = static_cast<uint8_t>(sop_drop_qpn >> 24);
+    lc.wr_id = wr_id;
     lc.status = IBV_WC_SUCCESS;
-    lc.opcode = wqe::detail::wc_opcode_for_send(send_opcode);
-    // As cqe_to_completion: READ reports the bytes read, atomics their 8 bytes, others 0.
-    lc.byte_len = send_opcode == MLX5_OPCODE_RDMA_READ ? be32toh(cqe->byte_cnt)
-                  : (send_opcode == MLX5_OPCODE_ATOMIC_CS || send_opcode == MLX5_OPCODE_ATOMIC_FA)
-                      ? wqe::kAtomicOperandBytes
-                      : 0;
+    wqe::decode_good_send(cqe, sop_drop_qpn, &lc.opcode, &lc.byte_len);
     lc.reserved[0] = lc.reserved[1] = 0;
     emit(lc, n);
-    return r;
   }
+  Retired send(QpCore& qp, const mlx5_cqe64* cqe, int n) noexcept { return full(qp, cqe, true, n); }
   Retired recv(QpCore& qp, const mlx5_cqe64* cqe, int n) noexcept { return full(qp, cqe, false, n); }
   // Errors and receives: through a Completion.
   [[gnu::noinline]] Retired full(QpCore& qp, const mlx5_cqe64* cqe, bool send, int n) noexcept {

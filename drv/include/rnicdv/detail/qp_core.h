@@ -272,8 +272,18 @@ struct QpCore {
   std::atomic<uint32_t> rq_posted{0};
 
   // ---- Consumer side: the CQ pollers ------------------------------------------------------
+  // Everything a poller reads and writes to retire a CQE, but for ring_pi (the posters') and
+  // the entry itself, in this one line: the two tails and the poller's own copies of the
+  // geometry fixed at creation (posters read theirs from the lines above, so a poller on
+  // another thread never shares a written line with them for these). A CQ with many QPs
+  // misses on one line per QP here instead of one for the geometry and one for the tails.
   alignas(64) std::atomic<uint32_t> sq_tail{0};
   std::atomic<uint32_t> rq_tail{0};
+  SqEntry* poll_sq_entries = nullptr;  // sq_entries
+  uint32_t poll_sq_mask = 0;           // sq_mask
+  uint32_t poll_rq_mask = 0;           // rq_mask
+  uint64_t* poll_rq_wr_ids = nullptr;  // rq_wr_ids
+  SrqCore* poll_srq = nullptr;         // srq
   // Link in the send CQ's list of QPs with software completions (its software_lock).
   QpCore* software_next = nullptr;
   bool on_software_list = false;

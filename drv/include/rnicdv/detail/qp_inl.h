@@ -191,7 +191,7 @@ inline Retired QpCore::retire_send_id(const mlx5_cqe64* cqe, uint64_t* wr_id) no
   // incarnation of this QPN (before RESET), or is a device fault, and is dropped.
   if (pos - tail >= ring_pi.load(std::memory_order_relaxed) - tail) [[unlikely]]
     return Retired::stale;
-  const SqEntry entry = sq_entries[pos & sq_mask];
+  const SqEntry entry = poll_sq_entries[pos & poll_sq_mask];
   // Release: posters may reuse these blocks and their entries once they see the new tail.
   sq_tail.store(pos + entry.bbs, std::memory_order_release);
   if (entry.kind != kUserWqe) [[unlikely]]
@@ -199,6 +199,7 @@ inline Retired QpCore::retire_send_id(const mlx5_cqe64* cqe, uint64_t* wr_id) no
   *wr_id = entry.wr_id;
   return Retired::report;
 }
+
 
 inline Retired QpCore::retire_send(const mlx5_cqe64* cqe, Completion* out) noexcept {
   uint64_t wr_id;
@@ -211,9 +212,9 @@ inline Retired QpCore::retire_send(const mlx5_cqe64* cqe, Completion* out) noexc
 }
 
 inline Retired QpCore::retire_recv(const mlx5_cqe64* cqe, Completion* out) noexcept {
-  if (srq) [[unlikely]] {
+  if (poll_srq) [[unlikely]] {
     uint64_t wr_id = 0;
-    if (!srq->retire(cqe, &wr_id)) return Retired::stale;
+    if (!poll_srq->retire(cqe, &wr_id)) return Retired::stale;
     wqe::cqe_to_completion(cqe, out);
     out->wr_id = wr_id;
     return Retired::report;
@@ -223,7 +224,7 @@ inline Retired QpCore::retire_recv(const mlx5_cqe64* cqe, Completion* out) noexc
   const uint32_t pos = tail + static_cast<uint16_t>(counter - static_cast<uint16_t>(tail));
   if (pos - tail >= rq_posted.load(std::memory_order_relaxed) - tail) [[unlikely]]
     return Retired::stale;
-  const uint64_t wr_id = rq_wr_ids[pos & rq_mask];
+  const uint64_t wr_id = poll_rq_wr_ids[pos & poll_rq_mask];
   rq_tail.store(pos + 1, std::memory_order_release);
   wqe::cqe_to_completion(cqe, out);
   out->wr_id = wr_id;
