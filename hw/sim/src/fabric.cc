@@ -130,7 +130,7 @@ bool FabricShared::step() {
   snapshot(&live);
   bool did = false;
   if (deterministic()) {
-    for (auto& h : live) did |= h->run_once();
+    for (auto& h : live) did |= h->run_engine_pass();
     if (!did) {
       // Nothing was ready: jump to the next timer or held-back frame. A deadline already
       // passed belongs to a device that could not act on it (a paused one): it must not hold
@@ -147,7 +147,7 @@ bool FabricShared::step() {
       }
     }
   } else {
-    for (auto& h : live) did |= h->try_run_once();
+    for (auto& h : live) did |= h->try_run_engine_pass();
   }
   live.clear();
   --step_depth;
