@@ -96,7 +96,7 @@ Result<std::shared_ptr<Device>> Fabric::add_device(const DeviceConfig& config) {
     if (cfg.ipv4 == 0 && index < s.address_pool.size()) cfg.ipv4 = s.address_pool[index];
   }
   auto hca = std::make_shared<Hca>(shared_from_this(), s, cfg, index);
-  if (Status st = hca->start(); !st) return st;
+  RNICDV_TRY(hca->start());
   auto impl = std::make_unique<Device::Impl>();
   impl->hca = std::move(hca);
   impl->cm = cm::SimConnectionManager::create(*impl->hca, s.config.seed,  // IB CM on QP1

@@ -373,13 +373,13 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
   if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
                         timeout_ms) != 0)
     return errno_status(what, "rdma_resolve_addr");
-  if (Status st = await(ch.value(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, what); !st) return st;
+  RNICDV_TRY(await(ch.value(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, what));
   if (!same_device(id->verbs, verbs_))
     return Status::error(Errc::unreachable, "%s: the address is reached through %s, not %s",
                          what.c_str(), id->verbs ? ibv_get_device_name(id->verbs->device) : "none",
                          name_.c_str());
   if (rdma_resolve_route(id, timeout_ms) != 0) return errno_status(what, "rdma_resolve_route");
-  if (Status st = await(ch.value(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, what); !st) return st;
+  RNICDV_TRY(await(ch.value(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, what));
   rdma_conn_param cp = conn_param(p.qp, p.private_data);
   if (rdma_connect(id, &cp) != 0) return errno_status(what, "rdma_connect");
   return std::unique_ptr<CmConnection>(std::move(conn));
