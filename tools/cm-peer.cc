@@ -113,9 +113,7 @@ struct Endpoint {
     sim::FabricConfig fc;
     fc.mode = sim::ExecMode::threaded;
     fc.wire = sim::WireKind::udp;
-    auto fabric_r = sim::Fabric::create(fc);
-    if (!fabric_r) return fabric_r.status();
-    fabric = fabric_r.value();
+    RNICDV_ASSIGN_OR_RETURN(fabric, sim::Fabric::create(fc));
     sim::DeviceConfig dc;
     if (!addr.empty()) {
       in_addr a{};
@@ -123,26 +121,14 @@ struct Endpoint {
         return Status::error(Errc::invalid_argument, "--addr %s is not IPv4", addr.c_str());
       dc.ipv4 = ntohl(a.s_addr);
     }
-    auto hw = fabric->add_device(dc);
-    if (!hw) return hw.status();
-    auto d = Device::wrap(hw.value());
-    if (!d) return d.status();
-    dev.emplace(std::move(d).value());
-    auto p = dev->alloc_pd();
-    if (!p) return p.status();
-    pd.emplace(std::move(p).value());
-    auto c = dev->create_cq(256);
-    if (!c) return c.status();
-    cq.emplace(std::move(c).value());
-    auto m = pd->reg_mr(mem.data(), mem.size(), hw::access::local_write);
-    if (!m) return m.status();
-    mr.emplace(std::move(m).value());
+    RNICDV_ASSIGN_OR_RETURN(dev, fabric->add_device(dc).and_then(&Device::wrap));
+    RNICDV_ASSIGN_OR_RETURN(pd, dev->alloc_pd());
+    RNICDV_ASSIGN_OR_RETURN(cq, dev->create_cq(256));
+    RNICDV_ASSIGN_OR_RETURN(mr, pd->reg_mr(mem.data(), mem.size(), hw::access::local_write));
     QpConfig qc;
     qc.caps.max_send_wr = kSlots;
     qc.caps.max_recv_wr = kSlots;
-    auto q = dev->create_qp(*pd, *cq, *cq, qc);
-    if (!q) return q.status();
-    qp.emplace(std::move(q).value());
+    RNICDV_ASSIGN_OR_RETURN(qp, dev->create_qp(*pd, *cq, *cq, qc));
     return Status::ok();
   }
 

@@ -163,7 +163,7 @@ Status ConnectionCore::release_at_establishment() {
 Status ConnectionCore::move_qp(hw::QpState target) {
   hw::QpAttr attr;
   uint32_t mask = 0;
-  if (Status st = cm->qp_attr(target, &attr, &mask); !st) return st;
+  RNICDV_TRY(cm->qp_attr(target, &attr, &mask));
   switch (target) {
     case hw::QpState::init:
       attr.access_flags = options.remote_access;
@@ -304,8 +304,7 @@ Result<Connection> Connection::connect(QueuePair& qp, const std::string& address
   detail::QpCore& q = *qp.core();
   char what[96];
   std::snprintf(what, sizeof what, "conn qp %#x: connect to %s:%u", q.qpn, address.c_str(), port);
-  auto ipv4 = detail::parse_ipv4(address, false, what);
-  if (!ipv4) return ipv4.status();
+  RNICDV_ASSIGN_OR_RETURN(const uint32_t ipv4, detail::parse_ipv4(address, false, what));
   hw::ConnectionManager* cmgr = q.device->hw->connection_manager();
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: device %s has no connection manager", what,
@@ -331,7 +330,7 @@ Result<Connection> Connection::connect(QueuePair& qp, const std::string& address
   }
 
   hw::CmConnectParams params;
-  params.remote = {ipv4.value(), port};
+  params.remote = {ipv4, port};
   params.qp.qpn = q.qpn;
   params.qp.path_mtu = std::min(options.path_mtu, q.device->hw->info().caps.active_mtu);
   params.qp.responder_resources = options.responder_resources;

@@ -124,16 +124,13 @@ Result<Listener> Listener::listen(Device& device, const std::string& address, ui
                                   int backlog) {
   char what[96];
   std::snprintf(what, sizeof what, "listen on %s port %u", device.name().c_str(), port);
-  auto ipv4 = detail::parse_ipv4(address, true, what);
-  if (!ipv4) return ipv4.status();
+  RNICDV_ASSIGN_OR_RETURN(const uint32_t ipv4, detail::parse_ipv4(address, true, what));
   hw::ConnectionManager* cmgr = device.hw().connection_manager();
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
-  auto l = cmgr->listen({ipv4.value(), port}, backlog);
-  if (!l) return l.status();
   auto core = std::make_unique<ListenerCore>();
+  RNICDV_ASSIGN_OR_RETURN(core->cm, cmgr->listen({ipv4, port}, backlog));
   core->device = device.core();
-  core->cm = std::move(l.value());
   return Listener(std::move(core));
 }
 

@@ -31,21 +31,19 @@ Status check_entries(const hw::DeviceInfo& dev_info, uint32_t min_entries) {
 }  // namespace
 
 Result<CompletionQueue> Device::create_cq(uint32_t min_entries) {
-  if (Status st = check_entries(info(), min_entries); !st) return st;
-  auto cq = core_->hw->create_cq(min_entries);
-  if (!cq) return cq.status();
-  return adopt_cq(std::move(cq.value()), nullptr, 0);
+  RNICDV_TRY(check_entries(info(), min_entries));
+  RNICDV_ASSIGN_OR_RETURN(auto cq, core_->hw->create_cq(min_entries));
+  return adopt_cq(std::move(cq), nullptr, 0);
 }
 
 Result<CompletionQueue> Device::create_cq(uint32_t min_entries, CompletionChannel& channel,
                                           uint64_t context) {
-  if (Status st = check_entries(info(), min_entries); !st) return st;
+  RNICDV_TRY(check_entries(info(), min_entries));
   if (!channel.core_)
     return Status::error(Errc::invalid_argument, "%s: create_cq: no completion channel",
                          info().name.c_str());
-  auto cq = core_->hw->create_evented_cq(min_entries, *channel.core_->hw);
-  if (!cq) return cq.status();
-  return adopt_cq(std::move(cq.value()), channel.core_, context);
+  RNICDV_ASSIGN_OR_RETURN(auto cq, core_->hw->create_evented_cq(min_entries, *channel.core_->hw));
+  return adopt_cq(std::move(cq), channel.core_, context);
 }
 
 Result<CompletionQueue> Device::adopt_cq(std::unique_ptr<hw::Cq> cq,

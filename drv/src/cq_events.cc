@@ -168,10 +168,9 @@ Result<CqEvent> CompletionChannel::wait_event(int timeout_ms) {
 }
 
 Result<CompletionChannel> Device::create_completion_channel() {
-  auto hw_channel = core_->hw->create_completion_channel();
-  if (!hw_channel) return hw_channel.status();
+  RNICDV_ASSIGN_OR_RETURN(auto hw_channel, core_->hw->create_completion_channel());
   auto core = std::make_shared<detail::ChannelCore>();
-  if (Status st = core->open(std::move(hw_channel.value()), info().name); !st) return st;
+  RNICDV_TRY(core->open(std::move(hw_channel), info().name));
   core->progress = core_->progress;
   return CompletionChannel(std::move(core));
 }

@@ -28,9 +28,7 @@ std::string Device::default_name() {
 }
 
 Result<Device> Device::open(const std::string& name) {
-  auto dev = hw::open_device(name);
-  if (!dev) return dev.status();
-  return wrap(std::move(dev.value()));
+  return hw::open_device(name).and_then(&Device::wrap);
 }
 
 Result<Device> Device::wrap(std::shared_ptr<hw::Device> hw_device) {

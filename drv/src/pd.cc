@@ -46,9 +46,9 @@ Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, size_t length, uint32_
     return Status::error(Errc::invalid_argument,
                          "pd %#x: reg_mr %p: length %zu exceeds the device limit %llu", pdn, addr,
                          length, static_cast<unsigned long long>(max_size));
-  auto mr = dev_->hw->reg_mr(*pd_, addr, length, access);
-  if (!mr) return mr.status();
-  return MemoryRegion(dev_, pd_, std::move(mr.value()));
+  return dev_->hw->reg_mr(*pd_, addr, length, access).transform([&](std::unique_ptr<hw::Mr> mr) {
+    return MemoryRegion(dev_, pd_, std::move(mr));
+  });
 }
 
 MemoryRegion::MemoryRegion(std::shared_ptr<detail::DeviceCore> dev, std::shared_ptr<hw::Pd> pd,

@@ -94,7 +94,7 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
                          hw::qp_state_name(from), hw::qp_state_name(to), missing);
 
   // The device moves first. If it refuses, nothing is released and the state is unchanged.
-  if (Status s = hw_qp->modify(attr, mask); !s) return s;
+  RNICDV_TRY(hw_qp->modify(attr, mask));
 
   switch (to) {
     case QpState::reset: {

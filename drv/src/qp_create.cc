@@ -120,9 +120,9 @@ void init_ctrl_heads(detail::QpCore& qp) {
 Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_cq,
                                     CompletionQueue& recv_cq, const QpConfig& config) {
   const hw::DeviceInfo& dev_info = info();
-  if (Status s = check_caps(dev_info, config); !s) return s;
+  RNICDV_TRY(check_caps(dev_info, config));
   const EarlyPost early_post = resolve_early_post(config.early_post, dev_info.profile);
-  if (Status s = check_early_post(dev_info, early_post); !s) return s;
+  RNICDV_TRY(check_early_post(dev_info, early_post));
   if (send_cq.core()->device != core_ || recv_cq.core()->device != core_)
     return Status::error(Errc::invalid_argument,
                          "%s: create_qp: the completion queues belong to another device",
@@ -138,10 +138,9 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
                                                    config.caps)
                      : core_->hw->create_qp(pd.hw(), *send_cq.core()->hw_cq,
                                             *recv_cq.core()->hw_cq, config.caps);
-  if (!created) return created.status();
-  std::unique_ptr<hw::Qp> hw_qp = std::move(created.value());
+  RNICDV_ASSIGN_OR_RETURN(std::unique_ptr<hw::Qp> hw_qp, std::move(created));
   const hw::QpView& view = hw_qp->view();
-  if (Status s = check_view(view); !s) return s;
+  RNICDV_TRY(check_view(view));
   const mlx5dv_qp& dv = view.dv;
 
   auto qp = std::make_unique<detail::QpCore>();

@@ -56,9 +56,9 @@ Result<SharedReceiveQueue> Device::create_srq(ProtectionDomain& pd, uint32_t max
                          "%s: create_srq: max_wr %u, max_sge %u: both "
                          "must be at least 1",
                          dev_info.name.c_str(), max_wr, max_sge);
-  auto created = core_->hw->create_srq(pd.hw(), max_wr, max_sge);
-  if (!created) return created.status();
-  const hw::SrqView& view = created.value()->view();
+  RNICDV_ASSIGN_OR_RETURN(std::unique_ptr<hw::Srq> created,
+                          core_->hw->create_srq(pd.hw(), max_wr, max_sge));
+  const hw::SrqView& view = created->view();
   const mlx5dv_srq& dv = view.dv;
   const uint32_t cnt = view.wqe_cnt;
   if (!dv.buf || !dv.dbrec || cnt < 2 || (cnt & (cnt - 1)) != 0 || cnt > 65536 || dv.stride < 32 ||
@@ -77,7 +77,7 @@ Result<SharedReceiveQueue> Device::create_srq(ProtectionDomain& pd, uint32_t max
   core->wr_ids.assign(cnt, 0);
   core->posted.assign(cnt, 0);
   core->device = core_;
-  core->hw_srq = std::move(created.value());
+  core->hw_srq = std::move(created);
   {
     std::lock_guard lock(core_->mutex);
     core_->srqs.insert(core.get());

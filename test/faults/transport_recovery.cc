@@ -77,7 +77,7 @@ TEST_CASE("a READ asked for again replaces the response stream under way") {
   r.remote_addr = b.addr();
   r.rkey = b.rkey();
   REQUIRE(p.a.post_and_ring(r) == Errc::ok);
-  p.a.dev->impl().hca->run_once();
+  p.a.dev->impl().hca->run_engine_pass();
   auto request = std::find_if(from_a.begin(), from_a.end(), [](const Frame& f) {
     return f[0] == pkt::opcode::rc_read_request;
   });
@@ -87,7 +87,7 @@ TEST_CASE("a READ asked for again replaces the response stream under way") {
   auto& hca_b = *p.b.dev->impl().hca;
   hca_b.inject_datagram(p.a.dev->ipv4(), req.data(), req.size());
   hca_b.inject_datagram(p.a.dev->ipv4(), req.data(), req.size());
-  for (int i = 0; i < 1000 && hca_b.run_once(); ++i) {
+  for (int i = 0; i < 1000 && hca_b.run_engine_pass(); ++i) {
   }
   const auto responses = std::count_if(from_b.begin(), from_b.end(),
                                        [](const Frame& f) { return is_read_response(f[0]); });

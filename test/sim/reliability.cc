@@ -119,7 +119,7 @@ void count_read_requests_in_first_pass(uint8_t max_rd_atomic, size_t expected) {
     REQUIRE(p.a.post(r) == Errc::ok);
   }
   p.a.ring();
-  p.a.dev->impl().hca->run_once();  // only the requester runs: no response yet
+  p.a.dev->impl().hca->run_engine_pass();  // only the requester runs: no response yet
   CHECK(static_cast<size_t>(std::count(sent.begin(), sent.end(), 0x0c)) == expected);
   for (int i = 0; i < 6; ++i) CHECK(p.wait_send(p.a).status == IBV_WC_SUCCESS);
   p.a.dev->impl().hca->set_tx_tap({});
@@ -156,7 +156,7 @@ TEST_CASE("a fenced WQE waits for the READ before it; an unfenced one does not")
     w.rkey = b.rkey();
     REQUIRE(p.a.post(w) == Errc::ok);
     p.a.ring();
-    p.a.dev->impl().hca->run_once();
+    p.a.dev->impl().hca->run_engine_pass();
     const bool write_went_early =
         std::find(sent.begin(), sent.end(), 0x06) != sent.end();  // WRITE_FIRST
     CHECK(write_went_early == !fence);

@@ -117,7 +117,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
           posting = false;
           if (peer_receives && !told_peer) {
             // Outside the measured window: the peer's receive loop needs the final count.
-            if (Status s = c.oob.send_done(tot_posted); !s) return s;
+            RNICDV_TRY(c.oob.send_done(tot_posted));
             told_peer = true;
           }
         }
@@ -214,11 +214,10 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       const uint64_t now = c.clock.now();
       out->rx_window.observe(window, now, tot_received);
       if (now >= window.end) {
-        auto ready = c.oob.channel().readable(0);
-        if (!ready) return ready.status();
-        if (*ready) {
+        RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
+        if (ready) {
           uint64_t count = 0;
-          if (Status s = c.oob.recv_done(&count, 0); !s) return s;
+          RNICDV_TRY(c.oob.recv_done(&count, 0));
           peer_count = count;
         }
       }

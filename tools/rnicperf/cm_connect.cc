@@ -60,9 +60,9 @@ Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool clie
   options.ack_timeout = o.qp_timeout;
 
   if (!client) {
-    auto listener = rnicdv::Listener::listen(ep.device(), "", o.port);
-    if (!listener) return listener.status();
-    if (Status s = oob.barrier(kCmListening); !s) return s;
+    RNICDV_ASSIGN_OR_RETURN(rnicdv::Listener listener,
+                            rnicdv::Listener::listen(ep.device(), "", o.port));
+    RNICDV_TRY(oob.barrier(kCmListening));
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -70,21 +70,19 @@ Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool clie
       if (left.count() <= 0)
         return Status::error(Errc::timeout, "no connection request on CM port %u within %u s",
                              o.port, o.timeout_s);
-      auto ev = listener->wait_event(left);
+      auto ev = listener.wait_event(left);
       if (!ev) continue;
       if (ev->type != ConnectionEventType::connect_request || !ev->request) {
         if (!ev->status.is_ok()) return ev->status;
         continue;
       }
-      auto accepted = ev->request->accept(ep.qp(0), {}, options);
-      if (!accepted) return accepted.status();
-      conn->emplace(std::move(accepted.value()));
+      RNICDV_ASSIGN_OR_RETURN(*conn, ev->request->accept(ep.qp(0), {}, options));
       break;
     }
     return wait_established(**conn, timeout);
   }
 
-  if (Status s = oob.barrier(kCmListening); !s) return s;
+  RNICDV_TRY(oob.barrier(kCmListening));
   const PeerRecord& peer = ep.remote(0);
   rnicdv::hw::Gid gid;
   std::copy(std::begin(peer.gid), std::end(peer.gid), gid.raw);
@@ -95,9 +93,8 @@ Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool clie
   char address[16];
   std::snprintf(address, sizeof address, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
                 (ip >> 8) & 0xff, ip & 0xff);
-  auto c = rnicdv::Connection::connect(ep.qp(0), address, o.port, {}, options);
-  if (!c) return c.status();
-  conn->emplace(std::move(c.value()));
+  RNICDV_ASSIGN_OR_RETURN(*conn,
+                          rnicdv::Connection::connect(ep.qp(0), address, o.port, {}, options));
   return wait_established(**conn, timeout);
 }
 

@@ -80,38 +80,35 @@ Status run_early_post_client(RunContext& c, uint32_t n, EarlyPostResult* out) {
   out->in_rtr.posts = n;
   out->in_rtr.in_rtr = true;
   out->in_rtr.withheld = qp.withheld();
-  if (Status s = c.oob.barrier(kEarlyReady); !s) return s;
+  RNICDV_TRY(c.oob.barrier(kEarlyReady));
 
   const uint64_t established = c.clock.now();
-  if (Status s = c.ep.to_rts(0); !s) return s;
-  if (Status s = collect(c, n, established, &out->in_rtr); !s) return s;
-  for (size_t q = 1; q < c.ep.num_qps(); ++q)
-    if (Status s = c.ep.to_rts(q); !s) return s;
+  RNICDV_TRY(c.ep.to_rts(0));
+  RNICDV_TRY(collect(c, n, established, &out->in_rtr));
+  for (size_t q = 1; q < c.ep.num_qps(); ++q) RNICDV_TRY(c.ep.to_rts(q));
 
   // The same batch once established, for comparison. Both rows start right after a barrier,
   // so both find the two devices in the same (idle) state: the row after RTS must not gain
   // from devices still warm from the first batch.
   out->after_rts.posts = n;
-  if (Status s = c.oob.barrier(kAfterRtsReady); !s) return s;
+  RNICDV_TRY(c.oob.barrier(kAfterRtsReady));
   const uint64_t t0 = c.clock.now();
   for (uint32_t k = 0; k < n; ++k) {
     wr.wr_id = n + k;
     if (Errc e = qp.post_send(wr); e != Errc::ok)
       return post_error("early post", "post in RTS", qp.qpn(), e);
   }
-  if (Status s = collect(c, n, t0, &out->after_rts); !s) return s;
+  RNICDV_TRY(collect(c, n, t0, &out->after_rts));
   return c.oob.barrier(kEarlyDone);
 }
 
 Status run_early_post_server(RunContext& c, uint32_t n) {
   // For SENDs, N receives per row were posted on top of the test's own.
   const bool send = c.o.test.verb == Verb::send;
-  if (Status s = c.oob.barrier(kEarlyReady); !s) return s;
-  if (send)
-    if (Status s = await_receives(c, n); !s) return s;
-  if (Status s = c.oob.barrier(kAfterRtsReady, c.o.timeout_s * 1000u); !s) return s;
-  if (send)
-    if (Status s = await_receives(c, n); !s) return s;
+  RNICDV_TRY(c.oob.barrier(kEarlyReady));
+  if (send) RNICDV_TRY(await_receives(c, n));
+  RNICDV_TRY(c.oob.barrier(kAfterRtsReady, c.o.timeout_s * 1000u));
+  if (send) RNICDV_TRY(await_receives(c, n));
   return c.oob.barrier(kEarlyDone, c.o.timeout_s * 1000u);
 }
 

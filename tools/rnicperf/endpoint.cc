@@ -57,9 +57,8 @@ namespace {
 // The device: on the run's own fabric when it has one (--wire, --loopback), else by name.
 Result<rnicdv::Device> open_device(const EndpointConfig& config) {
   if (!config.fabric) return rnicdv::Device::open(config.device_name);
-  auto sim_dev = rnicdv::sim::open_device(config.device_name, config.fabric);
-  if (!sim_dev) return sim_dev.status();
-  return rnicdv::Device::wrap(std::move(sim_dev.value()));
+  return rnicdv::sim::open_device(config.device_name, config.fabric)
+      .and_then(&rnicdv::Device::wrap);
 }
 
 }  // namespace
@@ -81,10 +80,8 @@ int TestEndpoint::poll_cq(rnicdv::CompletionQueue& cq, rnicdv::Completion* wc, i
 }
 
 Result<std::unique_ptr<TestEndpoint>> TestEndpoint::open(const EndpointConfig& config) {
-  auto dev = open_device(config);
-  if (!dev) return dev.status();
   std::unique_ptr<TestEndpoint> ep(new TestEndpoint);
-  ep->dev_.emplace(std::move(dev.value()));
+  RNICDV_ASSIGN_OR_RETURN(ep->dev_, open_device(config));
   ep->dpdk_memory_ = config.dpdk_memory;
   return ep;
 }
@@ -135,9 +132,7 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
                          caps.max_msg_size);
   out_reads_ = std::min<uint32_t>(16, std::max<uint32_t>(1, caps.max_qp_init_rd_atom));
 
-  auto pd = dev_->alloc_pd();
-  if (!pd) return pd.status();
-  pd_.emplace(std::move(pd.value()));
+  RNICDV_ASSIGN_OR_RETURN(pd_, dev_->alloc_pd());
 
   const uint32_t sq_depth = std::max<uint32_t>(o.tx_depth, o.early_post * 2) + 1;
   // perftest: the receive queue holds rx-depth receives, or fewer when fewer will come.
@@ -151,19 +146,13 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
                          std::max(sq_depth, rq_depth), info.name.c_str(), caps.max_qp_wr);
 
   if (o.use_event) {
-    auto ch = dev_->create_completion_channel();
-    if (!ch) return ch.status();
-    channel_.emplace(std::move(ch.value()));
+    RNICDV_ASSIGN_OR_RETURN(channel_, dev_->create_completion_channel());
   }
   // With -e both CQs raise their events on one channel, named by context 0 (send), 1 (recv).
-  auto scq = channel_ ? dev_->create_cq(sq_depth * o.num_qps, *channel_, 0)
-                      : dev_->create_cq(sq_depth * o.num_qps);
-  if (!scq) return scq.status();
-  send_cq_.emplace(std::move(scq.value()));
-  auto rcq = channel_ ? dev_->create_cq(rq_depth * o.num_qps, *channel_, 1)
-                      : dev_->create_cq(rq_depth * o.num_qps);
-  if (!rcq) return rcq.status();
-  recv_cq_.emplace(std::move(rcq.value()));
+  RNICDV_ASSIGN_OR_RETURN(send_cq_, channel_ ? dev_->create_cq(sq_depth * o.num_qps, *channel_, 0)
+                                             : dev_->create_cq(sq_depth * o.num_qps));
+  RNICDV_ASSIGN_OR_RETURN(recv_cq_, channel_ ? dev_->create_cq(rq_depth * o.num_qps, *channel_, 1)
+                                             : dev_->create_cq(rq_depth * o.num_qps));
 
   half_ = std::max<size_t>(kPage, (max_size + kPage - 1) & ~(kPage - 1));
   const uint32_t access = hw::access::local_write | hw::access::remote_write |
@@ -178,10 +167,10 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     // One thread posts, polls and moves the QP: no locks on the fast path.
     config.threading = rnicdv::Threading::single;
     config.early_post = rnicdv::EarlyPost::automatic;
-    auto qp = dev_->create_qp(*pd_, *send_cq_, *recv_cq_, config);
-    if (!qp) return qp.status();
-    qps_.push_back(std::move(qp.value()));
-    if (Status s = qps_.back().to_init(); !s) return s;
+    RNICDV_ASSIGN_OR_RETURN(rnicdv::QueuePair qp,
+                            dev_->create_qp(*pd_, *send_cq_, *recv_cq_, config));
+    qps_.push_back(std::move(qp));
+    RNICDV_TRY(qps_.back().to_init());
 
     Region r;
     r.bytes = 2 * half_;
@@ -285,16 +274,15 @@ Status TestEndpoint::set_remote(const std::vector<PeerRecord>& remote) {
 
 Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu_bytes,
                              bool stay_in_rtr) {
-  if (Status s = set_remote(remote); !s) return s;
+  RNICDV_TRY(set_remote(remote));
   for (size_t i = 0; i < qps_.size(); ++i) {
     rnicdv::QpEndpoint peer;
     peer.qpn = remote[i].qpn;
     peer.psn = remote[i].psn;
     std::memcpy(peer.gid.raw, remote[i].gid, 16);
     const uint8_t dest_rd = static_cast<uint8_t>(std::min<uint32_t>(out_reads_, 16));
-    if (Status s = qps_[i].to_rtr(peer, mtu_code(mtu_bytes), dest_rd); !s) return s;
-    if (!stay_in_rtr)
-      if (Status s = to_rts(i); !s) return s;
+    RNICDV_TRY(qps_[i].to_rtr(peer, mtu_code(mtu_bytes), dest_rd));
+    if (!stay_in_rtr) RNICDV_TRY(to_rts(i));
   }
   return Status::ok();
 }

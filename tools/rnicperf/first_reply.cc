@@ -49,21 +49,12 @@ struct Side {
   std::optional<rnicdv::MemoryRegion> mr;
 
   Status open(std::shared_ptr<rnicdv::sim::Device> hw) {
-    auto d = rnicdv::Device::wrap(std::move(hw));
-    if (!d) return d.status();
-    dev.emplace(std::move(d.value()));
-    auto p = dev->alloc_pd();
-    if (!p) return p.status();
-    pd.emplace(std::move(p.value()));
-    auto s = dev->create_cq(64);
-    if (!s) return s.status();
-    send_cq.emplace(std::move(s.value()));
-    auto r = dev->create_cq(64);
-    if (!r) return r.status();
-    recv_cq.emplace(std::move(r.value()));
-    auto m = pd->reg_mr(buf.data(), buf.size(), rnicdv::hw::access::local_write);
-    if (!m) return m.status();
-    mr.emplace(std::move(m.value()));
+    RNICDV_ASSIGN_OR_RETURN(dev, rnicdv::Device::wrap(std::move(hw)));
+    RNICDV_ASSIGN_OR_RETURN(pd, dev->alloc_pd());
+    RNICDV_ASSIGN_OR_RETURN(send_cq, dev->create_cq(64));
+    RNICDV_ASSIGN_OR_RETURN(recv_cq, dev->create_cq(64));
+    RNICDV_ASSIGN_OR_RETURN(mr,
+                            pd->reg_mr(buf.data(), buf.size(), rnicdv::hw::access::local_write));
     return Status::ok();
   }
 
@@ -73,17 +64,16 @@ struct Side {
     config.caps.max_send_wr = 8;
     config.caps.max_recv_wr = 8;
     config.caps.max_inline_data = 64;
-    auto qp = dev->create_qp(*pd, *send_cq, *recv_cq, config);
-    if (!qp) return qp.status();
-    if (Status st = qp->to_init(); !st) return st;
+    RNICDV_ASSIGN_OR_RETURN(rnicdv::QueuePair qp, dev->create_qp(*pd, *send_cq, *recv_cq, config));
+    RNICDV_TRY(qp.to_init());
     rnicdv::Sge sge{reinterpret_cast<uint64_t>(buf.data()), kMsgBytes, mr->lkey()};
     rnicdv::RecvWr rwr;
     rwr.wr_id = 1;
     rwr.sg_list = &sge;
     rwr.num_sge = 1;
-    if (Errc e = qp->post_recv(rwr); e != Errc::ok)
-      return Status::error(e, "qp %#x: post the receive for the first message", qp->qpn());
-    return std::move(qp.value());
+    if (Errc e = qp.post_recv(rwr); e != Errc::ok)
+      return Status::error(e, "qp %#x: post the receive for the first message", qp.qpn());
+    return qp;
   }
 };
 
@@ -129,9 +119,7 @@ Status serve_one(Side& s, rnicdv::Listener& listener, rnicdv::QueuePair& qp, con
     auto ev = listener.wait_event(std::chrono::milliseconds(o.timeout_s * 1000u));
     if (!ev) return Status::error(Errc::timeout, "first reply: no connection request in time");
     if (ev->type != ConnectionEventType::connect_request || !ev->request) continue;
-    auto c = ev->request->accept(qp, {}, options);
-    if (!c) return c.status();
-    conn.emplace(std::move(c.value()));
+    RNICDV_ASSIGN_OR_RETURN(conn, ev->request->accept(qp, {}, options));
   }
   const auto period = std::chrono::microseconds(o.cm_poll_us);
   auto next_cm = std::chrono::steady_clock::now();
@@ -187,7 +175,7 @@ Status serve_one(Side& s, rnicdv::Listener& listener, rnicdv::QueuePair& qp, con
     if (now > deadline) return Status::error(Errc::timeout, "first reply: server: no request in time");
   }
   if (!reply_done) {
-    if (Status st = one_completion(*s.send_cq, "reply completion", deadline, &wc); !st) return st;
+    RNICDV_TRY(one_completion(*s.send_cq, "reply completion", deadline, &wc));
   }
   // The client disconnects once it has the reply.
   for (;;) {
@@ -241,25 +229,24 @@ bool await(const std::atomic<uint32_t>& counter, uint32_t value, const Shared& s
 // the reply. Returns the time from connect() to the reply's arrival.
 Result<double> connect_once(Side& c, const std::string& server_ip, const Options& o) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
-  auto qp = c.fresh_qp(rnicdv::EarlyPost::automatic);
-  if (!qp) return qp.status();
+  RNICDV_ASSIGN_OR_RETURN(rnicdv::QueuePair qp, c.fresh_qp(rnicdv::EarlyPost::automatic));
   const Clock& clock = Clock::get();
   const uint64_t request = 0x72657175657374ull;  // "request"
   const uint64_t t0 = clock.now();
-  auto conn = Connection::connect(*qp, server_ip, o.port, {}, cm_options(o));
-  if (!conn) return conn.status();
+  RNICDV_ASSIGN_OR_RETURN(Connection conn,
+                          Connection::connect(qp, server_ip, o.port, {}, cm_options(o)));
   bool established = false;
   Completion wc;
   uint64_t t1 = 0;
   for (;;) {
     if (!established) {
-      if (auto ev = conn->poll_event()) {
+      if (auto ev = conn.poll_event()) {
         if (ev->type != ConnectionEventType::established)
           return Status(ev->status.code(), "first reply: client: " + ev->status.message());
         established = true;
-        if (Errc e = qp->post_message_inline(1, &request, kMsgBytes, send_flags::signaled);
+        if (Errc e = qp.post_message_inline(1, &request, kMsgBytes, send_flags::signaled);
             e != Errc::ok)
-          return Status::error(e, "first reply: qp %#x: post the request", qp->qpn());
+          return Status::error(e, "first reply: qp %#x: post the request", qp.qpn());
       }
     }
     if (c.recv_cq->poll(&wc, 1) == 1) {
@@ -272,8 +259,8 @@ Result<double> connect_once(Side& c, const std::string& server_ip, const Options
     if (std::chrono::steady_clock::now() > deadline)
       return Status::error(Errc::timeout, "first reply: client: no reply in time");
   }
-  if (Status st = one_completion(*c.send_cq, "request completion", deadline, &wc); !st) return st;
-  if (Status st = conn->disconnect(); !st) return st;
+  RNICDV_TRY(one_completion(*c.send_cq, "request completion", deadline, &wc));
+  RNICDV_TRY(conn.disconnect());
   return clock.to_us(t1 - t0);
 }
 
@@ -311,13 +298,11 @@ Result<FirstReplyResult> run_first_reply(const Options& o) {
   Status st = Status::ok();
   auto fabric = make_fabric(o, &st);
   if (!fabric) return st;
-  auto hw_server = fabric->add_device();
-  if (!hw_server) return hw_server.status();
-  auto hw_client = fabric->add_device();
-  if (!hw_client) return hw_client.status();
+  RNICDV_ASSIGN_OR_RETURN(auto hw_server, fabric->add_device());
+  RNICDV_ASSIGN_OR_RETURN(auto hw_client, fabric->add_device());
   Side server, client;
-  if (Status s = server.open(hw_server.value()); !s) return s;
-  if (Status s = client.open(hw_client.value()); !s) return s;
+  RNICDV_TRY(server.open(hw_server));
+  RNICDV_TRY(client.open(hw_client));
   const uint32_t ip = server.dev->hw().info().gid.ipv4();
   char server_ip[16];
   std::snprintf(server_ip, sizeof server_ip, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
@@ -334,7 +319,7 @@ Result<FirstReplyResult> run_first_reply(const Options& o) {
   const uint32_t rounds = o.first_reply * static_cast<uint32_t>(kNumRows);
   Shared sh;
   std::thread server_thread([&] { server_main(server, o, sh, rounds, &out); });
-  rnicdv::sim::Device& client_dev = *hw_client.value();
+  rnicdv::sim::Device& client_dev = *hw_client;
   Status client_status = Status::ok();
   for (uint32_t r = 0; r < rounds; ++r) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);

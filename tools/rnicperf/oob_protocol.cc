@@ -218,7 +218,7 @@ Status OobSession::send_tagged(uint32_t t, const void* body, size_t len) {
   uint8_t head[8];
   put_be32(head, t);
   put_be32(head + 4, static_cast<uint32_t>(len));
-  if (Status s = ch_.send_all(head, sizeof head, timeout_ms_); !s) return s;
+  RNICDV_TRY(ch_.send_all(head, sizeof head, timeout_ms_));
   if (len == 0) return Status::ok();
   return ch_.send_all(body, len, timeout_ms_);
 }
@@ -254,7 +254,7 @@ Status OobSession::recv_tagged(uint32_t t, void* body, size_t len, uint32_t time
       return Status::error(Errc::protocol_error, "a sign of life from %s with %u bytes, not 8",
                            ch_.peer().c_str(), got_len);
     uint8_t count[8];
-    if (Status s = ch_.recv_all(count, sizeof count, timeout_ms_); !s) return s;
+    RNICDV_TRY(ch_.recv_all(count, sizeof count, timeout_ms_));
     const uint64_t n = get_be64(count);
     if (first_alive || n > progress) {
       deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
@@ -264,7 +264,7 @@ Status OobSession::recv_tagged(uint32_t t, void* body, size_t len, uint32_t time
   }
   if (got == kTagAbort && got_len < 4096) {
     std::string why(got_len, '\0');
-    if (Status s = ch_.recv_all(why.data(), got_len, timeout_ms_); !s) return s;
+    RNICDV_TRY(ch_.recv_all(why.data(), got_len, timeout_ms_));
     return Status(Errc::disconnected, "peer failed: " + why);
   }
   if (got != t || got_len != len || got_len > kMaxBody)
@@ -295,26 +295,26 @@ Result<PeerKind> OobSession::hello() {
                          ch_.peer().c_str(), shown.c_str());
   };
   if (client_) {
-    if (Status s = ch_.send_all(mine, sizeof mine, timeout_ms_); !s) return s;
-    if (Status s = ch_.recv_all(theirs, sizeof theirs, timeout_ms_); !s) return s;
+    RNICDV_TRY(ch_.send_all(mine, sizeof mine, timeout_ms_));
+    RNICDV_TRY(ch_.recv_all(theirs, sizeof theirs, timeout_ms_));
     return classify();
   }
-  if (Status s = ch_.recv_all(theirs, sizeof theirs, timeout_ms_); !s) return s;
+  RNICDV_TRY(ch_.recv_all(theirs, sizeof theirs, timeout_ms_));
   Result<PeerKind> kind = classify();
   if (!kind) return kind;
   if (*kind == PeerKind::perftest)
     std::memset(mine + sizeof kPerftestVersion, 0, sizeof mine - sizeof kPerftestVersion);
-  if (Status s = ch_.send_all(mine, sizeof mine, timeout_ms_); !s) return s;
+  RNICDV_TRY(ch_.send_all(mine, sizeof mine, timeout_ms_));
   return kind;
 }
 
 Status OobSession::swap(const void* mine, void* theirs, size_t len, uint32_t timeout_ms) {
   if (timeout_ms == 0) timeout_ms = timeout_ms_;
   if (client_) {
-    if (Status s = ch_.send_all(mine, len, timeout_ms_); !s) return s;
+    RNICDV_TRY(ch_.send_all(mine, len, timeout_ms_));
     return ch_.recv_all(theirs, len, timeout_ms);
   }
-  if (Status s = ch_.recv_all(theirs, len, timeout_ms); !s) return s;
+  RNICDV_TRY(ch_.recv_all(theirs, len, timeout_ms));
   return ch_.send_all(mine, len, timeout_ms_);
 }
 
@@ -322,7 +322,7 @@ Status OobSession::perftest_sys_data(uint32_t* cycle_buffer, uint32_t* cache_lin
   for (uint32_t* v : {cycle_buffer, cache_line}) {
     const uint32_t mine = htobe32(*v);
     uint32_t theirs = 0;
-    if (Status s = swap(&mine, &theirs, 4, 0); !s) return s;
+    RNICDV_TRY(swap(&mine, &theirs, 4, 0));
     *v = std::max(*v, be32toh(theirs));
   }
   return Status::ok();
@@ -331,7 +331,7 @@ Status OobSession::perftest_sys_data(uint32_t* cycle_buffer, uint32_t* cache_lin
 Status OobSession::perftest_mtu(uint8_t local_code, uint8_t* negotiated_code) {
   const char mine[2] = {static_cast<char>('0' + local_code), 0};
   char theirs[2] = {};
-  if (Status s = swap(mine, theirs, 2, 0); !s) return s;
+  RNICDV_TRY(swap(mine, theirs, 2, 0));
   const int remote = theirs[0] - '0';
   // perftest keeps its own MTU when the peer's is not a valid code (check_mtu).
   *negotiated_code = (theirs[1] == 0 && remote >= 1 && remote <= 5)
@@ -344,10 +344,8 @@ Status OobSession::perftest_handshake(const PeerRecord& local, PeerRecord* remot
                                       uint32_t timeout_ms) {
   const std::string mine = encode_record(local);
   char theirs[kPeerRecordSize] = {};
-  if (Status s = swap(mine.data(), theirs, kPeerRecordSize, timeout_ms); !s) return s;
-  Result<PeerRecord> r = decode_record(theirs, kPeerRecordSize);
-  if (!r) return r.status();
-  *remote = *r;
+  RNICDV_TRY(swap(mine.data(), theirs, kPeerRecordSize, timeout_ms));
+  RNICDV_ASSIGN_OR_RETURN(*remote, decode_record(theirs, kPeerRecordSize));
   return Status::ok();
 }
 
@@ -364,7 +362,7 @@ Status OobSession::perftest_reports(const BandwidthResult& local, BandwidthResul
   for (int i = 0; i < 5; ++i) {
     const uint64_t out = htobe64(mine[i]);
     uint64_t in = 0;
-    if (Status s = swap(&out, &in, 8, timeout_ms); !s) return s;
+    RNICDV_TRY(swap(&out, &in, 8, timeout_ms));
     theirs[i] = be64toh(in);
   }
   remote->size = theirs[0];
@@ -377,7 +375,7 @@ Status OobSession::perftest_reports(const BandwidthResult& local, BandwidthResul
 
 Status OobSession::perftest_done() {
   static const char kDone[] = "done";
-  if (Status s = ch_.send_all(kDone, sizeof kDone, timeout_ms_); !s) return s;
+  RNICDV_TRY(ch_.send_all(kDone, sizeof kDone, timeout_ms_));
   // perftest writes its own "done" as it closes. Reading it first keeps this end from closing
   // on unread bytes, whose reset could reach perftest before its write and fail it (EPIPE).
   char theirs[sizeof kDone];
@@ -390,11 +388,11 @@ Status OobSession::negotiate(const TestParams& local, TestParams* remote,
   uint8_t mine[kTestParamsWireSize], theirs[kTestParamsWireSize];
   encode_params(local, mine);
   if (client_) {
-    if (Status s = send_tagged(kTagParams, mine, sizeof mine); !s) return s;
-    if (Status s = recv_tagged(kTagParams, theirs, sizeof theirs, 0); !s) return s;
+    RNICDV_TRY(send_tagged(kTagParams, mine, sizeof mine));
+    RNICDV_TRY(recv_tagged(kTagParams, theirs, sizeof theirs, 0));
   } else {
-    if (Status s = recv_tagged(kTagParams, theirs, sizeof theirs, 0); !s) return s;
-    if (Status s = send_tagged(kTagParams, mine, sizeof mine); !s) return s;
+    RNICDV_TRY(recv_tagged(kTagParams, theirs, sizeof theirs, 0));
+    RNICDV_TRY(send_tagged(kTagParams, mine, sizeof mine));
   }
   *remote = decode_params(theirs);
   TestParams l = local, r = *remote;
@@ -412,17 +410,16 @@ Status OobSession::exchange_records(const std::vector<PeerRecord>& local,
   for (const auto& r : local) mine += encode_record(r);
   std::string theirs(mine.size(), '\0');
   if (client_) {
-    if (Status s = send_tagged(kTagRecords, mine.data(), mine.size()); !s) return s;
-    if (Status s = recv_tagged(kTagRecords, theirs.data(), theirs.size(), 0); !s) return s;
+    RNICDV_TRY(send_tagged(kTagRecords, mine.data(), mine.size()));
+    RNICDV_TRY(recv_tagged(kTagRecords, theirs.data(), theirs.size(), 0));
   } else {
-    if (Status s = recv_tagged(kTagRecords, theirs.data(), theirs.size(), 0); !s) return s;
-    if (Status s = send_tagged(kTagRecords, mine.data(), mine.size()); !s) return s;
+    RNICDV_TRY(recv_tagged(kTagRecords, theirs.data(), theirs.size(), 0));
+    RNICDV_TRY(send_tagged(kTagRecords, mine.data(), mine.size()));
   }
   remote->clear();
   for (size_t off = 0; off < theirs.size(); off += kPeerRecordSize) {
-    auto r = decode_record(theirs.data() + off, kPeerRecordSize);
-    if (!r) return r.status();
-    remote->push_back(*r);
+    RNICDV_ASSIGN_OR_RETURN(PeerRecord r, decode_record(theirs.data() + off, kPeerRecordSize));
+    remote->push_back(r);
   }
   return Status::ok();
 }
@@ -431,11 +428,11 @@ Status OobSession::barrier(uint32_t phase, uint32_t timeout_ms) {
   uint8_t mine[4], theirs[4];
   put_be32(mine, phase);
   if (client_) {
-    if (Status s = send_tagged(kTagBarrier, mine, 4); !s) return s;
-    if (Status s = recv_tagged(kTagBarrier, theirs, 4, timeout_ms); !s) return s;
+    RNICDV_TRY(send_tagged(kTagBarrier, mine, 4));
+    RNICDV_TRY(recv_tagged(kTagBarrier, theirs, 4, timeout_ms));
   } else {
-    if (Status s = recv_tagged(kTagBarrier, theirs, 4, timeout_ms); !s) return s;
-    if (Status s = send_tagged(kTagBarrier, mine, 4); !s) return s;
+    RNICDV_TRY(recv_tagged(kTagBarrier, theirs, 4, timeout_ms));
+    RNICDV_TRY(send_tagged(kTagBarrier, mine, 4));
   }
   if (get_be32(theirs) != phase)
     return Status::error(Errc::protocol_error, "%s is at step %u, this side at step %u",
@@ -451,7 +448,7 @@ Status OobSession::send_done(uint64_t count) {
 
 Status OobSession::recv_done(uint64_t* count, uint32_t timeout_ms) {
   uint8_t body[8];
-  if (Status s = recv_tagged(kTagDone, body, sizeof body, timeout_ms); !s) return s;
+  RNICDV_TRY(recv_tagged(kTagDone, body, sizeof body, timeout_ms));
   *count = get_be64(body);
   return Status::ok();
 }
@@ -483,17 +480,17 @@ Status OobSession::send_bw(const BandwidthResult& r) {
 
 Status OobSession::recv_bw(BandwidthResult* r, uint32_t timeout_ms) {
   uint8_t body[40];
-  if (Status s = recv_tagged(kTagBw, body, sizeof body, timeout_ms); !s) return s;
+  RNICDV_TRY(recv_tagged(kTagBw, body, sizeof body, timeout_ms));
   *r = decode_bw(body);
   return Status::ok();
 }
 
 Status OobSession::exchange_bw(const BandwidthResult& local, BandwidthResult* remote) {
   if (client_) {
-    if (Status s = send_bw(local); !s) return s;
+    RNICDV_TRY(send_bw(local));
     return recv_bw(remote, 0);
   }
-  if (Status s = recv_bw(remote, 0); !s) return s;
+  RNICDV_TRY(recv_bw(remote, 0));
   return send_bw(local);
 }
 

@@ -152,10 +152,9 @@ Result<uint64_t> parse_uint(const OptSpec& o, const std::string& text, uint64_t 
 
 Status apply(Options& opts, const OptSpec& o, const std::string& value) {
   auto number = [&](uint64_t lo, uint64_t hi, auto& field) -> Status {
-    auto v = parse_uint(o, value, lo, hi);
-    if (!v) return v.status();
-    field = static_cast<std::remove_reference_t<decltype(field)>>(*v);
-    return Status::ok();
+    return parse_uint(o, value, lo, hi).transform([&](uint64_t v) {
+      field = static_cast<std::remove_reference_t<decltype(field)>>(v);
+    });
   };
   switch (o.id) {
     case Opt::all:
@@ -365,7 +364,7 @@ Result<Options> parse_options(int argc, const char* const* argv) {
       } else if (!o->takes_value && has_inline_value) {
         return Status::error(Errc::invalid_argument, "option '--%s' takes no value", o->long_name);
       }
-      if (Status s = apply(opts, *o, value); !s) return s;
+      RNICDV_TRY(apply(opts, *o, value));
     } else if (arg.size() >= 2 && arg[0] == '-') {
       // Short options, possibly grouped ("-bF") or with an attached value ("-s64").
       for (size_t k = 1; k < arg.size(); ++k) {
@@ -382,10 +381,10 @@ Result<Options> parse_options(int argc, const char* const* argv) {
           } else {
             return Status::error(Errc::invalid_argument, "option '-%c' needs a value", arg[k]);
           }
-          if (Status s = apply(opts, *o, value); !s) return s;
+          RNICDV_TRY(apply(opts, *o, value));
           break;
         }
-        if (Status s = apply(opts, *o, value); !s) return s;
+        RNICDV_TRY(apply(opts, *o, value));
       }
     } else if (!have_test && !opts.help && !opts.version) {
       auto id = parse_test_name(arg);
@@ -412,7 +411,7 @@ Result<Options> parse_options(int argc, const char* const* argv) {
     return Status::error(Errc::invalid_argument,
                          "--loopback runs both ends here: do not give a server address ('%s')",
                          opts.server.c_str());
-  if (Status s = resolve_defaults(opts); !s) return s;
+  RNICDV_TRY(resolve_defaults(opts));
   return opts;
 }
 

@@ -64,15 +64,15 @@ Status check_supported(const Options& o) {
 
 Status Session::run_with_perftest() {
   perftest_peer_ = true;
-  if (Status st = check_supported(o_); !st) return st;
+  RNICDV_TRY(check_supported(o_));
   // rnicperf's buffers do not depend on the page and cache-line sizes; the MTU does matter.
   uint32_t cycle_buffer = 4096, cache_line = 64;
-  if (Status st = oob_->perftest_sys_data(&cycle_buffer, &cache_line); !st) return st;
+  RNICDV_TRY(oob_->perftest_sys_data(&cycle_buffer, &cache_line));
   uint8_t code = 0;
-  if (Status st = oob_->perftest_mtu(mtu_code_of(ep_->mtu_bytes(o_)), &code); !st) return st;
+  RNICDV_TRY(oob_->perftest_mtu(mtu_code_of(ep_->mtu_bytes(o_)), &code));
   const uint32_t mtu = 128u << code;
   const std::vector<uint64_t> sizes = sizes_of(o_);
-  if (Status st = create_endpoint(sizes.back(), 0, mtu); !st) return st;
+  RNICDV_TRY(create_endpoint(sizes.back(), 0, mtu));
 
   const PeerRecord mine = ep_->local_records()[0];
   PeerRecord theirs;
@@ -81,14 +81,13 @@ Status Session::run_with_perftest() {
   };
   // The QPN, PSN and GID come from the last handshake before the QPs connect; perftest sends
   // the same record every time.
-  if (Status st = handshake(); !st) return st;
-  if (o_.test.kind == Kind::latency)
-    if (Status st = handshake(); !st) return st;
-  if (Status st = ep_->connect({theirs}, mtu, false); !st) return st;
-  if (Status st = handshake(); !st) return st;
+  RNICDV_TRY(handshake());
+  if (o_.test.kind == Kind::latency) RNICDV_TRY(handshake());
+  RNICDV_TRY(ep_->connect({theirs}, mtu, false));
+  RNICDV_TRY(handshake());
   print_addresses();
-  if (Status st = handshake(); !st) return st;
-  if (Status st = ep_->set_remote({theirs}); !st) return st;
+  RNICDV_TRY(handshake());
+  RNICDV_TRY(ep_->set_remote({theirs}));
 
   RunContext base = base_context(sizes.front());
   Status st;
@@ -100,8 +99,7 @@ Status Session::run_with_perftest() {
     st = perftest_send_bw(sizes, base);
   if (!st) return st;
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
-  if (o_.out_json && !s_.quiet)
-    if (Status js = json_.write(o_.json_path); !js) return js;
+  if (o_.out_json && !s_.quiet) RNICDV_TRY(json_.write(o_.json_path));
   return Status::ok();
 }
 
@@ -110,7 +108,7 @@ Status Session::perftest_latency(const std::vector<uint64_t>& sizes, RunContext&
   PeerRecord theirs;
   if (o_.test.verb == Verb::read && !s_.client) {
     // The READ server only answers: it waits in the closing handshake until the client is done.
-    if (Status st = oob_->perftest_handshake(mine, &theirs, kMeasureWaitMs); !st) return st;
+    RNICDV_TRY(oob_->perftest_handshake(mine, &theirs, kMeasureWaitMs));
     return oob_->perftest_done();
   }
   print(latency_table_header());
@@ -118,11 +116,11 @@ Status Session::perftest_latency(const std::vector<uint64_t>& sizes, RunContext&
     RunContext c = base;
     c.size = size;
     progress_.store(0, std::memory_order_relaxed);
-    if (Status st = latency_size(c); !st) return st;
+    RNICDV_TRY(latency_size(c));
   }
   print(result_line());
   if (o_.test.verb == Verb::write) return Status::ok();  // perftest's write_lat just exits
-  if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+  RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
   return oob_->perftest_done();
 }
 
@@ -135,22 +133,22 @@ Status Session::perftest_write_bw(const std::vector<uint64_t>& sizes, RunContext
       RunContext c = base;
       c.size = size;
       progress_.store(0, std::memory_order_relaxed);
-      if (Status st = bandwidth_size(c); !st) return st;
+      RNICDV_TRY(bandwidth_size(c));
     }
     print(result_line());
-    if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+    RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
     BandwidthResult server_report;  // perftest's server sends one it never filled
-    if (Status st = oob_->perftest_reports(last_bw_, &server_report); !st) return st;
+    RNICDV_TRY(oob_->perftest_reports(last_bw_, &server_report));
   } else {
     // The WRITE server does nothing while the client writes; it prints the client's last row.
-    if (Status st = oob_->perftest_handshake(mine, &theirs, kMeasureWaitMs); !st) return st;
+    RNICDV_TRY(oob_->perftest_handshake(mine, &theirs, kMeasureWaitMs));
     BandwidthResult client_report;
-    if (Status st = oob_->perftest_reports(BandwidthResult{}, &client_report); !st) return st;
+    RNICDV_TRY(oob_->perftest_reports(BandwidthResult{}, &client_report));
     print_bandwidth(client_report);
     json_.add(client_report);
     print(result_line());
   }
-  if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+  RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
   return oob_->perftest_done();
 }
 
@@ -163,16 +161,14 @@ Status Session::perftest_send_bw(const std::vector<uint64_t>& sizes, RunContext&
     c.size = size;
     // The server's receives are posted before it answers this handshake: the client sends
     // as soon as it has the answer.
-    if (!s_.client)
-      if (Status st = ep_->refill_receives(); !st) return st;
-    if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+    if (!s_.client) RNICDV_TRY(ep_->refill_receives());
+    RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
     progress_.store(0, std::memory_order_relaxed);
-    if (Status st = bandwidth_size(c); !st) return st;
-    if (o_.all_sizes)
-      if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+    RNICDV_TRY(bandwidth_size(c));
+    if (o_.all_sizes) RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
   }
   print(result_line());
-  if (Status st = oob_->perftest_handshake(mine, &theirs); !st) return st;
+  RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
   return oob_->perftest_done();
 }
 

@@ -34,20 +34,18 @@ Status Session::connect_control() {
     return Status::ok();
   }
   if (s_.client) {
-    auto ch = OobChannel::connect(o_.server, o_.port, timeout_ms, o_.retry_connect,
-                                  [](const std::string& what) {
-                                    std::fprintf(stderr, "rnicperf: %s\n", what.c_str());
-                                  });
-    if (!ch) return ch.status();
-    oob_ = std::make_unique<OobSession>(std::move(ch.value()), true, timeout_ms);
+    RNICDV_ASSIGN_OR_RETURN(
+        OobChannel ch, OobChannel::connect(o_.server, o_.port, timeout_ms, o_.retry_connect,
+                                           [](const std::string& what) {
+                                             std::fprintf(stderr, "rnicperf: %s\n", what.c_str());
+                                           }));
+    oob_ = std::make_unique<OobSession>(std::move(ch), true, timeout_ms);
     return Status::ok();
   }
-  auto listener = OobListener::listen(o_.port);
-  if (!listener) return listener.status();
+  RNICDV_ASSIGN_OR_RETURN(OobListener listener, OobListener::listen(o_.port));
   print(waiting_banner());
-  auto ch = listener->accept(timeout_ms);
-  if (!ch) return ch.status();
-  oob_ = std::make_unique<OobSession>(std::move(ch.value()), false, timeout_ms);
+  RNICDV_ASSIGN_OR_RETURN(OobChannel ch, listener.accept(timeout_ms));
+  oob_ = std::make_unique<OobSession>(std::move(ch), false, timeout_ms);
   return Status::ok();
 }
 
@@ -67,10 +65,9 @@ Status Session::run() {
   }
   ep_ = std::move(ep.value());
 
-  if (Status st = connect_control(); !st) return st;
-  Result<PeerKind> peer = oob_->hello();
-  if (!peer) return peer.status();
-  if (*peer == PeerKind::perftest) return run_with_perftest();
+  RNICDV_TRY(connect_control());
+  RNICDV_ASSIGN_OR_RETURN(const PeerKind peer, oob_->hello());
+  if (peer == PeerKind::perftest) return run_with_perftest();
   TestParams remote;
   uint32_t mtu = 0;
   if (Status st = oob_->negotiate(params_from_options(o_, ep_->mtu_bytes(o_)), &remote, &mtu); !st)
@@ -79,14 +76,14 @@ Status Session::run() {
 
   const std::vector<uint64_t> sizes = sizes_of(o_);
   const uint32_t early_recvs = (!s_.client && o_.test.verb == Verb::send) ? 2 * o_.early_post : 0;
-  if (Status st = create_endpoint(sizes.back(), early_recvs, mtu); !st) return st;
+  RNICDV_TRY(create_endpoint(sizes.back(), early_recvs, mtu));
 
   std::vector<PeerRecord> remote_records;
-  if (Status st = oob_->exchange_records(ep_->local_records(), &remote_records); !st) return st;
+  RNICDV_TRY(oob_->exchange_records(ep_->local_records(), &remote_records));
   const bool early = o_.early_post > 0;
   if (o_.rdma_cm) {
-    if (Status st = ep_->set_remote(remote_records); !st) return st;
-    if (Status st = cm_connect(*ep_, *oob_, o_, s_.client, mtu, &conn_); !st) return st;
+    RNICDV_TRY(ep_->set_remote(remote_records));
+    RNICDV_TRY(cm_connect(*ep_, *oob_, o_, s_.client, mtu, &conn_));
   } else if (Status st = ep_->connect(remote_records, mtu, early && s_.client); !st) {
     return st;
   }
@@ -98,7 +95,7 @@ Status Session::run() {
                           : run_early_post_server(base, o_.early_post);
     if (!st) return st;
   }
-  if (Status st = oob_->barrier(kConnected); !st) return st;
+  RNICDV_TRY(oob_->barrier(kConnected));
 
   if (!this_is_passive() || o_.test.kind == Kind::bandwidth) {
     if (o_.test.kind == Kind::latency)
@@ -109,7 +106,7 @@ Status Session::run() {
   for (size_t i = 0; i < sizes.size(); ++i) {
     RunContext c = base;
     c.size = sizes[i];
-    if (Status st = run_size(c, i); !st) return st;
+    RNICDV_TRY(run_size(c, i));
     if (o_.all_sizes && !s_.quiet)
       std::fprintf(stderr, "rnicperf: %s: %llu bytes done (%zu/%zu)\n", test_name(o_.test),
                    static_cast<unsigned long long>(sizes[i]), i + 1, sizes.size());
@@ -127,17 +124,16 @@ Status Session::run() {
                          sizes.front());
   }
 
-  if (Status st = oob_->barrier(kFinished); !st) return st;
+  RNICDV_TRY(oob_->barrier(kFinished));
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
-  if (o_.out_json && !s_.quiet)
-    if (Status st = json_.write(o_.json_path); !st) return st;
+  if (o_.out_json && !s_.quiet) RNICDV_TRY(json_.write(o_.json_path));
   return Status::ok();
 }
 
 Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_t mtu) {
   const bool receives = o_.test.verb == Verb::send &&
                         (o_.test.kind == Kind::latency || !s_.client || o_.bidirectional);
-  if (Status st = ep_->create(o_, max_size, receives, early_recvs); !st) return st;
+  RNICDV_TRY(ep_->create(o_, max_size, receives, early_recvs));
   header_.test = o_.test;
   header_.bidirectional = o_.bidirectional;
   header_.initiator = initiator();
@@ -197,8 +193,8 @@ RunContext Session::base_context(uint64_t first_size) {
 Status Session::run_size(RunContext& c, size_t index) {
   // Receives first, then the barrier: the peer sends nothing of this size before they are
   // posted.
-  if (Status st = ep_->refill_receives(); !st) return st;
-  if (Status st = oob_->barrier(kSizeBase + static_cast<uint32_t>(index)); !st) return st;
+  RNICDV_TRY(ep_->refill_receives());
+  RNICDV_TRY(oob_->barrier(kSizeBase + static_cast<uint32_t>(index)));
   progress_.store(0, std::memory_order_relaxed);
   return o_.test.kind == Kind::latency ? latency_size(c) : bandwidth_size(c);
 }
@@ -230,11 +226,11 @@ Status Session::latency_size(RunContext& c) {
   }
   const bool pingpong = o_.test.verb == Verb::write || o_.test.verb == Verb::send;
   if (peer_is_passive() || (o_.duration_s && pingpong && s_.client)) {
-    if (Status st = oob_->send_done(run.posts); !st) return st;
+    RNICDV_TRY(oob_->send_done(run.posts));
   } else if (o_.duration_s && pingpong) {
     // The responder's loop ended on seeing the initiator's DONE; take it off the channel.
     uint64_t count = 0;
-    if (Status st = oob_->recv_done(&count, 0); !st) return st;
+    RNICDV_TRY(oob_->recv_done(&count, 0));
   }
   if (o_.duration_s) {
     auto r = compute_latency_duration(run.window.ticks(), clock_.ticks_per_us(), rtt, c.size,
@@ -262,9 +258,9 @@ Status Session::latency_size(RunContext& c) {
 Status Session::bandwidth_size(RunContext& c) {
   if (this_is_passive()) {
     uint64_t count = 0;
-    if (Status st = oob_->recv_done(&count, 0); !st) return st;
+    RNICDV_TRY(oob_->recv_done(&count, 0));
     BandwidthResult r;
-    if (Status st = oob_->recv_bw(&r, 0); !st) return st;
+    RNICDV_TRY(oob_->recv_bw(&r, 0));
     print_bandwidth(r);
     json_.add(r);
     return Status::ok();
@@ -285,7 +281,7 @@ Status Session::bandwidth_size(RunContext& c) {
     Reporter reporter(peer_is_passive() ? oob_.get() : nullptr,
                       (o_.duration_s && !s_.quiet) ? std::string(test_name(o_.test)) : "",
                       o_.duration_s, &progress_);
-    if (Status st = run_bandwidth(c, sender, receiver, &run); !st) return st;
+    RNICDV_TRY(run_bandwidth(c, sender, receiver, &run));
   }
   const uint64_t total = c.iterations * o_.num_qps;
   BandwidthResult mine;
@@ -314,11 +310,11 @@ Status Session::bandwidth_size(RunContext& c) {
   BandwidthResult shown = mine;
   if (o_.bidirectional) {
     BandwidthResult theirs;
-    if (Status st = oob_->exchange_bw(mine, &theirs); !st) return st;
+    RNICDV_TRY(oob_->exchange_bw(mine, &theirs));
     shown = sum(mine, theirs);
   } else if (peer_is_passive()) {
-    if (Status st = oob_->send_done(run.sent); !st) return st;
-    if (Status st = oob_->send_bw(mine); !st) return st;
+    RNICDV_TRY(oob_->send_done(run.sent));
+    RNICDV_TRY(oob_->send_bw(mine));
   }
   print_bandwidth(shown);
   json_.add(shown);

@@ -29,18 +29,17 @@ Result<std::shared_ptr<AsyncEvents>> AsyncEvents::create(ContextRef ctx,
                                                          std::shared_ptr<EventThread> thread,
                                                          const std::string& device_name) {
   const std::string what = device_name + ": async events";
-  Result<ReadyFd> ready = ReadyFd::create(what);
-  if (!ready) return ready.status();
+  RNICDV_ASSIGN_OR_RETURN(ReadyFd ready, ReadyFd::create(what));
   const int app_fd = epoll_create1(EPOLL_CLOEXEC);
   if (app_fd < 0) return verbs_failure(errno, what, "epoll_create1");
-  for (int fd : {ready->fd(), ctx->async_fd}) {
+  for (int fd : {ready.fd(), ctx->async_fd}) {
     if (Status st = epoll_add(app_fd, fd, what); !st) {
       ::close(app_fd);
       return st;
     }
   }
   return std::shared_ptr<AsyncEvents>(
-      new AsyncEvents(std::move(ctx), std::move(thread), what, app_fd, std::move(ready).value()));
+      new AsyncEvents(std::move(ctx), std::move(thread), what, app_fd, std::move(ready)));
 }
 
 AsyncEvents::~AsyncEvents() {

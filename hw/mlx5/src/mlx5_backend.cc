@@ -72,9 +72,7 @@ Result<std::shared_ptr<Device>> open_device(const std::string& name) {
   errno = 0;
   ContextRef ctx(ibv_open_device(match), ContextCloser{});
   if (!ctx) return verbs_failure(errno, "open " + name, "ibv_open_device");
-  Result<std::shared_ptr<Mlx5Device>> device = Mlx5Device::create(std::move(ctx), name);
-  if (!device) return device.status();
-  return std::shared_ptr<Device>(std::move(*device));
+  return Mlx5Device::create(std::move(ctx), name);
 }
 
 const Backend kBackend{"mlx5", true, [](const std::string&) { return Claim::fallback; },

@@ -63,11 +63,9 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
   core->caps = caps_from_attrs(attr.orig_attr, port1);
   core->caps.max_inline_data = probe_max_inline(ctx.get());
 
-  if (Status s = set_nonblocking(ctx->async_fd, what); !s) return s;
+  RNICDV_TRY(set_nonblocking(ctx->async_fd, what));
   core->events = std::make_shared<EventThread>(name);
-  Result<std::shared_ptr<AsyncEvents>> async = AsyncEvents::create(ctx, core->events, name);
-  if (!async) return async.status();
-  core->async = std::move(async).value();
+  RNICDV_ASSIGN_OR_RETURN(core->async, AsyncEvents::create(ctx, core->events, name));
 
   std::shared_ptr<Mlx5Device> device(new Mlx5Device(core));
   DeviceInfo& info = device->info_;
@@ -107,9 +105,7 @@ Result<std::unique_ptr<Cq>> Mlx5Device::create_cq(uint32_t min_cqe) {
 }
 
 Result<std::unique_ptr<CompletionChannel>> Mlx5Device::create_completion_channel() {
-  auto ch = Mlx5CompletionChannel::create(*core_);
-  if (!ch) return ch.status();
-  return std::unique_ptr<CompletionChannel>(std::move(ch.value()));
+  return Mlx5CompletionChannel::create(*core_);
 }
 
 Result<std::unique_ptr<Cq>> Mlx5Device::create_evented_cq(uint32_t min_cqe,
@@ -137,9 +133,7 @@ Result<std::unique_ptr<Srq>> Mlx5Device::create_srq(Pd& pd, uint32_t max_wr, uin
   auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
   if (!mlx5_pd)
     return Status(Errc::invalid_argument, info_.name + ": create srq: the PD is not an mlx5 object");
-  auto srq = Mlx5Srq::create(*core_, *mlx5_pd, max_wr, max_sge);
-  if (!srq) return srq.status();
-  return std::unique_ptr<Srq>(std::move(srq.value()));
+  return Mlx5Srq::create(*core_, *mlx5_pd, max_wr, max_sge);
 }
 
 Result<std::unique_ptr<Qp>> Mlx5Device::create_qp_on_srq(Pd& pd, Cq& send_cq, Cq& recv_cq,

@@ -101,7 +101,7 @@ Result<std::unique_ptr<Cq>> create_cq(const DeviceCore& core, uint32_t min_cqe,
   }
   char cq_name[32];
   std::snprintf(cq_name, sizeof cq_name, "cq 0x%x", dv_cq.cqn);
-  if (Status s = check_cq_view(dv_cq, core.name + ": " + cq_name); !s) return s;
+  RNICDV_TRY(check_cq_view(dv_cq, core.name + ": " + cq_name));
   if (dv_cq.cqe_cnt < min_cqe) {
     return Status(Errc::internal, core.name + ": " + cq_name + ": libmlx5 gave " +
                                       std::to_string(dv_cq.cqe_cnt) + " CQEs for " +

@@ -93,7 +93,7 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
       recv_cq.handle()->ctx.get() != ctx) {
     return Status(Errc::invalid_argument, what + ": the PD or a CQ belongs to another device");
   }
-  if (Status s = check_caps(*core, caps, what); !s) return s;
+  RNICDV_TRY(check_caps(*core, caps, what));
 
   std::unique_ptr<Mlx5Qp> qp(new Mlx5Qp());
   qp->core_ = core;
@@ -151,7 +151,7 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
   if (int rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP); rc != 0) {
     return verbs_failure(rc, name, "mlx5dv_init_obj(QP)");
   }
-  if (Status s = check_qp_view(qp->view_.dv, caps.max_recv_wr > 0, name); !s) return s;
+  RNICDV_TRY(check_qp_view(qp->view_.dv, caps.max_recv_wr > 0, name));
 
   // What was granted after rounding: libmlx5's query_qp reports its own send-side figures
   // (sq.max_post, sq.max_gs, max_inline_data) and the kernel's receive-side ones.
@@ -189,20 +189,19 @@ Status Mlx5Qp::modify(const QpAttr& attr, uint32_t mask) {
   mc.ports = core_->ports;
   mc.max_rd_atomic = core_->caps.max_qp_init_rd_atom;
   mc.max_dest_rd_atomic = core_->caps.max_qp_rd_atom;
-  Result<VerbsModify> request = translate_modify(attr, mask, mc);
-  if (!request) return request.status();
+  RNICDV_ASSIGN_OR_RETURN(VerbsModify request, translate_modify(attr, mask, mc));
 
   errno = 0;
-  int rc = ibv_modify_qp(qp_.get(), &request->attr, request->mask);
+  int rc = ibv_modify_qp(qp_.get(), &request.attr, request.mask);
   if (rc != 0) {
     if (rc < 0) rc = errno;  // a provider that follows the -1/errno convention
     char what[64];
     std::snprintf(what, sizeof what, "qp 0x%x: modify %s->%s", view_.qpn, qp_state_name(state_),
-                  qp_state_name(request->target));
+                  qp_state_name(request.target));
     return verbs_failure(rc, what, "ibv_modify_qp");
   }
-  state_ = request->target;
-  port_ = request->port;
+  state_ = request.target;
+  port_ = request.port;
   return Status::ok();
 }
 

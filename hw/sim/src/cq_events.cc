@@ -96,7 +96,7 @@ bool Hca::deliver_cq_events(std::vector<std::pair<uint32_t, uint32_t>>& fired) {
 }
 
 Status Hca::set_cq_event_handler(CqObj* cq, std::function<void()> fn) {
-  if (Status st = check_owner("set_cq_event_handler"); !st) return st;
+  RNICDV_TRY(check_owner("set_cq_event_handler"));
   std::lock_guard<std::mutex> events(event_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   if (!cq->handle_alive)

@@ -64,9 +64,7 @@ Result<std::shared_ptr<Fabric>> default_fabric() {
   }
   std::vector<uint32_t> addresses;
   if (const char* a = env("RNICDV_SIM_ADDR")) {
-    Result<std::vector<uint32_t>> parsed = parse_addresses(a);
-    if (!parsed) return parsed.status();
-    addresses = parsed.value();
+    RNICDV_ASSIGN_OR_RETURN(addresses, parse_addresses(a));
   }
   Result<std::shared_ptr<Fabric>> fabric = Fabric::create(cfg);  // RNICDV_PCAP read there
   if (!fabric) return fabric;

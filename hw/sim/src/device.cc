@@ -60,9 +60,8 @@ uint32_t Device::ipv4() const {
 }
 
 Result<std::unique_ptr<hw::Pd>> Device::alloc_pd() {
-  Result<uint32_t> pdn = impl_->hca->alloc_pd();
-  if (!pdn) return pdn.status();
-  return std::unique_ptr<hw::Pd>(std::make_unique<SimPd>(impl_->hca, pdn.value()));
+  RNICDV_ASSIGN_OR_RETURN(const uint32_t pdn, impl_->hca->alloc_pd());
+  return std::unique_ptr<hw::Pd>(std::make_unique<SimPd>(impl_->hca, pdn));
 }
 
 Result<std::unique_ptr<hw::Mr>> Device::reg_mr(hw::Pd& pd, void* addr, size_t length,
@@ -70,21 +69,17 @@ Result<std::unique_ptr<hw::Mr>> Device::reg_mr(hw::Pd& pd, void* addr, size_t le
   Hca& hca = *impl_->hca;
   const SimPd* p = sim_pd(hca, pd);
   if (!p) return foreign(hca, "reg_mr", "PD");
-  Result<uint32_t> key = hca.reg_mr(p->pdn(), addr, length, access);
-  if (!key) return key.status();
-  return std::unique_ptr<hw::Mr>(std::make_unique<SimMr>(impl_->hca, key.value(), addr, length));
+  RNICDV_ASSIGN_OR_RETURN(const uint32_t key, hca.reg_mr(p->pdn(), addr, length, access));
+  return std::unique_ptr<hw::Mr>(std::make_unique<SimMr>(impl_->hca, key, addr, length));
 }
 
 Result<std::unique_ptr<hw::Cq>> Device::create_cq(uint32_t min_cqe) {
-  Result<CqObj*> cq = impl_->hca->create_cq(min_cqe);
-  if (!cq) return cq.status();
-  return std::unique_ptr<hw::Cq>(std::make_unique<SimCq>(impl_->hca, cq.value()));
+  RNICDV_ASSIGN_OR_RETURN(CqObj* const cq, impl_->hca->create_cq(min_cqe));
+  return std::unique_ptr<hw::Cq>(std::make_unique<SimCq>(impl_->hca, cq));
 }
 
 Result<std::unique_ptr<hw::CompletionChannel>> Device::create_completion_channel() {
-  auto ch = SimCompletionChannel::create(impl_->hca->info().name.c_str());
-  if (!ch) return ch.status();
-  return std::unique_ptr<hw::CompletionChannel>(std::move(ch.value()));
+  return SimCompletionChannel::create(impl_->hca->info().name.c_str());
 }
 
 Result<std::unique_ptr<hw::Cq>> Device::create_evented_cq(uint32_t min_cqe,
@@ -137,9 +132,8 @@ Result<std::unique_ptr<hw::Qp>> make_qp(const std::shared_ptr<Hca>& hca, hw::Pd&
     if (!s || s->hca() != hca.get()) return foreign(*hca, "create_qp", "SRQ");
     shared = s->obj();
   }
-  Result<QpObj*> qp = hca->create_qp(p->pdn(), scq, rcq, caps, shared);
-  if (!qp) return qp.status();
-  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp.value()));
+  RNICDV_ASSIGN_OR_RETURN(QpObj* const qp, hca->create_qp(p->pdn(), scq, rcq, caps, shared));
+  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp));
 }
 
 }  // namespace
@@ -153,9 +147,8 @@ Result<std::unique_ptr<hw::Srq>> Device::create_srq(hw::Pd& pd, uint32_t max_wr,
   Hca& hca = *impl_->hca;
   const SimPd* p = sim_pd(hca, pd);
   if (!p) return foreign(hca, "create_srq", "PD");
-  Result<SrqObj*> srq = hca.create_srq(p->pdn(), max_wr, max_sge);
-  if (!srq) return srq.status();
-  return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(impl_->hca, srq.value()));
+  RNICDV_ASSIGN_OR_RETURN(SrqObj* const srq, hca.create_srq(p->pdn(), max_wr, max_sge));
+  return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(impl_->hca, srq));
 }
 
 Result<std::unique_ptr<hw::Qp>> Device::create_qp_on_srq(hw::Pd& pd, hw::Cq& send_cq,
@@ -204,9 +197,8 @@ void Device::drop_outgoing_cm(CmMessage msg, uint32_t count) {
 
 Result<std::unique_ptr<hw::Cq>> create_cq_external(Device& device, const ExternalCqMemory& mem) {
   auto& hca = device.impl().hca;
-  Result<CqObj*> cq = hca->create_cq_external(mem);
-  if (!cq) return cq.status();
-  return std::unique_ptr<hw::Cq>(std::make_unique<SimCq>(hca, cq.value()));
+  RNICDV_ASSIGN_OR_RETURN(CqObj* const cq, hca->create_cq_external(mem));
+  return std::unique_ptr<hw::Cq>(std::make_unique<SimCq>(hca, cq));
 }
 
 Result<std::unique_ptr<hw::Qp>> create_qp_external(Device& device, hw::Pd& pd, hw::Cq& send_cq,
@@ -223,9 +215,8 @@ Result<std::unique_ptr<hw::Qp>> create_qp_external(Device& device, hw::Pd& pd, h
     if (!s || s->hca() != hca.get()) return foreign(*hca, "create_qp", "SRQ");
     srq = s->obj();
   }
-  Result<QpObj*> qp = hca->create_qp_external(p->pdn(), scq, rcq, mem, srq);
-  if (!qp) return qp.status();
-  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp.value()));
+  RNICDV_ASSIGN_OR_RETURN(QpObj* const qp, hca->create_qp_external(p->pdn(), scq, rcq, mem, srq));
+  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp));
 }
 
 Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
@@ -233,9 +224,8 @@ Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
   auto& hca = device.impl().hca;
   const SimPd* p = sim_pd(*hca, pd);
   if (!p) return foreign(*hca, "create_srq", "PD");
-  Result<SrqObj*> srq = hca->create_srq_external(p->pdn(), mem);
-  if (!srq) return srq.status();
-  return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(hca, srq.value()));
+  RNICDV_ASSIGN_OR_RETURN(SrqObj* const srq, hca->create_srq_external(p->pdn(), mem));
+  return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(hca, srq));
 }
 
 Status rereg_mr(hw::Mr& mr, hw::Pd& pd, void* addr, size_t length, uint32_t access) {

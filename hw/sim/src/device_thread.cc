@@ -114,7 +114,7 @@ void Hca::thread_main() {
     request_short_slice();
   uint64_t sleep_ns = kFirstSleepNs;
   while (!stop_.load(std::memory_order_acquire)) {
-    if (run_once()) {
+    if (run_engine_pass()) {
       idle_passes = 0;
       sleep_ns = kFirstSleepNs;
       wire_poll_ns = kFirstWirePollNs;
@@ -137,7 +137,7 @@ void Hca::thread_main() {
       watched = uar_watch_.arm(watch);
     }
     asleep_.store(1, std::memory_order_seq_cst);
-    if (run_once()) {
+    if (run_engine_pass()) {
       asleep_.store(0, std::memory_order_relaxed);
       if (deep) uar_watch_.disarm();
       idle_passes = 0;
@@ -186,7 +186,7 @@ void Hca::thread_main() {
         woken = true;
       }
     }
-    if (woken && !stop_.load(std::memory_order_acquire)) run_once();
+    if (woken && !stop_.load(std::memory_order_acquire)) run_engine_pass();
     if (kicked) {
       uint64_t kicks;
       [[maybe_unused]] const ssize_t n = ::read(kick_fd_, &kicks, sizeof kicks);
@@ -198,7 +198,7 @@ void Hca::thread_main() {
         note_rung_pages(rung);
         rung.clear();
         woken = true;
-        run_once();
+        run_engine_pass();
       }
       uar_watch_.disarm();
     }

@@ -36,29 +36,36 @@ uint64_t Hca::now() const {
   return shared_.clock->now_ns();
 }
 
+// An engine pass has two halves: the device's work, under the device lock
+// (do_device_work_locked), then, with the lock released, the notifications that work raised
+// (run_pass_then_notify). run_engine_pass waits for the lock; try_run_engine_pass gives up at
+// once when another thread holds it (that thread is running the engine, or the control path
+// is changing the device, and will kick it when done).
+//
 // In a child of fork() the device is the parent's: nothing runs (its lock may be held by a
 // parent thread that does not exist here, and its wire is the parent's).
-bool Hca::run_once() {
+bool Hca::run_engine_pass() {
   if (forked_away()) [[unlikely]]
     return false;
-  return run_pass(std::unique_lock<std::mutex>(mu_));
+  return run_pass_then_notify(std::unique_lock<std::mutex>(mu_));
 }
 
-bool Hca::try_run_once() {
+bool Hca::try_run_engine_pass() {
   if (forked_away()) [[unlikely]]
     return false;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
-  return run_pass(std::move(lock));
+  return run_pass_then_notify(std::move(lock));
 }
 
-// One engine pass under `lock` (held on entry), then, with the lock released, the completion
-// events it raised and the GSI's handlers.
-bool Hca::run_pass(std::unique_lock<std::mutex> lock) {
+// The device's work under `lock` (held on entry), then, with the lock released, the
+// completion events it raised, the COMM_EST notifiers and the GSI's handlers, which may call
+// back into the device.
+bool Hca::run_pass_then_notify(std::unique_lock<std::mutex> lock) {
   std::vector<std::pair<uint32_t, uint32_t>> fired;
   std::vector<std::pair<void (*)(void*), void*>> comm_est;
   transmitted_ = false;
-  bool did = engine_pass_locked(now());
+  bool did = do_device_work_locked(now());
   if (transmitted_ && !shared_.deterministic()) shared_.kick_sleepers(this);
   if (!fired_cq_events_.empty()) [[unlikely]]
     fired.swap(fired_cq_events_);
@@ -78,10 +85,12 @@ bool Hca::run_pass(std::unique_lock<std::mutex> lock) {
   return did;
 }
 
-// One pass. Its cost follows what is active, not how many QPs the device holds: registers
-// that were written name their QPs, packets name theirs, due timers theirs, and only those
-// (and the QPs in ERR, whose records are watched for work to flush) are visited.
-bool Hca::engine_pass_locked(uint64_t now_ns) {
+// The device's work in one pass: doorbells, CQ arms, timers, QPs in ERR, the wire, and the
+// active QPs' transmit work. Its cost follows what is active, not how many QPs the device
+// holds: registers that were written name their QPs, packets name theirs, due timers theirs,
+// and only those (and the QPs in ERR, whose records are watched for work to flush) are
+// visited.
+bool Hca::do_device_work_locked(uint64_t now_ns) {
   bool did = scan_doorbells_locked();
   if (!evented_cqs_.empty()) [[unlikely]]
     did |= scan_cq_arms_locked();

@@ -96,7 +96,7 @@ Result<std::shared_ptr<Device>> Fabric::add_device(const DeviceConfig& config) {
     if (cfg.ipv4 == 0 && index < s.address_pool.size()) cfg.ipv4 = s.address_pool[index];
   }
   auto hca = std::make_shared<Hca>(shared_from_this(), s, cfg, index);
-  if (Status st = hca->start(); !st) return st;
+  RNICDV_TRY(hca->start());
   auto impl = std::make_unique<Device::Impl>();
   impl->hca = std::move(hca);
   impl->cm = cm::SimConnectionManager::create(*impl->hca, s.config.seed,  // IB CM on QP1
@@ -130,7 +130,7 @@ bool FabricShared::step() {
   snapshot(&live);
   bool did = false;
   if (deterministic()) {
-    for (auto& h : live) did |= h->run_once();
+    for (auto& h : live) did |= h->run_engine_pass();
     if (!did) {
       // Nothing was ready: jump to the next timer or held-back frame. A deadline already
       // passed belongs to a device that could not act on it (a paused one): it must not hold
@@ -147,7 +147,7 @@ bool FabricShared::step() {
       }
     }
   } else {
-    for (auto& h : live) did |= h->try_run_once();
+    for (auto& h : live) did |= h->try_run_engine_pass();
   }
   live.clear();
   --step_depth;

@@ -253,7 +253,7 @@ void Hca::resume() {
 }
 
 Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
-  if (Status st = check_owner("modify_qp"); !st) return st;
+  RNICDV_TRY(check_owner("modify_qp"));
   std::lock_guard<std::mutex> lock(mu_);
   // Doorbell-record moves made before this transition are counted in the state they
   // happened in.

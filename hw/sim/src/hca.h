@@ -2,8 +2,8 @@
 // The simulated HCA: all state of one device and the engine that runs it.
 //
 // Locking: `mu_` protects everything below it. The control path (create, modify, destroy,
-// counters, dump) and the engine (run_once) take it; the driver's fast path never does: it
-// only writes ring memory, doorbell records and UAR registers, which the engine reads with
+// counters, dump) and the engine (run_engine_pass) take it; the driver's fast path never does:
+// it only writes ring memory, doorbell records and UAR registers, which the engine reads with
 // acquire loads. GSI handlers and timers, and completion-event handlers, run after the lock
 // is released (see gsi.h and handles.h).
 //
@@ -143,10 +143,12 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void resume();
 
   // ---- Engine (engine.cc) ----
-  // One pass over doorbells, the wire, timers and every QP. True if anything happened.
-  bool run_once();
-  // Same, unless another thread is running the engine.
-  bool try_run_once();
+  // One pass over doorbells, the wire, timers and the active QPs, waiting for the device lock
+  // if another thread holds it; then the notifications the pass raised, without the lock.
+  // True if anything happened.
+  bool run_engine_pass();
+  // The same pass, unless another thread holds the device lock: then nothing, and false.
+  bool try_run_engine_pass();
   // Earliest future time something is due (timers, held-back frames); UINT64_MAX if none.
   uint64_t next_deadline_ns() const;
   void on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
@@ -193,8 +195,11 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
                              uint32_t access) const;
 
   // engine.cc
-  bool run_pass(std::unique_lock<std::mutex> lock);
-  bool engine_pass_locked(uint64_t now);
+  // A pass with `lock` (the device lock) held on entry: the work, then unlock, then the
+  // completion events, COMM_EST notifiers and GSI handlers it raised.
+  bool run_pass_then_notify(std::unique_lock<std::mutex> lock);
+  // The pass's work under the lock: doorbells, arms, timers, ERR QPs, wire, active QPs.
+  bool do_device_work_locked(uint64_t now);
   bool scan_doorbells_locked();
   void on_doorbell_locked(QpObj& qp);
   void observe_dbrs_locked(QpObj& qp);

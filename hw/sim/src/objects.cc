@@ -24,7 +24,7 @@ constexpr uint32_t kKnownAccess = hw::access::local_write | hw::access::remote_w
 }  // namespace
 
 Result<uint32_t> Hca::alloc_pd() {
-  if (Status st = check_owner("alloc_pd"); !st) return st;
+  RNICDV_TRY(check_owner("alloc_pd"));
   std::lock_guard<std::mutex> lock(mu_);
   if (pds_.size() >= info_.caps.max_pd)
     return Status::error(Errc::no_resources, "%s: alloc_pd: %u protection domains in use",
@@ -68,14 +68,12 @@ Status Hca::check_region_locked(const char* op, uint32_t pdn, const void* addr, 
 // The region's pages are pinned first, outside the device lock (pinning a large region
 // faults in every page, as ib_umem_get does), then the region is checked and entered.
 Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
-  if (Status st = check_owner("reg_mr"); !st) return st;
+  RNICDV_TRY(check_owner("reg_mr"));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) return st;
+    RNICDV_TRY(check_region_locked("reg_mr", pdn, addr, length, access));
   }
-  Result<PinRef> pinned = pins_.pin(static_cast<uint8_t*>(addr), length);
-  if (!pinned) return pinned.status();
-  const PinRef pin = pinned.value();
+  RNICDV_ASSIGN_OR_RETURN(const PinRef pin, pins_.pin(static_cast<uint8_t*>(addr), length));
   std::lock_guard<std::mutex> lock(mu_);
   if (Status st = check_region_locked("reg_mr", pdn, addr, length, access); !st) {
     pins_.unpin(pin);
@@ -103,11 +101,11 @@ void Hca::dereg_mr(uint32_t key) {
 // A new translation gets new pages, pinned before the old ones are let go (the pages the
 // region holds when it changes, whoever changed it last); a change of PD or rights keeps them.
 Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint32_t access) {
-  if (Status st = check_owner("rereg_mr"); !st) return st;
+  RNICDV_TRY(check_owner("rereg_mr"));
   bool same_range = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (Status st = check_region_locked("rereg_mr", pdn, addr, length, access); !st) return st;
+    RNICDV_TRY(check_region_locked("rereg_mr", pdn, addr, length, access));
     const MrEntry* e = mrs_.find(key);
     if (!e)
       return Status::error(Errc::not_found, "%s: rereg_mr: key %#x names no region",
@@ -116,9 +114,7 @@ Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint
   }
   PinRef pin;
   if (!same_range) {
-    Result<PinRef> pinned = pins_.pin(static_cast<uint8_t*>(addr), length);
-    if (!pinned) return pinned.status();
-    pin = pinned.value();
+    RNICDV_ASSIGN_OR_RETURN(pin, pins_.pin(static_cast<uint8_t*>(addr), length));
   }
   PinRef released;
   {
@@ -137,7 +133,7 @@ Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint
 }
 
 Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {
-  if (Status st = check_owner("create_cq"); !st) return st;
+  RNICDV_TRY(check_owner("create_cq"));
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   if (min_cqe == 0 || min_cqe > info_.caps.max_cqe)
@@ -173,7 +169,7 @@ Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {
 }
 
 Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
-  if (Status st = check_owner("create_cq"); !st) return st;
+  RNICDV_TRY(check_owner("create_cq"));
   std::lock_guard<std::mutex> lock(mu_);
   if (!mem.buf || !mem.dbrec || !is_pow2(mem.cqe_cnt) || mem.cqe_cnt > info_.caps.max_cqe ||
       (mem.cqe_size != 64 && mem.cqe_size != 128))
@@ -242,7 +238,7 @@ uint32_t Hca::alloc_qpn() {
 
 Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                               const hw::QpCaps& caps, SrqObj* srq) {
-  if (Status st = check_owner("create_qp"); !st) return st;
+  RNICDV_TRY(check_owner("create_qp"));
   std::lock_guard<std::mutex> lock(mu_);
   const hw::DeviceCaps& dev = info_.caps;
   const char* name = info_.name.c_str();
@@ -307,7 +303,7 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
 
 Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                                        const ExternalQpMemory& mem, SrqObj* srq) {
-  if (Status st = check_owner("create_qp"); !st) return st;
+  RNICDV_TRY(check_owner("create_qp"));
   std::lock_guard<std::mutex> lock(mu_);
   if (!mem.sq_buf || !mem.dbrec || !is_pow2(mem.sq_wqe_cnt) || mem.sq_wqe_cnt > kMaxSqBbs ||
       !is_pow2(mem.rq_wqe_cnt) || !mem.rq_buf || !is_pow2(mem.rq_stride) || mem.rq_stride < 16)
@@ -491,7 +487,7 @@ void Hca::set_user_index(QpObj* qp, uint32_t user_index) {
 }
 
 Status Hca::attach_uar_page(uint8_t* app_view, uint8_t* device_view) {
-  if (Status st = check_owner("attach_uar_page"); !st) return st;
+  RNICDV_TRY(check_owner("attach_uar_page"));
   const auto aligned = [](const uint8_t* p) {
     return p && (reinterpret_cast<uintptr_t>(p) & (kUarPageBytes - 1)) == 0;
   };

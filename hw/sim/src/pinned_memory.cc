@@ -127,7 +127,7 @@ Result<PinRef> PinnedMemory::pin(uint8_t* addr, uint64_t len) {
   if (by_address || !g_enabled.load(std::memory_order_relaxed) || !supported() || len == 0)
     return PinRef{};
   std::lock_guard lock(mu_);
-  if (Status st = open_locked(); !st) return st;
+  RNICDV_TRY(open_locked());
   const size_t nslots = static_cast<size_t>((len + kBufferBytes - 1) / kBufferBytes);
   if (nslots > kSlotsPerRing)
     return Status::error(Errc::invalid_argument,

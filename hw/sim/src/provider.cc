@@ -27,9 +27,7 @@ Result<std::shared_ptr<Device>> open_device(const std::string& name,
 namespace {
 
 Result<std::shared_ptr<hw::Device>> open(const std::string& name) {
-  auto dev = open_device(name);
-  if (!dev) return dev.status();
-  return std::shared_ptr<hw::Device>(std::move(dev.value()));
+  return open_device(name);
 }
 
 std::vector<std::string> list() {

@@ -11,7 +11,7 @@ namespace rnicdv::sim {
 // WQE indexes are 16 bits (next_wqe_index, the CQE's wqe_counter), as is the posted count.
 
 Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge) {
-  if (Status st = check_owner("create_srq"); !st) return st;
+  RNICDV_TRY(check_owner("create_srq"));
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   const hw::DeviceCaps& dev = info_.caps;
@@ -43,7 +43,7 @@ Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge)
 }
 
 Result<SrqObj*> Hca::create_srq_external(uint32_t pdn, const ExternalSrqMemory& mem) {
-  if (Status st = check_owner("create_srq"); !st) return st;
+  RNICDV_TRY(check_owner("create_srq"));
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   if (pds_.count(pdn) == 0)
@@ -88,7 +88,7 @@ SrqObj* Hca::add_srq_locked(std::unique_ptr<SrqObj> srq, uint32_t pdn) {
 }
 
 Status Hca::arm_srq_limit(SrqObj* srq, uint32_t limit) {
-  if (Status st = check_owner("arm_srq_limit"); !st) return st;
+  RNICDV_TRY(check_owner("arm_srq_limit"));
   std::lock_guard<std::mutex> lock(mu_);
   if (limit >= srq->ring.wqe_cnt)
     return Status::error(Errc::invalid_argument, "%s: srq %#x: limit %u above its %u WQEs",
@@ -107,7 +107,7 @@ uint32_t QpObj::recv_srqn_uidx() const {
 }
 
 Status Hca::destroy_srq(SrqObj* srq) {
-  if (Status st = check_owner("destroy_srq"); !st) return st;
+  RNICDV_TRY(check_owner("destroy_srq"));
   std::lock_guard<std::mutex> lock(mu_);
   if (srq->qp_refs)
     return Status::error(Errc::busy, "%s: srq %#x: destroy: %u QPs still use it",

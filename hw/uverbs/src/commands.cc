@@ -85,7 +85,7 @@ int Cmd::error(int err, const char* fmt, ...) const {
 }
 
 int sim_error(const Cmd& c, const Status& st) {
-  return fail(errno_of(st), Status(st.code(), c.dev_name + ": " + command_name(c.number) +
+  return fail(to_errno(st.code()), Status(st.code(), c.dev_name + ": " + command_name(c.number) +
                                                   ": " + st.message()));
 }
 

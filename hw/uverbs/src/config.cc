@@ -81,31 +81,6 @@ void log_line(const char* fmt, ...) {
   fprintf(stderr, "%s: %s\n", kLogPrefix, line);
 }
 
-int errno_of(const Status& s) noexcept {
-  switch (s.code()) {
-    case Errc::ok:
-      return 0;
-    case Errc::invalid_argument:
-    case Errc::bad_state:
-    case Errc::too_many_sge:
-    case Errc::inline_too_large:
-      return EINVAL;
-    case Errc::access_denied:
-      return EACCES;
-    case Errc::queue_full:
-    case Errc::unsupported:
-      return EOPNOTSUPP;
-    case Errc::not_found:
-      return ENOENT;
-    case Errc::no_resources:
-      return ENOMEM;
-    case Errc::busy:
-      return EBUSY;
-    default:
-      return EIO;
-  }
-}
-
 int fail(int err, const Status& why) {
   // What the model cannot do is always said (once per reason); other failures are the
   // caller's input errors, reported with RNICDV_UVERBS_LOG=1.

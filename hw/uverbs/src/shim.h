@@ -95,7 +95,6 @@ int fail(int err, const Status& why);
 int unknown_descriptor(const char* file, const char* op, int fd);
 // Reports an unimplemented command once per process (always) and returns -1/EOPNOTSUPP.
 int unimplemented(const char* what, uint32_t number);
-int errno_of(const Status& s) noexcept;
 
 // ---- sysfs (sysfs.cc) ----
 std::string device_name(uint32_t index);  // "rnicsim0"

@@ -60,7 +60,7 @@ Status mkdirs(const std::string& path) {
 
 Status put(const std::string& path, const std::string& content) {
   const size_t slash = path.rfind('/');
-  if (Status st = mkdirs(path.substr(0, slash)); !st) return st;
+  RNICDV_TRY(mkdirs(path.substr(0, slash)));
   const int fd = libc::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::error(Errc::io_error, "create %s: %s", path.c_str(), strerror(errno));
   const std::string line = content + "\n";
@@ -94,7 +94,7 @@ std::string cpu_list_text() {
 
 Status link(const std::string& target, const std::string& path) {
   const size_t slash = path.rfind('/');
-  if (Status st = mkdirs(path.substr(0, slash)); !st) return st;
+  RNICDV_TRY(mkdirs(path.substr(0, slash)));
   if (::symlink(target.c_str(), path.c_str()) != 0 && errno != EEXIST)
     return Status::error(Errc::io_error, "symlink %s: %s", path.c_str(), strerror(errno));
   return Status::ok();
@@ -135,21 +135,19 @@ Status write_device(const std::string& root, uint32_t i) {
       {port + "/link_layer", "Ethernet"},
       {port + "/pkeys/0", "0xffff"},
   };
-  for (const auto& [path, content] : files)
-    if (Status st = put(path, content); !st) return st;
+  for (const auto& [path, content] : files) RNICDV_TRY(put(path, content));
   // Even entries are RoCE v1, odd ones RoCE v2 (the kernel's order for each address). The
   // first four are the device's (link-local and IPv4-mapped), on the loopback interface that
   // carries 127.0.0.x; the rest are empty.
   for (uint32_t g = 0; g < kGidTableLen; ++g) {
     const std::string type = g % 2 ? "RoCE v2" : "IB/RoCE v1";
-    if (Status st = put(port + "/gid_attrs/types/" + std::to_string(g), type); !st) return st;
-    if (g < 4)
-      if (Status st = put(port + "/gid_attrs/ndevs/" + std::to_string(g), "lo"); !st) return st;
+    RNICDV_TRY(put(port + "/gid_attrs/types/" + std::to_string(g), type));
+    if (g < 4) RNICDV_TRY(put(port + "/gid_attrs/ndevs/" + std::to_string(g), "lo"));
   }
-  if (Status st = mkdirs(port + "/gids"); !st) return st;
-  if (Status st = mkdirs(pci + "/net/lo"); !st) return st;
-  if (Status st = link("../..", ib + "/device"); !st) return st;
-  if (Status st = link("../..", uv + "/device"); !st) return st;
+  RNICDV_TRY(mkdirs(port + "/gids"));
+  RNICDV_TRY(mkdirs(pci + "/net/lo"));
+  RNICDV_TRY(link("../..", ib + "/device"));
+  RNICDV_TRY(link("../..", uv + "/device"));
   if (Status st = link("../../" + pci_rel + "/infiniband/" + name, root + "/class/infiniband/" + name);
       !st)
     return st;
@@ -192,13 +190,12 @@ Status write_sysfs_tree(const std::string& root, uint32_t devices) {
   const std::string marker = root + "/class/infiniband_verbs/abi_version";
   if (::stat(marker.c_str(), &st) == 0) return Status::ok();  // written before
   const size_t slash = root.rfind('/');
-  if (Status s = mkdirs(root.substr(0, slash)); !s) return s;
+  RNICDV_TRY(mkdirs(root.substr(0, slash)));
   std::string tmp = root + ".tmp.XXXXXX";
   if (!::mkdtemp(tmp.data()))
     return Status::error(Errc::io_error, "mkdtemp %s: %s", tmp.c_str(), strerror(errno));
-  for (uint32_t i = 0; i < devices; ++i)
-    if (Status s = write_device(tmp, i); !s) return s;
-  if (Status s = put(tmp + "/class/infiniband_verbs/abi_version", "6"); !s) return s;
+  for (uint32_t i = 0; i < devices; ++i) RNICDV_TRY(write_device(tmp, i));
+  RNICDV_TRY(put(tmp + "/class/infiniband_verbs/abi_version", "6"));
   if (::rename(tmp.c_str(), root.c_str()) != 0) {
     // Another process won the race: its tree is identical.
     const int err = errno;

@@ -512,7 +512,7 @@ int listen(const Cmd& c) {
   if (id->state == State::listen) {
     for (auto& [dev, listener] : id->listeners)
       if (Status st = listener->set_backlog(backlog); !st)
-        return c.error(errno_of(st), "%s", st.message().c_str());
+        return c.error(to_errno(st.code()), "%s", st.message().c_str());
     id->backlog = backlog;
     return 0;
   }
@@ -539,8 +539,7 @@ int listen(const Cmd& c) {
     Result<std::unique_ptr<hw::CmListener>> l =
         cm->listen({id->dev ? id->src.ipv4 : 0, id->src.port}, backlog);
     if (!l)
-      return c.error(l.status().code() == Errc::address_in_use ? EADDRINUSE : errno_of(l.status()),
-                     "%s", l.status().message().c_str());
+      return c.error(to_errno(l.status().code()), "%s", l.status().message().c_str());
     listeners.emplace_back(d, std::move(l).value());
   }
   id->listeners = std::move(listeners);
@@ -575,7 +574,7 @@ int connect(const Cmd& c) {
   params.timeout_ms = kConnectBudgetMs;
   Result<std::unique_ptr<hw::CmConnection>> conn =
       id->dev->dev->connection_manager()->connect(params);
-  if (!conn) return c.error(errno_of(conn.status()), "%s", conn.status().message().c_str());
+  if (!conn) return c.error(to_errno(conn.status().code()), "%s", conn.status().message().c_str());
   id->conn = std::move(conn).value();
   id->state = State::connect;
   wake_pump();
@@ -592,7 +591,7 @@ int accept(const Cmd& c) {
     // QP to RTS): the RTU.
     if (!id->have_peer) return c.error(EINVAL, "id %u: no REP received yet", id->handle);
     Status st = id->conn->establish();
-    if (!st) return c.error(errno_of(st), "%s", st.message().c_str());
+    if (!st) return c.error(to_errno(st.code()), "%s", st.message().c_str());
     return 0;
   }
   const rdma_ucm_conn_param& p = cmd.conn_param;
@@ -609,7 +608,7 @@ int accept(const Cmd& c) {
   params.qp.rnr_retry_count = std::min<uint8_t>(p.rnr_retry_count, 7);
   params.private_data.assign(p.private_data, p.private_data + p.private_data_len);
   Status st = id->conn->accept(params);
-  if (!st) return c.error(errno_of(st), "%s", st.message().c_str());
+  if (!st) return c.error(to_errno(st.code()), "%s", st.message().c_str());
   id->uid = cmd.uid;
   id->accepted = true;
   wake_pump();  // the connection's events now have a descriptor of their own
@@ -627,7 +626,7 @@ int reject(const Cmd& c) {
     return c.error(EINVAL, "id %u is %s", id->handle, state_name(id->state));
   const size_t n = std::min<size_t>(cmd.private_data_len, hw::kRejPrivateDataMax);
   Status st = id->conn->reject(reason, {cmd.private_data, n});
-  if (!st) return c.error(errno_of(st), "%s", st.message().c_str());
+  if (!st) return c.error(to_errno(st.code()), "%s", st.message().c_str());
   id->state = State::failed;
   return 0;
 }

@@ -320,12 +320,11 @@ Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddr
   if (local.ipv4 != 0 && local.ipv4 != ipv4_)
     return Status::error(Errc::invalid_argument, "%s: not the device's address (%s)", what.c_str(),
                          cm_address_string({ipv4_, 0}).c_str());
-  auto ch = open_channel(what);
-  if (!ch) return ch.status();
+  RNICDV_ASSIGN_OR_RETURN(rdma_event_channel* const ch, open_channel(what));
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(ch.value(), &id, nullptr, RDMA_PS_TCP) != 0) {
+  if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
     Status st = errno_status(what, "rdma_create_id");
-    rdma_destroy_event_channel(ch.value());
+    rdma_destroy_event_channel(ch);
     return st;
   }
   sockaddr_in sa = make_sockaddr(local.ipv4, local.port);
@@ -334,10 +333,10 @@ Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddr
     Status st = errno_status(what, "rdma_bind_addr/rdma_listen");
     if (errno == EADDRINUSE) st = Status(Errc::address_in_use, st.message());
     rdma_destroy_id(id);
-    rdma_destroy_event_channel(ch.value());
+    rdma_destroy_event_channel(ch);
     return st;
   }
-  return std::unique_ptr<CmListener>(new RdmaCmListener(*this, ch.value(), id, local));
+  return std::unique_ptr<CmListener>(new RdmaCmListener(*this, ch, id, local));
 }
 
 Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmConnectParams& p) {
@@ -350,15 +349,14 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
   if (p.remote.ipv4 == 0 || p.remote.port == 0 || p.qp.qpn == 0)
     return Status::error(Errc::invalid_argument, "%s: address, port and QPN must be non-zero",
                          what.c_str());
-  auto ch = open_channel(what);
-  if (!ch) return ch.status();
+  RNICDV_ASSIGN_OR_RETURN(rdma_event_channel* const ch, open_channel(what));
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(ch.value(), &id, nullptr, RDMA_PS_TCP) != 0) {
+  if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
     Status st = errno_status(what, "rdma_create_id");
-    rdma_destroy_event_channel(ch.value());
+    rdma_destroy_event_channel(ch);
     return st;
   }
-  auto conn = std::make_unique<RdmaCmConnection>(ch.value(), id, nullptr);
+  auto conn = std::make_unique<RdmaCmConnection>(ch, id, nullptr);
   conn->set_connect_params(p);
   uint8_t ack_timeout = p.qp.local_ack_timeout;
   [[maybe_unused]] int rc = rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
@@ -373,13 +371,13 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
   if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
                         timeout_ms) != 0)
     return errno_status(what, "rdma_resolve_addr");
-  if (Status st = await(ch.value(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, what); !st) return st;
+  RNICDV_TRY(await(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, what));
   if (!same_device(id->verbs, verbs_))
     return Status::error(Errc::unreachable, "%s: the address is reached through %s, not %s",
                          what.c_str(), id->verbs ? ibv_get_device_name(id->verbs->device) : "none",
                          name_.c_str());
   if (rdma_resolve_route(id, timeout_ms) != 0) return errno_status(what, "rdma_resolve_route");
-  if (Status st = await(ch.value(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, what); !st) return st;
+  RNICDV_TRY(await(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, what));
   rdma_conn_param cp = conn_param(p.qp, p.private_data);
   if (rdma_connect(id, &cp) != 0) return errno_status(what, "rdma_connect");
   return std::unique_ptr<CmConnection>(std::move(conn));

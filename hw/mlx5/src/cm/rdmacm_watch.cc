@@ -13,17 +13,13 @@ Result<std::shared_ptr<WatchedChannel>> WatchedChannel::start(std::shared_ptr<Ev
                                                               CmAddress remote,
                                                               void (*fn)(void* ctx), void* ctx,
                                                               const std::string& name) {
-  Result<ReadyFd> ready = ReadyFd::create(name + ": establishment notifier");
-  if (!ready) return ready.status();
-  std::shared_ptr<WatchedChannel> w(
-      new WatchedChannel(thread, ch, remote, std::move(ready).value()));
+  RNICDV_ASSIGN_OR_RETURN(ReadyFd ready, ReadyFd::create(name + ": establishment notifier"));
+  std::shared_ptr<WatchedChannel> w(new WatchedChannel(thread, ch, remote, std::move(ready)));
   w->fn_ = fn;
   w->ctx_ = ctx;
   // The handler keeps this object alive until close() takes the watch back.
-  Result<uint64_t> id = thread->watch(
-      ch->fd, [w] { return w->on_readable(); }, name + ": rdma_cm events");
-  if (!id) return id.status();
-  w->watch_ = id.value();
+  const auto on_readable = [w] { return w->on_readable(); };
+  RNICDV_ASSIGN_OR_RETURN(w->watch_, thread->watch(ch->fd, on_readable, name + ": rdma_cm events"));
   return w;
 }
 

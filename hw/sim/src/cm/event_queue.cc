@@ -23,9 +23,9 @@ Result<int> open_eventfd(const char* what) {
 }  // namespace
 
 Result<std::shared_ptr<CmEventQueue>> CmEventQueue::create() {
-  Result<int> fd = open_eventfd("cm event queue");
-  if (!fd) return fd.status();
-  return std::shared_ptr<CmEventQueue>(new CmEventQueue(fd.value()));
+  return open_eventfd("cm event queue").transform([](int fd) {
+    return std::shared_ptr<CmEventQueue>(new CmEventQueue(fd));
+  });
 }
 
 std::shared_ptr<CmEventQueue> CmEventQueue::create_relayed(std::shared_ptr<CmEventQueue> parent) {
@@ -43,9 +43,7 @@ CmEventQueue::~CmEventQueue() {
 Status CmEventQueue::attach_fd() {
   std::lock_guard lock(mu_);
   if (fd_ >= 0) return Status::ok();
-  Result<int> fd = open_eventfd("cm event queue");
-  if (!fd) return fd.status();
-  fd_ = fd.value();
+  RNICDV_ASSIGN_OR_RETURN(fd_, open_eventfd("cm event queue"));
   if (parent_ && watched_ && !events_.empty())
     parent_->add_relayed(-static_cast<int64_t>(events_.size()));
   parent_.reset();

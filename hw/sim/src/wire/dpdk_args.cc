@@ -108,10 +108,9 @@ Result<std::vector<std::string>> split_dpdk_args(const std::string& text) {
 }
 
 Result<DpdkWireOptions> parse_dpdk_args(const std::string& text) {
-  Result<std::vector<std::string>> words = split_dpdk_args(text);
-  if (!words) return words.status();
+  RNICDV_ASSIGN_OR_RETURN(const std::vector<std::string> words, split_dpdk_args(text));
   DpdkWireOptions o;
-  for (const std::string& w : words.value()) {
+  for (const std::string& w : words) {
     const std::string_view arg = w;
     const size_t eq = arg.find('=');
     const std::string name(arg.substr(0, eq));
@@ -132,9 +131,8 @@ Result<DpdkWireOptions> parse_dpdk_args(const std::string& text) {
       }
     } else if (name == "--ip") {
       for (const std::string& a : split_list(value)) {
-        Result<uint32_t> ip = parse_ipv4("--ip", a);
-        if (!ip) return ip.status();
-        o.ipv4.push_back(ip.value());
+        RNICDV_ASSIGN_OR_RETURN(const uint32_t ip, parse_ipv4("--ip", a));
+        o.ipv4.push_back(ip);
       }
     } else if (name == "--mac") {
       for (const std::string& m : split_list(value)) {
@@ -147,11 +145,10 @@ Result<DpdkWireOptions> parse_dpdk_args(const std::string& text) {
       if (sep == std::string::npos)
         return Status::error(Errc::invalid_argument,
                              "dpdk wire: --peer=%s: expected <a.b.c.d>=<mac>", value.c_str());
-      Result<uint32_t> ip = parse_ipv4("--peer", value.substr(0, sep));
-      if (!ip) return ip.status();
+      RNICDV_ASSIGN_OR_RETURN(const uint32_t ip, parse_ipv4("--peer", value.substr(0, sep)));
       Result<MacAddress> mac = parse_mac(value.substr(sep + 1));
       if (!mac) return mac.status().prepend("dpdk wire: --peer");
-      o.peers.emplace_back(ip.value(), mac.value());
+      o.peers.emplace_back(ip, mac.value());
     }
   }
   return o;

@@ -159,9 +159,7 @@ Result<DpdkPort> describe_port(Registry& r, uint16_t id) {
       max = std::min<uint64_t>(max, info.max_rx_pktlen - RTE_ETHER_CRC_LEN);
     p.max_frame = static_cast<uint32_t>(std::min<uint64_t>(max, kMaxRoceFrameLen));
   }
-  Result<rte_mempool*> pool = pool_for(r, id);
-  if (!pool) return pool.status();
-  p.pool = pool.value();
+  RNICDV_ASSIGN_OR_RETURN(p.pool, pool_for(r, id));
   return p;
 }
 
@@ -194,16 +192,15 @@ Result<std::vector<DpdkPort>> claim_dpdk_ports(const std::vector<std::string>& w
   std::vector<uint16_t> ids;
   if (!wanted.empty()) {
     for (const std::string& w : wanted) {
-      Result<uint16_t> id = resolve(w);
-      if (!id) return id.status();
+      RNICDV_ASSIGN_OR_RETURN(const uint16_t id, resolve(w));
       for (uint16_t seen : ids)
-        if (seen == id.value())
+        if (seen == id)
           return Status::error(Errc::invalid_argument, "dpdk wire: port %s is named twice",
                                w.c_str());
-      if (r.slots[id.value()].claimed)
+      if (r.slots[id].claimed)
         return Status::error(Errc::busy, "dpdk wire: port %s is in use by another DPDK wire",
                              w.c_str());
-      ids.push_back(id.value());
+      ids.push_back(id);
     }
   } else {
     uint16_t id;
@@ -222,7 +219,7 @@ Result<std::vector<DpdkPort>> claim_dpdk_ports(const std::vector<std::string>& w
                              "dpdk wire: EAL probed no ethdev port for '%s' (see DPDK's "
                              "messages above for why)",
                              named.c_str());
-      if (Status st = make_link(r); !st) return st;
+      RNICDV_TRY(make_link(r));
       if (r.slots[r.link_ports[0]].claimed || r.slots[r.link_ports[1]].claimed)
         return Status::error(Errc::busy,
                              "dpdk wire: the in-process link is in use by another DPDK wire");
@@ -231,9 +228,8 @@ Result<std::vector<DpdkPort>> claim_dpdk_ports(const std::vector<std::string>& w
   }
   std::vector<DpdkPort> ports;
   for (uint16_t id : ids) {
-    Result<DpdkPort> p = describe_port(r, id);
-    if (!p) return p.status();
-    ports.push_back(std::move(p.value()));
+    RNICDV_ASSIGN_OR_RETURN(DpdkPort p, describe_port(r, id));
+    ports.push_back(std::move(p));
   }
   for (const DpdkPort& p : ports) r.slots[p.id].claimed = true;
   return ports;

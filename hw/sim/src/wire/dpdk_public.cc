@@ -11,9 +11,8 @@ namespace rnicdv::sim {
 namespace {
 
 Status init(const std::string& dpdk_args) {
-  Result<DpdkWireOptions> options = parse_dpdk_args(dpdk_args);
-  if (!options) return options.status();
-  return eal_start(options->eal_args);
+  return parse_dpdk_args(dpdk_args).and_then(
+      [](const DpdkWireOptions& options) { return eal_start(options.eal_args); });
 }
 
 Result<void*> alloc(size_t bytes, size_t align) {
@@ -21,8 +20,7 @@ Result<void*> alloc(size_t bytes, size_t align) {
     return Status::error(Errc::invalid_argument,
                          "dpdk: allocate %zu bytes aligned to %zu: %s", bytes, align,
                          bytes == 0 ? "zero bytes" : "alignment is not a power of two");
-  if (!eal_running())
-    if (Status st = eal_start({}); !st) return st;
+  if (!eal_running()) RNICDV_TRY(eal_start({}));
   void* memory = ::rte_zmalloc("rnicdv", bytes, static_cast<unsigned>(align));
   if (memory == nullptr)
     return Status::error(Errc::no_resources,

@@ -181,9 +181,7 @@ Result<Endpoint> DpdkWire::attach(Endpoint local, WireSink* sink) {
                          "give EAL more ports)",
                          endpoint_string(local).c_str(), ports_.size());
   if (local.ipv4 == 0) {
-    Result<uint32_t> ip = pick_address(k);
-    if (!ip) return ip.status();
-    local.ipv4 = ip.value();
+    RNICDV_ASSIGN_OR_RETURN(local.ipv4, pick_address(k));
   }
   if (endpoints_.contains(local))
     return Status::error(Errc::address_in_use, "dpdk wire: attach %s: address in use",
@@ -399,28 +397,26 @@ std::string DpdkWire::endpoint_detail(const Endpoint& local) const {
 }  // namespace
 
 Result<std::unique_ptr<Wire>> dpdk_wire_create(const WireConfig& config) {
-  Status st = WireBase::validate(config, "dpdk");
-  if (!st) return st;
-  Result<DpdkWireOptions> options = parse_dpdk_args(config.dpdk_args);
-  if (!options) return options.status();
+  RNICDV_TRY(WireBase::validate(config, "dpdk"));
+  RNICDV_ASSIGN_OR_RETURN(DpdkWireOptions options, parse_dpdk_args(config.dpdk_args));
   std::unique_ptr<PcapWriter> pcap;
   if (!config.pcap_path.empty()) {
     auto opened = PcapWriter::open(config.pcap_path);
     if (!opened) return opened.status().prepend("dpdk wire");
     pcap = std::move(*opened);
   }
-  if (Status eal = eal_start(options->eal_args); !eal) return eal;
-  Result<std::vector<DpdkPort>> ports = claim_dpdk_ports(options->ports, options->eal_args);
-  if (!ports) return ports.status();
-  for (size_t i = 0; i < ports->size(); ++i) {
-    if (Status started = start_dpdk_port((*ports)[i]); !started) {
-      for (size_t j = 0; j < i; ++j) stop_dpdk_port((*ports)[j]);
-      release_dpdk_ports(ports.value());
+  RNICDV_TRY(eal_start(options.eal_args));
+  RNICDV_ASSIGN_OR_RETURN(std::vector<DpdkPort> ports,
+                          claim_dpdk_ports(options.ports, options.eal_args));
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (Status started = start_dpdk_port(ports[i]); !started) {
+      for (size_t j = 0; j < i; ++j) stop_dpdk_port(ports[j]);
+      release_dpdk_ports(ports);
       return started;
     }
   }
   return std::unique_ptr<Wire>(
-      new DpdkWire(config, std::move(pcap), std::move(options.value()), std::move(ports.value())));
+      new DpdkWire(config, std::move(pcap), std::move(options), std::move(ports)));
 }
 
 }  // namespace rnicdv::sim

@@ -188,9 +188,7 @@ Result<Endpoint> UdpWire::attach(Endpoint local, WireSink* sink) {
                          endpoint_string(local).c_str(), ports_.size());
   int fd;
   if (local.ipv4 == 0) {
-    Result<int> bound = bind_auto(&local);
-    if (!bound) return bound.status();
-    fd = *bound;
+    RNICDV_ASSIGN_OR_RETURN(fd, bind_auto(&local));
   } else {
     if (ports_.contains(local))
       return Status::error(Errc::address_in_use,
