@@ -26,10 +26,10 @@ fail() { echo "$*" >&2; status=1; }
 all=$(nm -D --defined-only --with-symbol-versions "$lib" | awk '$2 != "A" { print $2, $3 }')
 exported_public=$(awk '$1 ~ /^[TDBR]$/ && $2 ~ /@@RNICDV_[0-9]+\.[0-9]+$/ { sub("@@", "@", $2); print $2 }' \
                   <<<"$all" | sort -u)
-# abidw's <elf-symbol name='...' ... binding='global-binding' ... version='...'/>: the global
-# (not weak) symbols the baseline holds, which are those of the public nodes (the private
-# node is suppressed, abi/librnicdv.suppr).
+# abidw's <elf-symbol name='...' version='...' ... binding='global-binding' .../>: the global
+# (not weak) symbols of the public nodes that the baseline holds.
 stated_public=$(grep -o "<elf-symbol [^>]*>" "$baseline" | grep "binding='global-binding'" |
+                grep -E "version='RNICDV_[0-9]+\.[0-9]+'" |
                 sed -E "s/.* name='([^']*)'.* version='([^']*)'.*/\1@\2/" | sort -u)
 [ -n "$stated_public" ] || fail "$baseline states no symbol"
 
