@@ -70,9 +70,12 @@ if [ $((abi_rc & 3)) != 0 ]; then
   die "abi: abidiff failed (exit $abi_rc)"
 elif [ $((abi_rc & 8)) != 0 ]; then
   say "librnicdv's ABI changed incompatibly (above): undo the change, or raise the soname"
-  say "(rnicdv_abi_version in meson.build) and run tools/dev abi --update"
+  say "(rnicdv_abi_version's major number in meson.build) and run tools/dev abi --update"
 else
-  say "librnicdv's ABI changed (above): record an addition in a new version node of"
-  say "drv/librnicdv.map.in, raise rnicdv_abi_version's minor number and run tools/dev abi --update"
+  # abidiff leaves a changed type (a member added, moved or resized) to the reader.
+  say "librnicdv's ABI changed (above). Added symbols: record them in a new version node of"
+  say "drv/librnicdv.map.in and raise rnicdv_abi_version's minor number. A changed type of the"
+  say "installed headers: programs built against the old ones break, so raise the major number"
+  say "(the soname). Then run tools/dev abi --update and commit abi/librnicdv.abi"
 fi
 exit 1
