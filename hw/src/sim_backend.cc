@@ -15,6 +15,9 @@ namespace rnicdv::hw::sim_loader {
 
 namespace {
 
+// librnicdv-sim.so.<soversion> (meson.build: rnicdv_sim_soname).
+constexpr const char* kProviderLibrary = RNICDV_SIM_LIBRARY;
+
 // "sim" followed by one or more digits.
 Claim claims(const std::string& name) {
   if (name.size() <= 3 || name.compare(0, 3, "sim") != 0) return Claim::no;
@@ -33,20 +36,20 @@ const sim::Provider* provider(bool load, Status* why) {
   // RTLD_GLOBAL: the simulator's symbols serve later users in the process (the uverbs shim,
   // tools that reach its API) from this one copy.
   auto entry = reinterpret_cast<Entry>(
-      load ? find_entry("rnicdv_sim_provider", sim::kProviderLibrary,
+      load ? find_entry("rnicdv_sim_provider", kProviderLibrary,
                         reinterpret_cast<const void*>(&provider), RTLD_NOW | RTLD_GLOBAL, &error)
            : dlsym(RTLD_DEFAULT, "rnicdv_sim_provider"));
   if (!entry) {
     if (why)
       *why = Status::error(Errc::unsupported, "the software HCA (%s) cannot be loaded: %s",
-                           sim::kProviderLibrary, error.c_str());
+                           kProviderLibrary, error.c_str());
     return nullptr;
   }
   const sim::Provider* p = entry();
   if (!p || p->abi != sim::kProviderAbi) {
     if (why)
       *why = Status::error(Errc::internal, "%s: provider ABI %u, expected %u",
-                           sim::kProviderLibrary, p ? p->abi : 0, sim::kProviderAbi);
+                           kProviderLibrary, p ? p->abi : 0, sim::kProviderAbi);
     return nullptr;
   }
   found = p;

@@ -5,9 +5,13 @@
 # that node promises. A standard-library instantiation, a helper outside the project's
 # namespaces, or a symbol in the wrong node fails the test and is listed.
 #
-#   check_symbols.sh BUILDDIR
+# librnicdv's public node is checked symbol by symbol against its stated ABI by
+# check_stated_abi.sh (test stated_abi).
+#
+#   check_symbols.sh BUILDDIR PRIVATE_VERSION
 set -u
 build=$1
+priv=$2
 status=0
 # check LIB NODE REGEX [NODE REGEX]...: the demangled names allowed in each node.
 check() {
@@ -40,9 +44,9 @@ check() {
   [ $bad = 0 ] || status=1
 }
 ns() { echo "^((vtable|typeinfo|typeinfo name|guard variable) for |void )?$1"; }
-check librnicdv.so RNICDV_0.1 "$(ns 'rnicdv::')" \
-                   RNICDV_PRIVATE_0.1 "$(ns 'rnicdv::hw::mlx5::')"
-check librnicdv-sim.so RNICDV_SIM_0.1 "^rnicdv_sim_provider$|$(ns 'rnicdv::sim::')"
-check librnicdv-dpdk.so RNICDV_DPDK_0.1 '^rnicdv_dpdk_provider$' \
-                        RNICDV_DPDK_PRIVATE_0.1 '^rnicdv::sim::(plan_eal_args|parse_dpdk_args|split_dpdk_args|mac_string)'
+check librnicdv.so RNICDV_1.0 "$(ns 'rnicdv::')" \
+                   "RNICDV_PRIVATE_$priv" "$(ns 'rnicdv::')"
+check librnicdv-sim.so "RNICDV_SIM_PRIVATE_$priv" "^rnicdv_sim_provider$|$(ns 'rnicdv::sim::')"
+check librnicdv-dpdk.so "RNICDV_DPDK_PRIVATE_$priv" \
+  '^rnicdv_dpdk_provider$|^rnicdv::sim::(plan_eal_args|parse_dpdk_args|split_dpdk_args|mac_string)'
 exit $status

@@ -50,12 +50,34 @@ add_executable(consumer main.cc)
 target_link_libraries(consumer PkgConfig::RNICDV)
 CM
 
+# The consumer binds to librnicdv by its soname, and to the public version nodes only
+# (docs/driver.md, "The ABI"); the simulator it opens on demand is found by its soname too.
+check_binding() {
+  local exe=$1 needed versions
+  needed=$(readelf -d "$exe" | sed -n 's/.*(NEEDED).*\[\(librnicdv[^]]*\)\]/\1/p')
+  if [ "$needed" != "$(readelf -d "$libdir/librnicdv.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')" ] ||
+     [[ "$needed" != librnicdv.so.[0-9]* ]]; then
+    echo "$exe needs '$needed', not librnicdv's soname" >&2
+    return 1
+  fi
+  versions=$(nm -D --undefined-only --with-symbol-versions "$exe" | grep -o '@RNICDV[A-Z_]*[0-9.]*' | sort -u)
+  echo "== $(basename "$(dirname "$exe")"): needs $needed, versions $(echo $versions)"
+  if grep -qv '^@RNICDV_[0-9]*\.[0-9]*$' <<<"$versions"; then
+    echo "$exe binds to a node other than the public ones: $versions" >&2
+    return 1
+  fi
+}
+[ -e "$libdir/$(readelf -d "$libdir/librnicdv.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p' |
+      sed 's/librnicdv/librnicdv-sim/')" ] || { echo "no librnicdv-sim by the soname's number in $libdir" >&2; exit 1; }
+
 status=0
 meson setup "$work/meson-build" "$work/src" >/dev/null && ninja -C "$work/meson-build" >/dev/null
+check_binding "$work/meson-build/consumer" || status=1
 out=$(LD_LIBRARY_PATH=$libdir "$work/meson-build/consumer") || status=1
 echo "== meson consumer: $out"
 if command -v cmake >/dev/null; then
   cmake -S "$work/src" -B "$work/cmake-build" >/dev/null && cmake --build "$work/cmake-build" >/dev/null
+  check_binding "$work/cmake-build/consumer" || status=1
   out=$(LD_LIBRARY_PATH=$libdir "$work/cmake-build/consumer") || status=1
   echo "== cmake consumer: $out"
 else

@@ -6,7 +6,8 @@
 // librnicdv's backend for simN names (hw/src/sim_backend.cc) finds it in the process (a
 // program that links the simulator) or loads the library from beside its own, or from the
 // loader's path, when such a device is first opened, as libibverbs loads a provider for the
-// devices present. Both come from one build: the table carries C++ types, and its ABI number
+// devices present; the file name, librnicdv-sim.so.<soversion>, comes from meson.build
+// (RNICDV_SIM_LIBRARY, as hw/src/sim_backend.cc is compiled). Both come from one build: the table carries C++ types, and its ABI number
 // is checked.
 #pragma once
 
@@ -21,7 +22,6 @@
 namespace rnicdv::sim {
 
 inline constexpr uint32_t kProviderAbi = 2;
-inline constexpr const char* kProviderLibrary = "librnicdv-sim.so.0";
 
 struct Provider {
   uint32_t abi;

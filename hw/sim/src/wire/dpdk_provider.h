@@ -14,12 +14,14 @@
 #include <string>
 
 #include "rnicdv/status.h"
+#include "rnicdv_config.h"
 #include "wire/wire.h"
 
 namespace rnicdv::sim {
 
 inline constexpr uint32_t kDpdkProviderAbi = 1;
-inline constexpr const char* kDpdkLibrary = "librnicdv-dpdk.so.0";
+// librnicdv-dpdk.so.<soversion> (meson.build: rnicdv_dpdk_soname, through rnicdv_config.h).
+inline constexpr const char* kDpdkLibrary = RNICDV_DPDK_LIBRARY;
 
 struct DpdkProvider {
   uint32_t abi;
