@@ -134,10 +134,10 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
 // ordering, last, so that a poster who sees RTS posts after the batch.
 void QpCore::release_withheld_locked() noexcept {
   if (unrung != 0) {
-    const uint32_t begin = hw_pi.load(std::memory_order_relaxed);
+    const uint32_t begin = doorbell_pi.load(std::memory_order_relaxed);
     if (scanning_device) {
       // The device is in RTS and may run each copied WQE as soon as it is in the SQ.
-      ring_pi.store(sq_pi, std::memory_order_relaxed);
+      device_pi.store(sq_pi, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_release);
     }
     if (shadow.buf && scanning_device) {
@@ -166,7 +166,7 @@ void QpCore::enter_error_locked(QpState to) noexcept {
   if (!ever_rts && !software_flush) {
     // Nothing of this incarnation was ever given to the device: every WR built so far
     // (withheld in RTR) completes in software, in posting order.
-    const uint32_t begin = hw_pi.load(std::memory_order_relaxed);
+    const uint32_t begin = doorbell_pi.load(std::memory_order_relaxed);
     sw_begin.store(begin, std::memory_order_relaxed);
     sw_end.store(sq_pi, std::memory_order_release);
     software_flush = true;
@@ -190,8 +190,8 @@ void QpCore::reset_locked() noexcept {
   last_ds = 0;
   ever_rts = false;
   software_flush = false;
-  hw_pi.store(0, std::memory_order_relaxed);
-  ring_pi.store(0, std::memory_order_relaxed);
+  doorbell_pi.store(0, std::memory_order_relaxed);
+  device_pi.store(0, std::memory_order_relaxed);
   sw_begin.store(0, std::memory_order_relaxed);
   sw_end.store(0, std::memory_order_relaxed);
   withheld.store(0, std::memory_order_relaxed);
@@ -211,7 +211,7 @@ PostGate QpCore::gate_in_rts() const noexcept {
   // each WQE's bookkeeping published before its bytes (post_ready_scanning). A QP that cannot
   // take one SGE goes the slow way, where post_send's checks report it.
   if (scanning_device || limits.max_sge == 0) return kGateSlow;
-  return threading == Threading::thread_safe ? kGateLocked : kGateOpen;
+  return threading == Threading::thread_safe ? kGateOpenUnderLock : kGateOpen;
 }
 
 void QpCore::on_async_error(hw::AsyncEventType type) {

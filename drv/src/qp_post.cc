@@ -77,7 +77,7 @@ Errc QpCore::post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) n
 }
 
 // A device that runs valid-looking WQEs past the doorbell record can complete a WQE the
-// moment its ctrl segment is in the SQ. So each WQE's sq_entries slot is written and ring_pi
+// moment its ctrl segment is in the SQ. So each WQE's sq_entries slot is written and device_pi
 // moved past it first, and a release fence orders both before the WQE's bytes: the CQE can
 // then never name a WQE the poller does not know (it would drop it as stale, and the WR would
 // never complete). The size comes from send_wqe_size, which encodes nothing.
@@ -88,7 +88,7 @@ Errc QpCore::post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_in
   if (ring && unrung != 0)
     ring_unrung();
   else
-    ring_pi.store(sq_pi, std::memory_order_relaxed);
+    device_pi.store(sq_pi, std::memory_order_relaxed);
   if (err != Errc::ok && bad_index) *bad_index = built;
   return err;
 }
@@ -125,13 +125,13 @@ Errc QpCore::post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) no
         return Errc::queue_full;
       }
       // The marker is one block. Its entry (and, for a scanning device, which flushes
-      // valid-looking WQEs in ERR, ring_pi) is published before the NOP is written.
+      // valid-looking WQEs in ERR, device_pi) is published before the NOP is written.
       sq_entries[sq_pi & sq_mask] = SqEntry{0, 1, MLX5_OPCODE_NOP, kDrainMarker, {}};
-      const uint32_t published = ring_pi.load(std::memory_order_relaxed);
+      const uint32_t published = device_pi.load(std::memory_order_relaxed);
       const uint32_t marker = sq_pi;
       if (scanning_device) {
         sq_pi = marker + 1;
-        ring_pi.store(marker + 1, std::memory_order_relaxed);
+        device_pi.store(marker + 1, std::memory_order_relaxed);
         std::atomic_thread_fence(std::memory_order_release);
       }
       wqe::EncodedWqe enc;
@@ -139,7 +139,7 @@ Errc QpCore::post_flushed(const SendWr* wrs, size_t count, size_t* bad_index) no
                                            MLX5_WQE_CTRL_CQ_UPDATE, &enc);
       if (err != Errc::ok) [[unlikely]] {
         sq_pi = marker;
-        ring_pi.store(published, std::memory_order_relaxed);
+        device_pi.store(published, std::memory_order_relaxed);
         if (bad_index) *bad_index = 0;
         return Errc::queue_full;
       }
@@ -217,7 +217,7 @@ Result<uint32_t> QpCore::abort_staged() noexcept {
   // Everything from the last doorbell on is the device's to ignore: it reads only up to the
   // doorbell record, and the next WQEs are built over these blocks.
   const uint32_t discarded = unrung;
-  sq_pi = ring_pi.load(std::memory_order_relaxed);
+  sq_pi = device_pi.load(std::memory_order_relaxed);
   unrung = 0;
   if (s == hw::QpState::rtr) withheld.store(0, std::memory_order_relaxed);
   return discarded;

@@ -428,7 +428,7 @@ void flush_cases(const Options& o, std::vector<Record>* out) {
       auto check = [&](Conn& c) {
         const detail::QpCore& core = *c.qp->core();
         if (c.qp->state() != hw::QpState::rts || c.qp->withheld() != 0 ||
-            core.hw_pi.load() != core.sq_pi)
+            core.doorbell_pi.load() != core.sq_pi)
           fail("flush did not release the batch");
       };
       const size_t bytes = size_t{n} * wqe::kBbBytes;

@@ -4,22 +4,24 @@
 //
 // Send queue bookkeeping, in 64-byte basic blocks (BBs), all free-running 32-bit counters:
 //
-//   sq_tail            hw_pi                          sq_pi
+//   sq_tail          doorbell_pi                  sq_pi
 //      |  the device's   |  built, not yet rung:        |
 //      |  (DBR written)  |  staged (RTS) or withheld    |
 //
-//  * sq_pi    next free block; advanced by posters.
-//  * hw_pi    the value last stored into the SQ doorbell record. The device owns
-//             [sq_tail, hw_pi); nothing at or past hw_pi has been announced to it.
-//  * ring_pi  end of the WQEs in the SQ that are the device's: rung, or staged in RTS (a
-//             scanning device may run those before the doorbell, so for one it is moved
-//             before each WQE is written). Withheld WQEs are not included: a CQE naming one
-//             is a device fault and is dropped.
-//  * sq_tail  first block not yet retired; advanced by the send CQ's poller when a CQE's
-//             wqe_counter names a WQE: that WQE and every earlier (unsignaled) one retire.
+//  * sq_pi        next free block; advanced by posters.
+//  * doorbell_pi  the value last stored into the SQ doorbell record. The device owns
+//                 [sq_tail, doorbell_pi); nothing at or past it has been announced by a
+//                 doorbell.
+//  * device_pi    end of the WQEs in the SQ the device may run: doorbell_pi, and on a
+//                 scanning device (which may run a WQE before its doorbell) the staged ones
+//                 too, so for one it moves before each WQE is written. A CQE naming a block
+//                 at or past it is stale (retire_send_id) and dropped. Withheld WQEs are
+//                 never included.
+//  * sq_tail      first block not yet retired; advanced by the send CQ's poller when a CQE's
+//                 wqe_counter names a WQE: that WQE and every earlier (unsignaled) one retire.
 //  * [sw_begin, sw_end)  in ERR, work the driver completes itself with WR_FLUSH_ERR (withheld
-//             WRs, and WRs posted in ERR); delivered by the send CQ once sq_tail reaches
-//             sw_begin, i.e. after everything the device was given has been retired.
+//                 WRs, and WRs posted in ERR); delivered by the send CQ once sq_tail reaches
+//                 sw_begin, i.e. after everything the device was given has been retired.
 //
 // sq_entries[start block] records each WQE's wr_id and size; a CQE's wqe_counter is the start
 // block of the WQE it completes (rdma-core cq.c: wrid[wqe_counter & (wqe_cnt - 1)]).
@@ -79,7 +81,7 @@ enum PostGate : uint8_t {
   // single_poster: build into the SQ and ring, with no lock.
   kGateOpen = 0,
   // The same, Threading::thread_safe: under the post lock.
-  kGateLocked = 1,
+  kGateOpenUnderLock = 1,
   // Anything else (below RTS, SQD, ERR, a scanning device): the gated slow path.
   kGateSlow = 2,
 };
@@ -147,7 +149,7 @@ struct QpCore {
   // first WR that fails (*err says why) and returns how many were built; sq_pi, last_wqe_pi,
   // last_ds and unrung cover them. Publish::before_bytes (a scanning device, which may run a
   // WQE as soon as its ctrl segment lands) writes each WQE's sq_entries slot, sq_pi and
-  // ring_pi first, then a release fence, then the bytes; after_bytes writes the slot after.
+  // device_pi first, then a release fence, then the bytes; after_bytes writes the slot after.
   enum class Publish : uint8_t { after_bytes, before_bytes };
   template <Publish P>
   [[gnu::always_inline]] size_t encode_wrs(const wqe::SqRing& ring, const SendWr* wrs,
@@ -169,14 +171,11 @@ struct QpCore {
   void ring_send_slow() noexcept;
   // post_recv in RESET: bad_state (IBA C10-22), or invalid_argument on a moved-from handle.
   [[gnu::cold]] Errc post_recv_in_reset(size_t count, size_t* bad_index) noexcept;
-  // A typed call whose gate is not open: kGateLocked takes the lock and builds as the fast
-  // path does if the gate is still so; anything else goes the way of post_send(`wr`).
-  [[gnu::cold]] Errc post_typed_gated(const SendWr& wr, bool ring) noexcept;
   // With the post lock held (or on the owner thread): dispatch on the state.
   Errc post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
   // post_ready, or post_ready_scanning on a scanning device (RTS and SQD, lock held).
   Errc post_ready_any(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
-  // post_ready for a scanning device (qp_post.cc): entry and ring_pi first, then the WQE.
+  // post_ready for a scanning device (qp_post.cc): entry and device_pi first, then the WQE.
   Errc post_ready_scanning(const SendWr* wrs, size_t count, size_t* bad_index,
                            bool ring) noexcept;
   Errc post_withheld(const SendWr* wrs, size_t count, size_t* bad_index) noexcept;
@@ -221,7 +220,7 @@ struct QpCore {
   Threading threading = Threading::thread_safe;
   EarlyPost early_post = EarlyPost::in_place;
   // The device may run valid-looking WQEs past the doorbell record (DeviceProfile::
-  // fetches_beyond_dbr): every WQE's sq_entries slot and ring_pi are published before its
+  // fetches_beyond_dbr): every WQE's sq_entries slot and device_pi are published before its
   // bytes reach the SQ, so that its CQE can never arrive before the poller knows it.
   bool scanning_device = false;
   uint8_t sig_all_bits = 0;  // MLX5_WQE_CTRL_CQ_UPDATE when sq_sig_all
@@ -264,15 +263,15 @@ struct QpCore {
 
   // ---- Shared between posters, the flush and pollers -----------------------------------
   std::atomic<hw::QpState> state{hw::QpState::reset};
-  std::atomic<uint32_t> hw_pi{0};
-  std::atomic<uint32_t> ring_pi{0};
+  std::atomic<uint32_t> doorbell_pi{0};
+  std::atomic<uint32_t> device_pi{0};
   std::atomic<uint32_t> sw_begin{0};
   std::atomic<uint32_t> sw_end{0};
   std::atomic<uint32_t> withheld{0};
   std::atomic<uint32_t> rq_posted{0};
 
   // ---- Consumer side: the CQ pollers ------------------------------------------------------
-  // Everything a poller reads and writes to retire a CQE, but for ring_pi (the posters') and
+  // Everything a poller reads and writes to retire a CQE, but for device_pi (the posters') and
   // the entry itself, in this one line: the two tails and the poller's own copies of the
   // geometry fixed at creation (posters read theirs from the lines above, so a poller on
   // another thread never shares a written line with them for these). A CQ with many QPs

@@ -49,12 +49,12 @@ inline void QpCore::commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t
   const uint32_t pi = sq_pi;
   sq_pi = next;
   if (ring) {
-    // As ring_unrung: hw_pi and ring_pi before the doorbell record.
-    hw_pi.store(next, std::memory_order_relaxed);
-    ring_pi.store(next, std::memory_order_relaxed);
+    // As ring_unrung: doorbell_pi and device_pi before the doorbell record.
+    doorbell_pi.store(next, std::memory_order_relaxed);
+    device_pi.store(next, std::memory_order_relaxed);
     doorbell.ring_with_head(dbrec, next, head, wqe, ds, unrung, sq);  // clears unrung
   } else {
-    // Staged. ring_pi stays: only a scanning device could run the WQE before its doorbell,
+    // Staged. device_pi stays: only a scanning device could run the WQE before its doorbell,
     // and the typed calls and post_ready are never used for one (post_ready_scanning is).
     ++unrung;
     last_wqe_pi = pi;
@@ -86,14 +86,14 @@ inline size_t QpCore::encode_wrs(const wqe::SqRing& ring, const SendWr* wrs, siz
       // sq_pi too: the poller may retire this WQE as soon as it is written, and sq_tail must
       // never pass sq_pi.
       sq_pi = pi + bbs;
-      ring_pi.store(pi + bbs, std::memory_order_relaxed);
+      device_pi.store(pi + bbs, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_release);
     }
     err = wqe::encode_send_wqe(ring, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
     if (err != Errc::ok) [[unlikely]] {
       if constexpr (P == Publish::before_bytes) {
         sq_pi = pi;  // nothing was written
-        ring_pi.store(pi, std::memory_order_relaxed);
+        device_pi.store(pi, std::memory_order_relaxed);
         break;
       } else {
         if (err != Errc::queue_full) break;
@@ -120,7 +120,7 @@ inline Errc QpCore::post_ready(const SendWr* wrs, size_t count, size_t* bad_inde
                                bool ring) noexcept {
   Errc err;
   const size_t built = encode_wrs<Publish::after_bytes>(sq, wrs, count, &err);
-  // Staged WQEs leave ring_pi where it is (commit_one).
+  // Staged WQEs leave device_pi where it is (commit_one).
   if (ring && unrung != 0) ring_unrung();
   if (err != Errc::ok && bad_index) [[unlikely]]
     *bad_index = built;
@@ -128,10 +128,10 @@ inline Errc QpCore::post_ready(const SendWr* wrs, size_t count, size_t* bad_inde
 }
 
 inline void QpCore::ring_unrung() noexcept {
-  // hw_pi first: a poller that sees a CQE for these WQEs (ordered after the DBR store by the
-  // device) must also see hw_pi cover them.
-  hw_pi.store(sq_pi, std::memory_order_relaxed);
-  ring_pi.store(sq_pi, std::memory_order_relaxed);
+  // doorbell_pi first: a poller that sees a CQE for these WQEs (ordered after the DBR store by the
+  // device) must also see doorbell_pi cover them.
+  doorbell_pi.store(sq_pi, std::memory_order_relaxed);
+  device_pi.store(sq_pi, std::memory_order_relaxed);
   doorbell.ring(dbrec, sq_pi, reinterpret_cast<const uint8_t*>(sq.bb(last_wqe_pi)), last_ds, unrung,
                 sq);
   unrung = 0;
@@ -189,7 +189,7 @@ inline Retired QpCore::retire_send_id(const mlx5_cqe64* cqe, uint64_t* wr_id) no
   const uint32_t pos = tail + static_cast<uint16_t>(counter - static_cast<uint16_t>(tail));
   // A CQE can only name a WQE the device was given; anything else belongs to an earlier
   // incarnation of this QPN (before RESET), or is a device fault, and is dropped.
-  if (pos - tail >= ring_pi.load(std::memory_order_relaxed) - tail) [[unlikely]]
+  if (pos - tail >= device_pi.load(std::memory_order_relaxed) - tail) [[unlikely]]
     return Retired::stale;
   const SqEntry entry = poll_sq_entries[pos & poll_sq_mask];
   // Release: posters may reuse these blocks and their entries once they see the new tail.

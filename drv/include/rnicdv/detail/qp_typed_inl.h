@@ -295,10 +295,10 @@ template <class Op, class... Args>
   const Op op{args...};
   if (qp->is_moved_from()) [[unlikely]]
     return Errc::invalid_argument;
-  if (qp->gate.load(std::memory_order_relaxed) == kGateLocked && op.fits_layout(*qp)) {
+  if (qp->gate.load(std::memory_order_relaxed) == kGateOpenUnderLock && op.fits_layout(*qp)) {
     qp->post_lock.lock();
     // Under the lock the gate cannot change: every state change takes it.
-    if (qp->gate.load(std::memory_order_relaxed) == kGateLocked &&
+    if (qp->gate.load(std::memory_order_relaxed) == kGateOpenUnderLock &&
         qp->has_room((op.ds(*qp) + 3u) >> 2)) {
       qp->post_typed_ready(op, ring);
       qp->post_lock.unlock();
