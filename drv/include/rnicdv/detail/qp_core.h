@@ -141,6 +141,10 @@ struct QpCore {
   void commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t next, bool ring) noexcept;
   // The RTS/SQD path: build into the SQ and, if `ring`, ring once for everything unrung.
   // Flattened: the WQE encoder is inlined into it whatever the compiler's heuristics say.
+  // post_ready out of line, for post_send: the flattened encoder loop needs most registers,
+  // and inlined into post_send it would make every one-WR post save and restore them.
+  Errc post_ready_outlined(const SendWr* wrs, size_t count, size_t* bad_index,
+                             bool ring) noexcept;
   [[gnu::always_inline, gnu::flatten]] Errc post_ready(const SendWr* wrs, size_t count,
                                                        size_t* bad_index, bool ring) noexcept;
   // The one encode loop of every post path (post_ready, post_withheld, post_ready_scanning):

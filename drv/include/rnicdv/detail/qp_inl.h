@@ -33,15 +33,22 @@ inline Errc moved_from_post(size_t count, size_t* bad_index) noexcept {
 
 inline Errc QpCore::post_send(const SendWr* wrs, size_t count, size_t* bad_index,
                               bool ring) noexcept {
-  // One call site for post_ready, so that it and the WQE encoder inline into a single copy.
+  // One call site for post_ready (post_ready_outlined), so that it and the WQE encoder inline
+  // into a single copy, apart from the one-WR path.
   // Acquire pairs with publish_state's release of the gate: an open gate means the withheld
   // batch has been rung, so this WQE lands after it in the SQ and on the wire.
   if (gate.load(std::memory_order_acquire) == kGateOpen) [[likely]] {
     if (count == 1 && post_one_fixed(*wrs, ring)) [[likely]]
       return Errc::ok;
-    return post_ready(wrs, count, bad_index, ring);
+    return post_ready_outlined(wrs, count, bad_index, ring);
   }
   return post_send_slow(wrs, count, bad_index, ring);
+}
+
+[[gnu::noinline]] inline Errc QpCore::post_ready_outlined(const SendWr* wrs, size_t count,
+                                                          size_t* bad_index,
+                                                          bool ring) noexcept {
+  return post_ready(wrs, count, bad_index, ring);
 }
 
 inline void QpCore::commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t next,

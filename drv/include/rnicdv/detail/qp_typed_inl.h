@@ -95,6 +95,9 @@ struct RdmaOp {
     wr.imm_data = imm;
     return wr;
   }
+  static RdmaOp from_wr(const SendWr& wr) noexcept {
+    return {wr.wr_id, wr.sg_list, wr.remote_addr, wr.rkey, wr.imm_data, wr.flags};
+  }
 };
 
 // SEND and SEND with immediate with one SGE: ctrl + data, DS 2.
@@ -124,6 +127,9 @@ struct SendOp {
     SendWr wr = one_sge_wr(wr_id, Opcode, flags, list);
     wr.imm_data = imm;
     return wr;
+  }
+  static SendOp from_wr(const SendWr& wr) noexcept {
+    return {wr.wr_id, wr.sg_list, wr.imm_data, wr.flags};
   }
 };
 
@@ -162,6 +168,9 @@ struct AtomicOp {
     wr.compare_add = compare_add;
     wr.swap = swap;
     return wr;
+  }
+  static AtomicOp from_wr(const SendWr& wr) noexcept {
+    return {wr.wr_id, wr.sg_list, wr.remote_addr, wr.rkey, wr.flags, wr.compare_add, wr.swap};
   }
 };
 
@@ -230,38 +239,36 @@ template <class Op>
   return true;
 }
 
+// post_send's one-WR fast path for the op of one opcode: the op built from the SendWr, then
+// exactly the typed call's path. Out of line and flattened, one copy per op: inlined into one
+// switch, seven copies would make the compiler outline the build and the commit instead.
+template <class Op>
+[[gnu::noinline, gnu::flatten]] bool post_fixed_wr(QpCore& qp, const SendWr& wr,
+                                                   bool ring) noexcept {
+  return post_if_fixed(qp, Op::from_wr(wr), ring);
+}
+
 // post_send's one-WR fast path: a request with one SGE goes through the op of the typed call
 // for its opcode, so its WQE is built from the same layout, byte for byte.
 inline bool QpCore::post_one_fixed(const SendWr& wr, bool ring) noexcept {
   if (wr.flags & send_flags::inline_data) return post_one_inline(wr, ring);
   if (wr.num_sge != 1 || wr.sg_list == nullptr) [[unlikely]]
     return false;
-  const Sge* const sge = wr.sg_list;
   switch (wr.opcode) {
     case WrOpcode::rdma_write:
-      return post_if_fixed(*this, RdmaOp<MLX5_OPCODE_RDMA_WRITE>{wr.wr_id, sge, wr.remote_addr,
-                                                                 wr.rkey, 0, wr.flags}, ring);
+      return post_fixed_wr<RdmaOp<MLX5_OPCODE_RDMA_WRITE>>(*this, wr, ring);
     case WrOpcode::rdma_write_imm:
-      return post_if_fixed(*this, RdmaOp<MLX5_OPCODE_RDMA_WRITE_IMM>{wr.wr_id, sge,
-                                                                     wr.remote_addr, wr.rkey,
-                                                                     wr.imm_data, wr.flags},
-                           ring);
+      return post_fixed_wr<RdmaOp<MLX5_OPCODE_RDMA_WRITE_IMM>>(*this, wr, ring);
     case WrOpcode::rdma_read:
-      return post_if_fixed(*this, RdmaOp<MLX5_OPCODE_RDMA_READ>{wr.wr_id, sge, wr.remote_addr,
-                                                                wr.rkey, 0, wr.flags}, ring);
+      return post_fixed_wr<RdmaOp<MLX5_OPCODE_RDMA_READ>>(*this, wr, ring);
     case WrOpcode::send:
-      return post_if_fixed(*this, SendOp<MLX5_OPCODE_SEND>{wr.wr_id, sge, 0, wr.flags}, ring);
+      return post_fixed_wr<SendOp<MLX5_OPCODE_SEND>>(*this, wr, ring);
     case WrOpcode::send_imm:
-      return post_if_fixed(*this, SendOp<MLX5_OPCODE_SEND_IMM>{wr.wr_id, sge, wr.imm_data,
-                                                               wr.flags}, ring);
+      return post_fixed_wr<SendOp<MLX5_OPCODE_SEND_IMM>>(*this, wr, ring);
     case WrOpcode::atomic_fetch_add:
-      return post_if_fixed(*this, AtomicOp<MLX5_OPCODE_ATOMIC_FA>{wr.wr_id, sge, wr.remote_addr,
-                                                                  wr.rkey, wr.flags,
-                                                                  wr.compare_add, 0}, ring);
+      return post_fixed_wr<AtomicOp<MLX5_OPCODE_ATOMIC_FA>>(*this, wr, ring);
     case WrOpcode::atomic_cmp_swap:
-      return post_if_fixed(*this, AtomicOp<MLX5_OPCODE_ATOMIC_CS>{wr.wr_id, sge, wr.remote_addr,
-                                                                  wr.rkey, wr.flags,
-                                                                  wr.compare_add, wr.swap}, ring);
+      return post_fixed_wr<AtomicOp<MLX5_OPCODE_ATOMIC_CS>>(*this, wr, ring);
     default:
       return false;  // a NOP, or not an opcode: post_ready builds or reports it
   }

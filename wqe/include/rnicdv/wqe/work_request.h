@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <iosfwd>
 
 namespace rnicdv {
 
@@ -61,9 +62,10 @@ class SendFlags {
   uint32_t bits_ = 0;
 };
 
-// For test frameworks and logs: "SendFlags(5)". A template, so this header needs no <ostream>.
-template <class Stream>
-auto operator<<(Stream& os, SendFlags f) -> decltype(os << f.bits()) {
+// For test frameworks and logs: "SendFlags(5)". A template over the stream, so that this
+// header needs only <iosfwd>.
+template <class CharT, class Traits>
+std::basic_ostream<CharT, Traits>& operator<<(std::basic_ostream<CharT, Traits>& os, SendFlags f) {
   return os << "SendFlags(" << f.bits() << ")";
 }
 
