@@ -55,7 +55,7 @@ struct SqBuilder {
     }
     pi += enc.bbs;
   }
-  void add_inline(WrOpcode op, uint32_t len, uint32_t flags = send_flags::signaled) {
+  void add_inline(WrOpcode op, uint32_t len, SendFlags flags = send_flags::signaled) {
     Sge sge{reinterpret_cast<uintptr_t>(payload.data()), len, 0};
     SendWr wr;
     wr.wr_id = pi;
