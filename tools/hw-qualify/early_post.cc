@@ -145,7 +145,8 @@ class RawActive {
     expect(pd_ != nullptr, "ibv_alloc_pd");
     cq_ = ibv_create_cq(id_->verbs, 64, nullptr, nullptr, 0);
     expect(cq_ != nullptr, "ibv_create_cq");
-    mr_ = ibv_reg_mr(pd_, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+    const int access = IBV_ACCESS_LOCAL_WRITE;  // an int: ibv_reg_mr mixes it with another enum
+    mr_ = ibv_reg_mr(pd_, buf_.data(), buf_.size(), access);
     expect(mr_ != nullptr, "ibv_reg_mr");
     ibv_qp_init_attr ia{};
     ia.send_cq = cq_;
