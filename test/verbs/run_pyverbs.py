@@ -5,12 +5,20 @@
 Runs each named module of the suite in its own process (Debian's /usr/bin/python3 and
 python3-pyverbs, the shim preloaded) and passes only if every module reports no failure and
 no error, and every skip gives a reason that docs/uverbs-shim.md lists (in backquotes) as a
-documented limitation. Exits 77 (skipped) when the suite or pyverbs is not on this machine.
+documented limitation.
 
-usage: run_pyverbs.py SHIM SUITE_DIR DOC MODULE...
+The suite is read from SOURCE (an rdma-core source tree, its tests/ folder) where that exists,
+else from the copy Debian's python3-pyverbs installs (DEBIAN_TESTS, some modules gzipped),
+unpacked into UNPACK_DIR/tests so that tests/run_tests.py finds its package as in the source
+tree. Exits 77 (skipped), saying why in one line, when neither is on this machine or pyverbs
+itself is not.
+
+usage: run_pyverbs.py SHIM SOURCE DEBIAN_TESTS UNPACK_DIR DOC MODULE...
 """
+import gzip
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -18,16 +26,46 @@ PYTHON = "/usr/bin/python3"  # the interpreter python3-pyverbs is built for
 MODULE_TIMEOUT_S = 240
 
 
+def unpack_debian_copy(src: str, unpack_dir: str) -> str:
+    """Copies Debian's tests folder to UNPACK_DIR/tests, decompressing each *.gz file; returns
+    UNPACK_DIR (the folder to run tests/run_tests.py from)."""
+    dest = os.path.join(unpack_dir, "tests")
+    staging = dest + ".new"
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    for name in sorted(os.listdir(src)):
+        path = os.path.join(src, name)
+        if not os.path.isfile(path):
+            continue
+        if name.endswith(".gz"):
+            with gzip.open(path, "rb") as f_in, open(os.path.join(staging, name[:-3]), "wb") as f_out:
+                shutil.copyfileobj(f_in, f_out)
+        else:
+            shutil.copyfile(path, os.path.join(staging, name))
+    # A fresh copy every run: the package may have changed since the last one.
+    shutil.rmtree(dest, ignore_errors=True)
+    os.rename(staging, dest)
+    return unpack_dir
+
+
 def main() -> int:
-    if len(sys.argv) < 5:
+    if len(sys.argv) < 7:
         print(__doc__, file=sys.stderr)
         return 2
-    shim, suite, doc_path, modules = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-    if not os.path.isfile(os.path.join(suite, "tests", "run_tests.py")):
-        print(f"SKIP: rdma-core's test suite is not at {suite}")
-        return 77
+    shim, source, debian_tests, unpack_dir, doc_path = sys.argv[1:6]
+    modules = sys.argv[6:]
     if subprocess.run([PYTHON, "-c", "import pyverbs.device"], capture_output=True).returncode:
         print("SKIP: pyverbs is not installed (Debian package python3-pyverbs)")
+        return 77
+    if os.path.isfile(os.path.join(source, "tests", "run_tests.py")):
+        suite = source
+        print(f"pyverbs: the suite from {source}/tests")
+    elif os.path.isfile(os.path.join(debian_tests, "run_tests.py")):
+        suite = unpack_debian_copy(debian_tests, unpack_dir)
+        print(f"pyverbs: the suite from {debian_tests}, unpacked into {suite}/tests")
+    else:
+        print(f"SKIP: rdma-core's test suite is neither at {source}/tests nor at {debian_tests} "
+              "(python3-pyverbs installs it there unless dpkg excludes /usr/share/doc)")
         return 77
     with open(doc_path, encoding="utf-8") as f:
         # The table rows of the doc (one line each, so a stray backquote elsewhere cannot
@@ -49,8 +87,10 @@ def main() -> int:
         out = r.stdout + r.stderr
         ran = re.search(r"^Ran (\d+) tests? in", out, re.M)
         verdict = re.search(r"^(OK|FAILED)\b(.*)$", out, re.M)
-        skips = re.findall(r"skipped '(.*)'$", out, re.M)
-        print(f"{module}: {verdict.group(0) if verdict else 'no verdict'}")
+        # unittest prints the reason's repr(): in double quotes when it holds a single quote.
+        skips = [m.group(2) for m in re.finditer(r"skipped (['\"])(.*)\1$", out, re.M)]
+        print(f"{module}: ran {ran.group(1) if ran else '?'}, "
+              f"{verdict.group(0) if verdict else 'no verdict'}")
         if not ran or not verdict:
             problems.append(f"{module}: no unittest summary (exit {r.returncode}):\n{out[-3000:]}")
             continue
