@@ -33,6 +33,8 @@ as_root=()
 [ "$(id -u)" -eq 0 ] && as_root=(--allow-run-as-root)
 # Only the ranks get the shim (-x), not mpirun and its helpers. UCX_LOG_LEVEL=info makes UCP
 # print each endpoint's lanes ("ep_cfg[N]: tag(TL/DEVICE) ..."). %p: one capture per rank.
+# --bind-to none: two ranks on a busy two-core machine; --mca osc ^ucx: the program does no
+# one-sided communication, whose UCX component would open a second UCX context per rank.
 export RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp RNICDV_PCAP=$work/rank-%p.pcap
 export UCX_TLS=$tl,$aux UCX_NET_DEVICES=rnicsim0:1 UCX_LOG_LEVEL=info
 timeout 120 mpirun -np 2 --oversubscribe "${as_root[@]}" --bind-to none \

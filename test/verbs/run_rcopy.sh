@@ -32,17 +32,20 @@ for attempt in $(seq 1 100); do
   client_rc=$?
   [ $client_rc -eq 0 ] && break
   # The server's device has no address yet, or nothing listens yet: try again.
-  kill -0 $server_pid 2>/dev/null &&
-    grep -Eqi 'Connection refused|No route to host|REJECTED|ADDR_ERROR' "$work/client.out" ||
+  if ! kill -0 $server_pid 2>/dev/null ||
+     ! grep -Eqi 'Connection refused|No route to host|REJECTED|ADDR_ERROR' "$work/client.out"; then
     break
+  fi
   sleep 0.1
 done
 
 status=0
 [ $client_rc -eq 0 ] || { echo "rcopy client: exit $client_rc" >&2; status=1; }
-grep -Eq "^opening\.\.\.transferring\.\.\.closing\.\.\.done$" "$work/client.out" &&
-  grep -Eq "^$((size_kib * 1024)) bytes in [0-9.]+ seconds" "$work/client.out" ||
-  { echo "rcopy client: no transfer report for $((size_kib * 1024)) bytes" >&2; status=1; }
+if ! grep -Eq "^opening\.\.\.transferring\.\.\.closing\.\.\.done$" "$work/client.out" ||
+   ! grep -Eq "^$((size_kib * 1024)) bytes in [0-9.]+ seconds" "$work/client.out"; then
+  echo "rcopy client: no transfer report for $((size_kib * 1024)) bytes" >&2
+  status=1
+fi
 # The server reports the close after answering it: give it a moment.
 for _ in $(seq 1 100); do
   grep -qF "closing...done" "$work/server.out" && break
