@@ -781,7 +781,8 @@ TEST_CASE("the rdma_cm device answers bad pointers with EFAULT and read() with E
   CHECK(close(fd) == 0);
 }
 
-TEST_CASE("rdma_cm IDs of QP types the model lacks are refused by name; a short response is ENOSPC") {
+TEST_CASE(
+    "rdma_cm IDs of QP types the model lacks are refused by name; a short response is ENOSPC") {
   const int fd = open("/dev/infiniband/rdma_cm", O_RDWR | O_CLOEXEC);
   REQUIRE(fd >= 0);
   rdma_ucm_create_id_resp resp{};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -79,8 +80,16 @@ struct CommandSpec {
 const CommandSpec* command_spec(uint32_t number, bool extended);
 // The command's name, for messages ("CREATE_QP", "EX_CREATE_QP"), or "unknown command".
 const char* command_name(uint32_t number, bool extended);
-// A failure the simulated HCA reported, prefixed with the device and the command: -errno.
-int sim_error(const Cmd& c, const Status& st);
+// A failure the simulated HCA reported, prefixed with the device, the command and the object
+// (`what`: "QP on PD 3"): -errno.
+int sim_error(const Cmd& c, const std::string& what, const Status& st);
+// "0x1a2b": QP and SRQ numbers as the messages print them.
+inline std::string hex_number(uint32_t n) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%#x", n);
+  return text;
+}
+
 // The next object handle of `ctx` (the kernel's idr: per context, never reused while alive).
 uint32_t new_handle(Context& ctx);
 

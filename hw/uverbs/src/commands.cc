@@ -143,7 +143,8 @@ template <size_t Size, size_t N>
 constexpr std::array<CommandSpec, Size> by_number(const CommandSpec (&rows)[N]) {
   std::array<CommandSpec, Size> table{};
   for (const CommandSpec& row : rows) {
-    if (row.number >= Size || table[row.number].name) throw "a row outside the table or a duplicate";
+    if (row.number >= Size || table[row.number].name)
+      throw "a row outside the table or a duplicate";
     table[row.number] = row;
   }
   return table;
@@ -201,10 +202,10 @@ int Cmd::error(int err, const char* fmt, ...) const {
                                    command_name(number, extended), why));
 }
 
-int sim_error(const Cmd& c, const Status& st) {
+int sim_error(const Cmd& c, const std::string& what, const Status& st) {
   return report(to_errno(st.code()),
                 Status(st.code(), c.dev_name + ": " + command_name(c.number, c.extended) + ": " +
-                                      st.message()));
+                                      what + ": " + st.message()));
 }
 
 uint32_t new_handle(Context& ctx) { return ctx.next_handle++; }

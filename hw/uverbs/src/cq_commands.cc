@@ -47,14 +47,15 @@ int create_cq(Cmd& c) {
   std::shared_ptr<EventFile> channel;
   if (req.comp_channel >= 0) {
     channel = event_file(req.comp_channel);
-    if (!channel || std::find(ctx.channels.begin(), ctx.channels.end(), channel) == ctx.channels.end())
+    if (!channel ||
+        std::find(ctx.channels.begin(), ctx.channels.end(), channel) == ctx.channels.end())
       return c.error(EINVAL, "CQ of cqe %u: fd %d is not a completion channel of this context",
                      req.cqe, req.comp_channel);
   }
   if (!user_range_ok(m.buf_addr, entries * m.cqe_size, true) || !user_range_ok(m.db_addr, 8, true))
-    return c.error(EFAULT, "CQ of cqe %u: ring %#llx (%llu bytes) or doorbell record %#llx is not writable",
-                   req.cqe,
-                   static_cast<unsigned long long>(m.buf_addr),
+    return c.error(EFAULT,
+                   "CQ of cqe %u: ring %#llx (%llu bytes) or doorbell record %#llx is not writable",
+                   req.cqe, static_cast<unsigned long long>(m.buf_addr),
                    static_cast<unsigned long long>(entries * m.cqe_size),
                    static_cast<unsigned long long>(m.db_addr));
   sim::ExternalCqMemory mem;
@@ -64,7 +65,7 @@ int create_cq(Cmd& c) {
   mem.dbrec = reinterpret_cast<uint32_t*>(m.db_addr);
   mem.cq_uar = ctx.uar_pages[m.uar_page_index];
   Result<std::unique_ptr<hw::Cq>> cq = sim::create_cq_external(*ctx.dev->dev, mem);
-  if (!cq) return sim_error(c, cq.status());
+  if (!cq) return sim_error(c, "CQ of cqe " + std::to_string(req.cqe), cq.status());
 
   const uint32_t h = new_handle(ctx);
   CqObject& obj = ctx.cqs[h];
@@ -88,7 +89,7 @@ int create_cq(Cmd& c) {
     });
     if (!st) {
       ctx.cqs.erase(h);
-      return sim_error(c, st);
+      return sim_error(c, "CQ of cqe " + std::to_string(req.cqe), st);
     }
   }
   ib_uverbs_create_cq_resp r{};
@@ -106,7 +107,8 @@ int destroy_cq(Cmd& c) {
   auto it = ctx.cqs.find(req.cq_handle);
   if (it == ctx.cqs.end()) return c.error(EINVAL, "CQ handle %u: no such CQ", req.cq_handle);
   CqObject& obj = it->second;
-  if (obj.users) return c.error(EBUSY, "CQ handle %u: still used by %u QPs", req.cq_handle, obj.users);
+  if (obj.users)
+    return c.error(EBUSY, "CQ handle %u: still used by %u QPs", req.cq_handle, obj.users);
   if (obj.channel) {
     (void)sim::set_cq_event_handler(*obj.cq, {});
     obj.channel->purge(obj.key);

@@ -154,7 +154,8 @@ int query_device(Cmd& c) {
 
 int query_device_ex(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_ex_query_device>();
-  if (req.comp_mask || req.reserved) return c.error(EINVAL, "device: comp_mask %#x (none is known)", req.comp_mask);
+  if (req.comp_mask || req.reserved)
+    return c.error(EINVAL, "device: comp_mask %#x (none is known)", req.comp_mask);
   ib_uverbs_ex_query_device_resp r{};
   fill_device_attr(c.ctx, r.base);
   r.comp_mask = 0;
@@ -168,7 +169,8 @@ int query_device_ex(Cmd& c) {
 
 int query_port(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_query_port>();
-  if (req.port_num != 1) return c.error(EINVAL, "port %u: no such port (the device has port 1)", req.port_num);
+  if (req.port_num != 1)
+    return c.error(EINVAL, "port %u: no such port (the device has port 1)", req.port_num);
   const hw::DeviceCaps& caps = c.ctx.dev->dev->info().caps;
   ib_uverbs_query_port_resp r{};
   r.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
@@ -192,7 +194,7 @@ int query_port(Cmd& c) {
 // ---- PD, MR ----
 int alloc_pd(Cmd& c) {
   Result<std::unique_ptr<hw::Pd>> pd = c.ctx.dev->dev->alloc_pd();
-  if (!pd) return sim_error(c, pd.status());
+  if (!pd) return sim_error(c, "new PD", pd.status());
   const uint32_t h = new_handle(c.ctx);
   ib_uverbs_alloc_pd_resp r{};
   r.pd_handle = h;
@@ -299,9 +301,10 @@ int reg_mr(Cmd& c) {
   const int64_t access =
       check_region(c, what.c_str(), req.start, req.length, req.hca_va, req.access_flags);
   if (access < 0) return static_cast<int>(access);
-  Result<std::unique_ptr<hw::Mr>> mr = c.ctx.dev->dev->reg_mr(
-      *pd->second.pd, reinterpret_cast<void*>(req.start), req.length, static_cast<uint32_t>(access));
-  if (!mr) return sim_error(c, mr.status());
+  Result<std::unique_ptr<hw::Mr>> mr =
+      c.ctx.dev->dev->reg_mr(*pd->second.pd, reinterpret_cast<void*>(req.start), req.length,
+                             static_cast<uint32_t>(access));
+  if (!mr) return sim_error(c, what, mr.status());
   const uint32_t h = new_handle(c.ctx);
   ib_uverbs_reg_mr_resp r{};
   r.mr_handle = h;
@@ -338,7 +341,7 @@ int rereg_mr(Cmd& c) {
   if (Status st = sim::rereg_mr(*obj.mr, *pd->second.pd, reinterpret_cast<void*>(start), length,
                                 static_cast<uint32_t>(access));
       !st)
-    return sim_error(c, st);
+    return sim_error(c, what, st);
   --c.ctx.pds[obj.pd].users;
   ++pd->second.users;
   obj.pd = pd_handle;

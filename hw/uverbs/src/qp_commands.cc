@@ -75,7 +75,8 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   if (req.is_srq) {
     auto s = ctx.srqs.find(req.srq_handle);
     if (s == ctx.srqs.end())
-      return c.error(EINVAL, "QP on PD %u: SRQ handle %u: no such SRQ", req.pd_handle, req.srq_handle);
+      return c.error(EINVAL, "QP on PD %u: SRQ handle %u: no such SRQ", req.pd_handle,
+                     req.srq_handle);
     srq = &s->second;
   }
   if (!m.buf_addr || !m.db_addr)
@@ -131,7 +132,7 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   }
   Result<std::unique_ptr<hw::Qp>> qp = sim::create_qp_external(
       *ctx.dev->dev, *pd->second.pd, *scq->second.cq, *rcq->second.cq, mem);
-  if (!qp) return sim_error(c, qp.status());
+  if (!qp) return sim_error(c, "QP on PD " + std::to_string(req.pd_handle), qp.status());
 
   const uint32_t h = new_handle(ctx);
   QpObject& obj = ctx.qps[h];
@@ -202,7 +203,8 @@ int create_qp_ex(Cmd& c) {
   if (x.qp_type == IBV_QPT_UD) flags &= ~static_cast<uint32_t>(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
   if (flags)
     return c.error(EOPNOTSUPP, "QP on PD %u: create flags %#x (the simulated HCA takes none%s)",
-                   x.pd_handle, flags, x.qp_type == IBV_QPT_UD ? " but multicast loopback blocking" : "");
+                   x.pd_handle, flags,
+                   x.qp_type == IBV_QPT_UD ? " but multicast loopback blocking" : "");
   ib_uverbs_create_qp req{};
   req.user_handle = x.user_handle;
   req.pd_handle = x.pd_handle;
@@ -232,7 +234,8 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
       IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN |
       IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_ALT_PATH | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MIG_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN;
-  if (m & ~kKnown) return c.error(EINVAL, "QP %#x: unknown attribute bits %#x", obj.qpn, m & ~kKnown);
+  if (m & ~kKnown)
+    return c.error(EINVAL, "QP %#x: unknown attribute bits %#x", obj.qpn, m & ~kKnown);
   const bool ud = obj.type == hw::QpType::ud;
   if ((m & IBV_QP_QKEY) && !ud) return c.error(EINVAL, "QP %#x: a Q_Key on an RC QP", obj.qpn);
   static constexpr std::pair<uint32_t, const char*> kConnectedOnly[] = {
@@ -266,7 +269,8 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
   *attr = obj.attr;
   *mask = 0;
   if (m & IBV_QP_STATE) {
-    if (req.qp_state > IBV_QPS_ERR) return c.error(EINVAL, "QP %#x: state %u", obj.qpn, req.qp_state);
+    if (req.qp_state > IBV_QPS_ERR)
+      return c.error(EINVAL, "QP %#x: state %u", obj.qpn, req.qp_state);
     attr->state = static_cast<hw::QpState>(req.qp_state);
     *mask |= hw::qp_attr::state;
   }
@@ -321,7 +325,7 @@ int modify_qp_common(Cmd& c, const ib_uverbs_modify_qp& req) {
   uint32_t mask = 0;
   if (int rc = translate_modify(c, obj, req, &attr, &mask); rc != 0) return rc;
   Status st = obj.qp->modify(attr, mask);
-  if (!st) return sim_error(c, st);
+  if (!st) return sim_error(c, "QP " + hex_number(obj.qpn), st);
   obj.attr = attr;
   if ((mask & hw::qp_attr::state) && attr.state == hw::QpState::reset)
     obj.attr = hw::QpAttr{};

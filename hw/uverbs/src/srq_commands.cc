@@ -81,11 +81,12 @@ int create_srq(Cmd& c) {
   mem.stride = g.stride;
   mem.max_sge = g.max_sge;
   mem.dbrec = reinterpret_cast<uint32_t*>(m.db_addr);
-  Result<std::unique_ptr<hw::Srq>> srq = sim::create_srq_external(*ctx.dev->dev, *pd->second.pd, mem);
-  if (!srq) return sim_error(c, srq.status());
+  Result<std::unique_ptr<hw::Srq>> srq =
+      sim::create_srq_external(*ctx.dev->dev, *pd->second.pd, mem);
+  if (!srq) return sim_error(c, "SRQ on PD " + std::to_string(req.pd_handle), srq.status());
   if (req.srq_limit) {
     Status st = srq.value()->arm_limit(req.srq_limit);
-    if (!st) return sim_error(c, st);
+    if (!st) return sim_error(c, "SRQ on PD " + std::to_string(req.pd_handle), st);
   }
 
   const uint32_t h = new_handle(ctx);
@@ -126,7 +127,7 @@ int modify_srq(Cmd& c) {
       return c.error(EINVAL, "SRQ %#x: limit %u above its %u WQEs", srqn, req.srq_limit,
                      obj.max_wr);
     Status st = obj.srq->arm_limit(req.srq_limit);
-    if (!st) return sim_error(c, st);
+    if (!st) return sim_error(c, "SRQ " + hex_number(srqn), st);
     obj.limit = req.srq_limit;
   }
   return 0;

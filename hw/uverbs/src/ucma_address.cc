@@ -54,8 +54,8 @@ int parse_addr(const Cmd& c, const Id& id, const void* sa, size_t size, Parsed* 
         *out = {AF_INET, {ntohl(v4), ntohs(in6.sin6_port)}};
         return 0;
       }
-      return c.unsupported(EADDRNOTAVAIL, "id %u: an IPv6 address (the devices have IPv4 addresses)",
-                           id.handle);
+      return c.unsupported(EADDRNOTAVAIL,
+                           "id %u: an IPv6 address (the devices have IPv4 addresses)", id.handle);
     }
     case AF_IB: {
       sockaddr_ib ib{};
@@ -193,7 +193,8 @@ uint64_t node_guid_be(const Id& id) {
 }  // namespace
 
 hw::Mtu path_mtu(const Id& id) {
-  return id.dev ? std::min(id.dev->dev->info().caps.active_mtu, hw::Mtu::mtu4096) : hw::Mtu::mtu1024;
+  return id.dev ? std::min(id.dev->dev->info().caps.active_mtu, hw::Mtu::mtu4096)
+                : hw::Mtu::mtu1024;
 }
 
 // The QP's Local ACK Timeout: RDMA_OPTION_ID_ACK_TIMEOUT, or the path's packet lifetime + 1.

@@ -4,6 +4,7 @@
 // in ucma.cc).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -71,7 +71,8 @@ template <size_t Size, size_t N>
 constexpr std::array<CommandSpec, Size> by_number(const CommandSpec (&rows)[N]) {
   std::array<CommandSpec, Size> table{};
   for (const CommandSpec& row : rows) {
-    if (row.number >= Size || table[row.number].name) throw "a row outside the table or a duplicate";
+    if (row.number >= Size || table[row.number].name)
+      throw "a row outside the table or a duplicate";
     table[row.number] = row;
   }
   return table;
@@ -98,7 +99,8 @@ const char* command_name(uint32_t number) {
 
 int Cmd::writable(uint64_t response, size_t size) const {
   if (user_range_ok(response, std::min(size, out_len), true)) return 0;
-  return error(EFAULT, "response at %#llx is not writable", static_cast<unsigned long long>(response));
+  return error(EFAULT, "response at %#llx is not writable",
+               static_cast<unsigned long long>(response));
 }
 
 int Cmd::error(int err, const char* fmt, ...) const {
@@ -107,7 +109,8 @@ int Cmd::error(int err, const char* fmt, ...) const {
   va_start(ap, fmt);
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
-  return report(err, Status::error(Errc::invalid_argument, "rdma_cm: %s: %s", command_name(number), why));
+  return report(
+      err, Status::error(Errc::invalid_argument, "rdma_cm: %s: %s", command_name(number), why));
 }
 
 int Cmd::unsupported(int err, const char* fmt, ...) const {
@@ -148,8 +151,9 @@ int create_id(const Cmd& c) {
           return c.unsupported(EINVAL, "new id: a UD ID (IBV_QPT_UD) in the IB port space");
         case IBV_QPT_XRC_SEND:
         case IBV_QPT_XRC_RECV:
-          return c.unsupported(EINVAL, "new id: an XRC ID (%s) in the IB port space",
-                               qp_type == IBV_QPT_XRC_SEND ? "IBV_QPT_XRC_SEND" : "IBV_QPT_XRC_RECV");
+          return c.unsupported(
+              EINVAL, "new id: an XRC ID (%s) in the IB port space",
+              qp_type == IBV_QPT_XRC_SEND ? "IBV_QPT_XRC_SEND" : "IBV_QPT_XRC_RECV");
         case IBV_QPT_UC:
           return c.unsupported(EINVAL, "new id: a UC ID (IBV_QPT_UC) in the IB port space");
         default:
@@ -204,22 +208,27 @@ int set_option(const Cmd& c) {
     int v = 0;
     switch (cmd.optname) {
       case RDMA_OPTION_ID_TOS:
-        if (cmd.optlen != sizeof(uint8_t)) return c.error(EINVAL, "id %u: TOS: %u bytes", id->handle, cmd.optlen);
+        if (cmd.optlen != sizeof(uint8_t))
+          return c.error(EINVAL, "id %u: TOS: %u bytes", id->handle, cmd.optlen);
         id->tos = val[0];
         return 0;
       case RDMA_OPTION_ID_REUSEADDR:
-        if (!read_int(&v)) return c.error(EINVAL, "id %u: REUSEADDR: %u bytes", id->handle, cmd.optlen);
-        if (id->state != State::idle) return c.error(EINVAL, "id %u: REUSEADDR after bind", id->handle);
+        if (!read_int(&v))
+          return c.error(EINVAL, "id %u: REUSEADDR: %u bytes", id->handle, cmd.optlen);
+        if (id->state != State::idle)
+          return c.error(EINVAL, "id %u: REUSEADDR after bind", id->handle);
         id->reuseaddr = v != 0;
         return 0;
       case RDMA_OPTION_ID_AFONLY:
-        if (!read_int(&v)) return c.error(EINVAL, "id %u: AFONLY: %u bytes", id->handle, cmd.optlen);
-        if (id->state != State::idle) return c.error(EINVAL, "id %u: AFONLY after bind", id->handle);
+        if (!read_int(&v))
+          return c.error(EINVAL, "id %u: AFONLY: %u bytes", id->handle, cmd.optlen);
+        if (id->state != State::idle)
+          return c.error(EINVAL, "id %u: AFONLY after bind", id->handle);
         id->afonly = v != 0;
         return 0;
       case RDMA_OPTION_ID_ACK_TIMEOUT:
-        if (cmd.optlen != sizeof(uint8_t)) return c.error(EINVAL, "id %u: ACK_TIMEOUT: %u bytes", id->handle,
-                                                  cmd.optlen);
+        if (cmd.optlen != sizeof(uint8_t))
+          return c.error(EINVAL, "id %u: ACK_TIMEOUT: %u bytes", id->handle, cmd.optlen);
         id->ack_timeout = std::min<uint8_t>(val[0], 31);
         return 0;
       default:

@@ -184,20 +184,24 @@ int init_qp_attr(const Cmd& c) {
   uint32_t m = 0;
   r.qp_state = static_cast<uint32_t>(a.state);
   if (mask & hw::qp_attr::state) m |= IBV_QP_STATE;
-  if (mask & hw::qp_attr::access_flags) m |= IBV_QP_ACCESS_FLAGS, r.qp_access_flags = a.access_flags;
+  if (mask & hw::qp_attr::access_flags)
+    m |= IBV_QP_ACCESS_FLAGS, r.qp_access_flags = a.access_flags;
   if (mask & hw::qp_attr::port) {
     m |= IBV_QP_PKEY_INDEX | IBV_QP_PORT;
     r.pkey_index = a.pkey_index;
     r.port_num = a.port_num;
   }
-  if (mask & hw::qp_attr::path_mtu) m |= IBV_QP_PATH_MTU, r.path_mtu = static_cast<uint32_t>(a.path_mtu);
+  if (mask & hw::qp_attr::path_mtu)
+    m |= IBV_QP_PATH_MTU, r.path_mtu = static_cast<uint32_t>(a.path_mtu);
   if (mask & hw::qp_attr::dest_qpn) m |= IBV_QP_DEST_QPN, r.dest_qp_num = a.dest_qpn;
   if (mask & hw::qp_attr::rq_psn) m |= IBV_QP_RQ_PSN, r.rq_psn = a.rq_psn;
   if (mask & hw::qp_attr::sq_psn) m |= IBV_QP_SQ_PSN, r.sq_psn = a.sq_psn;
-  if (mask & hw::qp_attr::max_rd_atomic) m |= IBV_QP_MAX_QP_RD_ATOMIC, r.max_rd_atomic = a.max_rd_atomic;
+  if (mask & hw::qp_attr::max_rd_atomic)
+    m |= IBV_QP_MAX_QP_RD_ATOMIC, r.max_rd_atomic = a.max_rd_atomic;
   if (mask & hw::qp_attr::max_dest_rd_atomic)
     m |= IBV_QP_MAX_DEST_RD_ATOMIC, r.max_dest_rd_atomic = a.max_dest_rd_atomic;
-  if (mask & hw::qp_attr::min_rnr_timer) m |= IBV_QP_MIN_RNR_TIMER, r.min_rnr_timer = a.min_rnr_timer;
+  if (mask & hw::qp_attr::min_rnr_timer)
+    m |= IBV_QP_MIN_RNR_TIMER, r.min_rnr_timer = a.min_rnr_timer;
   if (mask & hw::qp_attr::timeout) m |= IBV_QP_TIMEOUT, r.timeout = a.timeout;
   if (mask & hw::qp_attr::retry_cnt) m |= IBV_QP_RETRY_CNT, r.retry_cnt = a.retry_cnt;
   if (mask & hw::qp_attr::rnr_retry) m |= IBV_QP_RNR_RETRY, r.rnr_retry = a.rnr_retry;
@@ -220,7 +224,8 @@ int notify(const Cmd& c) {
   FIND_ID(c, id, cmd.id);
   if (cmd.event != IBV_EVENT_COMM_EST)
     return c.error(EINVAL, "id %u: event %u (only COMM_EST)", id->handle, cmd.event);
-  if (!id->conn || !id->passive) return c.error(EINVAL, "id %u: not a passive connection", id->handle);
+  if (!id->conn || !id->passive)
+    return c.error(EINVAL, "id %u: not a passive connection", id->handle);
   if (id->state == State::established) return -EISCONN;
   Status st = id->conn->notify_comm_est();
   if (!st) return c.error(EINVAL, "id %u: %s", id->handle, st.message().c_str());
