@@ -495,6 +495,8 @@ TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a 
   const std::string uc = capture_stderr([&] { CHECK(ibv_create_qp(d.pd, &init) == nullptr); });
   CHECK(errno == EOPNOTSUPP);
   CHECK(uc.find("QP type 3") != std::string::npos);
+  // The refusal names the command and the object: the QP and the PD it was to be made on.
+  CHECK(uc.find("CREATE_QP: QP on PD ") != std::string::npos);
   // A CQ a QP does not use can go; the device is still usable afterwards.
   CHECK(ibv_destroy_cq(cq) == 0);
   // A PD with an MR is busy.
@@ -776,6 +778,49 @@ TEST_CASE("the rdma_cm device answers bad pointers with EFAULT and read() with E
   errno = 0;
   CHECK(read(fd, buf, sizeof buf) == -1);
   CHECK(errno == EINVAL);
+  CHECK(close(fd) == 0);
+}
+
+TEST_CASE(
+    "rdma_cm IDs of QP types the model lacks are refused by name; a short response is ENOSPC") {
+  const int fd = open("/dev/infiniband/rdma_cm", O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  rdma_ucm_create_id_resp resp{};
+  struct {
+    rdma_ucm_cmd_hdr hdr;
+    rdma_ucm_create_id cmd;
+  } create{};
+  create.hdr.cmd = RDMA_USER_CM_CMD_CREATE_ID;
+  create.hdr.in = sizeof create.cmd;
+  create.hdr.out = sizeof resp;
+  create.cmd.ps = RDMA_PS_IB;
+  create.cmd.response = reinterpret_cast<uintptr_t>(&resp);
+  // As rdma_create_ep passes XRC (librdmacm's rdma_xclient and rdma_xserver), and UD.
+  const std::pair<uint8_t, const char*> refused[] = {
+      {IBV_QPT_XRC_SEND, "CREATE_ID: new id: an XRC ID (IBV_QPT_XRC_SEND) in the IB port space is "
+                         "not supported"},
+      {IBV_QPT_XRC_RECV, "CREATE_ID: new id: an XRC ID (IBV_QPT_XRC_RECV) in the IB port space is "
+                         "not supported"},
+      {IBV_QPT_UD, "CREATE_ID: new id: a UD ID (IBV_QPT_UD) in the IB port space is not supported"},
+  };
+  for (const auto& [type, line] : refused) {
+    INFO("QP type " << int{type});
+    create.cmd.qp_type = type;
+    errno = 0;
+    const std::string said =
+        capture_stderr([&] { CHECK(write(fd, &create, sizeof create) == -1); });
+    CHECK(errno == EINVAL);
+    CHECK(said.find(line) != std::string::npos);
+    CHECK(std::count(said.begin(), said.end(), '\n') == 1);
+  }
+  // The table's response size: a CREATE_ID response shorter than rdma_ucm_create_id_resp.
+  create.cmd.qp_type = IBV_QPT_RC;
+  create.hdr.out = sizeof resp - 1;
+  errno = 0;
+  CHECK(write(fd, &create, sizeof create) == -1);
+  CHECK(errno == ENOSPC);
+  create.hdr.out = sizeof resp;
+  CHECK(write(fd, &create, sizeof create) == static_cast<ssize_t>(sizeof create));
   CHECK(close(fd) == 0);
 }
 

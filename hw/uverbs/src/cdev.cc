@@ -159,7 +159,12 @@ ssize_t command_write(int fd, const void* buf, size_t n) {
     return -1;
   }
   std::lock_guard<std::mutex> lock(ctx->mu);
-  return dispatch_write(*ctx, copy.data(), n);
+  // The handlers' -errno becomes write()'s -1 with errno here, and only here.
+  if (const int rc = dispatch_write(*ctx, copy.data(), n); rc < 0) {
+    errno = -rc;
+    return -1;
+  }
+  return static_cast<ssize_t>(n);
 }
 
 // The ioctl interface (RDMA_VERBS_IOCTL) is not provided, as on kernels before it existed:
@@ -311,7 +316,7 @@ void* command_mmap(int fd, void* addr, size_t len, int prot, int flags, off_t of
     return MAP_FAILED;
   }
   if (!u.known_cmd) {
-    unimplemented("mmap command", u.cmd);
+    (void)unimplemented("mmap command", u.cmd);
     errno = EINVAL;
     return MAP_FAILED;
   }

@@ -81,7 +81,7 @@ void log_line(const char* fmt, ...) {
   fprintf(stderr, "%s: %s\n", kLogPrefix, line);
 }
 
-int fail(int err, const Status& why) {
+int report(int err, const Status& why) {
   // What the model cannot do is always said (once per reason); other failures are the
   // caller's input errors, reported with RNICDV_UVERBS_LOG=1.
   bool say = config().log_errors;
@@ -92,7 +92,11 @@ int fail(int err, const Status& why) {
     say = seen.insert(why.message()).second;
   }
   if (say) log_line("%s (%s)", why.message().c_str(), strerror(err));
-  errno = err;
+  return -err;
+}
+
+int fail(int err, const Status& why) {
+  errno = -report(err, why);
   return -1;
 }
 
@@ -106,8 +110,7 @@ int unimplemented(const char* what, uint32_t number) {
       log_line("%s (%u) is not implemented by the simulated HCA: %s", what, number,
                strerror(EOPNOTSUPP));
   }
-  errno = EOPNOTSUPP;
-  return -1;
+  return -EOPNOTSUPP;
 }
 
 }  // namespace rnicdv::uverbs

@@ -128,8 +128,8 @@ void adopt_unseen_uar_mappings_locked(Context& ctx);
 // The UAR page (index into Context::uar_pages) an mmap offset names, or -1.
 int64_t uar_page_of_offset(const Context& ctx, uint64_t offset);
 
-// Write commands (commands.cc). `in` is the whole write() buffer.
-ssize_t dispatch_write(Context& ctx, const uint8_t* in, size_t len);
+// Runs one write() command (commands.cc): `in` is the whole write() buffer. 0 or -errno.
+int dispatch_write(Context& ctx, const uint8_t* in, size_t len);
 
 // Owner keys for queued events: unique per process.
 uint64_t next_owner_key();

@@ -6,7 +6,10 @@
 // libibverbs 44 and libmlx5 44 import open, openat, stat, fstat, read, write, ioctl, mmap,
 // munmap, close and socket (nm -D); the 64-bit and __xstat spellings are covered as well for
 // programs built against other glibc versions, and the access() family, which programs such
-// as UCX use to check the device node before opening it.
+// as UCX use to check the device node before opening it. The calls that change the address
+// space (mmap over a mapping, munmap, mremap, mprotect, pkey_mprotect, brk, sbrk) are passed
+// on unchanged and then move the generation of the shim's copy of /proc/self/maps
+// (user_memory.cc): one atomic increment, safe in a signal handler.
 #undef _FORTIFY_SOURCE
 // Each spelling (open and open64, mmap and mmap64, ...) is defined here under its own name;
 // with 64-bit file offsets glibc's headers would rename one onto the other.
@@ -25,6 +28,7 @@
 
 #include "events.h"
 #include "shim.h"
+#include "user_memory.h"
 
 namespace rnicdv::uverbs {
 
@@ -55,6 +59,11 @@ using close_fn = int (*)(int);
 using ioctl_fn = int (*)(int, unsigned long, ...);
 using mmap_fn = void* (*)(void*, size_t, int, int, int, off_t);
 using munmap_fn = int (*)(void*, size_t);
+using mremap_fn = void* (*)(void*, size_t, size_t, int, ...);
+using mprotect_fn = int (*)(void*, size_t, int);
+using pkey_mprotect_fn = int (*)(void*, size_t, int, int);
+using brk_fn = int (*)(void*);
+using sbrk_fn = void* (*)(intptr_t);
 using socket_fn = int (*)(int, int, int);
 using fcntl_fn = int (*)(int, int, ...);
 using access_fn = int (*)(const char*, int);
@@ -80,6 +89,11 @@ close_fn g_close;
 ioctl_fn g_ioctl;
 mmap_fn g_mmap, g_mmap64;
 munmap_fn g_munmap;
+mremap_fn g_mremap;
+mprotect_fn g_mprotect;
+pkey_mprotect_fn g_pkey_mprotect;
+brk_fn g_brk;
+sbrk_fn g_sbrk;
 socket_fn g_socket;
 fcntl_fn g_fcntl, g_fcntl64;
 
@@ -221,7 +235,11 @@ int close(int fd) { return next_symbol(g_close, "close")(fd); }
 void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   return next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
 }
-int munmap(void* addr, size_t len) { return next_symbol(g_munmap, "munmap")(addr, len); }
+int munmap(void* addr, size_t len) {
+  const int r = next_symbol(g_munmap, "munmap")(addr, len);
+  address_space_changed();
+  return r;
+}
 }  // namespace libc
 
 }  // namespace rnicdv::uverbs
@@ -384,19 +402,67 @@ int ioctl(int fd, unsigned long request, ...) {
   return next_symbol(g_ioctl, "ioctl")(fd, request, arg);
 }
 
+// A mapping at a fixed address replaces what was there (MAP_FIXED_NOREPLACE does not): the
+// shim's copy of the maps may then be wrong. A new mapping elsewhere only adds memory, which
+// the copy finds when it is checked again.
 void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (fd_kind(fd) == FdKind::command) return command_mmap(fd, addr, len, prot, flags, off);
-  return next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
+  void* p = fd_kind(fd) == FdKind::command
+                ? command_mmap(fd, addr, len, prot, flags, off)
+                : next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
+  if (flags & MAP_FIXED) address_space_changed();
+  return p;
 }
 
 void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (fd_kind(fd) == FdKind::command) return command_mmap(fd, addr, len, prot, flags, off);
-  return next_symbol(g_mmap64, "mmap64")(addr, len, prot, flags, fd, off);
+  void* p = fd_kind(fd) == FdKind::command
+                ? command_mmap(fd, addr, len, prot, flags, off)
+                : next_symbol(g_mmap64, "mmap64")(addr, len, prot, flags, fd, off);
+  if (flags & MAP_FIXED) address_space_changed();
+  return p;
 }
 
 int munmap(void* addr, size_t len) {
   if (command_munmap(addr, len)) return 0;
-  return next_symbol(g_munmap, "munmap")(addr, len);
+  const int r = next_symbol(g_munmap, "munmap")(addr, len);
+  address_space_changed();
+  return r;
+}
+
+void* mremap(void* old_addr, size_t old_len, size_t new_len, int flags, ...) {
+  void* new_addr = nullptr;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    new_addr = va_arg(ap, void*);
+    va_end(ap);
+  }
+  void* p = next_symbol(g_mremap, "mremap")(old_addr, old_len, new_len, flags, new_addr);
+  address_space_changed();
+  return p;
+}
+
+int mprotect(void* addr, size_t len, int prot) {
+  const int r = next_symbol(g_mprotect, "mprotect")(addr, len, prot);
+  address_space_changed();
+  return r;
+}
+
+int pkey_mprotect(void* addr, size_t len, int prot, int pkey) {
+  const int r = next_symbol(g_pkey_mprotect, "pkey_mprotect")(addr, len, prot, pkey);
+  address_space_changed();
+  return r;
+}
+
+int brk(void* addr) {
+  const int r = next_symbol(g_brk, "brk")(addr);
+  address_space_changed();
+  return r;
+}
+
+void* sbrk(intptr_t increment) {
+  void* p = next_symbol(g_sbrk, "sbrk")(increment);
+  if (increment != 0) address_space_changed();
+  return p;
 }
 
 int fcntl(int fd, int cmd, ...) {

@@ -88,12 +88,16 @@ const Config& config();
 
 // One line on stderr: "rnicdv-uverbs: <message>".
 void log_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-// Reports a failed command when RNICDV_UVERBS_LOG=1 and returns -1 with errno = err.
+// Errors. The command handlers (uverbs and rdma_cm) return 0 or a negative errno, as the
+// kernel's do; the libc entry points (write, mmap, ioctl, ...) return -1 with errno.
+// report(): reports a refusal when RNICDV_UVERBS_LOG=1 (one that is EOPNOTSUPP always, once
+// per reason) and returns -err. fail(): the same, for an entry point: -1 with errno = err.
+int report(int err, const Status& why);
 int fail(int err, const Status& why);
 // EBADF for a descriptor of the shim's kinds that has no object in this process, or, in a
 // child of fork(), EACCES with a line saying it was inherited (cdev.cc).
 int unknown_descriptor(const char* file, const char* op, int fd);
-// Reports an unimplemented command once per process (always) and returns -1/EOPNOTSUPP.
+// Reports an unimplemented command once per process (always) and returns -EOPNOTSUPP.
 int unimplemented(const char* what, uint32_t number);
 
 // ---- sysfs (sysfs.cc) ----

@@ -52,25 +52,28 @@ int create_srq(Cmd& c) {
   Context& ctx = c.ctx;
   const auto req = c.core_as<ib_uverbs_create_srq>();
   const auto m = c.drv_as<mlx5_ib_create_srq>();
-  if (c.drv_len < offsetof(mlx5_ib_create_srq, flags) + sizeof m.flags)
-    return c.error(EINVAL, "driver request of %zu bytes is too short", c.drv_len);
   const hw::DeviceCaps& caps = ctx.dev->dev->info().caps;
   if (req.max_wr == 0 || req.max_wr >= caps.max_qp_wr)
-    return c.error(EINVAL, "max_wr %u (1..%u)", req.max_wr, caps.max_qp_wr - 1);
+    return c.error(EINVAL, "SRQ on PD %u: max_wr %u (1..%u)", req.pd_handle, req.max_wr,
+                   caps.max_qp_wr - 1);
   if (req.max_sge == 0 || req.max_sge > caps.max_recv_sge)
-    return c.error(EINVAL, "max_sge %u (1..%u)", req.max_sge, caps.max_recv_sge);
+    return c.error(EINVAL, "SRQ on PD %u: max_sge %u (1..%u)", req.pd_handle, req.max_sge,
+                   caps.max_recv_sge);
   if (m.flags & MLX5_SRQ_FLAG_SIGNATURE)
-    return c.error(EOPNOTSUPP, "WQE signatures (MLX5_SRQ_FLAG_SIGNATURE)");
-  if (m.flags) return c.error(EINVAL, "mlx5 SRQ flags %#x", m.flags);
+    return c.error(EOPNOTSUPP, "SRQ on PD %u: WQE signatures (MLX5_SRQ_FLAG_SIGNATURE)",
+                   req.pd_handle);
+  if (m.flags) return c.error(EINVAL, "SRQ on PD %u: mlx5 SRQ flags %#x", req.pd_handle, m.flags);
   auto pd = ctx.pds.find(req.pd_handle);
-  if (pd == ctx.pds.end()) return c.error(EINVAL, "pd handle %u does not exist", req.pd_handle);
+  if (pd == ctx.pds.end()) return c.error(EINVAL, "SRQ on PD %u: no such PD", req.pd_handle);
   const SrqGeometry g = srq_geometry(req.max_wr, req.max_sge);
   if (req.srq_limit >= g.wqe_cnt)
-    return c.error(EINVAL, "limit %u above the SRQ's %u WQEs", req.srq_limit, g.wqe_cnt - 1);
+    return c.error(EINVAL, "SRQ on PD %u: limit %u above the SRQ's %u WQEs", req.pd_handle,
+                   req.srq_limit, g.wqe_cnt - 1);
   const size_t bytes = size_t{g.wqe_cnt} * g.stride;
   if (!user_range_ok(m.buf_addr, bytes, true) || !user_range_ok(m.db_addr, 4, true))
-    return c.error(EFAULT, "SRQ ring %#llx (%zu bytes) or doorbell record %#llx is not writable",
-                   static_cast<unsigned long long>(m.buf_addr), bytes,
+    return c.error(EFAULT,
+                   "SRQ on PD %u: ring %#llx (%zu bytes) or doorbell record %#llx is not writable",
+                   req.pd_handle, static_cast<unsigned long long>(m.buf_addr), bytes,
                    static_cast<unsigned long long>(m.db_addr));
   sim::ExternalSrqMemory mem;
   mem.buf = reinterpret_cast<uint8_t*>(m.buf_addr);
@@ -78,11 +81,12 @@ int create_srq(Cmd& c) {
   mem.stride = g.stride;
   mem.max_sge = g.max_sge;
   mem.dbrec = reinterpret_cast<uint32_t*>(m.db_addr);
-  Result<std::unique_ptr<hw::Srq>> srq = sim::create_srq_external(*ctx.dev->dev, *pd->second.pd, mem);
-  if (!srq) return sim_error(c, srq.status());
+  Result<std::unique_ptr<hw::Srq>> srq =
+      sim::create_srq_external(*ctx.dev->dev, *pd->second.pd, mem);
+  if (!srq) return sim_error(c, "SRQ on PD " + std::to_string(req.pd_handle), srq.status());
   if (req.srq_limit) {
     Status st = srq.value()->arm_limit(req.srq_limit);
-    if (!st) return sim_error(c, st);
+    if (!st) return sim_error(c, "SRQ on PD " + std::to_string(req.pd_handle), st);
   }
 
   const uint32_t h = new_handle(ctx);
@@ -110,20 +114,20 @@ int create_srq(Cmd& c) {
 int modify_srq(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_modify_srq>();
   auto it = c.ctx.srqs.find(req.srq_handle);
-  if (it == c.ctx.srqs.end()) return c.error(EINVAL, "srq handle %u does not exist", req.srq_handle);
+  if (it == c.ctx.srqs.end()) return c.error(EINVAL, "SRQ handle %u: no such SRQ", req.srq_handle);
   SrqObject& obj = it->second;
   const uint32_t srqn = obj.srq->view().dv.srqn;
   if (req.attr_mask & ~uint32_t{IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT})
-    return c.error(EINVAL, "srq %#x: unknown attribute bits %#x", srqn,
+    return c.error(EINVAL, "SRQ %#x: unknown attribute bits %#x", srqn,
                    req.attr_mask & ~uint32_t{IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT});
   if (req.attr_mask & IBV_SRQ_MAX_WR)
-    return c.error(EINVAL, "srq %#x: resizing (max_wr %u) is not supported", srqn, req.max_wr);
+    return c.error(EINVAL, "SRQ %#x: resizing (max_wr %u) is not supported", srqn, req.max_wr);
   if (req.attr_mask & IBV_SRQ_LIMIT) {
     if (req.srq_limit > obj.max_wr)
-      return c.error(EINVAL, "srq %#x: limit %u above its %u WQEs", srqn, req.srq_limit,
+      return c.error(EINVAL, "SRQ %#x: limit %u above its %u WQEs", srqn, req.srq_limit,
                      obj.max_wr);
     Status st = obj.srq->arm_limit(req.srq_limit);
-    if (!st) return sim_error(c, st);
+    if (!st) return sim_error(c, "SRQ " + hex_number(srqn), st);
     obj.limit = req.srq_limit;
   }
   return 0;
@@ -132,7 +136,7 @@ int modify_srq(Cmd& c) {
 int query_srq(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_query_srq>();
   auto it = c.ctx.srqs.find(req.srq_handle);
-  if (it == c.ctx.srqs.end()) return c.error(EINVAL, "srq handle %u does not exist", req.srq_handle);
+  if (it == c.ctx.srqs.end()) return c.error(EINVAL, "SRQ handle %u: no such SRQ", req.srq_handle);
   ib_uverbs_query_srq_resp r{};
   r.max_wr = it->second.max_wr;
   r.max_sge = it->second.max_sge;
@@ -145,10 +149,10 @@ int destroy_srq(Cmd& c) {
   Context& ctx = c.ctx;
   const auto req = c.core_as<ib_uverbs_destroy_srq>();
   auto it = ctx.srqs.find(req.srq_handle);
-  if (it == ctx.srqs.end()) return c.error(EINVAL, "srq handle %u does not exist", req.srq_handle);
+  if (it == ctx.srqs.end()) return c.error(EINVAL, "SRQ handle %u: no such SRQ", req.srq_handle);
   SrqObject& obj = it->second;
   if (obj.users)
-    return c.error(EBUSY, "srq %#x is used by %u QPs", obj.srq->view().dv.srqn, obj.users);
+    return c.error(EBUSY, "SRQ %#x is used by %u QPs", obj.srq->view().dv.srqn, obj.users);
   if (ctx.async) ctx.async->purge(obj.key);
   ib_uverbs_destroy_srq_resp r{};
   r.events_reported = obj.async_read->load();

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "shim.h"
+#include "ucma_command.h"
 #include "user_memory.h"
 
 namespace rnicdv::uverbs {
@@ -189,35 +190,33 @@ void pump_loop() {
   }
 }
 
+}  // namespace
+
 // GET_EVENT: blocks in poll() on the File's own descriptor, holding no lock, unless the
-// application made the descriptor non-blocking.
-int get_event(const std::shared_ptr<File>& file, const uint8_t* in, size_t in_len,
-              size_t out_len) {
-  rdma_ucm_get_event cmd{};
-  if (in_len) std::memcpy(&cmd, in, std::min(in_len, sizeof cmd));
-  // The kernel accepts a response without the trailing reserved word and ECE.
-  if (out_len < offsetof(rdma_ucm_event_resp, reserved)) return -ENOSPC;
-  const size_t size = std::min(out_len, sizeof(rdma_ucm_event_resp));
-  if (!user_range_ok(cmd.response, size, true)) return -EFAULT;  // before an event is taken
+// application made the descriptor non-blocking (the command table runs it unlocked).
+int get_event(const Cmd& c) {
+  const auto cmd = c.as<rdma_ucm_get_event>();
+  const size_t size = std::min(c.out_len, sizeof(rdma_ucm_event_resp));
+  if (!user_range_ok(cmd.response, size, true))  // before an event is taken
+    return c.error(EFAULT, "response at %#llx is not writable",
+                   static_cast<unsigned long long>(cmd.response));
   Registry& r = registry();
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(r.mu);
       Event ev;
-      if (file->pop(&ev)) {
+      if (c.file->pop(&ev)) {
         auto it = r.ids.find(ev.owner);
         if (it != r.ids.end()) ++it->second->events_reported;
         (void)copy_to_user(cmd.response, &ev.resp, size);
         return 0;
       }
     }
-    if (file->app_nonblocking()) return -EAGAIN;
-    pollfd p{file->fd(), POLLIN, 0};
+    if (c.file->app_nonblocking()) return -EAGAIN;
+    pollfd p{c.file->fd(), POLLIN, 0};
     if (::poll(&p, 1, -1) < 0 && errno == EINTR) return -EINTR;
   }
 }
-
-}  // namespace
 
 // ---- File ------------------------------------------------------------------------------------
 
@@ -382,10 +381,8 @@ ssize_t ucma_write(int fd, const void* buf, size_t n) {
   std::vector<uint8_t> body(hdr.in);
   if (!copy_from_user(body.data(), reinterpret_cast<uintptr_t>(buf) + sizeof hdr, hdr.in))
     return -1;
-  const uint8_t* in = body.data();
-  const int rc = hdr.cmd == RDMA_USER_CM_CMD_GET_EVENT
-                     ? ucma::get_event(file, in, hdr.in, hdr.out)
-                     : ucma::run_command(file, hdr.cmd, in, hdr.in, hdr.out);
+  // The handlers' -errno becomes write()'s -1 with errno here, and only here.
+  const int rc = ucma::run_command(file, hdr.cmd, body.data(), hdr.in, hdr.out);
   if (rc < 0) {
     errno = -rc;
     return -1;

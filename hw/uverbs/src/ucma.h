@@ -166,7 +166,8 @@ void post_event(Id& id, uint32_t event, int32_t status);
 // objects (a REJ or DREQ follows, as in the kernel) and its port. Returns events_reported.
 uint32_t destroy_id_locked(uint32_t handle);
 
-// Runs one command of `file` (ucma_commands.cc): 0 or a negative errno.
+// Runs command `cmd` of `file` through the command table (ucma_commands.cc): 0 or a
+// negative errno.
 int run_command(const std::shared_ptr<File>& file, uint32_t cmd, const uint8_t* in,
                 size_t in_len, size_t out_len);
 

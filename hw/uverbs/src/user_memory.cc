@@ -3,12 +3,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "shim.h"
 
@@ -37,7 +42,118 @@ bool vm_copy(bool to_user, void* local, uint64_t remote, size_t n) {
   return true;
 }
 
+// ---- The address space as /proc/self/maps last showed it ----
+//
+// Reading /proc/self/maps costs an open, a few reads and a parse of every mapping: too much
+// for every command. The parsed list is kept, with the generation of the address space it was
+// read at. The generation moves whenever the process's own mmap (MAP_FIXED), munmap, mremap,
+// mprotect, pkey_mprotect, brk or sbrk returns (interpose.cc): each can take memory away or
+// take a right away, which is what could make a kept "mapped, writable" answer wrong. A kept
+// "not mapped" answer may only be stale the other way (something was mapped since), so it is
+// checked again against a fresh read before it is given. Memory that libc unmaps by its own
+// internal calls (free() of a large block, a thread's stack), or a raw system call, does not
+// move the generation; a kept positive answer is therefore confirmed with mincore(), one
+// system call that fails for any page not mapped, and a failure reads the maps again.
+// (A right that libc itself takes away, such as the RELRO mprotect after a library is
+// loaded, is not seen until the generation next moves.)
+
+struct Mapping {
+  uint64_t lo = 0, hi = 0;
+  bool readable = false, writable = false;
+};
+
+struct MapsCache {
+  std::mutex mu;
+  uint64_t generation = 0;  // of the address space when `maps` was read; 0: never read
+  std::vector<Mapping> maps;  // in address order
+};
+
+std::atomic<uint64_t> g_generation{1};
+std::atomic<uint64_t> g_maps_reads{0};
+
+// Reads and parses /proc/self/maps into `out`; false if it cannot be read.
+bool read_maps(std::vector<Mapping>* out) {
+  const int fd = libc::open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return false;
+  g_maps_reads.fetch_add(1, std::memory_order_relaxed);
+  out->clear();
+  // A line is at most a path (PATH_MAX) and ~100 bytes before it.
+  static constexpr size_t kBuf = 16384;
+  char* buf = static_cast<char*>(std::malloc(kBuf));
+  if (!buf) {
+    libc::close(fd);
+    return false;
+  }
+  size_t have = 0;
+  bool eof = false, ok = true;
+  for (;;) {
+    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', have));
+    if (!nl) {
+      if (eof) break;
+      if (have == kBuf) {
+        ok = false;  // not a maps line
+        break;
+      }
+      const ssize_t k = libc::read(fd, buf + have, kBuf - have);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) eof = true;
+      else have += static_cast<size_t>(k);
+      continue;
+    }
+    unsigned long lo = 0, hi = 0;
+    char perms[8] = {};
+    if (std::sscanf(buf, "%lx-%lx %7s", &lo, &hi, perms) == 3)
+      out->push_back(Mapping{lo, hi, perms[0] == 'r', perms[1] == 'w'});
+    const size_t used = static_cast<size_t>(nl - buf) + 1;
+    std::memmove(buf, nl + 1, have - used);
+    have -= used;
+  }
+  std::free(buf);
+  libc::close(fd);
+  return ok;
+}
+
+// True if `maps` cover [addr, end) with the access needed.
+bool covered(const std::vector<Mapping>& maps, uint64_t addr, uint64_t end, bool write) {
+  auto it = std::upper_bound(maps.begin(), maps.end(), addr,
+                             [](uint64_t a, const Mapping& m) { return a < m.hi; });
+  uint64_t at = addr;  // everything below is known to be mapped as needed
+  for (; it != maps.end() && at < end; ++it) {
+    if (it->lo > at) return false;  // a hole
+    if (!it->readable || (write && !it->writable)) return false;
+    at = it->hi;
+  }
+  return at >= end;
+}
+
+// True if every page of [addr, end) is mapped now (mincore fails with ENOMEM otherwise).
+bool still_mapped(uint64_t addr, uint64_t end) {
+  constexpr uint64_t kPage = 4096;
+  constexpr size_t kPagesPerCall = 4096;
+  unsigned char vec[kPagesPerCall];
+  for (uint64_t at = addr & ~(kPage - 1); at < end;) {
+    const uint64_t pages = std::min<uint64_t>((end - at + kPage - 1) / kPage, kPagesPerCall);
+    if (::mincore(reinterpret_cast<void*>(at), pages * kPage, vec) != 0) return false;
+    at += pages * kPage;
+  }
+  return true;
+}
+
+// Reads the maps again, recording the generation first: a change while they are read moves
+// the generation past it, and the next check reads them again.
+bool reload_locked(MapsCache& cache) {
+  cache.generation = g_generation.load(std::memory_order_acquire);
+  if (read_maps(&cache.maps)) return true;
+  cache.generation = 0;
+  cache.maps.clear();
+  return false;
+}
+
 }  // namespace
+
+void address_space_changed() noexcept { g_generation.fetch_add(1, std::memory_order_release); }
+
+uint64_t maps_reads() noexcept { return g_maps_reads.load(std::memory_order_relaxed); }
 
 bool copy_from_user(void* dst, uint64_t src, size_t n) noexcept {
   return vm_copy(false, dst, src, n);
@@ -51,36 +167,25 @@ bool user_range_ok(uint64_t addr, size_t len, bool write) noexcept {
   if (len == 0) return true;
   const uint64_t end = addr + len;
   if (end < addr) return false;
-  // /proc/self/maps lists the mappings in address order; walk them over [addr, end).
-  const int fd = libc::open("/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
-  if (fd < 0) return false;
-  char buf[8192];
-  size_t have = 0;
-  uint64_t covered = addr;  // everything below is known to be mapped as needed
-  bool ok = false, eof = false;
-  while (!ok) {
-    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', have));
-    if (!nl) {
-      if (eof || have == sizeof buf) break;
-      const ssize_t k = libc::read(fd, buf + have, sizeof buf - have);
-      if (k <= 0) eof = true;
-      else have += static_cast<size_t>(k);
-      continue;
-    }
-    unsigned long lo = 0, hi = 0;
-    char perms[8] = {};
-    if (std::sscanf(buf, "%lx-%lx %7s", &lo, &hi, perms) == 3 && hi > covered) {
-      if (lo > covered) break;  // a hole
-      if (perms[0] != 'r' || (write && perms[1] != 'w')) break;
-      covered = hi;
-      if (covered >= end) ok = true;
-    }
-    const size_t used = static_cast<size_t>(nl - buf) + 1;
-    std::memmove(buf, nl + 1, have - used);
-    have -= used;
+  MapsCache& cache = per_process_table<MapsCache>();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  bool fresh = false;
+  if (cache.generation != g_generation.load(std::memory_order_acquire)) {
+    if (!reload_locked(cache)) return false;
+    fresh = true;
   }
-  libc::close(fd);
-  return ok;
+  if (covered(cache.maps, addr, end, write) && still_mapped(addr, end)) return true;
+  if (fresh) return false;
+  // A kept answer that says no (something may have been mapped since), or a yes that mincore
+  // contradicts (unmapped behind libc's entry points): the maps as they are now decide.
+  if (!reload_locked(cache)) return false;
+  return covered(cache.maps, addr, end, write);
 }
 
 }  // namespace rnicdv::uverbs
+
+// How many times the shim has read /proc/self/maps to check a user pointer: a diagnostic for
+// the shim's own tests (test/verbs/user_pointers.cc), which look it up with dlsym.
+extern "C" __attribute__((visibility("default"))) uint64_t rnicdv_uverbs_maps_reads(void) {
+  return rnicdv::uverbs::maps_reads();
+}

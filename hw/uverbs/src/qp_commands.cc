@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// QPs: CREATE_QP (and its extended form), MODIFY_QP (and its extended form), QUERY_QP and
+// DESTROY_QP, with mlx5's driver data. libmlx5 lays out the QP buffer (RQ then SQ) and its
+// doorbell record; the shim assigns the BlueFlame register, as the kernel's static scheme does.
+#include <errno.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/ib_user_verbs.h>
+#include <rdma/mlx5-abi.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "command.h"
+#include "handles.h"
+#include "shim.h"
+
+namespace rnicdv::uverbs {
+
+static_assert(sizeof(ib_uverbs_create_qp) == 56);
+static_assert(sizeof(ib_uverbs_modify_qp) == 112);
+static_assert(sizeof(ib_uverbs_query_qp_resp) == 128);
+
+namespace {
+
+// ---- QPs ----
+// libmlx5's bfs[] index of register k (0 or 1) of UAR page p, and back.
+uint32_t bfreg_of(uint32_t page, uint32_t k) { return page * kBfRegsPerUar + k; }
+
+// As the kernel's static allocation: the last `low latency` registers go to one QP each,
+// later QPs share the medium ones (least used first). Register 0 is never handed out: it
+// is the doorbell-only register libmlx5 keeps for itself.
+uint32_t pick_bfreg(Context& ctx) {
+  const uint32_t pages = ctx.static_pages;
+  const uint32_t low_latency = 4;
+  std::vector<uint32_t> regs;  // in the kernel's bfregn order
+  for (uint32_t n = 0; n < pages * kNonFpBfRegsPerUar; ++n)
+    regs.push_back(bfreg_of(n / kNonFpBfRegsPerUar, n % kNonFpBfRegsPerUar));
+  const uint32_t first_low = static_cast<uint32_t>(regs.size()) > low_latency + 1
+                                 ? static_cast<uint32_t>(regs.size()) - low_latency
+                                 : static_cast<uint32_t>(regs.size());
+  for (uint32_t n = first_low; n < regs.size(); ++n)
+    if (ctx.bfreg_users[regs[n]] == 0) return regs[n];
+  uint32_t best = regs.size() > 1 ? regs[1] : 0;
+  for (uint32_t n = 1; n < first_low; ++n)
+    if (ctx.bfreg_users[regs[n]] < ctx.bfreg_users[best]) best = regs[n];
+  return best;
+}
+
+// CREATE_QP, in its first form or the extended one: `req` holds the fields both share, and
+// `extended` says which response to write.
+int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
+  Context& ctx = c.ctx;
+  const auto m = c.drv_as<mlx5_ib_create_qp>();
+  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UD)
+    return c.error(EOPNOTSUPP, "QP on PD %u: QP type %u (the simulated HCA runs RC and UD only)",
+                   req.pd_handle, req.qp_type);
+  const hw::QpType type = req.qp_type == IBV_QPT_UD ? hw::QpType::ud : hw::QpType::rc;
+  if (type == hw::QpType::ud && req.is_srq)
+    return c.error(EOPNOTSUPP, "QP on PD %u: a UD QP on a shared receive queue", req.pd_handle);
+  if (m.flags & ~(MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_ALLOW_SCATTER_CQE |
+                  MLX5_QP_FLAG_BFREG_INDEX))
+    return c.error(EOPNOTSUPP, "QP on PD %u: mlx5 QP flags %#x", req.pd_handle, m.flags);
+  auto pd = ctx.pds.find(req.pd_handle);
+  auto scq = ctx.cqs.find(req.send_cq_handle);
+  auto rcq = ctx.cqs.find(req.recv_cq_handle);
+  if (pd == ctx.pds.end()) return c.error(EINVAL, "QP on PD %u: no such PD", req.pd_handle);
+  if (scq == ctx.cqs.end() || rcq == ctx.cqs.end())
+    return c.error(EINVAL, "QP on PD %u: send CQ handle %u or receive CQ handle %u: no such CQ",
+                   req.pd_handle, req.send_cq_handle, req.recv_cq_handle);
+  SrqObject* srq = nullptr;
+  if (req.is_srq) {
+    auto s = ctx.srqs.find(req.srq_handle);
+    if (s == ctx.srqs.end())
+      return c.error(EINVAL, "QP on PD %u: SRQ handle %u: no such SRQ", req.pd_handle,
+                     req.srq_handle);
+    srq = &s->second;
+  }
+  if (!m.buf_addr || !m.db_addr)
+    return c.error(EINVAL, "QP on PD %u: no buffer or doorbell record", req.pd_handle);
+  if (m.rq_wqe_count && (m.rq_wqe_shift < 4 || m.rq_wqe_shift > 12))
+    return c.error(EINVAL, "QP on PD %u: receive WQE stride 2^%u", req.pd_handle, m.rq_wqe_shift);
+
+  // A thread domain's QP names its dynamic register (the kernel's bfregn_to_uar_index with
+  // dyn_bfreg); otherwise the register is assigned here.
+  const bool dynamic = (m.flags & MLX5_QP_FLAG_BFREG_INDEX) != 0;
+  if (dynamic && m.bfreg_index >= kDynBfRegs)
+    return c.error(EINVAL, "QP on PD %u: dynamic BlueFlame register %u of %u", req.pd_handle,
+                   m.bfreg_index, kDynBfRegs);
+  const uint32_t bfreg = dynamic ? (ctx.static_pages + m.bfreg_index / kNonFpBfRegsPerUar) *
+                                           kBfRegsPerUar +
+                                       m.bfreg_index % kNonFpBfRegsPerUar
+                                 : pick_bfreg(ctx);
+  const uint32_t page = bfreg / kBfRegsPerUar;
+  if (!ctx.uar_pages[page]) adopt_unseen_uar_mappings_locked(ctx);
+  if (!ctx.uar_pages[page])
+    return c.error(EINVAL, "QP on PD %u: UAR page %u of BlueFlame register %u is not mapped",
+                   req.pd_handle, page, bfreg);
+
+  sim::ExternalQpMemory mem;
+  auto* buf = reinterpret_cast<uint8_t*>(m.buf_addr);
+  const size_t rq_bytes = m.rq_wqe_count ? size_t{m.rq_wqe_count} << m.rq_wqe_shift : 0;
+  const size_t sq_bytes = size_t{m.sq_wqe_count} * 64;  // MLX5_SEND_WQE_BB
+  if (!user_range_ok(m.buf_addr, rq_bytes + sq_bytes, true) || !user_range_ok(m.db_addr, 8, true))
+    return c.error(EFAULT,
+                   "QP on PD %u: buffer %#llx (%zu bytes) or doorbell record %#llx is not writable",
+                   req.pd_handle, static_cast<unsigned long long>(m.buf_addr), rq_bytes + sq_bytes,
+                   static_cast<unsigned long long>(m.db_addr));
+  // A QP without a receive queue gets a one-entry ring that is never posted to.
+  mem.rq_buf = buf;
+  mem.rq_wqe_cnt = m.rq_wqe_count ? m.rq_wqe_count : 1;
+  mem.rq_stride = m.rq_wqe_count ? 1u << m.rq_wqe_shift : 16;
+  mem.sq_buf = buf + rq_bytes;
+  mem.sq_wqe_cnt = m.sq_wqe_count;
+  mem.dbrec = reinterpret_cast<uint32_t*>(m.db_addr);
+  mem.bf_reg = ctx.uar_pages[page] + 0x800 + (bfreg % kBfRegsPerUar) * kBfRegSize;
+  mem.bf_size = bfreg == 0 ? 0 : kBfRegSize / 2;
+  mem.user_index = m.uidx & 0xffffff;
+  mem.type = type;
+  mem.granted.max_send_wr = req.max_send_wr;
+  mem.granted.max_recv_wr = req.max_recv_wr;
+  mem.granted.max_send_sge = req.max_send_sge;
+  mem.granted.max_recv_sge = req.max_recv_sge;
+  mem.granted.max_inline_data = req.max_inline_data;
+  if (srq) {
+    mem.srq = srq->srq.get();
+    mem.granted.max_recv_wr = 0;
+    mem.granted.max_recv_sge = 0;
+  }
+  Result<std::unique_ptr<hw::Qp>> qp = sim::create_qp_external(
+      *ctx.dev->dev, *pd->second.pd, *scq->second.cq, *rcq->second.cq, mem);
+  if (!qp) return sim_error(c, "QP on PD " + std::to_string(req.pd_handle), qp.status());
+
+  const uint32_t h = new_handle(ctx);
+  QpObject& obj = ctx.qps[h];
+  obj.qp = std::move(qp.value());
+  obj.user_handle = req.user_handle;
+  obj.key = next_owner_key();
+  obj.qpn = obj.qp->view().qpn;
+  obj.pd = req.pd_handle;
+  obj.send_cq = req.send_cq_handle;
+  obj.recv_cq = req.recv_cq_handle;
+  obj.has_srq = srq != nullptr;
+  obj.srq = req.srq_handle;
+  obj.bfreg = bfreg;
+  obj.max_send_wr = req.max_send_wr;
+  // What the receive ring libmlx5 laid out holds, as the kernel reports it (mlx5_ib_query_qp:
+  // the ring's WQE count, and the data segments one stride has room for); libmlx5 refuses
+  // receives beyond those.
+  obj.max_recv_wr = srq ? 0 : m.rq_wqe_count;
+  obj.max_send_sge = req.max_send_sge;
+  obj.max_recv_sge = srq || !m.rq_wqe_count ? 0 : (1u << m.rq_wqe_shift) / 16;
+  obj.max_inline = req.max_inline_data;
+  obj.sq_sig_all = req.sq_sig_all;
+  obj.type = type;
+  ++ctx.bfreg_users[bfreg];
+  ++pd->second.users;
+  ++scq->second.users;
+  ++rcq->second.users;
+  if (srq) ++srq->users;
+
+  ib_uverbs_create_qp_resp r{};
+  r.qp_handle = h;
+  r.qpn = obj.qpn;
+  r.max_send_wr = obj.max_send_wr;
+  r.max_recv_wr = obj.max_recv_wr;
+  r.max_send_sge = obj.max_send_sge;
+  r.max_recv_sge = obj.max_recv_sge;
+  r.max_inline_data = req.max_inline_data;
+  mlx5_ib_create_qp_resp mr{};
+  mr.bfreg_index = dynamic ? UINT32_MAX : bfreg;  // the kernel's MLX5_IB_INVALID_BFREG
+  if (extended) {
+    ib_uverbs_ex_create_qp_resp rx{};
+    rx.base = r;
+    rx.response_length = static_cast<uint32_t>(std::min(sizeof rx, c.resp_core_len));
+    c.reply(&rx, sizeof rx, &mr, sizeof mr);
+  } else {
+    c.reply(&r, sizeof r, &mr, sizeof mr);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int create_qp(Cmd& c) { return create_qp_common(c, c.core_as<ib_uverbs_create_qp>(), false); }
+
+// The extended CREATE_QP, which libmlx5 sends when the application gives create flags, a TSO
+// header size, an indirection table or an RX hash: none of them has a meaning for an RC QP of
+// the model, so each is refused by name; the rest is the first form's request.
+int create_qp_ex(Cmd& c) {
+  const auto x = c.core_as<ib_uverbs_ex_create_qp>();
+  if (x.comp_mask & IB_UVERBS_CREATE_QP_MASK_IND_TABLE)
+    return c.error(EOPNOTSUPP, "QP on PD %u: receive work queue indirection table %u (RSS QPs)",
+                   x.pd_handle, x.rwq_ind_tbl_handle);
+  if (x.comp_mask & ~static_cast<uint32_t>(IB_UVERBS_CREATE_QP_SUP_COMP_MASK))
+    return c.error(EINVAL, "QP on PD %u: unknown comp_mask bits %#x", x.pd_handle, x.comp_mask);
+  // Blocking multicast loopback on a UD QP holds trivially: the model has no multicast, so
+  // nothing loops back. Every other flag is refused by name.
+  uint32_t flags = x.create_flags;
+  if (x.qp_type == IBV_QPT_UD) flags &= ~static_cast<uint32_t>(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
+  if (flags)
+    return c.error(EOPNOTSUPP, "QP on PD %u: create flags %#x (the simulated HCA takes none%s)",
+                   x.pd_handle, flags,
+                   x.qp_type == IBV_QPT_UD ? " but multicast loopback blocking" : "");
+  ib_uverbs_create_qp req{};
+  req.user_handle = x.user_handle;
+  req.pd_handle = x.pd_handle;
+  req.send_cq_handle = x.send_cq_handle;
+  req.recv_cq_handle = x.recv_cq_handle;
+  req.srq_handle = x.srq_handle;
+  req.max_send_wr = x.max_send_wr;
+  req.max_recv_wr = x.max_recv_wr;
+  req.max_send_sge = x.max_send_sge;
+  req.max_recv_sge = x.max_recv_sge;
+  req.max_inline_data = x.max_inline_data;
+  req.sq_sig_all = x.sq_sig_all;
+  req.qp_type = x.qp_type;
+  req.is_srq = x.is_srq;
+  return create_qp_common(c, req, true);
+}
+
+namespace {
+
+// IBV_QP_* attribute bits and the model's qp_attr bits.
+int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_qp& req,
+                     hw::QpAttr* attr, uint32_t* mask) {
+  const uint32_t m = req.attr_mask;
+  constexpr uint32_t kKnown =
+      IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY | IBV_QP_ACCESS_FLAGS |
+      IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_AV | IBV_QP_PATH_MTU |
+      IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN |
+      IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_ALT_PATH | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
+      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MIG_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN;
+  if (m & ~kKnown)
+    return c.error(EINVAL, "QP %#x: unknown attribute bits %#x", obj.qpn, m & ~kKnown);
+  const bool ud = obj.type == hw::QpType::ud;
+  if ((m & IBV_QP_QKEY) && !ud) return c.error(EINVAL, "QP %#x: a Q_Key on an RC QP", obj.qpn);
+  static constexpr std::pair<uint32_t, const char*> kConnectedOnly[] = {
+      {IBV_QP_ACCESS_FLAGS, "IBV_QP_ACCESS_FLAGS"},
+      {IBV_QP_AV, "IBV_QP_AV"},
+      {IBV_QP_PATH_MTU, "IBV_QP_PATH_MTU"},
+      {IBV_QP_TIMEOUT, "IBV_QP_TIMEOUT"},
+      {IBV_QP_RETRY_CNT, "IBV_QP_RETRY_CNT"},
+      {IBV_QP_RNR_RETRY, "IBV_QP_RNR_RETRY"},
+      {IBV_QP_RQ_PSN, "IBV_QP_RQ_PSN"},
+      {IBV_QP_MAX_QP_RD_ATOMIC, "IBV_QP_MAX_QP_RD_ATOMIC"},
+      {IBV_QP_MIN_RNR_TIMER, "IBV_QP_MIN_RNR_TIMER"},
+      {IBV_QP_MAX_DEST_RD_ATOMIC, "IBV_QP_MAX_DEST_RD_ATOMIC"},
+      {IBV_QP_DEST_QPN, "IBV_QP_DEST_QPN"},
+  };
+  if (ud) {
+    std::string named;
+    for (const auto& [bit, name] : kConnectedOnly)
+      if (m & bit) named += std::string(named.empty() ? "" : ", ") + name;
+    if (!named.empty())
+      return c.error(EINVAL, "QP %#x: %s: attributes of connected QPs, not UD", obj.qpn,
+                     named.c_str());
+  }
+  if (m & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE))
+    return c.error(EOPNOTSUPP, "QP %#x: alternate paths (automatic path migration)", obj.qpn);
+  if (m & IBV_QP_CAP) return c.error(EINVAL, "QP %#x: resizing the queues", obj.qpn);
+  if ((m & IBV_QP_CUR_STATE) &&
+      req.cur_qp_state != static_cast<uint8_t>(obj.qp->state()))
+    return c.error(EINVAL, "QP %#x: current state %u given, the QP is in %s", obj.qpn,
+                   req.cur_qp_state, hw::qp_state_name(obj.qp->state()));
+  *attr = obj.attr;
+  *mask = 0;
+  if (m & IBV_QP_STATE) {
+    if (req.qp_state > IBV_QPS_ERR)
+      return c.error(EINVAL, "QP %#x: state %u", obj.qpn, req.qp_state);
+    attr->state = static_cast<hw::QpState>(req.qp_state);
+    *mask |= hw::qp_attr::state;
+  }
+  if (m & IBV_QP_ACCESS_FLAGS) {
+    attr->access_flags = req.qp_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                                IBV_ACCESS_REMOTE_ATOMIC);
+    *mask |= hw::qp_attr::access_flags;
+  }
+  if (m & (IBV_QP_PKEY_INDEX | IBV_QP_PORT)) {
+    if (m & IBV_QP_PKEY_INDEX) attr->pkey_index = req.pkey_index;
+    if (m & IBV_QP_PORT) attr->port_num = req.port_num;
+    *mask |= hw::qp_attr::port;
+  }
+  if (m & IBV_QP_AV) {
+    if (!req.dest.is_global)
+      return c.error(EINVAL, "QP %#x: RoCE needs a GRH (is_global) in the address vector", obj.qpn);
+    if (req.dest.sgid_index >= kGidTableLen)
+      return c.error(EINVAL, "QP %#x: source GID index %u", obj.qpn, req.dest.sgid_index);
+    std::memcpy(attr->remote_gid.raw, req.dest.dgid, 16);
+    if (!attr->remote_gid.is_ipv4_mapped())
+      return c.error(EOPNOTSUPP, "QP %#x: destination GID %s is not an IPv4-mapped address",
+                     obj.qpn, attr->remote_gid.to_string().c_str());
+    *mask |= hw::qp_attr::av;
+  }
+  if (m & IBV_QP_PATH_MTU) {
+    if (req.path_mtu < IBV_MTU_256 || req.path_mtu > IBV_MTU_4096)
+      return c.error(EINVAL, "QP %#x: path MTU code %u", obj.qpn, req.path_mtu);
+    attr->path_mtu = static_cast<hw::Mtu>(req.path_mtu);
+    *mask |= hw::qp_attr::path_mtu;
+  }
+  if (m & IBV_QP_TIMEOUT) attr->timeout = req.timeout, *mask |= hw::qp_attr::timeout;
+  if (m & IBV_QP_RETRY_CNT) attr->retry_cnt = req.retry_cnt, *mask |= hw::qp_attr::retry_cnt;
+  if (m & IBV_QP_RNR_RETRY) attr->rnr_retry = req.rnr_retry, *mask |= hw::qp_attr::rnr_retry;
+  if (m & IBV_QP_RQ_PSN) attr->rq_psn = req.rq_psn, *mask |= hw::qp_attr::rq_psn;
+  if (m & IBV_QP_SQ_PSN) attr->sq_psn = req.sq_psn, *mask |= hw::qp_attr::sq_psn;
+  if (m & IBV_QP_MAX_QP_RD_ATOMIC)
+    attr->max_rd_atomic = req.max_rd_atomic, *mask |= hw::qp_attr::max_rd_atomic;
+  if (m & IBV_QP_MAX_DEST_RD_ATOMIC)
+    attr->max_dest_rd_atomic = req.max_dest_rd_atomic, *mask |= hw::qp_attr::max_dest_rd_atomic;
+  if (m & IBV_QP_MIN_RNR_TIMER)
+    attr->min_rnr_timer = req.min_rnr_timer, *mask |= hw::qp_attr::min_rnr_timer;
+  if (m & IBV_QP_DEST_QPN) attr->dest_qpn = req.dest_qp_num, *mask |= hw::qp_attr::dest_qpn;
+  if (m & IBV_QP_QKEY) attr->qkey = req.qkey, *mask |= hw::qp_attr::qkey;
+  return 0;
+}
+
+int modify_qp_common(Cmd& c, const ib_uverbs_modify_qp& req) {
+  auto it = c.ctx.qps.find(req.qp_handle);
+  if (it == c.ctx.qps.end()) return c.error(EINVAL, "QP handle %u: no such QP", req.qp_handle);
+  QpObject& obj = it->second;
+  hw::QpAttr attr;
+  uint32_t mask = 0;
+  if (int rc = translate_modify(c, obj, req, &attr, &mask); rc != 0) return rc;
+  Status st = obj.qp->modify(attr, mask);
+  if (!st) return sim_error(c, "QP " + hex_number(obj.qpn), st);
+  obj.attr = attr;
+  if ((mask & hw::qp_attr::state) && attr.state == hw::QpState::reset)
+    obj.attr = hw::QpAttr{};
+  return 0;
+}
+
+}  // namespace
+
+int modify_qp(Cmd& c) { return modify_qp_common(c, c.core_as<ib_uverbs_modify_qp>()); }
+
+int modify_qp_ex(Cmd& c) {
+  const auto req = c.core_as<ib_uverbs_ex_modify_qp>();
+  if (req.base.attr_mask & IBV_QP_RATE_LIMIT)
+    return c.error(EOPNOTSUPP, "QP handle %u: packet pacing (rate limit %u)", req.base.qp_handle,
+                   req.rate_limit);
+  if (int rc = modify_qp_common(c, req.base); rc != 0) return rc;
+  ib_uverbs_ex_modify_qp_resp r{};
+  r.response_length = static_cast<uint32_t>(std::min(sizeof r, c.resp_core_len));
+  c.reply(&r, sizeof r);
+  return 0;
+}
+
+int query_qp(Cmd& c) {
+  const auto req = c.core_as<ib_uverbs_query_qp>();
+  auto it = c.ctx.qps.find(req.qp_handle);
+  if (it == c.ctx.qps.end()) return c.error(EINVAL, "QP handle %u: no such QP", req.qp_handle);
+  const QpObject& obj = it->second;
+  const hw::QpAttr& a = obj.attr;
+  ib_uverbs_query_qp_resp r{};
+  if (obj.type == hw::QpType::rc) {
+    std::memcpy(r.dest.dgid, a.remote_gid.raw, 16);
+    r.dest.is_global = 1;
+    r.dest.hop_limit = 64;
+    r.dest.sgid_index = 3;  // ::ffff:<address>, RoCE v2
+    r.dest.port_num = a.port_num;
+  }
+  r.qkey = a.qkey;
+  r.max_send_wr = obj.max_send_wr;
+  r.max_recv_wr = obj.max_recv_wr;
+  r.max_send_sge = obj.max_send_sge;
+  r.max_recv_sge = obj.max_recv_sge;
+  r.max_inline_data = obj.max_inline;
+  r.rq_psn = a.rq_psn;
+  r.sq_psn = a.sq_psn;
+  r.dest_qp_num = a.dest_qpn;
+  r.qp_access_flags = a.access_flags;
+  r.pkey_index = a.pkey_index;
+  r.qp_state = static_cast<uint8_t>(obj.qp->state());
+  r.cur_qp_state = r.qp_state;
+  r.path_mtu = static_cast<uint8_t>(a.path_mtu);
+  r.max_rd_atomic = a.max_rd_atomic;
+  r.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  r.min_rnr_timer = a.min_rnr_timer;
+  r.port_num = a.port_num;
+  r.timeout = a.timeout;
+  r.retry_cnt = a.retry_cnt;
+  r.rnr_retry = a.rnr_retry;
+  r.sq_sig_all = obj.sq_sig_all;
+  c.reply(&r, sizeof r);
+  return 0;
+}
+
+int destroy_qp(Cmd& c) {
+  Context& ctx = c.ctx;
+  const auto req = c.core_as<ib_uverbs_destroy_qp>();
+  auto it = ctx.qps.find(req.qp_handle);
+  if (it == ctx.qps.end()) return c.error(EINVAL, "QP handle %u: no such QP", req.qp_handle);
+  QpObject& obj = it->second;
+  if (ctx.async) ctx.async->purge(obj.key);
+  ib_uverbs_destroy_qp_resp r{};
+  r.events_reported = obj.async_read->load();
+  --ctx.bfreg_users[obj.bfreg];
+  --ctx.pds[obj.pd].users;
+  --ctx.cqs[obj.send_cq].users;
+  --ctx.cqs[obj.recv_cq].users;
+  if (obj.has_srq) --ctx.srqs[obj.srq].users;
+  ctx.qps.erase(it);
+  c.reply(&r, sizeof r);
+  return 0;
+}
+
+}  // namespace rnicdv::uverbs

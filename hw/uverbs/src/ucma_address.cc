@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rdma_cm addresses and routes: BIND_IP and BIND, RESOLVE_IP and RESOLVE_ADDR, RESOLVE_ROUTE,
+// QUERY_ROUTE and QUERY (address, path, GID), with the kernel's rules (ucma.c, cma.c).
+#include <arpa/inet.h>
+#include <errno.h>
+#include <infiniband/sa.h>
+#include <infiniband/verbs.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "shim.h"
+#include "ucma_command.h"
+#include "user_memory.h"
+
+namespace rnicdv::uverbs::ucma {
+
+// ---- Addresses and routes -------------------------------------------------------------------
+
+SimDevice* device_owning(uint32_t ipv4) {
+  for (uint32_t i = 0; i < config().devices; ++i) {
+    Result<SimDevice*> d = device_for(i);
+    if (d && d.value()->dev->ipv4() == ipv4) return d.value();
+  }
+  return nullptr;
+}
+
+namespace {
+
+// `id` names the ID the address is for, in messages.
+int parse_addr(const Cmd& c, const Id& id, const void* sa, size_t size, Parsed* out) {
+  sa_family_t family = 0;
+  if (size >= sizeof family) std::memcpy(&family, sa, sizeof family);
+  switch (family) {
+    case AF_INET: {
+      sockaddr_in in{};
+      std::memcpy(&in, sa, std::min(size, sizeof in));
+      *out = {AF_INET, {ntohl(in.sin_addr.s_addr), ntohs(in.sin_port)}};
+      return 0;
+    }
+    case AF_INET6: {
+      sockaddr_in6 in6{};
+      std::memcpy(&in6, sa, std::min(size, sizeof in6));
+      if (IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr)) {
+        *out = {AF_INET6, {0, ntohs(in6.sin6_port)}};
+        return 0;
+      }
+      if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
+        uint32_t v4;
+        std::memcpy(&v4, &in6.sin6_addr.s6_addr[12], 4);
+        *out = {AF_INET, {ntohl(v4), ntohs(in6.sin6_port)}};
+        return 0;
+      }
+      return c.unsupported(EADDRNOTAVAIL,
+                           "id %u: an IPv6 address (the devices have IPv4 addresses)", id.handle);
+    }
+    case AF_IB: {
+      sockaddr_ib ib{};
+      std::memcpy(&ib, sa, std::min(size, sizeof ib));
+      static const uint8_t zero[16] = {};
+      if (std::memcmp(&ib.sib_addr, zero, sizeof zero) == 0) {
+        *out = {AF_IB, {0, 0}};
+        return 0;
+      }
+      return c.unsupported(EAFNOSUPPORT, "id %u: AF_IB addressing (native InfiniBand)", id.handle);
+    }
+    default:
+      return c.error(EAFNOSUPPORT, "id %u: address family %u", id.handle, family);
+  }
+}
+
+uint16_t ephemeral_port(Registry& r) {
+  static std::mt19937 rng{std::random_device{}()};
+  for (int tries = 0; tries < 65536; ++tries) {
+    const auto p = static_cast<uint16_t>(32768 + rng() % 28232);
+    if (!r.ports.count(p)) return p;
+  }
+  return 0;
+}
+
+// Takes `ep.port` (0: an ephemeral one) for `id`.
+int reserve_port(const Cmd& c, Id& id, uint16_t port) {
+  Registry& r = registry();
+  if (port == 0) {
+    port = ephemeral_port(r);
+    if (port == 0) return c.error(EADDRNOTAVAIL, "id %u: no free port", id.handle);
+  } else if (r.ports.count(port) && !id.reuseaddr) {
+    return c.error(EADDRINUSE, "id %u: port %u is in use", id.handle, port);
+  }
+  r.ports.insert(port);
+  id.src.port = port;
+  id.port_reserved = true;
+  return 0;
+}
+
+}  // namespace
+
+int bind_to(const Cmd& c, Id& id, const Parsed& a) {
+  if (id.state != State::idle)
+    return c.error(EINVAL, "id %u: binding: it is %s, not idle", id.handle, state_name(id.state));
+  if (a.family == AF_IB) {  // the wildcard AF_IB bind: nothing to reserve
+    id.family = AF_IB;
+    id.state = State::addr_bound;
+    return 0;
+  }
+  SimDevice* dev = nullptr;
+  if (a.ep.ipv4 != 0) {
+    dev = device_owning(a.ep.ipv4);
+    if (!dev)
+      return c.error(EADDRNOTAVAIL, "id %u: %s is not the address of a simulated device",
+                     id.handle, hw::cm_address_string({a.ep.ipv4, 0}).c_str());
+  }
+  if (int rc = reserve_port(c, id, a.ep.port); rc != 0) return rc;
+  id.family = a.family;
+  id.dev = dev;
+  id.src.ipv4 = a.ep.ipv4;
+  id.state = State::addr_bound;
+  return 0;
+}
+
+namespace {
+
+// Address resolution's answer, as ARP gives it: false only when no simulated HCA can own
+// `ipv4`. On the UDP wire a loopback address belongs to the process that bound its RoCE port,
+// so a port that can be bound has nobody behind it. Other addresses (other hosts, network
+// namespaces) cannot be probed and are taken as present; the CM's retries then decide.
+bool address_present(uint32_t ipv4) {
+  if (device_owning(ipv4)) return true;
+  if ((ipv4 >> 24) != 127) return true;
+  Result<std::shared_ptr<sim::Fabric>> fabric = sim::default_fabric();
+  if (!fabric || fabric.value()->config().wire != sim::WireKind::udp) return true;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(ipv4);
+  sa.sin_port = htons(fabric.value()->config().udp_port);
+  const bool free_port = ::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0;
+  libc::close(fd);
+  return !free_port;
+}
+
+int resolve(const Cmd& c, Id& id, const Parsed* src, const Parsed& dst) {
+  if (dst.family == AF_IB)
+    return c.unsupported(EAFNOSUPPORT, "id %u: AF_IB addressing (native InfiniBand)", id.handle);
+  if (dst.family == AF_INET6)
+    return c.unsupported(EADDRNOTAVAIL, "id %u: the IPv6 wildcard as a destination", id.handle);
+  if (id.state == State::idle) {
+    Parsed any{AF_INET, {0, 0}};
+    if (int rc = bind_to(c, id, src && src->family == AF_INET ? *src : any); rc != 0) return rc;
+  } else if (id.state != State::addr_bound || id.family == AF_IB) {
+    return c.error(EINVAL, "id %u: resolving: it is %s", id.handle, state_name(id.state));
+  }
+  uint32_t dst_ip = dst.ep.ipv4;
+  if (!id.dev) {
+    // The route's device: the one that owns the destination (loopback), or the first.
+    id.dev = dst_ip ? device_owning(dst_ip) : nullptr;
+    if (!id.dev) {
+      Result<SimDevice*> d = device_for(0);
+      if (!d) return c.error(ENODEV, "id %u: %s", id.handle, d.status().message().c_str());
+      id.dev = d.value();
+    }
+  }
+  if (dst_ip == 0) dst_ip = id.dev->dev->ipv4();  // connecting to "any" is loopback
+  id.src.ipv4 = id.dev->dev->ipv4();
+  id.dst = {dst_ip, dst.ep.port};
+  if (!address_present(dst_ip)) {
+    // As an ARP request nobody answers: ADDR_ERROR, and the ID is bound as before.
+    id.state = State::addr_bound;
+    post_event(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
+    return 0;
+  }
+  id.state = State::addr_resolved;
+  post_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+  return 0;
+}
+
+sockaddr_in sockaddr_of(const Endpoint& ep) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(ep.ipv4);
+  sa.sin_port = htons(ep.port);
+  return sa;
+}
+
+uint64_t node_guid_be(const Id& id) {
+  return id.dev ? htobe64(id.dev->dev->info().node_guid) : 0;
+}
+
+}  // namespace
+
+hw::Mtu path_mtu(const Id& id) {
+  return id.dev ? std::min(id.dev->dev->info().caps.active_mtu, hw::Mtu::mtu4096)
+                : hw::Mtu::mtu1024;
+}
+
+// The QP's Local ACK Timeout: RDMA_OPTION_ID_ACK_TIMEOUT, or the path's packet lifetime + 1.
+uint8_t local_ack_timeout(const Id& id) {
+  return id.ack_timeout ? id.ack_timeout : static_cast<uint8_t>(kPacketLifeTime + 1);
+}
+
+namespace {
+
+uint8_t packet_life_time(const Id& id) { return static_cast<uint8_t>(local_ack_timeout(id) - 1); }
+
+// The RoCE path rdma_cm resolves: IPv4-mapped GIDs, permissive LIDs, the route's hop limit.
+ibv_path_record path_record(const Id& id) {
+  ibv_path_record p{};
+  const hw::Gid d = hw::Gid::from_ipv4(id.dst.ipv4), s = hw::Gid::from_ipv4(id.src.ipv4);
+  std::memcpy(p.dgid.raw, d.raw, 16);
+  std::memcpy(p.sgid.raw, s.raw, 16);
+  p.service_id = htobe64((uint64_t{id.ps} << 16) | id.dst.port);
+  p.dlid = htobe16(0xffff);
+  p.slid = htobe16(0xffff);
+  p.flowlabel_hoplimit = htobe32(kHopLimit);
+  p.tclass = id.tos;
+  p.reversible_numpath = 0x80 | 1;
+  p.pkey = htobe16(kDefaultPkey);
+  p.mtu = static_cast<uint8_t>(2 << 6 | static_cast<uint8_t>(path_mtu(id)));
+  p.rate = 2 << 6 | 7;  // exactly 40 Gb/s (IB rate code 7)
+  p.packetlifetime = static_cast<uint8_t>(2 << 6 | packet_life_time(id));
+  return p;
+}
+
+bool routed(const Id& id) {
+  return id.state >= State::route_resolved && id.state != State::listen && id.dev;
+}
+
+
+}  // namespace
+
+int bind_ip(const Cmd& c) {
+  const auto cmd = c.as<rdma_ucm_bind_ip>();
+  FIND_ID(c, id, cmd.id);
+  Parsed a;
+  if (int rc = parse_addr(c, *id, &cmd.addr, sizeof cmd.addr, &a); rc != 0) return rc;
+  return bind_to(c, *id, a);
+}
+
+int bind(const Cmd& c) {
+  const auto cmd = c.as<rdma_ucm_bind>();
+  FIND_ID(c, id, cmd.id);
+  if (cmd.addr_size > sizeof cmd.addr)
+    return c.error(EINVAL, "id %u: address size %u", id->handle, cmd.addr_size);
+  Parsed a;
+  if (int rc = parse_addr(c, *id, &cmd.addr, cmd.addr_size, &a); rc != 0) return rc;
+  return bind_to(c, *id, a);
+}
+
+int resolve_ip(const Cmd& c) {
+  const auto cmd = c.as<rdma_ucm_resolve_ip>();
+  FIND_ID(c, id, cmd.id);
+  Parsed src{}, dst{};
+  const bool have_src = cmd.src_addr.sin6_family != 0;
+  if (have_src)
+    if (int rc = parse_addr(c, *id, &cmd.src_addr, sizeof cmd.src_addr, &src); rc != 0) return rc;
+  if (int rc = parse_addr(c, *id, &cmd.dst_addr, sizeof cmd.dst_addr, &dst); rc != 0) return rc;
+  return resolve(c, *id, have_src ? &src : nullptr, dst);
+}
+
+int resolve_addr(const Cmd& c) {
+  const auto cmd = c.as<rdma_ucm_resolve_addr>();
+  FIND_ID(c, id, cmd.id);
+  if (cmd.src_size > sizeof cmd.src_addr || cmd.dst_size > sizeof cmd.dst_addr || !cmd.dst_size)
+    return c.error(EINVAL, "id %u: address sizes %u and %u", id->handle, cmd.src_size,
+                   cmd.dst_size);
+  Parsed src{}, dst{};
+  if (cmd.src_size)
+    if (int rc = parse_addr(c, *id, &cmd.src_addr, cmd.src_size, &src); rc != 0) return rc;
+  if (int rc = parse_addr(c, *id, &cmd.dst_addr, cmd.dst_size, &dst); rc != 0) return rc;
+  return resolve(c, *id, cmd.src_size ? &src : nullptr, dst);
+}
+
+int resolve_route(const Cmd& c) {
+  const auto cmd = c.as<rdma_ucm_resolve_route>();
+  FIND_ID(c, id, cmd.id);
+  if (id->state != State::addr_resolved)
+    return c.error(EINVAL, "id %u: it is %s, not address resolved", id->handle,
+                   state_name(id->state));
+  id->state = State::route_resolved;
+  post_event(*id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+  return 0;
+}
+
+int query_route(const Cmd& c) {
+  const auto cmd = c.as<rdma_ucm_query>();
+  FIND_ID(c, id, cmd.id);
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_query_route_resp)); rc != 0) return rc;
+  rdma_ucm_query_route_resp resp{};
+  const sockaddr_in src = sockaddr_of(id->src), dst = sockaddr_of(id->dst);
+  std::memcpy(&resp.src_addr, &src, sizeof src);
+  std::memcpy(&resp.dst_addr, &dst, sizeof dst);
+  resp.ibdev_index = UINT32_MAX;
+  if (id->dev) {
+    resp.node_guid = node_guid_be(*id);
+    resp.port_num = 1;
+    resp.ibdev_index = id->dev->index;
+    if (routed(*id)) {
+      const ibv_path_record p = path_record(*id);
+      ib_user_path_rec& u = resp.ib_route[0];
+      std::memcpy(u.dgid, p.dgid.raw, 16);
+      std::memcpy(u.sgid, p.sgid.raw, 16);
+      u.dlid = p.dlid;
+      u.slid = p.slid;
+      u.reversible = 1;
+      u.mtu = static_cast<uint8_t>(path_mtu(*id));
+      u.mtu_selector = 2;
+      u.pkey = p.pkey;
+      u.hop_limit = kHopLimit;
+      u.traffic_class = id->tos;
+      u.numb_path = 1;
+      u.rate_selector = 2;
+      u.rate = 7;
+      u.packet_life_time_selector = 2;
+      u.packet_life_time = packet_life_time(*id);
+      resp.num_paths = 1;
+    }
+  }
+  c.reply(cmd.response, resp);
+  return 0;
+}
+
+namespace {
+
+// What QUERY ADDR and QUERY GID say of the device (nothing while the ID has none).
+rdma_ucm_query_addr_resp device_part(const Id& id) {
+  rdma_ucm_query_addr_resp resp{};
+  resp.node_guid = node_guid_be(id);
+  resp.port_num = id.dev ? 1 : 0;
+  resp.pkey = kDefaultPkey;
+  resp.ibdev_index = id.dev ? id.dev->index : UINT32_MAX;
+  return resp;
+}
+
+}  // namespace
+
+int query(const Cmd& c) {
+  const auto cmd = c.as<rdma_ucm_query>();
+  FIND_ID(c, id, cmd.id);
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_query_addr_resp)); rc != 0) return rc;
+  switch (cmd.option) {
+    case RDMA_USER_CM_QUERY_ADDR: {
+      rdma_ucm_query_addr_resp resp = device_part(*id);
+      if (id->family == AF_IB) {
+        sockaddr_ib ib{};
+        ib.sib_family = AF_IB;
+        resp.src_size = resp.dst_size = sizeof ib;
+        std::memcpy(&resp.src_addr, &ib, sizeof ib);
+        std::memcpy(&resp.dst_addr, &ib, sizeof ib);
+      } else {
+        const sockaddr_in src = sockaddr_of(id->src), dst = sockaddr_of(id->dst);
+        resp.src_size = resp.dst_size = sizeof(sockaddr_in);
+        std::memcpy(&resp.src_addr, &src, sizeof src);
+        std::memcpy(&resp.dst_addr, &dst, sizeof dst);
+      }
+      c.reply(cmd.response, resp);
+      return 0;
+    }
+    case RDMA_USER_CM_QUERY_GID: {
+      rdma_ucm_query_addr_resp resp = device_part(*id);
+      sockaddr_ib s{}, d{};
+      s.sib_family = d.sib_family = AF_IB;
+      s.sib_pkey = d.sib_pkey = htobe16(kDefaultPkey);
+      if (id->dev) {
+        const hw::Gid sg = hw::Gid::from_ipv4(id->src.ipv4), dg = hw::Gid::from_ipv4(id->dst.ipv4);
+        std::memcpy(&s.sib_addr, sg.raw, 16);
+        if (id->dst.ipv4) std::memcpy(&d.sib_addr, dg.raw, 16);
+      }
+      s.sib_sid = htobe64((uint64_t{id->ps} << 16) | id->src.port);
+      d.sib_sid = htobe64((uint64_t{id->ps} << 16) | id->dst.port);
+      s.sib_sid_mask = d.sib_sid_mask = htobe64(~uint64_t{0});
+      resp.src_size = resp.dst_size = sizeof(sockaddr_ib);
+      std::memcpy(&resp.src_addr, &s, sizeof s);
+      std::memcpy(&resp.dst_addr, &d, sizeof d);
+      c.reply(cmd.response, resp);
+      return 0;
+    }
+    case RDMA_USER_CM_QUERY_PATH: {
+      // rdma_ucm_query_path_resp: num_paths, a reserved word, then ib_path_rec_data entries,
+      // as many as fit in the response.
+      static_assert(sizeof(ibv_path_data) == sizeof(ib_path_rec_data));
+      constexpr size_t kHead = sizeof(rdma_ucm_query_path_resp);
+      if (c.out_len < kHead) return -ENOSPC;
+      uint8_t resp[kHead + sizeof(ibv_path_data)] = {};
+      const uint32_t num_paths = routed(*id) && c.out_len >= sizeof resp ? 1 : 0;
+      std::memcpy(resp, &num_paths, sizeof num_paths);
+      if (num_paths) {
+        ibv_path_data path{};
+        path.flags = IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
+        path.path = path_record(*id);
+        std::memcpy(resp + kHead, &path, sizeof path);
+      }
+      c.reply(cmd.response, resp);
+      return 0;
+    }
+    default:
+      return c.error(ENOSYS, "id %u: query option %u", id->handle, cmd.option);
+  }
+}
+
+}  // namespace rnicdv::uverbs::ucma
