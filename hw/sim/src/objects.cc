@@ -305,21 +305,34 @@ Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv
                                        const ExternalQpMemory& mem, SrqObj* srq) {
   RNICDV_TRY(check_owner("create_qp"));
   std::lock_guard<std::mutex> lock(mu_);
-  if (!mem.sq_buf || !mem.dbrec || !is_pow2(mem.sq_wqe_cnt) || mem.sq_wqe_cnt > kMaxSqBbs ||
-      !is_pow2(mem.rq_wqe_cnt) || !mem.rq_buf || !is_pow2(mem.rq_stride) || mem.rq_stride < 16)
+  const char* name = info_.name.c_str();
+  // A ring of 0 entries is a queue the QP does not have (mlx5: max_send_wr = 0 gives no send
+  // queue, max_recv_wr = 0 or an SRQ no receive queue); any other ring is a power of two.
+  if (!mem.dbrec)
+    return Status::error(Errc::invalid_argument, "%s: create_qp: no doorbell record", name);
+  if (mem.sq_wqe_cnt != 0 &&
+      (!mem.sq_buf || !is_pow2(mem.sq_wqe_cnt) || mem.sq_wqe_cnt > kMaxSqBbs))
     return Status::error(Errc::invalid_argument,
-                         "%s: create_qp: external queues need power-of-two rings, an RQ stride "
-                         ">= 16 and a doorbell record",
-                         info_.name.c_str());
+                         "%s: create_qp: a send queue of %u basic blocks at %p: it needs a buffer "
+                         "and a power-of-two count up to %u (or 0: no send queue)",
+                         name, mem.sq_wqe_cnt, static_cast<void*>(mem.sq_buf), kMaxSqBbs);
+  if (mem.rq_wqe_cnt != 0 && (!mem.rq_buf || !is_pow2(mem.rq_wqe_cnt) ||
+                              !is_pow2(mem.rq_stride) || mem.rq_stride < 16))
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: a receive queue of %u WQEs of %u bytes at %p: it needs a "
+                         "buffer, a power-of-two count and a power-of-two stride >= 16 (or 0 "
+                         "WQEs: no receive queue)",
+                         name, mem.rq_wqe_cnt, mem.rq_stride, static_cast<void*>(mem.rq_buf));
   auto qp = std::make_unique<QpObj>();
   const size_t rq_bytes = size_t{mem.rq_wqe_cnt} * mem.rq_stride;
-  qp->mirror_buf = static_cast<uint8_t*>(std::calloc(1, rq_bytes + size_t{mem.sq_wqe_cnt} * 64));
+  const size_t sq_bytes = size_t{mem.sq_wqe_cnt} * 64;
+  qp->mirror_buf = static_cast<uint8_t*>(std::calloc(1, std::max<size_t>(rq_bytes + sq_bytes, 1)));
   if (!qp->mirror_buf)
-    return Status::error(Errc::no_resources, "%s: create_qp: no memory for the rings",
-                         info_.name.c_str());
-  qp->rq_host = wqe::RqRing{mem.rq_buf, mem.rq_wqe_cnt, mem.rq_stride};
-  qp->sq_host = wqe::SqRing{mem.sq_buf, mem.sq_wqe_cnt};
-  qp->rq = wqe::RqRing{qp->mirror_buf, mem.rq_wqe_cnt, mem.rq_stride};
+    return Status::error(Errc::no_resources, "%s: create_qp: no memory for the rings", name);
+  qp->rq_host = wqe::RqRing{mem.rq_wqe_cnt ? mem.rq_buf : nullptr, mem.rq_wqe_cnt,
+                            mem.rq_wqe_cnt ? mem.rq_stride : 0};
+  qp->sq_host = wqe::SqRing{mem.sq_wqe_cnt ? mem.sq_buf : nullptr, mem.sq_wqe_cnt};
+  qp->rq = wqe::RqRing{qp->mirror_buf, mem.rq_wqe_cnt, qp->rq_host.stride};
   qp->sq = wqe::SqRing{qp->mirror_buf + rq_bytes, mem.sq_wqe_cnt};
   qp->dbrec = mem.dbrec;
   qp->caps = mem.granted;
@@ -383,7 +396,8 @@ Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, Cq
 
   ++send_cq->qp_refs;
   ++recv_cq->qp_refs;
-  qp->wqes.resize(std::min<uint32_t>(16, qp->sq.bb_count));
+  // At least one record, so that wqe_at() stays defined for a QP without a send queue.
+  qp->wqes.resize(std::clamp<uint32_t>(qp->sq.bb_count, 1, 16));
   qp->seen_sq_dbr = rc::load_sq_dbr(*qp);
   qp->seen_rq_dbr = rc::load_rq_dbr(*qp);
 
