@@ -148,8 +148,9 @@ TEST_CASE("an external register must be a BlueFlame register of an attached page
   CHECK_FALSE(sim::attach_uar_page(*dev, ext.uar.bytes() + 8, ext.uar.bytes() + 8));
 }
 
-TEST_CASE("an external QP without a send queue receives, and a doorbell for it fetches and "
-          "flushes nothing, on a device that scans or not") {
+TEST_CASE(
+    "an external QP without a send queue receives, and a doorbell for it fetches and "
+    "flushes nothing, on a device that scans or not") {
   const bool scanning = GENERATE(false, true);
   INFO("fetches_beyond_dbr " << scanning);
   auto fabric = make_fabric();

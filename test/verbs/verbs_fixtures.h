@@ -117,8 +117,8 @@ inline void rc_to_rtr(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                    IBV_QP_ACCESS_FLAGS) == 0);
+  REQUIRE(ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;
@@ -131,9 +131,9 @@ inline void rc_to_rtr(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
   a.ah_attr.grh.sgid_index = kGidIndex;
   a.ah_attr.grh.hop_limit = 64;
   a.ah_attr.port_num = 1;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                    IBV_QP_MIN_RNR_TIMER) == 0);
+  REQUIRE(ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
 }
 
 // RTR -> RTS.
@@ -145,9 +145,9 @@ inline void rc_to_rts(ibv_qp* qp) {
   a.rnr_retry = 7;
   a.sq_psn = 100;
   a.max_rd_atomic = 4;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) ==
-          0);
+  REQUIRE(ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
 }
 
 struct Endpoint {

@@ -126,8 +126,9 @@ int refused_recv(ibv_qp* qp, const Buffer& b, bool* named_bad) {
 
 }  // namespace
 
-TEST_CASE("an RC QP without a send queue is the target of RDMA WRITE and READ, and of SENDs "
-          "when it has a receive queue") {
+TEST_CASE(
+    "an RC QP without a send queue is the target of RDMA WRITE and READ, and of SENDs "
+    "when it has a receive queue") {
   const uint32_t recv = GENERATE(16u, 0u);
   INFO("passive QP: send 0, recv " << recv);
   RcPair p(16, 16, 0, recv);
@@ -177,22 +178,23 @@ TEST_CASE("an RC QP without a send queue is the target of RDMA WRITE and READ, a
     CHECK(r1.opcode == IBV_WC_RECV);
     CHECK(r1.wr_id == 11);
     CHECK(r1.byte_len == 3000);
-    CHECK(std::equal(abuf.bytes.begin() + 100, abuf.bytes.begin() + 3100,
-                     bbuf.bytes.begin() + 8192));
+    CHECK(
+        std::equal(abuf.bytes.begin() + 100, abuf.bytes.begin() + 3100, bbuf.bytes.begin() + 8192));
     const ibv_wc r2 = p.b.wait();
     CHECK(r2.status == IBV_WC_SUCCESS);
     CHECK(r2.opcode == IBV_WC_RECV_RDMA_WITH_IMM);
     CHECK(r2.wr_id == 12);
     CHECK(be32toh(r2.imm_data) == 0xabcd);
-    CHECK(std::equal(abuf.bytes.begin() + 200, abuf.bytes.begin() + 264,
-                     bbuf.bytes.begin() + 24576));
+    CHECK(
+        std::equal(abuf.bytes.begin() + 200, abuf.bytes.begin() + 264, bbuf.bytes.begin() + 24576));
   }
   // The passive side completes nothing of its own.
   CHECK(p.b.stays_empty());
 }
 
-TEST_CASE("an RC QP without a receive queue sends, writes and reads; a SEND to it waits for a "
-          "receive it cannot have") {
+TEST_CASE(
+    "an RC QP without a receive queue sends, writes and reads; a SEND to it waits for a "
+    "receive it cannot have") {
   // a: send 16, recv 0 (the active side); b: send 16, recv 16.
   RcPair p(16, 0, 16, 16);
   CHECK(p.a.cap().max_recv_wr == 0);
@@ -222,8 +224,9 @@ TEST_CASE("an RC QP without a receive queue sends, writes and reads; a SEND to i
   CHECK(named);
 }
 
-TEST_CASE("a post to a queue the QP does not have fails with ENOMEM, as libmlx5 answers on "
-          "mlx5, and nothing reaches the wire") {
+TEST_CASE(
+    "a post to a queue the QP does not have fails with ENOMEM, as libmlx5 answers on "
+    "mlx5, and nothing reaches the wire") {
   const uint32_t recv = GENERATE(16u, 0u);
   INFO("QP without a send queue: recv " << recv);
   RcPair p(16, 16, 0, recv);
@@ -250,8 +253,9 @@ TEST_CASE("a post to a queue the QP does not have fails with ENOMEM, as libmlx5 
   CHECK(p.b.state() == IBV_QPS_RTS);
 }
 
-TEST_CASE("a doorbell rung on a QP without a send queue fetches nothing, in RTS and in ERR, and "
-          "the QP keeps receiving") {
+TEST_CASE(
+    "a doorbell rung on a QP without a send queue fetches nothing, in RTS and in ERR, and "
+    "the QP keeps receiving") {
   RcPair p(16, 16, 0, 16);
   Buffer abuf(p.da.pd, 8192, kAllAccess);
   Buffer bbuf(p.db.pd, 8192, kAllAccess);
@@ -299,8 +303,9 @@ TEST_CASE("a doorbell rung on a QP without a send queue fetches nothing, in RTS 
   CHECK(p.b.stays_empty());
 }
 
-TEST_CASE("a UD QP without a send queue receives datagrams; one without either queue connects "
-          "and refuses both posts") {
+TEST_CASE(
+    "a UD QP without a send queue receives datagrams; one without either queue connects "
+    "and refuses both posts") {
   Device da{"rnicsim0"}, db{"rnicsim1"};
   const uint32_t qkey = 0x1234;
   const auto to_rts = [qkey](ibv_qp* qp) {

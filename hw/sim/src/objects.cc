@@ -262,7 +262,9 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   uint32_t ds = std::max<uint32_t>(2 + std::max<uint32_t>(caps.max_send_sge, 1), 4);
   if (caps.max_inline_data) ds = std::max<uint32_t>(ds, 2 + (caps.max_inline_data + 4 + 15) / 16);
   const uint32_t wqe_bbs = (ds + 3) / 4;
-  const uint32_t sq_bbs = next_pow2(uint64_t{std::max<uint32_t>(caps.max_send_wr, 1)} * wqe_bbs);
+  // max_send_wr 0: no send queue, as mlx5 gives it (a QP that only receives and answers).
+  const bool has_sq = caps.max_send_wr != 0;
+  const uint32_t sq_bbs = has_sq ? next_pow2(uint64_t{caps.max_send_wr} * wqe_bbs) : 0;
   if (sq_bbs > kMaxSqBbs)
     return Status::error(Errc::no_resources,
                          "%s: create_qp: send queue of %u basic blocks above %u", name, sq_bbs,
@@ -281,15 +283,15 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
     return Status::error(Errc::no_resources, "%s: create_qp: out of memory", name);
   }
   qp->rq = wqe::RqRing{qp->owned_buf, rq_cnt, rq_stride};
-  qp->sq = wqe::SqRing{qp->owned_buf + rq_bytes, sq_bbs};
+  qp->sq = wqe::SqRing{has_sq ? qp->owned_buf + rq_bytes : nullptr, sq_bbs};
   qp->dbrec = qp->owned_dbrec;
   hw::QpCaps& g = qp->caps;
   g.max_send_wr = sq_bbs / wqe_bbs;
   g.max_recv_wr = rq_cnt;
-  g.max_send_sge = std::min(dev.max_send_sge, wqe_bbs * 4 - 2);
+  g.max_send_sge = has_sq ? std::min(dev.max_send_sge, wqe_bbs * 4 - 2) : 0;
   g.max_recv_sge = std::min(dev.max_recv_sge, rq_stride / 16);
   g.max_inline_data =
-      caps.max_inline_data ? std::min(dev.max_inline_data, wqe_bbs * 64 - 32 - 4) : 0;
+      has_sq && caps.max_inline_data ? std::min(dev.max_inline_data, wqe_bbs * 64 - 32 - 4) : 0;
   if (srq) {
     // Receives come from the SRQ; the QP's own receive queue stays empty.
     qp->srq = srq;
@@ -316,8 +318,8 @@ Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv
                          "%s: create_qp: a send queue of %u basic blocks at %p: it needs a buffer "
                          "and a power-of-two count up to %u (or 0: no send queue)",
                          name, mem.sq_wqe_cnt, static_cast<void*>(mem.sq_buf), kMaxSqBbs);
-  if (mem.rq_wqe_cnt != 0 && (!mem.rq_buf || !is_pow2(mem.rq_wqe_cnt) ||
-                              !is_pow2(mem.rq_stride) || mem.rq_stride < 16))
+  if (mem.rq_wqe_cnt != 0 &&
+      (!mem.rq_buf || !is_pow2(mem.rq_wqe_cnt) || !is_pow2(mem.rq_stride) || mem.rq_stride < 16))
     return Status::error(Errc::invalid_argument,
                          "%s: create_qp: a receive queue of %u WQEs of %u bytes at %p: it needs a "
                          "buffer, a power-of-two count and a power-of-two stride >= 16 (or 0 "
