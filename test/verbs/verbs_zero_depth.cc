@@ -307,12 +307,12 @@ TEST_CASE(
     "a UD QP without a send queue receives datagrams; one without either queue connects "
     "and refuses both posts") {
   Device da{"rnicsim0"}, db{"rnicsim1"};
-  const uint32_t qkey = 0x1234;
-  const auto to_rts = [qkey](ibv_qp* qp) {
+  constexpr uint32_t kQkey = 0x1234;
+  const auto to_rts = [](ibv_qp* qp) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
-    a.qkey = qkey;
+    a.qkey = kQkey;
     REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) ==
             0);
     a = {};
@@ -353,7 +353,7 @@ TEST_CASE(
     ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, 60 + i);
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = b.qp->qp_num;
-    wr.wr.ud.remote_qkey = qkey;
+    wr.wr.ud.remote_qkey = kQkey;
     post_ok(a.qp, wr);
   }
   for (uint32_t i = 0; i < 3; ++i) {
@@ -373,7 +373,7 @@ TEST_CASE(
   ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, 70);
   wr.wr.ud.ah = ah;
   wr.wr.ud.remote_qpn = none.qp->qp_num;
-  wr.wr.ud.remote_qkey = qkey;
+  wr.wr.ud.remote_qkey = kQkey;
   post_ok(a.qp, wr);
   CHECK(a.wait().status == IBV_WC_SUCCESS);
 
