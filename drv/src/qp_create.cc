@@ -29,8 +29,13 @@ Status check_caps(const hw::DeviceInfo& info, const QpConfig& config) {
   const hw::QpCaps& want = config.caps;
   const hw::DeviceCaps& have = info.caps;
   const char* dev = info.name.c_str();
+  // The devices accept a QP without a send queue (mlx5 does), but this API's QPs are for
+  // posting: such a QP could never post, so it is refused here, where the caller asked.
   if (want.max_send_wr == 0)
-    return Status::error(Errc::invalid_argument, "%s: create_qp: max_send_wr is 0", dev);
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: max_send_wr is 0: a QP without a send queue could not "
+                         "post a work request (rnicdv's QPs need one)",
+                         dev);
   struct Limit {
     const char* name;
     uint32_t requested, limit;

@@ -55,6 +55,20 @@ TEST_CASE("a well-formed QP view passes, with or without BlueFlame or a receive 
   CHECK(check_qp_view(v, false, "qp 0x1c").is_ok());
 }
 
+TEST_CASE("a QP view without a send queue passes only when the QP was created without one",
+          "[views]") {
+  mlx5dv_qp v = good_qp();
+  v.sq.wqe_cnt = 0;
+  v.sq.stride = 1;  // libmlx5: 1 << wqe_shift, and the shift is 0 without a send queue
+  CHECK(check_qp_view(v, true, "qp 0x1c", false).is_ok());
+  v.sq.buf = nullptr;
+  CHECK(check_qp_view(v, true, "qp 0x1c", false).is_ok());
+  CHECK(mentions(check_qp_view(v, true, "qp"), "no send queue buffer"));
+  v = good_qp();
+  CHECK(
+      mentions(check_qp_view(v, true, "qp 0x1c", false), "for a QP created without a send queue"));
+}
+
 TEST_CASE("QP views that break the fast path's assumptions are refused, naming the field",
           "[views]") {
   mlx5dv_qp v = good_qp();

@@ -36,6 +36,37 @@ TEST_CASE("QP buffer: RQ first, SQ right after it; strides and counts are powers
   CHECK(h.view().qpn >= 2);  // QP0 and QP1 are special
 }
 
+TEST_CASE("a QP asked for with max_send_wr 0 has no send queue, and receives") {
+  HostOptions sender = Pair::default_host();
+  HostOptions receiver = Pair::default_host();
+  receiver.caps.max_send_wr = 0;
+  Pair p({}, sender, receiver);
+  const mlx5dv_qp& dv = p.b.view().dv;
+  CHECK(dv.sq.wqe_cnt == 0);
+  CHECK(dv.sq.buf == nullptr);
+  CHECK(p.b.view().granted.max_send_wr == 0);
+  CHECK(p.b.view().granted.max_send_sge == 0);
+  CHECK(p.b.view().granted.max_inline_data == 0);
+  CHECK(p.b.view().granted.max_recv_wr == 256);
+  p.connect();
+  Buffer src = p.a.reg(4096, all_remote(), 0x21);
+  Buffer dst = p.b.reg(4096);
+  REQUIRE(p.b.post_recv(dst, 0, 4096) == Errc::ok);
+  Sge sge{src.addr(), 3000, src.lkey()};
+  REQUIRE(p.a.post_and_ring(make_wr(WrOpcode::send, &sge, 1)) == Errc::ok);
+  CHECK(p.wait_send(p.a).status == IBV_WC_SUCCESS);
+  const Completion r = p.wait_recv(p.b);
+  CHECK(r.status == IBV_WC_SUCCESS);
+  CHECK(r.byte_len == 3000);
+  CHECK(dst.data()[2999] == 0x21);
+  // A record and a register write naming it fetch nothing.
+  __atomic_store_n(&dv.dbrec[MLX5_SND_DBR], htobe32(3), __ATOMIC_RELEASE);
+  p.settle();
+  CHECK(p.b.dev->counters().wqes_fetched == 0);
+  Completion c{};
+  CHECK_FALSE(p.b.poll_send(&c));
+}
+
 TEST_CASE("BlueFlame registers: 0x800 + k * 512 in page-aligned UAR pages, 256-byte halves") {
   auto fabric = make_fabric();
   HostOptions o;

@@ -103,6 +103,53 @@ inline ibv_wc wait_one(ibv_cq* cq) {
 constexpr int kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
+// The RoCE v2 GID of port 1 (::ffff:a.b.c.d).
+inline ibv_gid port_gid(ibv_context* ctx) {
+  ibv_gid g{};
+  REQUIRE(ibv_query_gid(ctx, 1, kGidIndex, &g) == 0);
+  return g;
+}
+
+// An RC QP from RESET through INIT to RTR towards the peer QP `peer_qpn` at `peer_gid`, as
+// perftest's mask sets do.
+inline void rc_to_rtr(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  REQUIRE(ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = peer_qpn;
+  a.rq_psn = 100;
+  a.max_dest_rd_atomic = 4;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = peer_gid;
+  a.ah_attr.grh.sgid_index = kGidIndex;
+  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.port_num = 1;
+  REQUIRE(ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+}
+
+// RTR -> RTS.
+inline void rc_to_rts(ibv_qp* qp) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 100;
+  a.max_rd_atomic = 4;
+  REQUIRE(ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+}
+
 struct Endpoint {
   Device& dev;
   ibv_comp_channel* channel = nullptr;
@@ -163,45 +210,10 @@ struct Endpoint {
     CHECK(ibv_destroy_cq(cq) == 0);
     if (channel) CHECK(ibv_destroy_comp_channel(channel) == 0);
   }
-  ibv_gid gid() const {
-    ibv_gid g{};
-    REQUIRE(ibv_query_gid(dev.ctx, 1, kGidIndex, &g) == 0);
-    return g;
-  }
+  ibv_gid gid() const { return port_gid(dev.ctx); }
   // RESET -> INIT -> RTR (-> RTS), as perftest's mask sets do.
-  void to_rtr(const Endpoint& peer) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = peer.qp->qp_num;
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = peer.gid();
-    a.ah_attr.grh.sgid_index = kGidIndex;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                      IBV_QP_MIN_RNR_TIMER) == 0);
-  }
-  void to_rts() {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = 100;
-    a.max_rd_atomic = 4;
-    REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-  }
+  void to_rtr(const Endpoint& peer) { rc_to_rtr(qp, peer.qp->qp_num, peer.gid()); }
+  void to_rts() { rc_to_rts(qp); }
   void post(ibv_send_wr& wr) {
     ibv_send_wr* bad = nullptr;
     REQUIRE(ibv_post_send(qp, &wr, &bad) == 0);

@@ -36,9 +36,7 @@ Status check_caps(const DeviceCore& core, const QpCaps& caps, const std::string&
     return Status(Errc::invalid_argument, what + ": " + name + " " + std::to_string(value) +
                                               " above the device limit " + std::to_string(limit));
   };
-  if (caps.max_send_wr == 0) {
-    return Status(Errc::invalid_argument, what + ": max_send_wr must be at least 1");
-  }
+  // max_send_wr == 0 is passed on: libmlx5 then lays out no send queue, as mlx5 allows.
   if (dev.max_qp_wr && caps.max_send_wr > dev.max_qp_wr) {
     return too_big("max_send_wr", caps.max_send_wr, dev.max_qp_wr);
   }
@@ -151,7 +149,7 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
   if (int rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP); rc != 0) {
     return verbs_failure(rc, name, "mlx5dv_init_obj(QP)");
   }
-  RNICDV_TRY(check_qp_view(qp->view_.dv, caps.max_recv_wr > 0, name));
+  RNICDV_TRY(check_qp_view(qp->view_.dv, caps.max_recv_wr > 0, name, caps.max_send_wr > 0));
 
   // What was granted after rounding: libmlx5's query_qp reports its own send-side figures
   // (sq.max_post, sq.max_gs, max_inline_data) and the kernel's receive-side ones.

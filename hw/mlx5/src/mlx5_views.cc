@@ -13,16 +13,23 @@ Status view_error(const std::string& what, const std::string& reason) {
 
 }  // namespace
 
-Status check_qp_view(const mlx5dv_qp& view, bool has_rq, const std::string& what) {
+Status check_qp_view(const mlx5dv_qp& view, bool has_rq, const std::string& what, bool has_sq) {
   if (!view.dbrec) return view_error(what, "no doorbell record");
-  if (!view.sq.buf) return view_error(what, "no send queue buffer");
-  if (!is_power_of_two(view.sq.wqe_cnt)) {
-    return view_error(what,
-                      "SQ WQE count " + std::to_string(view.sq.wqe_cnt) + " is not a power of two");
-  }
-  if (view.sq.stride != MLX5_SEND_WQE_BB) {
-    return view_error(what, "SQ stride " + std::to_string(view.sq.stride) + " (expected " +
-                                std::to_string(MLX5_SEND_WQE_BB) + ")");
+  if (!has_sq) {
+    if (view.sq.wqe_cnt != 0) {
+      return view_error(what, "SQ WQE count " + std::to_string(view.sq.wqe_cnt) +
+                                  " for a QP created without a send queue");
+    }
+  } else {
+    if (!view.sq.buf) return view_error(what, "no send queue buffer");
+    if (!is_power_of_two(view.sq.wqe_cnt)) {
+      return view_error(
+          what, "SQ WQE count " + std::to_string(view.sq.wqe_cnt) + " is not a power of two");
+    }
+    if (view.sq.stride != MLX5_SEND_WQE_BB) {
+      return view_error(what, "SQ stride " + std::to_string(view.sq.stride) + " (expected " +
+                                  std::to_string(MLX5_SEND_WQE_BB) + ")");
+    }
   }
   if (has_rq) {
     if (!view.rq.buf) return view_error(what, "no receive queue buffer");

@@ -20,8 +20,10 @@ constexpr bool is_power_of_two(uint64_t v) noexcept {
 }
 
 // `what` names the object in messages ("qp 0x1c"). `has_rq` is false for a QP created with
-// max_recv_wr == 0 (no receive queue).
-Status check_qp_view(const mlx5dv_qp& view, bool has_rq, const std::string& what);
+// max_recv_wr == 0 (no receive queue), `has_sq` for one created with max_send_wr == 0 (no send
+// queue: libmlx5 reports 0 blocks, and the send-queue fields are not checked).
+Status check_qp_view(const mlx5dv_qp& view, bool has_rq, const std::string& what,
+                     bool has_sq = true);
 Status check_cq_view(const mlx5dv_cq& view, const std::string& what);
 
 }  // namespace rnicdv::hw::mlx5

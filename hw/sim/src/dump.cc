@@ -73,12 +73,18 @@ void Hca::dump_qp(std::string& out, const QpObj& qp) const {
       hw::qp_state_name(qp.state), qp.pdn, qp.send_cq->cqn, qp.recv_cq->cqn,
       qp.reg ? qp.reg->index : 0, qp.reg && qp.reg->shared ? " (shared)" : "",
       ipv4_text(qp.remote_ipv4).c_str(), qp.attr.dest_qpn, qp.mtu);
-  add(out,
-      "    sq: %u BBs dbr %u limit %u consumed %u | wqes head %u send %u tail %u | psn next "
-      "%#x comp %#x retry %u rnr %u%s%s\n",
-      qp.sq.bb_count, rc::load_sq_dbr(qp), qp.sq_limit & 0xffff, qp.sq_consumed & 0xffff, qp.comp.wq_head,
-      qp.req.wq_send, qp.wq_tail, qp.req.next_psn, qp.comp.comp_psn, qp.comp.retry_left, qp.comp.rnr_left,
-      qp.rtr_db_kept ? " rtr-doorbell-kept" : "", qp.req.rnr_deadline ? " rnr-wait" : "");
+  // A QP created without a send queue (max_send_wr 0) shows "sq: none".
+  if (!qp.has_sq()) {
+    add(out, "    sq: none dbr %u\n", rc::load_sq_dbr(qp));
+  } else {
+    add(out,
+        "    sq: %u BBs dbr %u limit %u consumed %u | wqes head %u send %u tail %u | psn next "
+        "%#x comp %#x retry %u rnr %u%s%s\n",
+        qp.sq.bb_count, rc::load_sq_dbr(qp), qp.sq_limit & 0xffff, qp.sq_consumed & 0xffff,
+        qp.comp.wq_head, qp.req.wq_send, qp.wq_tail, qp.req.next_psn, qp.comp.comp_psn,
+        qp.comp.retry_left, qp.comp.rnr_left, qp.rtr_db_kept ? " rtr-doorbell-kept" : "",
+        qp.req.rnr_deadline ? " rnr-wait" : "");
+  }
   add(out, "    rq: %u x %u B dbr %u consumed %u | epsn %#x msn %u responses queued %zu%s\n",
       qp.rq.wqe_cnt, qp.rq.stride, rc::load_rq_dbr(qp), qp.rq_consumed & 0xffff, qp.resp.epsn, qp.resp.msn,
       qp.resp.resp_queue.size(), qp.resp.comm_est_raised ? " comm-est" : "");

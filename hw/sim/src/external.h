@@ -22,9 +22,9 @@ struct ExternalCqMemory {
 struct ExternalQpMemory {
   uint8_t* rq_buf = nullptr;  // rq_wqe_cnt * rq_stride bytes (libmlx5: the buffer start)
   uint8_t* sq_buf = nullptr;  // sq_wqe_cnt * 64 bytes (libmlx5: right after the RQ)
-  uint32_t sq_wqe_cnt = 0;    // basic blocks, power of two
-  uint32_t rq_wqe_cnt = 0;    // power of two
-  uint32_t rq_stride = 0;     // power of two, >= 16
+  uint32_t sq_wqe_cnt = 0;    // basic blocks, power of two; 0: no send queue (max_send_wr 0)
+  uint32_t rq_wqe_cnt = 0;    // power of two; 0: no receive queue
+  uint32_t rq_stride = 0;     // power of two, >= 16 (unused without a receive queue)
   uint32_t* dbrec = nullptr;  // 2 x __be32: [MLX5_RCV_DBR], [MLX5_SND_DBR]
   uint8_t* bf_reg = nullptr;  // a register (page + 0x800 + k * 512) of an attached UAR page
   uint32_t bf_size = 256;     // reported in mlx5dv_qp.bf.size (0: doorbell only)

@@ -262,7 +262,9 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   uint32_t ds = std::max<uint32_t>(2 + std::max<uint32_t>(caps.max_send_sge, 1), 4);
   if (caps.max_inline_data) ds = std::max<uint32_t>(ds, 2 + (caps.max_inline_data + 4 + 15) / 16);
   const uint32_t wqe_bbs = (ds + 3) / 4;
-  const uint32_t sq_bbs = next_pow2(uint64_t{std::max<uint32_t>(caps.max_send_wr, 1)} * wqe_bbs);
+  // max_send_wr 0: no send queue, as mlx5 gives it (a QP that only receives and answers).
+  const bool has_sq = caps.max_send_wr != 0;
+  const uint32_t sq_bbs = has_sq ? next_pow2(uint64_t{caps.max_send_wr} * wqe_bbs) : 0;
   if (sq_bbs > kMaxSqBbs)
     return Status::error(Errc::no_resources,
                          "%s: create_qp: send queue of %u basic blocks above %u", name, sq_bbs,
@@ -281,15 +283,15 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
     return Status::error(Errc::no_resources, "%s: create_qp: out of memory", name);
   }
   qp->rq = wqe::RqRing{qp->owned_buf, rq_cnt, rq_stride};
-  qp->sq = wqe::SqRing{qp->owned_buf + rq_bytes, sq_bbs};
+  qp->sq = wqe::SqRing{has_sq ? qp->owned_buf + rq_bytes : nullptr, sq_bbs};
   qp->dbrec = qp->owned_dbrec;
   hw::QpCaps& g = qp->caps;
   g.max_send_wr = sq_bbs / wqe_bbs;
   g.max_recv_wr = rq_cnt;
-  g.max_send_sge = std::min(dev.max_send_sge, wqe_bbs * 4 - 2);
+  g.max_send_sge = has_sq ? std::min(dev.max_send_sge, wqe_bbs * 4 - 2) : 0;
   g.max_recv_sge = std::min(dev.max_recv_sge, rq_stride / 16);
   g.max_inline_data =
-      caps.max_inline_data ? std::min(dev.max_inline_data, wqe_bbs * 64 - 32 - 4) : 0;
+      has_sq && caps.max_inline_data ? std::min(dev.max_inline_data, wqe_bbs * 64 - 32 - 4) : 0;
   if (srq) {
     // Receives come from the SRQ; the QP's own receive queue stays empty.
     qp->srq = srq;
@@ -305,21 +307,34 @@ Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv
                                        const ExternalQpMemory& mem, SrqObj* srq) {
   RNICDV_TRY(check_owner("create_qp"));
   std::lock_guard<std::mutex> lock(mu_);
-  if (!mem.sq_buf || !mem.dbrec || !is_pow2(mem.sq_wqe_cnt) || mem.sq_wqe_cnt > kMaxSqBbs ||
-      !is_pow2(mem.rq_wqe_cnt) || !mem.rq_buf || !is_pow2(mem.rq_stride) || mem.rq_stride < 16)
+  const char* name = info_.name.c_str();
+  // A ring of 0 entries is a queue the QP does not have (mlx5: max_send_wr = 0 gives no send
+  // queue, max_recv_wr = 0 or an SRQ no receive queue); any other ring is a power of two.
+  if (!mem.dbrec)
+    return Status::error(Errc::invalid_argument, "%s: create_qp: no doorbell record", name);
+  if (mem.sq_wqe_cnt != 0 &&
+      (!mem.sq_buf || !is_pow2(mem.sq_wqe_cnt) || mem.sq_wqe_cnt > kMaxSqBbs))
     return Status::error(Errc::invalid_argument,
-                         "%s: create_qp: external queues need power-of-two rings, an RQ stride "
-                         ">= 16 and a doorbell record",
-                         info_.name.c_str());
+                         "%s: create_qp: a send queue of %u basic blocks at %p: it needs a buffer "
+                         "and a power-of-two count up to %u (or 0: no send queue)",
+                         name, mem.sq_wqe_cnt, static_cast<void*>(mem.sq_buf), kMaxSqBbs);
+  if (mem.rq_wqe_cnt != 0 &&
+      (!mem.rq_buf || !is_pow2(mem.rq_wqe_cnt) || !is_pow2(mem.rq_stride) || mem.rq_stride < 16))
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: a receive queue of %u WQEs of %u bytes at %p: it needs a "
+                         "buffer, a power-of-two count and a power-of-two stride >= 16 (or 0 "
+                         "WQEs: no receive queue)",
+                         name, mem.rq_wqe_cnt, mem.rq_stride, static_cast<void*>(mem.rq_buf));
   auto qp = std::make_unique<QpObj>();
   const size_t rq_bytes = size_t{mem.rq_wqe_cnt} * mem.rq_stride;
-  qp->mirror_buf = static_cast<uint8_t*>(std::calloc(1, rq_bytes + size_t{mem.sq_wqe_cnt} * 64));
+  const size_t sq_bytes = size_t{mem.sq_wqe_cnt} * 64;
+  qp->mirror_buf = static_cast<uint8_t*>(std::calloc(1, std::max<size_t>(rq_bytes + sq_bytes, 1)));
   if (!qp->mirror_buf)
-    return Status::error(Errc::no_resources, "%s: create_qp: no memory for the rings",
-                         info_.name.c_str());
-  qp->rq_host = wqe::RqRing{mem.rq_buf, mem.rq_wqe_cnt, mem.rq_stride};
-  qp->sq_host = wqe::SqRing{mem.sq_buf, mem.sq_wqe_cnt};
-  qp->rq = wqe::RqRing{qp->mirror_buf, mem.rq_wqe_cnt, mem.rq_stride};
+    return Status::error(Errc::no_resources, "%s: create_qp: no memory for the rings", name);
+  qp->rq_host = wqe::RqRing{mem.rq_wqe_cnt ? mem.rq_buf : nullptr, mem.rq_wqe_cnt,
+                            mem.rq_wqe_cnt ? mem.rq_stride : 0};
+  qp->sq_host = wqe::SqRing{mem.sq_wqe_cnt ? mem.sq_buf : nullptr, mem.sq_wqe_cnt};
+  qp->rq = wqe::RqRing{qp->mirror_buf, mem.rq_wqe_cnt, qp->rq_host.stride};
   qp->sq = wqe::SqRing{qp->mirror_buf + rq_bytes, mem.sq_wqe_cnt};
   qp->dbrec = mem.dbrec;
   qp->caps = mem.granted;
@@ -383,7 +398,8 @@ Result<QpObj*> Hca::finish_create_qp(std::unique_ptr<QpObj> qp, uint32_t pdn, Cq
 
   ++send_cq->qp_refs;
   ++recv_cq->qp_refs;
-  qp->wqes.resize(std::min<uint32_t>(16, qp->sq.bb_count));
+  // At least one record, so that wqe_at() stays defined for a QP without a send queue.
+  qp->wqes.resize(std::clamp<uint32_t>(qp->sq.bb_count, 1, 16));
   qp->seen_sq_dbr = rc::load_sq_dbr(*qp);
   qp->seen_rq_dbr = rc::load_rq_dbr(*qp);
 

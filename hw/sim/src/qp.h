@@ -251,6 +251,10 @@ struct QpObj {
   uint64_t next_error_look_ns = 0;
 
   SendWqe& wqe_at(uint32_t i) { return wqes[i & (wqes.size() - 1)]; }
+  // A QP created with max_send_wr = 0 has no send queue (libmlx5 passes a ring of 0 basic
+  // blocks, as mlx5 accepts): it only receives. The device never reads such a ring, and a
+  // doorbell or a scan that names the QP finds nothing to fetch or flush.
+  bool has_sq() const { return sq.bb_count != 0; }
   // What a receive CQE carries in srqn_uidx: the SRQ's number, or the QP's user index.
   uint32_t recv_srqn_uidx() const;
   uint32_t in_flight() const { return wq_tail - comp.wq_head; }

@@ -59,9 +59,10 @@ void Flush::flush_sq(QpObj& qp) {
     send_error_cqe(qp, w, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
   }
   qp.req.wq_send = qp.comp.wq_head;
-  // WQEs the DBR announces that were never fetched: only the control segment is read.
+  // WQEs the DBR announces that were never fetched: only the control segment is read. A QP
+  // without a send queue has none, whatever its record says.
   SendWqe w;
-  for (;;) {
+  while (qp.has_sq()) {
     const uint16_t ahead = static_cast<uint16_t>(load_sq_dbr(qp) - qp.sq_consumed);
     bool beyond = false;
     if (ahead == 0 || ahead > qp.sq.bb_count) {

@@ -35,7 +35,7 @@ uint16_t load_external_dbr(const QpObj& qp, unsigned word, uint32_t consumed) {
 bool mirror_sq(QpObj& qp, uint32_t pi, uint32_t limit) {
   if (!qp.external) [[likely]]
     return true;
-  if (qp.host_failed) return false;
+  if (qp.host_failed || !qp.has_sq()) return false;
   // What the mirror holds is [pi, sq_mirrored) when sq_mirrored is ahead of pi.
   uint32_t from = static_cast<int32_t>(qp.sq_mirrored - pi) > 0 ? qp.sq_mirrored : pi;
   if (static_cast<int32_t>(limit - from) <= 0) return true;
@@ -52,7 +52,7 @@ bool mirror_sq(QpObj& qp, uint32_t pi, uint32_t limit) {
 bool mirror_sq_beyond(QpObj& qp, uint32_t pi) {
   if (!qp.external) [[likely]]
     return true;
-  if (qp.host_failed) return false;
+  if (qp.host_failed || !qp.has_sq()) return false;
   const uint32_t count = kMaxWqeBbs < qp.sq.bb_count ? kMaxWqeBbs : qp.sq.bb_count;
   if (!copy_slots(qp.sq.buf, qp.sq_host.buf, qp.sq.bb_count, wqe::kBbBytes, pi, count)) {
     qp.host_fault = true;
@@ -65,7 +65,7 @@ bool mirror_sq_beyond(QpObj& qp, uint32_t pi) {
 bool mirror_rq(QpObj& qp, uint32_t index) {
   if (!qp.external) [[likely]]
     return true;
-  if (qp.host_failed) return false;
+  if (qp.host_failed || qp.rq.wqe_cnt == 0) return false;
   if (!copy_slots(qp.rq.buf, qp.rq_host.buf, qp.rq.wqe_cnt, qp.rq.stride, index, 1)) {
     qp.host_fault = true;
     return false;

@@ -72,6 +72,7 @@ SqFetcher::SqFetcher(Context& ctx)
 // WQEs really beyond it count as fetched beyond the DBR.
 bool SqFetcher::has_fetchable(QpObj& qp, bool* beyond_dbr) {
   *beyond_dbr = false;
+  if (!qp.has_sq()) return false;  // nothing to fetch, whatever the record says
   if (static_cast<int32_t>(qp.sq_limit - qp.sq_consumed) > 0) return true;
   if (!ctx_.profile().fetches_beyond_dbr) return false;
   const uint16_t ahead = static_cast<uint16_t>(load_sq_dbr(qp) - qp.sq_consumed);
