@@ -14,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "exit_teardown.h"
 #include "handles.h"
+#include "quiet_thread.h"
 #include "shim.h"
 
 namespace rnicdv::uverbs {
@@ -30,7 +32,7 @@ uint32_t fork_generation() noexcept {
   return g_fork_generation.load(std::memory_order_relaxed);
 }
 
-void shutdown_contexts();  // contexts.cc
+bool shutdown_contexts(const ExitDeadline& deadline);  // cdev.cc
 
 namespace {
 
@@ -88,8 +90,11 @@ void wake() {
   [[maybe_unused]] ssize_t n = libc::write(registry().wake_fd, &one, sizeof one);
 }
 
-// At exit: contexts first (their QPs and CQs hold the devices), then the event thread and
-// the devices themselves, so that no device thread runs while the process tears down.
+// At exit: the rdma_cm IDs (DREQs to the peers), the contexts (their QPs and CQs hold the
+// devices), then the event thread and the devices themselves, so that no device thread runs
+// while the process tears down. Never waits for a lock a call that exit() interrupted may
+// hold, and for no other lock longer than kExitWait in all (exit_teardown.h): what it cannot
+// reach in time is left as it is.
 void at_exit() {
   Registry& r = registry();
   // A child of fork() exits with the parent's objects in its copy of memory, but none of its
@@ -97,12 +102,20 @@ void at_exit() {
   // hang the child. Its copy is left as it is (still reachable from here); the parent's
   // devices are the parent's.
   if (::getpid() != r.pid) return;
-  shutdown_ucma();
-  shutdown_contexts();
+  const uint8_t interrupted = shim_work_of_this_thread();
+  if (interrupted & (kInOpen | kInUcma)) return;
+  const ExitDeadline deadline(kExitWait);
+  const bool ucma_done = shutdown_ucma(deadline);
+  if (interrupted & kInVerbs) return;
+  const bool contexts_done = shutdown_contexts(deadline);
+  // Something left as it is may still use a device (another thread in its command): the
+  // devices, and the event thread that serves them, stay.
+  if (!ucma_done || !contexts_done) return;
   r.stop.store(true, std::memory_order_release);
   wake();
   if (r.events.joinable()) r.events.join();
-  std::lock_guard<std::mutex> lock(r.mu);
+  if (!deadline.lock(r.mu)) return;
+  std::lock_guard<std::mutex> lock(r.mu, std::adopt_lock);
   for (auto& d : r.devices) d.reset();
 }
 
@@ -137,7 +150,7 @@ Result<SimDevice*> device_for(uint32_t index) {
     if (r.wake_fd < 0)
       return Status::error(Errc::io_error, "open %s: eventfd: %s", device_name(index).c_str(),
                            strerror(errno));
-    r.events = std::thread(event_loop);
+    r.events = sim::start_quiet_thread(event_loop);
   } else {
     wake();  // poll the new device's async fd too
   }

@@ -4,6 +4,7 @@
 // ib_send_cm_dreq, cm_dreq_handler, cm_issue_drep, cm_drep_handler, cm_destroy_id).
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "cm/cm_agent.h"
 #include "cm/cm_record.h"
@@ -295,6 +296,50 @@ void CmAgent::on_drep(uint32_t src, const DrepMsg& m, uint64_t now) {
   ev.detail = "DREP received from " + hw::cm_address_string(r->remote);
   post(*r, std::move(ev));
   enter_timewait(*r, now);
+}
+
+void CmAgent::on_peer_unreachable(uint32_t ipv4) {
+  const uint64_t t = now();
+  Outbox out;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<uint32_t> ids;
+    for (const auto& [id, r] : records_)
+      if (r->remote.ipv4 == ipv4) ids.push_back(id);
+    for (uint32_t id : ids) {
+      Record* r = find(id);
+      if (!r) continue;
+      hw::CmEvent ev;
+      ev.type = hw::CmEventType::disconnected;
+      switch (r->state) {
+        case State::established:
+          ev.detail = hw::cm_address_string(r->remote) +
+                      " is unreachable (its port is closed): the peer is gone";
+          break;
+        case State::dreq_sent:
+          ev.detail = "no DREP from " + hw::cm_address_string(r->remote) +
+                      ": it is unreachable (its port is closed)";
+          break;
+        case State::req_sent:
+        case State::mra_req_rcvd:
+        case State::rep_sent:
+        case State::mra_rep_rcvd:
+          // As when the last retry finds no answer (cm_active.cc retry_expired).
+          ++counters_.peers_gone;
+          r->tries_left = 0;
+          retry_expired(out, *r, t);
+          continue;
+        default:
+          continue;
+      }
+      ++counters_.peers_gone;
+      post(*r, std::move(ev));
+      enter_timewait(*r, t);
+    }
+    out.schedule = std::exchange(wake_request_, UINT64_MAX);
+  }
+  flush(out);
+  call_due_notifiers();
 }
 
 void CmAgent::destroy(uint32_t id) {
