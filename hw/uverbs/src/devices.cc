@@ -90,6 +90,13 @@ void wake() {
   [[maybe_unused]] ssize_t n = libc::write(registry().wake_fd, &one, sizeof one);
 }
 
+// Stops the devices' work without a lock (sim::Device::pause is a flag their threads read).
+// The table is only written by device_for, which at_exit never runs beside (kInOpen).
+void pause_devices() {
+  for (auto& d : registry().devices)
+    if (d) d->dev->pause();
+}
+
 // At exit: the rdma_cm IDs (DREQs to the peers), the contexts (their QPs and CQs hold the
 // devices), then the event thread and the devices themselves, so that no device thread runs
 // while the process tears down. Never waits for a lock a call that exit() interrupted may
@@ -103,14 +110,17 @@ void at_exit() {
   // devices are the parent's.
   if (::getpid() != r.pid) return;
   const uint8_t interrupted = shim_work_of_this_thread();
-  if (interrupted & (kInOpen | kInUcma)) return;
+  if (interrupted & kInOpen) return;  // the device table itself may be half made
   const ExitDeadline deadline(kExitWait);
-  const bool ucma_done = shutdown_ucma(deadline);
-  if (interrupted & kInVerbs) return;
-  const bool contexts_done = shutdown_contexts(deadline);
+  const bool ucma_done = !(interrupted & kInUcma) && shutdown_ucma(deadline);
+  const bool contexts_done = !(interrupted & (kInVerbs | kInUcma)) && shutdown_contexts(deadline);
   // Something left as it is may still use a device (another thread in its command): the
-  // devices, and the event thread that serves them, stay.
-  if (!ucma_done || !contexts_done) return;
+  // devices, and the event thread that serves them, stay, paused, so that their threads do
+  // nothing more while the rest of the process's exit runs.
+  if (!ucma_done || !contexts_done) {
+    pause_devices();
+    return;
+  }
   r.stop.store(true, std::memory_order_release);
   wake();
   if (r.events.joinable()) r.events.join();
