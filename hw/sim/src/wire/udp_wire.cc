@@ -312,9 +312,12 @@ void UdpWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* 
 bool UdpWire::send_frame(UdpPort& p, const msghdr& msg) {
   if (::sendmsg(p.fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) [[likely]]
     return true;
+  // With IP_RECVERR a failed send may also leave an entry on the error queue (EMSGSIZE on a
+  // link with a smaller MTU): the poller drains it, or the socket would stay readable for
+  // errors and its device thread would never sleep.
+  p.errors_queued.store(true, std::memory_order_release);
   if (!is_icmp_error(errno)) return false;
   // The error was pending from an earlier frame (it is cleared now): this one goes again.
-  p.errors_queued.store(true, std::memory_order_release);
   return ::sendmsg(p.fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
 }
 
@@ -382,6 +385,7 @@ void UdpWire::release_held(UdpPort& p) {
 size_t UdpWire::receive(UdpPort& p, size_t budget) {
   RecvBatch& b = *p.recv;
   size_t delivered = 0, received = 0;
+  int errors_met = 0;
   // Bounded work per call, even against a flood of datagrams that all fail the checks.
   const size_t receive_limit = budget + kRecvBatch;
   while (delivered < budget && received < receive_limit) {
@@ -398,11 +402,13 @@ size_t UdpWire::receive(UdpPort& p, size_t budget) {
     const int n = ::recvmmsg(p.fd, b.msgs, want, MSG_DONTWAIT, nullptr);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && is_icmp_error(errno)) {
-        // The pending error is reported (and cleared) before any datagram: read the queue
-        // and go on receiving.
+      if (n < 0 && errno != EAGAIN) {
+        // A pending ICMP error is reported (and cleared) before any datagram: read the queue
+        // and go on receiving (a few times at most: a flood of refusals cannot hold the
+        // poller here).
+        const int err = errno;
         read_errors(p);
-        continue;
+        if (is_icmp_error(err) && ++errors_met < 8) continue;
       }
       break;  // drained (EAGAIN), or an error the next poll will see again
     }
