@@ -124,7 +124,10 @@ void at_exit() {
   r.stop.store(true, std::memory_order_release);
   wake();
   if (r.events.joinable()) r.events.join();
-  if (!deadline.lock(r.mu)) return;
+  if (!deadline.lock(r.mu)) {
+    pause_devices();
+    return;
+  }
   std::lock_guard<std::mutex> lock(r.mu, std::adopt_lock);
   for (auto& d : r.devices) d.reset();
 }

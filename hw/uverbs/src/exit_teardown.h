@@ -10,12 +10,14 @@
 //
 // - The entry points mark the thread for the length of the call (ShimCall). If the exiting
 //   thread is marked, the teardown leaves alone what the interrupted call may hold: after an
-//   rdma_cm call (or an open) nothing at all; after a verbs call, the contexts, the event
-//   thread and the devices (the IDs are destroyed and their DREQs sent: that path takes no
-//   lock a verbs call holds).
+//   open, everything; after an rdma_cm call, the IDs, the contexts and the devices; after a
+//   verbs call, the contexts and the devices (the IDs are destroyed and their DREQs sent:
+//   that path takes no lock a verbs call holds).
 // - Every other lock it takes (another thread may be in the middle of a command) is waited
 //   for until one deadline shared by the whole teardown (kExitWait); what cannot be locked by
 //   then is left as it is, never freed. The process is ending: its memory goes with it.
+// Devices left behind are paused (a flag their threads read), so that they do no more work
+// while the rest of the process's exit runs, and are not destroyed.
 #pragma once
 
 #include <chrono>
