@@ -17,12 +17,15 @@
 //   exit          calls exit(0) 300 ms later, connection and all ("exiting at T")
 //   exit-on-dreq  calls exit(0) as soon as DISCONNECTED (the server's DREQ) arrives, without
 //                 rdma_disconnect or any clean-up ("exiting at T")
+//   exit-in-handler  registers and deregisters memory in a loop until a timer (1 to 40 ms)
+//                 whose handler calls exit(0) interrupts it, most likely inside a command
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <signal.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,6 +117,8 @@ rdma_conn_param conn_param() {
   return cp;
 }
 
+void exit_now(int) { std::exit(0); }
+
 volatile sig_atomic_t g_usr1 = 0;
 void on_usr1(int) { g_usr1 = 1; }
 
@@ -187,7 +192,8 @@ int run_server(const std::string& addr, uint16_t port, const std::string& then) 
 }
 
 int run_client(const std::string& peer, uint16_t port, const std::string& end) {
-  if (end != "wait" && end != "exit" && end != "exit-on-dreq") usage("unknown --end");
+  if (end != "wait" && end != "exit" && end != "exit-on-dreq" && end != "exit-in-handler")
+    usage("unknown --end");
   rdma_event_channel* ch = rdma_create_event_channel();
   if (!ch) fail("rdma_create_event_channel");
   rdma_cm_id* id = nullptr;
@@ -222,6 +228,22 @@ int run_client(const std::string& peer, uint16_t port, const std::string& end) {
   say("established");
   if (end == "wait") {
     for (;;) ::pause();
+  }
+  if (end == "exit-in-handler") {
+    struct sigaction sa{};
+    sa.sa_handler = exit_now;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGALRM, &sa, nullptr)) fail("sigaction");
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    itimerval t{};
+    t.it_value.tv_usec = 1000 + ts.tv_nsec % 39000;
+    if (setitimer(ITIMER_REAL, &t, nullptr)) fail("setitimer");
+    const int access = IBV_ACCESS_LOCAL_WRITE;
+    for (;;) {
+      ibv_mr* mr = ibv_reg_mr(q.pd, q.mem.data(), q.mem.size(), access);
+      if (!mr || ibv_dereg_mr(mr)) fail("ibv_reg_mr/ibv_dereg_mr");
+    }
   }
   if (end == "exit") {
     ::usleep(300'000);

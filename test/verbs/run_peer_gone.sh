@@ -5,6 +5,8 @@
 #
 #   exit                  the client calls exit() with the connection established (its DREQ)
 #   exit-on-dreq          the server disconnects; the client exits on the DREQ without a word
+#   exit-in-handler       the client's timer handler calls exit() in the middle of its verbs
+#                         commands (its DREQ still goes out)
 #   kill-while-sending    the client is killed (SIGKILL) while the server sends to it
 #   kill-then-disconnect  the client is killed; then the server disconnects (its DREQ)
 #
@@ -24,6 +26,7 @@ export RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
 case $case in
   exit) then=idle end=exit ;;
   exit-on-dreq) then=disconnect end=exit-on-dreq ;;
+  exit-in-handler) then=idle end=exit-in-handler ;;
   kill-while-sending) then=send end=wait ;;
   kill-then-disconnect) then=disconnect-on-usr1 end=wait ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
@@ -70,6 +73,10 @@ case $case in
     waitfor '^exiting at' "$work/client.out" 10
     start=$(stamp exiting "$work/client.out")
     what="the client's exit()" ;;
+  exit-in-handler)
+    # The handler runs 1 to 40 ms after the client's ESTABLISHED; that is the start here.
+    start=$(stamp established "$work/client.out")
+    what="the client's ESTABLISHED (its handler's exit() 1-40 ms later)" ;;
   exit-on-dreq)
     waitfor '^disconnect at' "$work/server.out" 10
     start=$(stamp disconnect "$work/server.out")
@@ -78,12 +85,23 @@ esac
 wait $server_pid
 server_rc=$?
 server_pid=
+# A client that exits must end by itself (a hung exit is a failure too); a killed one is gone.
+client_hung=0
+for _ in $(seq 1 200); do kill -0 $client_pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $client_pid 2>/dev/null; then
+  client_hung=1
+  kill -9 $client_pid
+fi
 wait $client_pid 2>/dev/null
 client_pid=
 echo "===== server (exit $server_rc)"
 cat "$work/server.out"
 echo "===== client (attempt $attempt)"
 cat "$work/client.out"
+if [ $client_hung -eq 1 ]; then
+  echo "FAILED: the client was still running 20 s after the server ended (killed)"
+  exit 1
+fi
 end_ns=$(stamp disconnected "$work/server.out")
 if [ $server_rc -ne 0 ] || [ -z "$end_ns" ] || [ -z "${start:-}" ]; then
   echo "FAILED: the server saw no DISCONNECTED"
