@@ -19,6 +19,8 @@
 //                 rdma_disconnect or any clean-up ("exiting at T")
 //   exit-in-handler  registers and deregisters memory in a loop until a timer (1 to 40 ms)
 //                 whose handler calls exit(0) interrupts it, most likely inside a command
+//   exit-in-get-event  waits in rdma_get_cm_event until a timer (100 ms) whose handler calls
+//                 exit(0) interrupts the wait
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -192,7 +194,8 @@ int run_server(const std::string& addr, uint16_t port, const std::string& then) 
 }
 
 int run_client(const std::string& peer, uint16_t port, const std::string& end) {
-  if (end != "wait" && end != "exit" && end != "exit-on-dreq" && end != "exit-in-handler")
+  if (end != "wait" && end != "exit" && end != "exit-on-dreq" && end != "exit-in-handler" &&
+      end != "exit-in-get-event")
     usage("unknown --end");
   rdma_event_channel* ch = rdma_create_event_channel();
   if (!ch) fail("rdma_create_event_channel");
@@ -229,7 +232,7 @@ int run_client(const std::string& peer, uint16_t port, const std::string& end) {
   if (end == "wait") {
     for (;;) ::pause();
   }
-  if (end == "exit-in-handler") {
+  if (end == "exit-in-handler" || end == "exit-in-get-event") {
     struct sigaction sa{};
     sa.sa_handler = exit_now;
     sigemptyset(&sa.sa_mask);
@@ -237,8 +240,13 @@ int run_client(const std::string& peer, uint16_t port, const std::string& end) {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     itimerval t{};
-    t.it_value.tv_usec = 1000 + ts.tv_nsec % 39000;
+    t.it_value.tv_usec = end == "exit-in-get-event" ? 100'000 : 1000 + ts.tv_nsec % 39000;
     if (setitimer(ITIMER_REAL, &t, nullptr)) fail("setitimer");
+    if (end == "exit-in-get-event") {
+      rdma_get_cm_event(ch, &ev);  // nothing comes: the handler ends the process here
+      std::fprintf(stderr, "peer-gone: an event came: %s\n", rdma_event_str(ev->event));
+      std::exit(1);
+    }
     const int access = IBV_ACCESS_LOCAL_WRITE;
     for (;;) {
       ibv_mr* mr = ibv_reg_mr(q.pd, q.mem.data(), q.mem.size(), access);

@@ -7,6 +7,8 @@
 #   exit-on-dreq          the server disconnects; the client exits on the DREQ without a word
 #   exit-in-handler       the client's timer handler calls exit() in the middle of its verbs
 #                         commands (its DREQ still goes out)
+#   exit-in-get-event     the client's timer handler calls exit() while it waits in
+#                         rdma_get_cm_event (a wait that holds no lock: its DREQ goes out)
 #   kill-while-sending    the client is killed (SIGKILL) while the server sends to it
 #   kill-then-disconnect  the client is killed; then the server disconnects (its DREQ)
 #
@@ -27,6 +29,7 @@ case $case in
   exit) then=idle end=exit ;;
   exit-on-dreq) then=disconnect end=exit-on-dreq ;;
   exit-in-handler) then=idle end=exit-in-handler ;;
+  exit-in-get-event) then=idle end=exit-in-get-event ;;
   kill-while-sending) then=send end=wait ;;
   kill-then-disconnect) then=disconnect-on-usr1 end=wait ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
@@ -77,6 +80,9 @@ case $case in
     # The handler runs 1 to 40 ms after the client's ESTABLISHED; that is the start here.
     start=$(stamp established "$work/client.out")
     what="the client's ESTABLISHED (its handler's exit() 1-40 ms later)" ;;
+  exit-in-get-event)
+    start=$(stamp established "$work/client.out")
+    what="the client's ESTABLISHED (its handler's exit() 100 ms later)" ;;
   exit-on-dreq)
     waitfor '^disconnect at' "$work/server.out" 10
     start=$(stamp disconnect "$work/server.out")

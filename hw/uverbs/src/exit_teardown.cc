@@ -16,6 +16,10 @@ ShimCall::ShimCall(ShimWork work) noexcept : saved_(t_work) {
 
 ShimCall::~ShimCall() { t_work = saved_; }
 
+ShimIdle::ShimIdle() noexcept : saved_(t_work) { t_work = 0; }
+
+ShimIdle::~ShimIdle() { t_work = saved_; }
+
 uint8_t shim_work_of_this_thread() noexcept { return t_work; }
 
 bool ExitDeadline::lock(std::mutex& m) const {

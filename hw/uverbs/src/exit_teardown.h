@@ -45,6 +45,20 @@ class ShimCall {
   uint8_t saved_;
 };
 
+// Within a call, a wait that holds none of the shim's locks (GET_EVENT, an event file's
+// read, blocked in poll): the thread counts as outside the shim meanwhile, so that exit()
+// from a handler that interrupts the wait tears everything down as usual.
+class ShimIdle {
+ public:
+  ShimIdle() noexcept;
+  ~ShimIdle();
+  ShimIdle(const ShimIdle&) = delete;
+  ShimIdle& operator=(const ShimIdle&) = delete;
+
+ private:
+  uint8_t saved_;
+};
+
 // The entry points the calling thread is inside now (0: none). In the atexit hook: what a
 // signal handler that called exit() interrupted.
 uint8_t shim_work_of_this_thread() noexcept;

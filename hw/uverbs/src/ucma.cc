@@ -215,6 +215,7 @@ int get_event(const std::shared_ptr<File>& file, const uint8_t* in, size_t in_le
     }
     if (file->app_nonblocking()) return -EAGAIN;
     pollfd p{file->fd(), POLLIN, 0};
+    const ShimIdle waiting;  // no lock held: exit() from a handler here tears down as usual
     if (::poll(&p, 1, -1) < 0 && errno == EINTR) return -EINTR;
   }
 }
