@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What the teardown at exit may wait for.
 //
-// The shim releases its objects from an atexit hook (devices.cc at_exit): the rdma_cm IDs
-// first (each established connection sends its DREQ, as the kernel's ucma does when the file
-// of a process that ended is closed), then the contexts, the event thread and the devices. A
-// program may call exit() from a signal handler, and the handler may have interrupted the
-// same thread inside one of the shim's entry points: the locks that call holds are never
-// released, and the teardown must not wait for them. Two rules keep it from hanging:
+// The shim releases its objects at exit (devices.cc at_exit): the rdma_cm IDs first (each
+// established connection sends its DREQ, as the kernel's ucma does when the file of a process
+// that ended is closed), then the contexts and the devices. A program may call exit() from a
+// signal handler, and the handler may have interrupted the same thread anywhere: inside
+// malloc (whose lock any allocation would then wait for), or inside one of the shim's entry
+// points, whose locks are never released. So the exiting thread only hands the teardown to
+// the event thread and waits for it a bounded time, allocating nothing and taking no lock;
+// and two rules keep the teardown itself from waiting for the interrupted call:
 //
 // - The entry points mark the thread for the length of the call (ShimCall). If the exiting
 //   thread is marked, the teardown leaves alone what the interrupted call may hold: after an
