@@ -672,3 +672,18 @@ TEST_CASE("a peer found gone ends its connections at once: established, DREQ sen
     CHECK(wait_event(p.fab, *c.active).detail == "DREP received from 127.0.0.3:7471");
   }
 }
+
+TEST_CASE("a farewell sends the DREQ of every established connection and leaves the handles") {
+  Pair p;
+  Connected c = handshake(p);
+  REQUIRE(count_sent(p.fab, AttrId::dreq, kA) == 0);
+  REQUIRE(p.a->farewell(1'000'000'000));
+  CHECK(count_sent(p.fab, AttrId::dreq, kA) == 1);
+  hw::CmEvent ev = wait_event(p.fab, *c.passive);
+  CHECK(ev.type == hw::CmEventType::disconnected);
+  CHECK(ev.detail ==
+        "DREQ received from 127.0.0.2:" + std::to_string(c.active->local_address().port));
+  // A second farewell finds it closing: nothing more.
+  REQUIRE(p.a->farewell(1'000'000'000));
+  CHECK(count_sent(p.fab, AttrId::dreq, kA) == 1);
+}

@@ -21,6 +21,8 @@
 //                 whose handler calls exit(0) interrupts it, most likely inside a command
 //   exit-in-get-event  waits in rdma_get_cm_event until a timer (100 ms) whose handler calls
 //                 exit(0) interrupts the wait
+//   exit-in-ucma  creates and destroys rdma_cm IDs in a loop until a timer (1 to 40 ms) whose
+//                 handler calls exit(0) interrupts it, most likely inside an rdma_cm command
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -195,7 +197,7 @@ int run_server(const std::string& addr, uint16_t port, const std::string& then) 
 
 int run_client(const std::string& peer, uint16_t port, const std::string& end) {
   if (end != "wait" && end != "exit" && end != "exit-on-dreq" && end != "exit-in-handler" &&
-      end != "exit-in-get-event")
+      end != "exit-in-get-event" && end != "exit-in-ucma")
     usage("unknown --end");
   rdma_event_channel* ch = rdma_create_event_channel();
   if (!ch) fail("rdma_create_event_channel");
@@ -232,7 +234,7 @@ int run_client(const std::string& peer, uint16_t port, const std::string& end) {
   if (end == "wait") {
     for (;;) ::pause();
   }
-  if (end == "exit-in-handler" || end == "exit-in-get-event") {
+  if (end == "exit-in-handler" || end == "exit-in-get-event" || end == "exit-in-ucma") {
     struct sigaction sa{};
     sa.sa_handler = exit_now;
     sigemptyset(&sa.sa_mask);
@@ -242,6 +244,13 @@ int run_client(const std::string& peer, uint16_t port, const std::string& end) {
     itimerval t{};
     t.it_value.tv_usec = end == "exit-in-get-event" ? 100'000 : 1000 + ts.tv_nsec % 39000;
     if (setitimer(ITIMER_REAL, &t, nullptr)) fail("setitimer");
+    if (end == "exit-in-ucma") {
+      for (;;) {
+        rdma_cm_id* other = nullptr;
+        if (rdma_create_id(ch, &other, nullptr, RDMA_PS_TCP) || rdma_destroy_id(other))
+          fail("rdma_create_id/rdma_destroy_id");
+      }
+    }
     if (end == "exit-in-get-event") {
       rdma_get_cm_event(ch, &ev);  // nothing comes: the handler ends the process here
       std::fprintf(stderr, "peer-gone: an event came: %s\n", rdma_event_str(ev->event));

@@ -9,6 +9,8 @@
 #                         commands (its DREQ still goes out)
 #   exit-in-get-event     the client's timer handler calls exit() while it waits in
 #                         rdma_get_cm_event (a wait that holds no lock: its DREQ goes out)
+#   exit-in-ucma          the client's timer handler calls exit() in the middle of its rdma_cm
+#                         commands (the CM sends the DREQ without the rdma_cm ID table)
 #   kill-while-sending    the client is killed (SIGKILL) while the server sends to it
 #   kill-then-disconnect  the client is killed; then the server disconnects (its DREQ)
 #
@@ -30,6 +32,7 @@ case $case in
   exit-on-dreq) then=disconnect end=exit-on-dreq ;;
   exit-in-handler) then=idle end=exit-in-handler ;;
   exit-in-get-event) then=idle end=exit-in-get-event ;;
+  exit-in-ucma) then=idle end=exit-in-ucma ;;
   kill-while-sending) then=send end=wait ;;
   kill-then-disconnect) then=disconnect-on-usr1 end=wait ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
@@ -76,7 +79,7 @@ case $case in
     waitfor '^exiting at' "$work/client.out" 10
     start=$(stamp exiting "$work/client.out")
     what="the client's exit()" ;;
-  exit-in-handler)
+  exit-in-handler|exit-in-ucma)
     # The handler runs 1 to 40 ms after the client's ESTABLISHED; that is the start here.
     start=$(stamp established "$work/client.out")
     what="the client's ESTABLISHED (its handler's exit() 1-40 ms later)" ;;

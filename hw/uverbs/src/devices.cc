@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "cm/cm_agent.h"
+#include "cm/sim_cm.h"
 #include "exit_teardown.h"
 #include "handles.h"
 #include "quiet_thread.h"
@@ -59,6 +61,9 @@ Registry& registry() {
 }
 
 void teardown_at_exit(Registry& r);
+
+// How long the farewell waits for each CM's lock, which the interrupted rdma_cm call may hold.
+constexpr uint64_t kFarewellWaitNs = 200'000'000;
 
 void event_loop() {
   Registry& r = registry();
@@ -117,6 +122,13 @@ void teardown_at_exit(Registry& r) {
   const uint8_t interrupted = r.interrupted.load(std::memory_order_acquire);
   const ExitDeadline deadline(kExitWait);
   const bool ucma_done = !(interrupted & kInUcma) && shutdown_ucma(deadline);
+  if (!ucma_done) {
+    // The ID table stays locked (the interrupted rdma_cm call holds it, or another thread's):
+    // the CMs underneath still tell every peer, without the IDs.
+    for (auto& d : r.devices)
+      if (d && d->dev->connection_manager())
+        (void)sim::cm::cm_agent_of(*d->dev).farewell(kFarewellWaitNs);
+  }
   const bool contexts_done = !(interrupted & (kInVerbs | kInUcma)) && shutdown_contexts(deadline);
   // Something left as it is may still use a device (another thread in its command): the
   // devices stay, paused, so that their threads do nothing more while the process ends.

@@ -12,7 +12,8 @@
 //
 // - The entry points mark the thread for the length of the call (ShimCall). If the exiting
 //   thread is marked, the teardown leaves alone what the interrupted call may hold: after an
-//   open, everything; after an rdma_cm call, the IDs, the contexts and the devices; after a
+//   open, everything; after an rdma_cm call, the IDs (the CMs still tell the peers:
+//   CmAgent::farewell), the contexts and the devices; after a
 //   verbs call, the contexts and the devices (the IDs are destroyed and their DREQs sent:
 //   that path takes no lock a verbs call holds).
 // - Every other lock it takes (another thread may be in the middle of a command) is waited

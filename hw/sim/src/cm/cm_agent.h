@@ -112,6 +112,12 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // accepted is left to its own deadline.
   void on_peer_unreachable(uint32_t ipv4);
 
+  // The process ends and its connection handles will never be destroyed (the uverbs shim's
+  // exit teardown could not reach them): every connection a handle still holds tells its peer
+  // as destroy() would, an established one with a DREQ, one being set up with a REJ. Waits at
+  // most `wait_ns` for the agent's lock (false if it stayed held: nothing was sent).
+  bool farewell(uint64_t wait_ns);
+
   // ---- hw::ConnectionManager -----------------------------------------------------------------
   using hw::ConnectionManager::listen;
   Result<std::unique_ptr<hw::CmListener>> listen(const hw::CmAddress& local, int backlog) override;
@@ -216,6 +222,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
                 std::span<const uint8_t> private_data);
   void send_rej_timeout(Outbox& out, const Record& r);
   void send_dreq(Outbox& out, Record& r, uint64_t now);
+  // What destroy() sends the peer for `r`, by its state (mu_ held).
+  void tell_peer_locked(Outbox& out, Record& r, uint64_t now);
   void retransmit(Outbox& out, Record& r, uint64_t now);
   void connect_deadline_expired(Outbox& out, Record& r);
   void passive_deadline_expired(Outbox& out, Record& r);
