@@ -620,3 +620,70 @@ TEST_CASE("hostile MADs never crash the CM and never create connections") {
   CHECK_FALSE(has_event(*c.passive));
   CHECK_FALSE(has_event(*c.active));
 }
+
+TEST_CASE("a peer found gone ends its connections at once: established, DREQ sent, REQ sent") {
+  SECTION("established: DISCONNECTED, and no DREQ") {
+    Pair p;
+    Connected c = handshake(p);
+    p.fab.blackhole(kB);
+    const uint64_t start = p.fab.now();
+    p.a->on_peer_unreachable(kB);
+    hw::CmEvent ev;
+    REQUIRE(c.active->next_event(&ev));
+    CHECK(ev.type == hw::CmEventType::disconnected);
+    CHECK(ev.detail == "127.0.0.3:7471 is unreachable (its port is closed): the peer is gone");
+    CHECK(p.fab.now() == start);  // at once, not after a timer
+    CHECK(count_sent(p.fab, AttrId::dreq, kA) == 0);
+    CHECK(p.a->counters().peers_gone == 1);
+    // A later disconnect finds the connection closing: nothing more is sent or reported.
+    REQUIRE(c.active->disconnect().is_ok());
+    CHECK(count_sent(p.fab, AttrId::dreq, kA) == 0);
+    CHECK_FALSE(has_event(*c.active));
+  }
+  SECTION("DREQ sent: DISCONNECTED without waiting for its 16 tries") {
+    Pair p;
+    Connected c = handshake(p);
+    p.fab.blackhole(kB);
+    REQUIRE(c.active->disconnect().is_ok());
+    p.a->on_peer_unreachable(kB);
+    hw::CmEvent ev;
+    REQUIRE(c.active->next_event(&ev));
+    CHECK(ev.type == hw::CmEventType::disconnected);
+    CHECK(ev.detail == "no DREP from 127.0.0.3:7471: it is unreachable (its port is closed)");
+    CHECK(count_sent(p.fab, AttrId::dreq, kA) == 1);
+  }
+  SECTION("REQ sent: UNREACHABLE, as when the last REQ try is unanswered") {
+    Pair p;
+    p.fab.blackhole(kB);
+    auto active = p.a->connect(connect_params());
+    REQUIRE(active.is_ok());
+    p.a->on_peer_unreachable(kB);
+    hw::CmEvent ev;
+    REQUIRE((*active)->next_event(&ev));
+    CHECK(ev.type == hw::CmEventType::unreachable);
+  }
+  SECTION("another address: nothing changes") {
+    Pair p;
+    Connected c = handshake(p);
+    p.a->on_peer_unreachable(0x7f000009);
+    CHECK_FALSE(has_event(*c.active));
+    CHECK(p.a->counters().peers_gone == 0);
+    REQUIRE(c.active->disconnect().is_ok());
+    CHECK(wait_event(p.fab, *c.active).detail == "DREP received from 127.0.0.3:7471");
+  }
+}
+
+TEST_CASE("a farewell sends the DREQ of every established connection and leaves the handles") {
+  Pair p;
+  Connected c = handshake(p);
+  REQUIRE(count_sent(p.fab, AttrId::dreq, kA) == 0);
+  REQUIRE(p.a->farewell(1'000'000'000));
+  CHECK(count_sent(p.fab, AttrId::dreq, kA) == 1);
+  hw::CmEvent ev = wait_event(p.fab, *c.passive);
+  CHECK(ev.type == hw::CmEventType::disconnected);
+  CHECK(ev.detail ==
+        "DREQ received from 127.0.0.2:" + std::to_string(c.active->local_address().port));
+  // A second farewell finds it closing: nothing more.
+  REQUIRE(p.a->farewell(1'000'000'000));
+  CHECK(count_sent(p.fab, AttrId::dreq, kA) == 1);
+}

@@ -2,8 +2,13 @@
 // Threaded mode: each device has a thread that polls its registers and endpoint. Data moves
 // between two devices over the UDP wire (real sockets on 127.0.0.x) and the in-process wire,
 // with nobody stepping, and with the progress hook run from the test's thread.
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -114,4 +119,32 @@ TEST_CASE("idle threaded devices sleep instead of spinning") {
   const double cpu = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
   WARN("idle CPU over 0.5 s with two device threads: " << cpu << " s");
   CHECK(cpu < 0.5);
+}
+
+namespace {
+std::atomic<long> g_handler_thread{0};
+void record_handler_thread(int) { g_handler_thread = ::syscall(SYS_gettid); }
+}  // namespace
+
+TEST_CASE("device threads never run the application's signal handlers") {
+  Pair p(threaded(sim::WireKind::inproc));
+  p.connect();
+  // This thread blocks SIGUSR2: a signal sent to the process can then go only to a thread
+  // that does not block it. The device threads block every asynchronous signal, so it stays
+  // pending until this thread lets it in, and the handler runs here.
+  struct sigaction sa{}, before{};
+  sa.sa_handler = record_handler_thread;
+  sigemptyset(&sa.sa_mask);
+  REQUIRE(::sigaction(SIGUSR2, &sa, &before) == 0);
+  sigset_t usr2;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  REQUIRE(::pthread_sigmask(SIG_BLOCK, &usr2, nullptr) == 0);
+  g_handler_thread = 0;
+  REQUIRE(::kill(::getpid(), SIGUSR2) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(g_handler_thread == 0);
+  REQUIRE(::pthread_sigmask(SIG_UNBLOCK, &usr2, nullptr) == 0);
+  CHECK(g_handler_thread == ::syscall(SYS_gettid));
+  ::sigaction(SIGUSR2, &before, nullptr);
 }

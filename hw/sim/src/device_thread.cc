@@ -177,7 +177,8 @@ void Hca::thread_main() {
     // pass takes before the store is let go; a kick (a doorbell, a frame from a device of
     // this process, a control-path change) or a frame is work for the pass as it is.
     const bool kicked = (fds[0].revents & POLLIN) != 0;
-    bool woken = kicked || (wire_fd >= 0 && (fds[1].revents & POLLIN));
+    // POLLERR on the wire's socket: an ICMP error waits to be read (udp_wire.cc).
+    bool woken = kicked || (wire_fd >= 0 && (fds[1].revents & (POLLIN | POLLERR)));
     if (deep && (fds[nfds - 1].revents & POLLIN) && watched) {
       uar_watch_.take_events(&rung);
       if (!rung.empty()) {

@@ -369,6 +369,11 @@ void Hca::on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* d
   deliver_locked(src.ipv4, data, len);
 }
 
+void Hca::on_unreachable(const Endpoint& peer) {
+  // Only the RoCE port of an address is a device; the CM learns that its port is gone.
+  if (peer.port == shared_.config.udp_port) gsi_.peer_unreachable(peer.ipv4);
+}
+
 // A UD SEND: to a UD QP in RTR or later, from anyone (IBA 9.8.3).
 bool Hca::deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_t len) {
   QpObj* qp = find_qp(p.bth.dest_qp);
@@ -438,10 +443,10 @@ void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t le
 }
 
 void Hca::transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len) {
-  {
+  raw_packets_tx_.fetch_add(1, std::memory_order_relaxed);
+  raw_bytes_tx_.fetch_add(len, std::memory_order_relaxed);
+  if (has_tx_tap_.load(std::memory_order_acquire)) [[unlikely]] {
     std::lock_guard<std::mutex> lock(mu_);
-    ++counters_.packets_tx;
-    counters_.bytes_tx += len;
     if (tx_tap_) tx_tap_(dst_ipv4, data, len);
   }
   if (!attached_) return;
@@ -451,6 +456,7 @@ void Hca::transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len) {
 
 void Hca::set_tx_tap(TxTap tap) {
   std::lock_guard<std::mutex> lock(mu_);
+  has_tx_tap_.store(static_cast<bool>(tap), std::memory_order_release);
   tx_tap_ = std::move(tap);
 }
 

@@ -44,6 +44,20 @@ void Gsi::set_mad_handler(MadHandler handler) {
   handler_ = std::move(handler);
 }
 
+void Gsi::set_unreachable_handler(std::function<void(uint32_t)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  unreachable_handler_ = std::move(handler);
+}
+
+void Gsi::peer_unreachable(uint32_t ipv4) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!unreachable_handler_) return;
+  // One notice per address in the queue is enough: a burst of refused frames is one event.
+  for (const Inbound& in : inbox_)
+    if (in.unreachable && in.src_ipv4 == ipv4) return;
+  inbox_.push_back(Inbound{ipv4, {}, true});
+}
+
 TimerId Gsi::schedule_at(uint64_t when_ns, std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   const TimerId id = next_id_++;
@@ -79,13 +93,17 @@ bool Gsi::dispatch() {
   for (;;) {
     Inbound in{};
     MadHandler handler;
+    std::function<void(uint32_t)> gone;
     std::function<void()> timer_fn;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!inbox_.empty()) {
         in = std::move(inbox_.front());
         inbox_.pop_front();
-        handler = handler_;
+        if (in.unreachable)
+          gone = unreachable_handler_;
+        else
+          handler = handler_;
       } else if (!timers_.empty() && timers_.begin()->first <= hca_.now()) {
         timer_fn = std::move(timers_.begin()->second.fn);
         timers_.erase(timers_.begin());
@@ -95,6 +113,7 @@ bool Gsi::dispatch() {
     }
     did = true;
     if (handler) handler(in.src_ipv4, in.mad.data(), in.mad.size());
+    if (gone) gone(in.src_ipv4);
     if (timer_fn) timer_fn();
   }
   return did;

@@ -48,6 +48,9 @@ class Gsi {
 
   // Replaces the handler of inbound MADs (an empty function removes it; MADs then drop).
   void set_mad_handler(MadHandler handler);
+  // Replaces the handler told that the wire found nothing at an address any more (the peer's
+  // port is gone: see WireSink::on_unreachable). It runs where MAD handlers run.
+  void set_unreachable_handler(std::function<void(uint32_t ipv4)> handler);
 
   // The fabric clock (virtual in deterministic mode).
   uint64_t now_ns() const;
@@ -62,6 +65,8 @@ class Gsi {
   // ---- Engine side ----
   // Queues an inbound QP1 packet (called with the device lock held). False if dropped.
   bool accept(uint32_t src_ipv4, const pkt::Packet& p);
+  // Queues the news that nothing receives at `ipv4` any more (any thread, any lock held).
+  void peer_unreachable(uint32_t ipv4);
   // Runs queued MADs and due timers. Called without the device lock. True if anything ran.
   bool dispatch();
   uint64_t next_timer_ns() const;  // UINT64_MAX when none
@@ -72,6 +77,7 @@ class Gsi {
   struct Inbound {
     uint32_t src_ipv4;
     std::vector<uint8_t> mad;
+    bool unreachable = false;  // no MAD: src_ipv4 is gone
   };
   struct Timer {
     TimerId id;
@@ -82,6 +88,7 @@ class Gsi {
   mutable std::mutex mu_;   // handler_, inbox_, timers_, counters
   std::mutex dispatch_mu_;  // one dispatcher at a time
   MadHandler handler_;
+  std::function<void(uint32_t)> unreachable_handler_;
   std::deque<Inbound> inbox_;
   std::multimap<uint64_t, Timer> timers_;
   TimerId next_id_ = 1;

@@ -15,6 +15,7 @@
 #include <cstdio>
 
 #include "fabric_shared.h"
+#include "quiet_thread.h"
 
 namespace rnicdv::sim {
 
@@ -177,7 +178,7 @@ Status Hca::start() {
     // Without it, stores into the application's UAR mappings are found by polling
     // (uar_watch.h); the shim reports which (UarWatch::mechanism()).
     (void)uar_watch_.open();
-    thread_ = std::thread([this] { thread_main(); });
+    thread_ = start_quiet_thread([this] { thread_main(); });
   }
   return Status::ok();
 }
@@ -213,6 +214,8 @@ DeviceCounters Hca::counters() const {
   // Records moved since the device last looked are counted now (engine.cc).
   const_cast<Hca*>(this)->observe_own_dbrs_locked();
   DeviceCounters c = counters_;
+  c.packets_tx += raw_packets_tx_.load(std::memory_order_relaxed);
+  c.bytes_tx += raw_bytes_tx_.load(std::memory_order_relaxed);
   c.sleeps = sleeps_.load(std::memory_order_relaxed);
   c.watched_sleeps = watched_sleeps_.load(std::memory_order_relaxed);
   return c;

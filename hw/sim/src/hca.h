@@ -153,6 +153,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   uint64_t next_deadline_ns() const;
   void on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
                    size_t len) override;
+  void on_unreachable(const Endpoint& peer) override;
 
   // Threaded mode (device_thread.cc).
   void kick();
@@ -181,7 +182,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // runs every device's engine once on the caller's thread unless its thread is busy.
   void progress();
 
-  // Used by Gsi.
+  // Used by Gsi. Takes no device lock (unless a transmit tap is set): the CM sends from any
+  // thread, also from the teardown at exit, where a command the exit interrupted may hold mu_.
   void transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len);
 
  private:
@@ -311,6 +313,9 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   ud::Datagram ud_;
   bool transmitted_ = false;
   TxTap tx_tap_;
+  std::atomic<bool> has_tx_tap_{false};
+  // Frames transmit_raw sent (QP1), counted without mu_; counters() adds them.
+  std::atomic<uint64_t> raw_packets_tx_{0}, raw_bytes_tx_{0};
 
   // Threaded mode.
   friend struct DeviceThread;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "context.h"
+#include "exit_teardown.h"
 #include "handles.h"
 #include "shim.h"
 #include "user_memory.h"
@@ -455,20 +456,43 @@ void command_dup(int oldfd, int newfd) {
   set_fd_kind(newfd, FdKind::command);
 }
 
-void shutdown_contexts() {
+// At exit (devices.cc at_exit), as the kernel releases the files of a process that ended. A
+// context whose lock another thread still holds at the deadline (a command in progress) is
+// left as it is, in the registry and with its objects: freeing what that thread may still
+// use would be worse than leaving memory to a process that is ending. True if every context
+// was torn down.
+bool shutdown_contexts(const ExitDeadline& deadline) {
+  ContextRegistry& reg = contexts();
   std::unordered_map<int, std::shared_ptr<Context>> all;
   {
-    std::lock_guard<std::mutex> lock(contexts().mu);
-    all.swap(contexts().by_fd);
+    if (!deadline.lock(reg.mu)) return false;
+    std::lock_guard<std::mutex> lock(reg.mu, std::adopt_lock);
+    all = reg.by_fd;
   }
-  std::vector<std::shared_ptr<Context>> done;
+  std::vector<std::shared_ptr<Context>> done, left;
   for (auto& [fd, ctx] : all) {
-    set_fd_kind(fd, FdKind::none);
-    if (std::find(done.begin(), done.end(), ctx) != done.end()) continue;  // a duplicate
-    done.push_back(ctx);
-    std::lock_guard<std::mutex> lock(ctx->mu);
+    if (std::find(done.begin(), done.end(), ctx) != done.end() ||
+        std::find(left.begin(), left.end(), ctx) != left.end())
+      continue;  // a duplicate
+    if (!deadline.lock(ctx->mu)) {
+      left.push_back(ctx);
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(ctx->mu, std::adopt_lock);
     teardown_locked(*ctx);
+    done.push_back(ctx);
   }
+  if (!deadline.lock(reg.mu)) return false;
+  std::lock_guard<std::mutex> lock(reg.mu, std::adopt_lock);
+  for (auto it = reg.by_fd.begin(); it != reg.by_fd.end();) {
+    if (std::find(done.begin(), done.end(), it->second) == done.end()) {
+      ++it;
+      continue;
+    }
+    set_fd_kind(it->first, FdKind::none);
+    it = reg.by_fd.erase(it);
+  }
+  return left.empty();
 }
 
 }  // namespace rnicdv::uverbs

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <array>
@@ -14,7 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "cm/cm_agent.h"
+#include "cm/sim_cm.h"
+#include "exit_teardown.h"
 #include "handles.h"
+#include "quiet_thread.h"
 #include "shim.h"
 
 namespace rnicdv::uverbs {
@@ -30,7 +35,7 @@ uint32_t fork_generation() noexcept {
   return g_fork_generation.load(std::memory_order_relaxed);
 }
 
-void shutdown_contexts();  // contexts.cc
+bool shutdown_contexts(const ExitDeadline& deadline);  // cdev.cc
 
 namespace {
 
@@ -39,7 +44,11 @@ struct Registry {
   std::array<std::unique_ptr<SimDevice>, kMaxDevices> devices;
   std::thread events;
   int wake_fd = -1;
-  std::atomic<bool> stop{false};
+  // The teardown at exit runs on the event thread (at_exit): asked for with `teardown` (and
+  // what the exiting thread was interrupted in), its end told through `done_fd`.
+  std::atomic<bool> teardown{false};
+  std::atomic<uint8_t> interrupted{0};
+  int done_fd = -1;
   std::atomic<AsyncSink> sink{nullptr};
   bool exit_hook = false;
   pid_t pid = ::getpid();  // the process whose threads and devices these are
@@ -51,11 +60,21 @@ Registry& registry() {
   return per_process_table<Registry>();
 }
 
+void teardown_at_exit(Registry& r);
+
+// How long the farewell waits for each CM's lock, which the interrupted rdma_cm call may hold.
+constexpr uint64_t kFarewellWaitNs = 200'000'000;
+
 void event_loop() {
   Registry& r = registry();
   std::vector<pollfd> fds;
   std::vector<SimDevice*> devs;
-  while (!r.stop.load(std::memory_order_acquire)) {
+  for (;;) {
+    if (r.teardown.load(std::memory_order_acquire)) {
+      teardown_at_exit(r);
+      (void)::eventfd_write(r.done_fd, 1);
+      return;
+    }
     fds.clear();
     devs.clear();
     fds.push_back(pollfd{r.wake_fd, POLLIN, 0});
@@ -83,13 +102,50 @@ void event_loop() {
   }
 }
 
-void wake() {
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = libc::write(registry().wake_fd, &one, sizeof one);
+// eventfd_write is libc's own write, not the shim's interposed one (which may look its target
+// up with dlsym on first use): safe from the exit path.
+void wake() { (void)::eventfd_write(registry().wake_fd, 1); }
+
+// Stops the devices' work without a lock (sim::Device::pause is a flag their threads read).
+// The table is only written by device_for, which at_exit never runs beside (kInOpen).
+void pause_devices() {
+  for (auto& d : registry().devices)
+    if (d) d->dev->pause();
 }
 
-// At exit: contexts first (their QPs and CQs hold the devices), then the event thread and
-// the devices themselves, so that no device thread runs while the process tears down.
+// The teardown at exit, on the event thread: the rdma_cm IDs (DREQs to the peers), the
+// contexts (their QPs and CQs hold the devices), then the devices themselves, so that no
+// device thread runs while the process ends. It never waits for a lock the call that exit()
+// interrupted may hold, and for no other lock longer than kExitWait in all
+// (exit_teardown.h): what it cannot reach in time is left as it is, and the devices paused.
+void teardown_at_exit(Registry& r) {
+  const uint8_t interrupted = r.interrupted.load(std::memory_order_acquire);
+  const ExitDeadline deadline(kExitWait);
+  const bool ucma_done = !(interrupted & kInUcma) && shutdown_ucma(deadline);
+  if (!ucma_done) {
+    // The ID table stays locked (the interrupted rdma_cm call holds it, or another thread's):
+    // the CMs underneath still tell every peer, without the IDs.
+    for (auto& d : r.devices)
+      if (d && d->dev->connection_manager())
+        (void)sim::cm::cm_agent_of(*d->dev).farewell(kFarewellWaitNs);
+  }
+  const bool contexts_done = !(interrupted & (kInVerbs | kInUcma)) && shutdown_contexts(deadline);
+  // Something left as it is may still use a device (another thread in its command): the
+  // devices stay, paused, so that their threads do nothing more while the process ends.
+  if (!ucma_done || !contexts_done || !deadline.lock(r.mu)) {
+    pause_devices();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(r.mu, std::adopt_lock);
+  for (auto& d : r.devices) d.reset();
+}
+
+// The atexit hook. The exiting thread does nothing here that could wait on the program: it
+// may be in a signal handler that interrupted a call holding any lock, the shim's or libc's
+// (malloc's, when the handler interrupted an allocation). So it allocates nothing and takes
+// no lock: it hands the teardown to the event thread (a flag and an eventfd) and waits for it
+// at most kExitWait plus a second. If the teardown cannot finish in that time, the process
+// ends without it, as it would have without the shim.
 void at_exit() {
   Registry& r = registry();
   // A child of fork() exits with the parent's objects in its copy of memory, but none of its
@@ -97,13 +153,26 @@ void at_exit() {
   // hang the child. Its copy is left as it is (still reachable from here); the parent's
   // devices are the parent's.
   if (::getpid() != r.pid) return;
-  shutdown_ucma();
-  shutdown_contexts();
-  r.stop.store(true, std::memory_order_release);
+  const uint8_t interrupted = shim_work_of_this_thread();
+  if (interrupted & kInOpen) return;  // the device table itself may be half made
+  if (!r.events.joinable() || r.done_fd < 0) return;
+  r.interrupted.store(interrupted, std::memory_order_release);
+  r.teardown.store(true, std::memory_order_release);
   wake();
-  if (r.events.joinable()) r.events.join();
-  std::lock_guard<std::mutex> lock(r.mu);
-  for (auto& d : r.devices) d.reset();
+  timespec start{}, now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  const int64_t limit_ms = kExitWait.count() + 1000;
+  for (;;) {
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    const int64_t spent_ms =
+        (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1'000'000;
+    if (spent_ms >= limit_ms) return;  // the event thread is stuck: the process ends as it is
+    pollfd p{r.done_fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(limit_ms - spent_ms));
+    if (n > 0) break;
+    if (n < 0 && errno != EINTR) return;
+  }
+  r.events.join();  // it has returned
 }
 
 }  // namespace
@@ -134,10 +203,15 @@ Result<SimDevice*> device_for(uint32_t index) {
   });
   if (r.wake_fd < 0) {
     r.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (r.wake_fd < 0)
+    r.done_fd = r.wake_fd < 0 ? -1 : ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r.wake_fd < 0 || r.done_fd < 0) {
+      const int err = errno;
+      if (r.wake_fd >= 0) libc::close(r.wake_fd);
+      r.wake_fd = -1;
       return Status::error(Errc::io_error, "open %s: eventfd: %s", device_name(index).c_str(),
-                           strerror(errno));
-    r.events = std::thread(event_loop);
+                           strerror(err));
+    }
+    r.events = sim::start_quiet_thread(event_loop);
   } else {
     wake();  // poll the new device's async fd too
   }

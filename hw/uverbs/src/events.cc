@@ -8,6 +8,7 @@
 
 #include <unordered_map>
 
+#include "exit_teardown.h"
 #include "shim.h"
 
 namespace rnicdv::uverbs {
@@ -94,6 +95,7 @@ ssize_t EventFile::read(void* buf, size_t n) {
       return -1;
     }
     pollfd p{fd_, POLLIN, 0};
+    const ShimIdle waiting;  // no lock held: exit() from a handler here tears down as usual
     if (::poll(&p, 1, -1) < 0 && errno == EINTR) return -1;
   }
 }

@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "events.h"
+#include "exit_teardown.h"
 #include "shim.h"
 #include "user_memory.h"
 
@@ -134,15 +135,21 @@ int ucma_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
 // closes what the target held): the shim lets go of what it stood for.
 void forget_special_fd(int fd) {
   switch (fd_kind(fd)) {
-    case FdKind::command:
+    case FdKind::command: {
+      const ShimCall in(kInVerbs);
       command_close(fd);
       break;
-    case FdKind::event:
+    }
+    case FdKind::event: {
+      const ShimCall in(kInVerbs);
       event_close(fd);
       break;
-    case FdKind::ucma:
+    }
+    case FdKind::ucma: {
+      const ShimCall in(kInUcma);
       ucma_close(fd);
       break;
+    }
     case FdKind::none:
       break;
   }
@@ -151,17 +158,24 @@ void forget_special_fd(int fd) {
 // After a duplicate `newfd` of `oldfd` was made: a command descriptor's duplicate is the same
 // device file. (Duplicates of event and rdma_cm descriptors are not tracked.)
 int duplicated(int oldfd, int newfd) {
-  if (newfd >= 0 && newfd != oldfd && fd_kind(oldfd) == FdKind::command) command_dup(oldfd, newfd);
+  if (newfd >= 0 && newfd != oldfd && fd_kind(oldfd) == FdKind::command) {
+    const ShimCall in(kInVerbs);
+    command_dup(oldfd, newfd);
+  }
   return newfd;
 }
 
 int kind_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
   if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) return duplicated(fd, real(fd, cmd, arg));
   switch (fd_kind(fd)) {
-    case FdKind::event:
+    case FdKind::event: {
+      const ShimCall in(kInVerbs);
       return event_fcntl(real, fd, cmd, arg);
-    case FdKind::ucma:
+    }
+    case FdKind::ucma: {
+      const ShimCall in(kInUcma);
       return ucma_fcntl(real, fd, cmd, arg);
+    }
     default:
       return real(fd, cmd, arg);
   }
@@ -169,6 +183,7 @@ int kind_fcntl(fcntl_fn real, int fd, int cmd, long arg) {
 
 // The cdevs and the per-process sysfs files; -2 means "not ours".
 int open_special(const char* path, int flags) {
+  const ShimCall in(kInOpen);
   const int index = uverbs_index_of(path);
   if (index >= 0) return open_uverbs(static_cast<uint32_t>(index), flags);
   if (index == -3) return -2;  // null path: libc reports it
@@ -201,6 +216,7 @@ int access_special(int dirfd, const char* path, int mode) {
 
 // fstat of a descriptor the shim made; -2 means "not ours".
 int fstat_special(int fd, struct stat* st) {
+  const ShimCall in(kInVerbs);
   switch (fd_kind(fd)) {
     case FdKind::command:
       return fstat_command_fd(fd, st);
@@ -350,8 +366,10 @@ int __fxstat64(int ver, int fd, struct stat64* st) {
 
 ssize_t read(int fd, void* buf, size_t n) {
   switch (fd_kind(fd)) {
-    case FdKind::event:
+    case FdKind::event: {
+      const ShimCall in(kInVerbs);
       return event_read(fd, buf, n);
+    }
     case FdKind::command:
     case FdKind::ucma:
       // Neither cdev has a read method: the kernel answers EINVAL.
@@ -365,10 +383,14 @@ ssize_t read(int fd, void* buf, size_t n) {
 
 ssize_t write(int fd, const void* buf, size_t n) {
   switch (fd_kind(fd)) {
-    case FdKind::command:
+    case FdKind::command: {
+      const ShimCall in(kInVerbs);
       return command_write(fd, buf, n);
-    case FdKind::ucma:
+    }
+    case FdKind::ucma: {
+      const ShimCall in(kInUcma);
       return ucma_write(fd, buf, n);
+    }
     default:
       return next_symbol(g_write, "write")(fd, buf, n);
   }
@@ -398,7 +420,10 @@ int ioctl(int fd, unsigned long request, ...) {
   va_start(ap, request);
   void* arg = va_arg(ap, void*);
   va_end(ap);
-  if (fd_kind(fd) == FdKind::command) return command_ioctl(fd, request, arg);
+  if (fd_kind(fd) == FdKind::command) {
+    const ShimCall in(kInVerbs);
+    return command_ioctl(fd, request, arg);
+  }
   return next_symbol(g_ioctl, "ioctl")(fd, request, arg);
 }
 
@@ -406,23 +431,34 @@ int ioctl(int fd, unsigned long request, ...) {
 // shim's copy of the maps may then be wrong. A new mapping elsewhere only adds memory, which
 // the copy finds when it is checked again.
 void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  void* p = fd_kind(fd) == FdKind::command
-                ? command_mmap(fd, addr, len, prot, flags, off)
-                : next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
+  void* p;
+  if (fd_kind(fd) == FdKind::command) {
+    const ShimCall in(kInVerbs);
+    p = command_mmap(fd, addr, len, prot, flags, off);
+  } else {
+    p = next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
+  }
   if (flags & MAP_FIXED) address_space_changed();
   return p;
 }
 
 void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  void* p = fd_kind(fd) == FdKind::command
-                ? command_mmap(fd, addr, len, prot, flags, off)
-                : next_symbol(g_mmap64, "mmap64")(addr, len, prot, flags, fd, off);
+  void* p;
+  if (fd_kind(fd) == FdKind::command) {
+    const ShimCall in(kInVerbs);
+    p = command_mmap(fd, addr, len, prot, flags, off);
+  } else {
+    p = next_symbol(g_mmap64, "mmap64")(addr, len, prot, flags, fd, off);
+  }
   if (flags & MAP_FIXED) address_space_changed();
   return p;
 }
 
 int munmap(void* addr, size_t len) {
-  if (command_munmap(addr, len)) return 0;
+  {
+    const ShimCall in(kInVerbs);
+    if (command_munmap(addr, len)) return 0;
+  }
   const int r = next_symbol(g_munmap, "munmap")(addr, len);
   address_space_changed();
   return r;

@@ -137,8 +137,10 @@ ssize_t ucma_write(int fd, const void* buf, size_t n);
 // False if `fd` is not a channel.
 bool ucma_nonblocking(int fd, bool* on, bool set);
 void ucma_close(int fd);
-// At exit, before the devices go: destroys every ID (REJ or DREQ to the peers).
-void shutdown_ucma();
+// At exit, before the devices go: destroys every ID (REJ or DREQ to the peers), unless the ID
+// table stays locked past `deadline` (exit_teardown.h): then false, and nothing is touched.
+class ExitDeadline;
+bool shutdown_ucma(const ExitDeadline& deadline);
 
 // ---- event descriptors (events.cc) ----
 ssize_t event_read(int fd, void* buf, size_t n);

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "exit_teardown.h"
+#include "quiet_thread.h"
 #include "shim.h"
 #include "ucma_command.h"
 #include "user_memory.h"
@@ -214,6 +216,7 @@ int get_event(const Cmd& c) {
     }
     if (c.file->app_nonblocking()) return -EAGAIN;
     pollfd p{c.file->fd(), POLLIN, 0};
+    const ShimIdle waiting;  // no lock held: exit() from a handler here tears down as usual
     if (::poll(&p, 1, -1) < 0 && errno == EINTR) return -EINTR;
   }
 }
@@ -356,7 +359,7 @@ int open_ucma(int flags) {
         errno = err;
         return -1;
       }
-      r.pump = std::thread(ucma::pump_loop);
+      r.pump = sim::start_quiet_thread(ucma::pump_loop);
     }
     r.files[f->fd()] = f;
   }
@@ -419,11 +422,16 @@ void ucma_close(int fd) {
   file->closed();
 }
 
-void shutdown_ucma() {
+// The kernel's ucma_close, for every file of a process that ended: an established connection
+// sends a DREQ and one being set up a REJ, so that each peer learns at once (ucma.h
+// destroy_id_locked). The CM sends them without any lock a verbs command holds (Hca
+// transmit_raw), so this runs even when exit() interrupted one (devices.cc at_exit).
+bool shutdown_ucma(const ExitDeadline& deadline) {
   ucma::Registry& r = ucma::registry();
   std::thread pump;
   {
-    std::lock_guard<std::mutex> lock(r.mu);
+    if (!deadline.lock(r.mu)) return false;  // a command still holds the table: left as it is
+    std::lock_guard<std::mutex> lock(r.mu, std::adopt_lock);
     r.stopping = true;
     std::vector<uint32_t> all;
     for (auto& [h, id] : r.ids) all.push_back(h);
@@ -432,6 +440,7 @@ void shutdown_ucma() {
   }
   ucma::wake_pump();
   if (pump.joinable()) pump.join();
+  return true;
 }
 
 }  // namespace rnicdv::uverbs

@@ -345,3 +345,63 @@ TEST_CASE("On the loopback link the kernel's IPv4 header is the one the ICRC ass
   ::close(sniffer);
   CHECK(seen);
 }
+
+namespace {
+
+// Records the addresses the wire reports gone.
+class GoneSink final : public WireSink {
+ public:
+  void on_datagram(const Endpoint&, const Endpoint&, const uint8_t*, size_t) override {
+    ++datagrams;
+  }
+  void on_unreachable(const Endpoint& peer) override { gone.push_back(peer); }
+  std::vector<Endpoint> gone;
+  size_t datagrams = 0;
+};
+
+}  // namespace
+
+TEST_CASE("A UDP frame to an address whose socket is closed reports that peer gone to the sender",
+          "[udp]") {
+  const uint16_t port = free_udp_port();
+  auto wire = udp_wire();
+  GoneSink sa;
+  RecordingSink sc;
+  const Endpoint a{ipv4(127, 0, 0, 2), port}, c{ipv4(127, 0, 0, 4), port};
+  const Endpoint dead{ipv4(127, 0, 0, 3), port};
+  REQUIRE(wire->attach(a, &sa).is_ok());
+  REQUIRE(wire->attach(c, &sc).is_ok());
+  // A port that was bound and closed, as a process that ended leaves it.
+  const int fd = bind_plain(dead);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+
+  const auto frame = tagged_datagram(1, 0, 64);
+  wire->transmit(a, dead, frame.data(), frame.size());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sa.gone.empty() && std::chrono::steady_clock::now() < deadline) {
+    wire->poll(a, 64);
+    pollfd p{wire->wait_fd(a), POLLIN, 0};
+    ::poll(&p, 1, 10);
+  }
+  REQUIRE(sa.gone.size() == 1);
+  CHECK(sa.gone[0] == dead);
+  CHECK(wire->counters().peers_unreachable == 1);
+
+  // The error is the dead peer's alone: frames to a live peer, sent while a refusal is
+  // pending on the socket, all arrive.
+  for (uint32_t i = 0; i < 3; ++i) wire->transmit(a, dead, frame.data(), frame.size());
+  ::usleep(20'000);  // the refusals come back before the next frames leave
+  for (uint32_t i = 0; i < 10; ++i) {
+    const auto to_c = tagged_datagram(2, i, 64);
+    wire->transmit(a, c, to_c.data(), to_c.size());
+  }
+  CHECK(poll_until(*wire, c, 10) == 10);
+  CHECK(wire->counters().dropped_send_error == 0);
+  for (int i = 0; i < 50 && wire->counters().peers_unreachable < 4; ++i) {
+    wire->poll(a, 64);
+    ::usleep(1000);
+  }
+  CHECK(wire->counters().peers_unreachable == 4);
+  CHECK(sa.datagrams == 0);
+}

@@ -66,6 +66,7 @@ struct CmCounters {
   uint64_t retransmits = 0;  // REQ, REP, DREQ sent again by their timers
   uint64_t unmatched_dreq_answered = 0;
   uint64_t comm_est_established = 0;  // connections established by COMM_EST rather than RTU
+  uint64_t peers_gone = 0;  // connections ended because their peer's port was found gone
   // REQs dropped because the listener's backlog was full, or because their source address
   // already had its share of it waiting (no REJ is sent: see CmAgent::on_req).
   uint64_t req_dropped_backlog = 0;
@@ -103,6 +104,19 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // ---- Engine thread ----------------------------------------------------------------------
   void on_mad(uint32_t src_ipv4, std::span<const uint8_t> mad);
   void on_timer();
+  // The fabric found nothing at `ipv4` any more: a frame sent there was refused because no
+  // port receives at that address (the process that had it ended; udp_wire.cc). The peer's
+  // CM is gone and will answer nothing, so every connection to it ends now, as it would once
+  // its retries ran out: an established one, or one waiting for a DREP, is disconnected; one
+  // waiting for a REP or RTU times out (REQ_ERROR or REP_ERROR). A request waiting to be
+  // accepted is left to its own deadline.
+  void on_peer_unreachable(uint32_t ipv4);
+
+  // The process ends and its connection handles will never be destroyed (the uverbs shim's
+  // exit teardown could not reach them): every connection a handle still holds tells its peer
+  // as destroy() would, an established one with a DREQ, one being set up with a REJ. Waits at
+  // most `wait_ns` for the agent's lock (false if it stayed held: nothing was sent).
+  bool farewell(uint64_t wait_ns);
 
   // ---- hw::ConnectionManager -----------------------------------------------------------------
   using hw::ConnectionManager::listen;
@@ -208,6 +222,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
                 std::span<const uint8_t> private_data);
   void send_rej_timeout(Outbox& out, const Record& r);
   void send_dreq(Outbox& out, Record& r, uint64_t now);
+  // What destroy() sends the peer for `r`, by its state (mu_ held).
+  void tell_peer_locked(Outbox& out, Record& r, uint64_t now);
   void retransmit(Outbox& out, Record& r, uint64_t now);
   void connect_deadline_expired(Outbox& out, Record& r);
   void passive_deadline_expired(Outbox& out, Record& r);

@@ -3,7 +3,10 @@
 // (IBA 12.9.6-12.9.8; Linux cm.c ib_send_cm_rej, cm_rej_handler, cm_mra_handler,
 // ib_send_cm_dreq, cm_dreq_handler, cm_issue_drep, cm_drep_handler, cm_destroy_id).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "cm/cm_agent.h"
 #include "cm/cm_record.h"
@@ -297,6 +300,81 @@ void CmAgent::on_drep(uint32_t src, const DrepMsg& m, uint64_t now) {
   enter_timewait(*r, now);
 }
 
+void CmAgent::on_peer_unreachable(uint32_t ipv4) {
+  const uint64_t t = now();
+  Outbox out;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<uint32_t> ids;
+    for (const auto& [id, r] : records_)
+      if (r->remote.ipv4 == ipv4) ids.push_back(id);
+    for (uint32_t id : ids) {
+      Record* r = find(id);
+      if (!r) continue;
+      hw::CmEvent ev;
+      ev.type = hw::CmEventType::disconnected;
+      switch (r->state) {
+        case State::established:
+          ev.detail = hw::cm_address_string(r->remote) +
+                      " is unreachable (its port is closed): the peer is gone";
+          break;
+        case State::dreq_sent:
+          ev.detail = "no DREP from " + hw::cm_address_string(r->remote) +
+                      ": it is unreachable (its port is closed)";
+          break;
+        case State::req_sent:
+        case State::mra_req_rcvd:
+        case State::rep_sent:
+        case State::mra_rep_rcvd:
+          // As when the last retry finds no answer (cm_active.cc retry_expired).
+          ++counters_.peers_gone;
+          r->tries_left = 0;
+          retry_expired(out, *r, t);
+          continue;
+        default:
+          continue;
+      }
+      ++counters_.peers_gone;
+      post(*r, std::move(ev));
+      enter_timewait(*r, t);
+    }
+    out.schedule = std::exchange(wake_request_, UINT64_MAX);
+  }
+  flush(out);
+  call_due_notifiers();
+}
+
+void CmAgent::tell_peer_locked(Outbox& out, Record& r, uint64_t t) {
+  // As cm_destroy_id: tell the peer, so that it does not wait for its timers.
+  switch (r.state) {
+    case State::req_sent:
+    case State::mra_req_rcvd:
+      send_rej_timeout(out, r);
+      finish(r);
+      break;
+    case State::req_rcvd:
+      send_rej(out, r, hw::reject_reason::consumer_defined, 0, {});
+      enter_timewait(r, t);
+      break;
+    case State::rep_rcvd:
+      send_rej(out, r, hw::reject_reason::consumer_defined, 1, {});
+      finish(r);
+      break;
+    case State::rep_sent:
+    case State::mra_rep_rcvd:
+      send_rej(out, r, hw::reject_reason::consumer_defined, 2, {});
+      enter_timewait(r, t);
+      break;
+    case State::established:
+      send_dreq(out, r, t);
+      break;
+    case State::dreq_sent:
+    case State::timewait:
+    case State::idle:
+      break;  // closing or closed already
+  }
+}
+
 void CmAgent::destroy(uint32_t id) {
   const uint64_t t = now();
   Outbox out;
@@ -306,39 +384,33 @@ void CmAgent::destroy(uint32_t id) {
     if (!r) return;
     r->handle_alive = false;
     r->events.reset();
-    // As cm_destroy_id: tell the peer, so that it does not wait for its timers.
-    switch (r->state) {
-      case State::req_sent:
-      case State::mra_req_rcvd:
-        send_rej_timeout(out, *r);
-        finish(*r);
-        break;
-      case State::req_rcvd:
-        send_rej(out, *r, hw::reject_reason::consumer_defined, 0, {});
-        enter_timewait(*r, t);
-        break;
-      case State::rep_rcvd:
-        send_rej(out, *r, hw::reject_reason::consumer_defined, 1, {});
-        finish(*r);
-        break;
-      case State::rep_sent:
-      case State::mra_rep_rcvd:
-        send_rej(out, *r, hw::reject_reason::consumer_defined, 2, {});
-        enter_timewait(*r, t);
-        break;
-      case State::established:
-        send_dreq(out, *r, t);
-        break;
-      case State::dreq_sent:
-      case State::timewait:
-        break;  // the record lives on until TIMEWAIT ends
-      case State::idle:
-        erase(id);
-        break;
-    }
+    if (r->state == State::idle)
+      erase(id);
+    else
+      tell_peer_locked(out, *r, t);  // the record lives on until TIMEWAIT ends
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
   flush(out);
+}
+
+bool CmAgent::farewell(uint64_t wait_ns) {
+  const uint64_t t = now();
+  std::unique_lock lock(mu_, std::defer_lock);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(wait_ns);
+  while (!lock.try_lock()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  Outbox out;
+  std::vector<uint32_t> ids;
+  for (const auto& [id, r] : records_)
+    if (r->handle_alive) ids.push_back(id);
+  for (uint32_t id : ids)
+    if (Record* r = find(id)) tell_peer_locked(out, *r, t);
+  out.schedule = std::exchange(wake_request_, UINT64_MAX);
+  lock.unlock();
+  flush(out);
+  return true;
 }
 
 }  // namespace rnicdv::sim::cm

@@ -28,7 +28,10 @@ class SimConnectionManager::GsiPort final : public MadPort {
 
   uint64_t now_ns() const override { return gsi_.now_ns(); }
 
-  void remove_handler() { gsi_.set_mad_handler({}); }
+  void remove_handler() {
+    gsi_.set_mad_handler({});
+    gsi_.set_unreachable_handler({});
+  }
 
  private:
   Gsi& gsi_;
@@ -54,6 +57,9 @@ std::shared_ptr<SimConnectionManager> SimConnectionManager::create(Hca& hca, uin
       [agent = std::weak_ptr<CmAgent>(cm->agent_)](uint32_t src, const uint8_t* mad, size_t len) {
         if (auto a = agent.lock()) a->on_mad(src, std::span(mad, len));
       });
+  hca.gsi().set_unreachable_handler([agent = std::weak_ptr<CmAgent>(cm->agent_)](uint32_t ip) {
+    if (auto a = agent.lock()) a->on_peer_unreachable(ip);
+  });
   return cm;
 }
 

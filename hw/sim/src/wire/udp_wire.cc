@@ -8,6 +8,16 @@
 // header actually sent (IBA Annex A17, RoCEv2). A receiver cannot see the IPv4 header; it
 // rebuilds the same pseudo header from the sender's address (recvmmsg) and the bound address.
 //
+// A peer's port that is gone. When the process that had an address ends (however it ends:
+// exit, SIGKILL, a crash), the kernel closes its socket, and a datagram sent there draws an
+// ICMP port unreachable. The sockets set IP_RECVERR, so the kernel keeps that error for the
+// sender (an unconnected UDP socket otherwise ignores it): it sets the socket's pending error
+// (the next sendmsg or recvmmsg fails with ECONNREFUSED, once) and queues the refused
+// datagram's destination on the error queue. Whoever meets the error marks the port; the
+// poller then reads the error queue and tells the sink which addresses are gone
+// (WireSink::on_unreachable). A send that met the pending error, which belongs to an earlier
+// datagram and not to this one, is sent again.
+//
 // Faults are applied by the sender. Held-back frames wait in the sending endpoint's outbox
 // (an MPSC ring, as transmit may run on any thread) and holding area, and leave when
 // poll(sender) finds them due. Capture happens on send: a frame is written once it has been
@@ -15,6 +25,7 @@
 // socket error, endpoint detached during the hold) are not written.
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -60,6 +71,14 @@ int open_bound_socket(const Endpoint& ep, int* failed_step) {
     *failed_step = 1;
     return -err;
   }
+  // ICMP errors (a peer's port that is gone) are kept for the socket: see the header comment.
+  const int recverr = 1;
+  if (::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &recverr, sizeof(recverr)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    *failed_step = 3;
+    return -err;
+  }
   // Deep buffers absorb bursts between polls. The *FORCE variants pass net.core.*mem_max
   // when privileged; otherwise the kernel clamps the plain request, which is fine.
   const int bytes = kSocketBufferBytes;
@@ -96,6 +115,12 @@ Errc errc_for_bind(int err) {
   }
 }
 
+// The errors an ICMP message leaves pending on the socket (IP_RECVERR): the destination's port
+// or host is unreachable.
+bool is_icmp_error(int err) {
+  return err == ECONNREFUSED || err == EHOSTUNREACH || err == ENETUNREACH;
+}
+
 struct RecvBatch {
   mmsghdr msgs[kRecvBatch];
   iovec iov[kRecvBatch];
@@ -118,6 +143,7 @@ struct UdpPort {
   std::unique_ptr<MpscRing<WireFrame>> outbox;      // only when faults are configured
   HeldFrames held{kHeldLimit};                      // poller only
   std::atomic<uint64_t> earliest_held{UINT64_MAX};  // published by the poller
+  std::atomic<bool> errors_queued{false};  // an ICMP error was met: the poller reads them
   EndpointRxCounters rx;
   std::unique_ptr<RecvBatch> recv;  // poller only
 };
@@ -143,6 +169,10 @@ class UdpWire final : public WireBase {
   Result<int> bind_auto(Endpoint* local);
   void release_held(UdpPort& p);
   size_t receive(UdpPort& p, size_t budget);
+  void read_errors(UdpPort& p);
+  // sendmsg of one frame; a pending ICMP error of an earlier frame is noted and the frame
+  // sent again. False if it was not sent.
+  bool send_frame(UdpPort& p, const msghdr& msg);
 
   EndpointTable<UdpPort> ports_;
 };
@@ -168,6 +198,7 @@ Result<int> UdpWire::bind_auto(Endpoint* local) {
                          endpoint_string(candidate).c_str(),
                          step == 2   ? "bind"
                          : step == 1 ? "set IP_MTU_DISCOVER"
+                         : step == 3 ? "set IP_RECVERR"
                                      : "socket",
                          std::strerror(-fd));
   }
@@ -204,6 +235,7 @@ Result<Endpoint> UdpWire::attach(Endpoint local, WireSink* sink) {
                            endpoint_string(local).c_str(),
                            step == 2   ? "bind"
                            : step == 1 ? "set IP_MTU_DISCOVER"
+                           : step == 3 ? "set IP_RECVERR"
                                        : "socket",
                            std::strerror(-fd));
     }
@@ -269,11 +301,54 @@ void UdpWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* 
   msg.msg_iovlen = static_cast<size_t>(tx.gather(parts));
   for (uint8_t copy = 0; copy < tx.plan.copies; ++copy) {
     // Never blocks: the socket is non-blocking, and a full buffer is a dropped frame.
-    if (::sendmsg(port->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) [[unlikely]] {
+    if (!send_frame(*port, msg)) [[unlikely]] {
       bump(tx_counters().dropped_send_error);
       continue;
     }
     if (capturing()) capture(tx, now_ns());
+  }
+}
+
+bool UdpWire::send_frame(UdpPort& p, const msghdr& msg) {
+  if (::sendmsg(p.fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) [[likely]]
+    return true;
+  // With IP_RECVERR a failed send may also leave an entry on the error queue (EMSGSIZE on a
+  // link with a smaller MTU): the poller drains it, or the socket would stay readable for
+  // errors and its device thread would never sleep.
+  p.errors_queued.store(true, std::memory_order_release);
+  if (!is_icmp_error(errno)) return false;
+  // The error was pending from an earlier frame (it is cleared now): this one goes again.
+  return ::sendmsg(p.fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0;
+}
+
+// Reads the socket's error queue: each ICMP port or host unreachable names the destination of
+// the datagram it refused, which the sink learns is gone.
+void UdpWire::read_errors(UdpPort& p) {
+  p.errors_queued.store(false, std::memory_order_relaxed);
+  for (int n = 0; n < 64; ++n) {  // bounded: the queue holds at most the socket's buffer
+    sockaddr_in dst{};
+    alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(sock_extended_err) + sizeof(sockaddr_in))];
+    uint8_t payload[64];
+    iovec iov{payload, sizeof payload};
+    msghdr h{};
+    h.msg_name = &dst;
+    h.msg_namelen = sizeof dst;
+    h.msg_iov = &iov;
+    h.msg_iovlen = 1;
+    h.msg_control = control;
+    h.msg_controllen = sizeof control;
+    if (::recvmsg(p.fd, &h, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;  // empty (EAGAIN)
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+      if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR) continue;
+      sock_extended_err ee;
+      std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
+      // The original datagram's destination is msg_name (the ICMP message's quoted header).
+      if (ee.ee_origin != SO_EE_ORIGIN_ICMP || !is_icmp_error(static_cast<int>(ee.ee_errno)) ||
+          h.msg_namelen < sizeof dst || dst.sin_family != AF_INET)
+        continue;
+      p.rx.peers_unreachable.add();
+      p.sink->on_unreachable(Endpoint{ntohl(dst.sin_addr.s_addr), ntohs(dst.sin_port)});
+    }
   }
 }
 
@@ -290,8 +365,13 @@ void UdpWire::release_held(UdpPort& p) {
     const uint64_t now = now_ns();
     while (WireFrame* f = p.held.take_due(now)) {
       const sockaddr_in to = to_sockaddr(f->dst());
-      if (::sendto(p.fd, f->bytes, f->len, MSG_DONTWAIT | MSG_NOSIGNAL,
-                   reinterpret_cast<const sockaddr*>(&to), sizeof(to)) < 0) [[unlikely]] {
+      iovec part{f->bytes, f->len};
+      msghdr msg{};
+      msg.msg_name = const_cast<sockaddr_in*>(&to);
+      msg.msg_namelen = sizeof(to);
+      msg.msg_iov = &part;
+      msg.msg_iovlen = 1;
+      if (!send_frame(p, msg)) [[unlikely]] {
         bump(tx_counters().dropped_send_error);
       } else {
         capture(*f, now);
@@ -305,6 +385,7 @@ void UdpWire::release_held(UdpPort& p) {
 size_t UdpWire::receive(UdpPort& p, size_t budget) {
   RecvBatch& b = *p.recv;
   size_t delivered = 0, received = 0;
+  int errors_met = 0;
   // Bounded work per call, even against a flood of datagrams that all fail the checks.
   const size_t receive_limit = budget + kRecvBatch;
   while (delivered < budget && received < receive_limit) {
@@ -321,6 +402,14 @@ size_t UdpWire::receive(UdpPort& p, size_t budget) {
     const int n = ::recvmmsg(p.fd, b.msgs, want, MSG_DONTWAIT, nullptr);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN) {
+        // A pending ICMP error is reported (and cleared) before any datagram: read the queue
+        // and go on receiving (a few times at most: a flood of refusals cannot hold the
+        // poller here).
+        const int err = errno;
+        read_errors(p);
+        if (is_icmp_error(err) && ++errors_met < 8) continue;
+      }
       break;  // drained (EAGAIN), or an error the next poll will see again
     }
     for (int i = 0; i < n; ++i) {
@@ -345,6 +434,7 @@ size_t UdpWire::poll(const Endpoint& local, size_t budget) {
   UdpPort* const port = ref.get();
   if (port == nullptr) return 0;
   release_held(*port);
+  if (port->errors_queued.load(std::memory_order_acquire)) read_errors(*port);
   if (budget == 0) return 0;
   return receive(*port, budget);
 }

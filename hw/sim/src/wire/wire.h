@@ -38,6 +38,10 @@ class WireSink {
   // `data` is BTH..pad, ICRC already verified and removed. Valid only during the call.
   virtual void on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
                            size_t len) = 0;
+  // Nothing receives at `peer` any more: a frame this endpoint sent there was refused (on the
+  // UDP wire, an ICMP port unreachable: the socket bound to that address is closed, because
+  // the process that had it ended). Called where on_datagram is, from inside poll().
+  virtual void on_unreachable(const Endpoint& peer) { (void)peer; }
 };
 
 // frames_tx/bytes_tx count the datagrams transmit() accepted (BTH..pad, without ICRC);
@@ -56,6 +60,9 @@ struct WireCounters {
   uint64_t faults_corrupted = 0, faults_delayed = 0;
   uint64_t dropped_queue_full = 0;  // receive ring or holding area full (a link's buffer)
   uint64_t dropped_send_error = 0;  // the UDP socket refused the datagram (EAGAIN, ENOBUFS...)
+  // UDP: ICMP unreachables for datagrams sent to an address whose port is closed (its
+  // process ended), each reported to the sender's sink (WireSink::on_unreachable).
+  uint64_t peers_unreachable = 0;
 };
 
 struct WireConfig {

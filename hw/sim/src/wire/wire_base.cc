@@ -40,6 +40,7 @@ void EndpointRxCounters::add_to(WireCounters* c) const noexcept {
   c->dropped_icrc += dropped_icrc.get();
   c->dropped_malformed += dropped_malformed.get();
   c->dropped_queue_full += dropped_queue_full.get();
+  c->peers_unreachable += peers_unreachable.get();
 }
 
 int TxFrame::gather(iovec* parts) const noexcept {

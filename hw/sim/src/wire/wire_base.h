@@ -42,6 +42,7 @@ class OwnedCounter {
 // Receive-side counters of one endpoint, written by the thread that polls it.
 struct EndpointRxCounters {
   OwnedCounter frames, bytes, dropped_icrc, dropped_malformed, dropped_queue_full;
+  OwnedCounter peers_unreachable;
   void add_to(WireCounters* c) const noexcept;
 };
 
