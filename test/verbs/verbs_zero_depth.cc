@@ -11,7 +11,6 @@
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -301,6 +300,47 @@ TEST_CASE(
   CHECK(f.status == IBV_WC_WR_FLUSH_ERR);
   CHECK(f.wr_id == 42);
   CHECK(p.b.stays_empty());
+}
+
+TEST_CASE(
+    "a receive doorbell record stored for a QP without a receive queue takes nothing: a SEND "
+    "to it is not placed, and the QP stays connected") {
+  // b has a send queue and no receive queue; its first send WQE is a real SEND, so a device
+  // that gave b a receive ring anyway (over the front of the send queue) would read those
+  // bytes as a receive WQE.
+  RcPair p(16, 16, 16, 0);
+  Buffer abuf(p.da.pd, 8192, kAllAccess);
+  Buffer bbuf(p.db.pd, 8192, kAllAccess);
+  fill(bbuf.bytes, 5);
+  post_one_recv(p.a.qp, abuf, 0, 4096, 11);
+  ibv_sge bsge{bbuf.addr(0), 64, bbuf.mr->lkey};
+  ibv_send_wr bsend = make_wr(IBV_WR_SEND, &bsge, 1, 12);
+  post_ok(p.b.qp, bsend);
+  CHECK(p.a.wait().wr_id == 11);
+  CHECK(p.b.wait().status == IBV_WC_SUCCESS);
+
+  mlx5dv_qp dv{};
+  mlx5dv_obj obj{};
+  obj.qp.in = p.b.qp;
+  obj.qp.out = &dv;
+  REQUIRE(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP) == 0);
+  CHECK(dv.rq.wqe_cnt == 0);
+  REQUIRE(dv.dbrec);
+  // What a driver that ignored the missing queue would store: one receive posted.
+  const std::vector<uint8_t> before = bbuf.bytes;
+  dv.dbrec[MLX5_RCV_DBR] = htobe32(1);
+  std::atomic_thread_fence(std::memory_order_release);
+
+  fill(abuf.bytes, 7);
+  ibv_sge asge{abuf.addr(4096), 300, abuf.mr->lkey};
+  ibv_send_wr asend = make_wr(IBV_WR_SEND, &asge, 1, 13);
+  post_ok(p.a.qp, asend);
+  // The SEND finds no receive (RNR NAKs, retried without end): nothing completes on either
+  // side, b's memory is untouched, and b is still in RTS.
+  CHECK(p.b.stays_empty());
+  CHECK(p.a.stays_empty());
+  CHECK(p.b.state() == IBV_QPS_RTS);
+  CHECK(bbuf.bytes == before);
 }
 
 TEST_CASE(

@@ -109,10 +109,11 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
                    "QP on PD %u: buffer %#llx (%zu bytes) or doorbell record %#llx is not writable",
                    req.pd_handle, static_cast<unsigned long long>(m.buf_addr), rq_bytes + sq_bytes,
                    static_cast<unsigned long long>(m.db_addr));
-  // A QP without a receive queue gets a one-entry ring that is never posted to.
-  mem.rq_buf = buf;
-  mem.rq_wqe_cnt = m.rq_wqe_count ? m.rq_wqe_count : 1;
-  mem.rq_stride = m.rq_wqe_count ? 1u << m.rq_wqe_shift : 16;
+  // A QP without a receive queue (max_recv_wr 0, or an SRQ's) gives the device none: a ring of
+  // 0 entries, so a receive doorbell record stored for it takes nothing.
+  mem.rq_buf = m.rq_wqe_count ? buf : nullptr;
+  mem.rq_wqe_cnt = m.rq_wqe_count;
+  mem.rq_stride = m.rq_wqe_count ? 1u << m.rq_wqe_shift : 0;
   mem.sq_buf = buf + rq_bytes;
   mem.sq_wqe_cnt = m.sq_wqe_count;
   mem.dbrec = reinterpret_cast<uint32_t*>(m.db_addr);
