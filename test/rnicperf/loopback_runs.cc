@@ -291,10 +291,9 @@ TEST_CASE("--use_hugepages puts the buffers on huge pages, or says why it cannot
 TEST_CASE("-e sleeps on completion events and says so in the header", "[e2e][events]") {
   for (const char* test : {"send_lat", "read_lat", "send_bw", "atomic_bw"}) {
     std::string json = tmp_json("events");
-    // Many waits, so that at least one finds the CQ still empty after its arm: a completion
-    // that lands between the arm and the poll that follows it is taken without sleeping, and
-    // with one TX depth of 100 posts a bandwidth test waits only once, a race a slow
-    // (sanitized) build can lose. A shallow TX depth makes a bandwidth test wait per 10 posts.
+    // As perftest's -e, every poll first takes a completion event (and arms the CQ again), so
+    // the count is never 0 however fast the device completes: before, a poll that found
+    // completions never slept, and on a loaded machine a whole run could take no event.
     std::vector<std::string> args{test, "--loopback", "-e", "-n", "1000", "--timeout=20",
                                   "--out_json_file=" + json};
     if (std::string(test).ends_with("_bw")) args.insert(args.end(), {"-t", "10"});

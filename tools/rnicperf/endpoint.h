@@ -61,9 +61,10 @@ class TestEndpoint {
   rnicdv::Device& device() { return *dev_; }
   rnicdv::CompletionQueue& send_cq() { return *send_cq_; }
   rnicdv::CompletionQueue& recv_cq() { return *recv_cq_; }
-  // Polls the send or receive CQ. With -e, when it is empty, arms it and sleeps on the
-  // completion channel (at most kEventSliceMs, so the caller's stall guard still runs), then
-  // polls again: perftest's ibv_req_notify_cq / ibv_get_cq_event / ibv_ack_cq_events.
+  // Polls the send or receive CQ. With -e, each poll first sleeps on the completion channel
+  // (at most kEventSliceMs, so the caller's stall guard still runs), acknowledges the event
+  // and arms its CQ again: perftest's ibv_get_cq_event / ibv_ack_cq_events /
+  // ibv_req_notify_cq before each ibv_poll_cq.
   int poll_send(rnicdv::Completion* wc, int max) { return poll_cq(*send_cq_, wc, max); }
   int poll_recv(rnicdv::Completion* wc, int max) { return poll_cq(*recv_cq_, wc, max); }
   static constexpr int kEventSliceMs = 50;
