@@ -145,5 +145,8 @@ bool shutdown_ucma(const ExitDeadline& deadline);
 // ---- event descriptors (events.cc) ----
 ssize_t event_read(int fd, void* buf, size_t n);
 void event_close(int fd);
+// Unregisters an event descriptor the application never received (its command's response
+// could not be written) and closes it.
+void event_discard(int fd);
 
 }  // namespace rnicdv::uverbs
