@@ -199,8 +199,11 @@ int Cmd::error(int err, const char* fmt, ...) const {
   va_start(ap, fmt);
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
-  return report(err, Status::error(Errc::invalid_argument, "%s: %s: %s", dev_name.c_str(),
-                                   command_name(number, extended), why));
+  // The reason, for saying it once: the command and the format, without the object's numbers.
+  return report(err,
+                Status::error(Errc::invalid_argument, "%s: %s: %s", dev_name.c_str(),
+                              command_name(number, extended), why),
+                std::string(command_name(number, extended)) + ": " + fmt);
 }
 
 int Cmd::reply(const void* core_resp, size_t core_size, const void* drv_resp, size_t drv_size) {

@@ -92,7 +92,9 @@ void log_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // kernel's do; the libc entry points (write, mmap, ioctl, ...) return -1 with errno.
 // report(): reports a refusal when RNICDV_UVERBS_LOG=1 (one that is EOPNOTSUPP always, once
 // per reason) and returns -err. fail(): the same, for an entry point: -1 with errno = err.
-int report(int err, const Status& why);
+// `reason` identifies the reason without the object refused (Cmd::error passes the command
+// and its format string); without it, the message with its numbers left out stands for it.
+int report(int err, const Status& why, const std::string& reason = {});
 int fail(int err, const Status& why);
 // EBADF for a descriptor of the shim's kinds that has no object in this process, or, in a
 // child of fork(), EACCES with a line saying it was inherited (cdev.cc).

@@ -118,7 +118,8 @@ int Cmd::error(int err, const char* fmt, ...) const {
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
   return report(
-      err, Status::error(Errc::invalid_argument, "rdma_cm: %s: %s", command_name(number), why));
+      err, Status::error(Errc::invalid_argument, "rdma_cm: %s: %s", command_name(number), why),
+      std::string("rdma_cm: ") + command_name(number) + ": " + fmt);
 }
 
 int Cmd::unsupported(int err, const char* fmt, ...) const {
