@@ -23,6 +23,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <rdma/mlx5-abi.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -133,6 +136,52 @@ int get_event_into(int fd, void* response) {
   rdma_ucm_get_event get{};
   get.response = reinterpret_cast<uintptr_t>(response);
   return ucma_command(fd, RDMA_USER_CM_CMD_GET_EVENT, get, sizeof(rdma_ucm_event_resp));
+}
+
+// How many descriptors the process has open.
+int open_descriptors() {
+  DIR* d = opendir("/proc/self/fd");
+  REQUIRE(d);
+  int n = 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1;  // the directory's own
+}
+
+// GET_CONTEXT as libmlx5 writes it (static UARs, 4 BlueFlame registers): 0 or the errno.
+constexpr size_t kContextRespBytes =
+    sizeof(ib_uverbs_get_context_resp) + sizeof(mlx5_ib_alloc_ucontext_resp);
+int get_context_into(int cmd_fd, void* response) {
+  ib_uverbs_cmd_hdr hdr{IB_USER_VERBS_CMD_GET_CONTEXT,
+                        (sizeof(ib_uverbs_cmd_hdr) + sizeof(ib_uverbs_get_context) +
+                         sizeof(mlx5_ib_alloc_ucontext_req_v2)) / 4,
+                        kContextRespBytes / 4};
+  ib_uverbs_get_context body{};
+  body.response = reinterpret_cast<uintptr_t>(response);
+  mlx5_ib_alloc_ucontext_req_v2 drv{};
+  drv.total_num_bfregs = 4;
+  drv.max_cqe_version = 1;
+  uint8_t c[sizeof hdr + sizeof body + sizeof drv];
+  std::memcpy(c, &hdr, sizeof hdr);
+  std::memcpy(c + sizeof hdr, &body, sizeof body);
+  std::memcpy(c + sizeof hdr + sizeof body, &drv, sizeof drv);
+  errno = 0;
+  if (write(cmd_fd, c, sizeof c) == static_cast<ssize_t>(sizeof c)) return 0;
+  return errno;
+}
+
+// CREATE_COMP_CHANNEL written by hand: 0 or the errno.
+int create_channel_into(int cmd_fd, void* response) {
+  struct {
+    ib_uverbs_cmd_hdr hdr{IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL,
+                          (sizeof(ib_uverbs_cmd_hdr) + sizeof(ib_uverbs_create_comp_channel)) / 4,
+                          sizeof(ib_uverbs_create_comp_channel_resp) / 4};
+    ib_uverbs_create_comp_channel body{};
+  } c;
+  c.body.response = reinterpret_cast<uintptr_t>(response);
+  errno = 0;
+  if (write(cmd_fd, &c, sizeof c) == static_cast<ssize_t>(sizeof c)) return 0;
+  return errno;
 }
 
 // The shim's count of its reads of /proc/self/maps (a diagnostic it exports).
@@ -328,6 +377,34 @@ TEST_CASE("an rdma_cm event whose copy fails stays queued for the next GET_EVENT
   destroy.response = reinterpret_cast<uintptr_t>(&dresp);
   CHECK(ucma_command(fd, RDMA_USER_CM_CMD_DESTROY_ID, destroy, sizeof dresp) == 0);
   CHECK(dresp.events_reported == 1);
+  CHECK(close(fd) == 0);
+  munmap(page, kPage);
+}
+
+TEST_CASE("a context or channel whose response copy fails leaves no descriptor behind") {
+  Device d("rnicsim0");
+  void* page = map_pages(1);
+  REQUIRE(query_port_into(d.ctx->cmd_fd, page) == 0);  // the page, kept as writable
+  REQUIRE(raw_mprotect(page, kPage, PROT_READ) == 0);
+  const int before = open_descriptors();
+
+  // A completion channel: its descriptor, which the caller never learns, is closed again.
+  CHECK(create_channel_into(d.ctx->cmd_fd, page) == EFAULT);
+  CHECK(open_descriptors() == before);
+
+  // A context: its async descriptor and UAR memory go, and GET_CONTEXT can be sent again.
+  const int fd = open("/dev/infiniband/uverbs0", O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(get_context_into(fd, page) == EFAULT);
+  CHECK(open_descriptors() == before + 1);
+  uint8_t resp[kContextRespBytes] = {};
+  CHECK(get_context_into(fd, resp) == 0);
+  ib_uverbs_get_context_resp core{};
+  mlx5_ib_alloc_ucontext_resp drv{};
+  std::memcpy(&core, resp, sizeof core);
+  std::memcpy(&drv, resp + sizeof core, sizeof drv);
+  CHECK(drv.tot_bfregs == 4);
+  CHECK(close(static_cast<int>(core.async_fd)) == 0);
   CHECK(close(fd) == 0);
   munmap(page, kPage);
 }
