@@ -61,7 +61,7 @@ inline constexpr uint32_t kGidTableLen = 8;
 inline constexpr uint16_t kPkeyTableLen = 1;
 
 // ---- libc entry points (interpose.cc) ----
-// The real functions, resolved with dlsym(RTLD_NEXT) on first use.
+// The real functions (dlsym(RTLD_NEXT)), resolved at load time before main().
 namespace libc {
 int open(const char* path, int flags, mode_t mode);
 ssize_t read(int fd, void* buf, size_t n);
