@@ -504,6 +504,38 @@ TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a 
   CHECK(ibv_dealloc_pd(d.pd) == EBUSY);
 }
 
+TEST_CASE("a missing feature is said once per reason, not once per object refused") {
+  Device d("rnicsim0");
+  ibv_pd* other = ibv_alloc_pd(d.ctx);
+  REQUIRE(other);
+  std::vector<uint8_t> buf(4096);
+  const int on_demand = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND;
+  // The same reason (on-demand paging) on two PDs, and on the first again: one line.
+  const std::string said = capture_stderr([&] {
+    for (ibv_pd* pd : {d.pd, other, d.pd}) {
+      errno = 0;
+      CHECK(ibv_reg_mr(pd, buf.data(), buf.size(), on_demand) == nullptr);
+      CHECK(errno == EOPNOTSUPP);
+    }
+  });
+  CHECK(std::count(said.begin(), said.end(), '\n') == 1);
+  CHECK(said.find("REG_MR: MR on PD ") != std::string::npos);
+  CHECK(said.find("on-demand") != std::string::npos);
+  // Another reason on the same objects has its own line, once.
+  const int local = IBV_ACCESS_LOCAL_WRITE;
+  const uint64_t iova = reinterpret_cast<uintptr_t>(buf.data()) + 4096;
+  const std::string other_reason = capture_stderr([&] {
+    for (ibv_pd* pd : {d.pd, other}) {
+      errno = 0;
+      CHECK(ibv_reg_mr_iova(pd, buf.data(), buf.size(), iova, local) == nullptr);
+      CHECK(errno == EOPNOTSUPP);
+    }
+  });
+  CHECK(std::count(other_reason.begin(), other_reason.end(), '\n') == 1);
+  CHECK(other_reason.find("an I/O virtual address") != std::string::npos);
+  CHECK(ibv_dealloc_pd(other) == 0);
+}
+
 // The PD, CQ and QP structures libmlx5 allocated are never freed (the program drops them, as a
 // crashing process would); meson runs this case on its own, without leak detection.
 TEST_CASE("closing a context with live objects releases them and the device opens again",

@@ -44,17 +44,17 @@ struct Cmd {
     return v;
   }
   // Writes the core response and the driver response (each zero-padded or cut to the size
-  // the caller gave).
-  // The response was checked writable before the command ran (dispatch_write), so this copy
-  // fails only if the application unmaps it meanwhile; the kernel's copy_to_user then gives
-  // EFAULT as well.
-  void reply(const void* core_resp, size_t core_size, const void* drv_resp = nullptr,
-             size_t drv_size = 0) const {
-    std::vector<uint8_t> out(resp_core_len + resp_drv_len, 0);
-    std::memcpy(out.data(), core_resp, std::min(core_size, resp_core_len));
-    if (drv_resp) std::memcpy(out.data() + resp_core_len, drv_resp, std::min(drv_size, resp_drv_len));
-    if (!out.empty()) (void)copy_to_user(response, out.data(), out.size());
-  }
+  // the caller gave): 0, or -EFAULT (reported, and recorded in reply_failed) when the copy
+  // fails. The range was checked writable before the command ran (dispatch_write), but the
+  // application may take it away meanwhile, or may have taken it away in a way the check
+  // cannot see (a raw system call: user_memory.h); the kernel's copy_to_user then fails too.
+  // A handler that created an object destroys it again when this fails, as the kernel aborts
+  // an object whose response could not be copied: the caller never learns its handle.
+  [[nodiscard]] int reply(const void* core_resp, size_t core_size, const void* drv_resp = nullptr,
+                          size_t drv_size = 0);
+  // Set by a reply that could not be written; dispatch_write then answers -EFAULT whatever the
+  // handler returned.
+  bool reply_failed = false;
   // A refusal: "<device>: <command>: <why>" (reported as fail() does) and -err. `why` names
   // the object refused ("QP on PD 3", "cq handle 4"), then the reason.
   int error(int err, const char* fmt, ...) const __attribute__((format(printf, 3, 4)));

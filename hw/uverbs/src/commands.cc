@@ -23,6 +23,7 @@
 #include <array>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "command.h"
 #include "context.h"
@@ -198,8 +199,22 @@ int Cmd::error(int err, const char* fmt, ...) const {
   va_start(ap, fmt);
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
-  return report(err, Status::error(Errc::invalid_argument, "%s: %s: %s", dev_name.c_str(),
-                                   command_name(number, extended), why));
+  // The reason, for saying it once: the command and the format, without the object's numbers.
+  return report(err,
+                Status::error(Errc::invalid_argument, "%s: %s: %s", dev_name.c_str(),
+                              command_name(number, extended), why),
+                std::string(command_name(number, extended)) + ": " + fmt);
+}
+
+int Cmd::reply(const void* core_resp, size_t core_size, const void* drv_resp, size_t drv_size) {
+  std::vector<uint8_t> out(resp_core_len + resp_drv_len, 0);
+  std::memcpy(out.data(), core_resp, std::min(core_size, resp_core_len));
+  if (drv_resp) std::memcpy(out.data() + resp_core_len, drv_resp, std::min(drv_size, resp_drv_len));
+  if (out.empty() || copy_to_user(response, out.data(), out.size())) return 0;
+  reply_failed = true;
+  return error(EFAULT, "response at %#llx (%zu bytes) cannot be written (unmapped or write-protected "
+               "since it was checked)",
+               static_cast<unsigned long long>(response), out.size());
 }
 
 int sim_error(const Cmd& c, const std::string& what, const Status& st) {
@@ -214,7 +229,7 @@ int dispatch_write(Context& ctx, const uint8_t* in, size_t len) {
   ib_uverbs_cmd_hdr hdr{};
   if (len < sizeof hdr) return -EINVAL;
   std::memcpy(&hdr, in, sizeof hdr);
-  Cmd c{ctx, 0, false, nullptr, 0, nullptr, 0, 0, 0, 0, {}};
+  Cmd c{ctx, 0, false, nullptr, 0, nullptr, 0, 0, 0, 0, {}, false};
   c.dev_name = device_name(ctx.dev->index);
   c.extended = (hdr.command & IB_USER_VERBS_CMD_FLAG_EXTENDED) != 0;
   c.number = hdr.command & IB_USER_VERBS_CMD_COMMAND_MASK;
@@ -272,7 +287,9 @@ int dispatch_write(Context& ctx, const uint8_t* in, size_t len) {
   if (c.drv_len < spec->drv_req_min)
     return c.error(EINVAL, "mlx5 driver request of %zu bytes, at least %zu expected", c.drv_len,
                    spec->drv_req_min);
-  return spec->handler(c);
+  const int rc = spec->handler(c);
+  // A handler's answer whose response could not be written is EFAULT (copy_to_user).
+  return c.reply_failed ? -EFAULT : rc;
 }
 
 // Async events of device `index` go to the context that owns the QP or CQ, as the kernel's

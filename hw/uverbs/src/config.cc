@@ -5,6 +5,7 @@
 // is not set, the shim writes its tree under $XDG_RUNTIME_DIR (or /tmp) and sets SYSFS_PATH
 // to it before libibverbs first reads it; presenting that tree is what preloading the shim
 // asks for. A SYSFS_PATH set by the user is left alone.
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,15 +82,51 @@ void log_line(const char* fmt, ...) {
   fprintf(stderr, "%s: %s\n", kLogPrefix, line);
 }
 
-int report(int err, const Status& why) {
-  // What the model cannot do is always said (once per reason); other failures are the
-  // caller's input errors, reported with RNICDV_UVERBS_LOG=1.
+namespace {
+
+// A message with every number (decimal, or hex after "0x") replaced by '#': what is left
+// names the reason, not the object ("rnicsim#: CREATE_CQ: CQ of cqe #: CQE compression").
+std::string without_numbers(const std::string& message) {
+  std::string out;
+  out.reserve(message.size());
+  for (size_t i = 0; i < message.size();) {
+    const char ch = message[i];
+    if (ch < '0' || ch > '9') {
+      out += ch;
+      ++i;
+      continue;
+    }
+    const bool hex =
+        ch == '0' && i + 1 < message.size() && (message[i + 1] == 'x' || message[i + 1] == 'X');
+    i += hex ? 2 : 1;
+    while (i < message.size() && (isdigit(static_cast<unsigned char>(message[i])) ||
+                                  (hex && isxdigit(static_cast<unsigned char>(message[i])))))
+      ++i;
+    out += '#';
+  }
+  return out;
+}
+
+// The reasons said so far. Their number is bounded by the messages the shim and the model
+// can give; the cap only guards against a reason that carries unbounded text.
+constexpr size_t kMaxReasons = 1024;
+
+}  // namespace
+
+int report(int err, const Status& why, const std::string& reason) {
+  // What the model cannot do is always said, once per reason: refusing the same feature for
+  // another object (another CQ, another PD) says nothing new. Other failures are the
+  // caller's input errors, reported every time with RNICDV_UVERBS_LOG=1.
   bool say = config().log_errors;
   if (!say && err == EOPNOTSUPP) {
     static std::mutex mu;
     static std::set<std::string> seen;
+    const std::string key = reason.empty() ? without_numbers(why.message()) : reason;
     std::lock_guard<std::mutex> lock(mu);
-    say = seen.insert(why.message()).second;
+    if (seen.size() < kMaxReasons)
+      say = seen.insert(key).second;
+    else
+      say = seen.count(key) == 0;  // full: a new reason is still said, and not kept
   }
   if (say) log_line("%s (%s)", why.message().c_str(), strerror(err));
   return -err;

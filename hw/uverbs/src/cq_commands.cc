@@ -25,7 +25,12 @@ int create_comp_channel(Cmd& c) {
   c.ctx.channels.push_back(ch);
   ib_uverbs_create_comp_channel_resp r{};
   r.fd = static_cast<uint32_t>(ch->fd());
-  c.reply(&r, sizeof r);
+  if (int rc = c.reply(&r, sizeof r); rc != 0) {
+    // The application never learns the descriptor: it is closed again.
+    c.ctx.channels.pop_back();
+    event_discard(ch->fd());
+    return rc;
+  }
   return 0;
 }
 
@@ -97,7 +102,12 @@ int create_cq(Cmd& c) {
   r.cqe = req.cqe;
   mlx5_ib_create_cq_resp mr{};
   mr.cqn = obj.cq->view().dv.cqn;
-  c.reply(&r, sizeof r, &mr, sizeof mr);
+  if (int rc = c.reply(&r, sizeof r, &mr, sizeof mr); rc != 0) {
+    // Never announced: no event of it can be queued yet.
+    if (channel) (void)sim::set_cq_event_handler(*obj.cq, {});
+    ctx.cqs.erase(h);
+    return rc;
+  }
   return 0;
 }
 
@@ -118,8 +128,7 @@ int destroy_cq(Cmd& c) {
   r.comp_events_reported = obj.comp_read->load();
   r.async_events_reported = obj.async_read->load();
   ctx.cqs.erase(it);
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 }  // namespace rnicdv::uverbs

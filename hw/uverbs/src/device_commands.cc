@@ -104,7 +104,20 @@ int get_context(Cmd& c) {
   // each thread domain, lock-free (mlx5_attach_dedicated_bf).
   m.num_dyn_bfregs = kDynBfRegs;
   m.response_length = static_cast<uint32_t>(std::min(sizeof m, c.resp_drv_len));
-  c.reply(&core, sizeof core, &m, sizeof m);
+  if (int rc = c.reply(&core, sizeof core, &m, sizeof m); rc != 0) {
+    // No context, as the kernel aborts one whose response could not be copied: the async
+    // descriptor and the UAR memory go, and GET_CONTEXT may be sent again.
+    ctx.have_ucontext = false;
+    ctx.async.reset();
+    event_discard(async->fd());
+    libc::close(memfd);
+    ctx.uar_memfd = -1;
+    ctx.uar_pages.clear();
+    ctx.bfreg_users.clear();
+    ctx.tot_bfregs = 0;
+    ctx.static_pages = 0;
+    return rc;
+  }
   return 0;
 }
 
@@ -148,8 +161,7 @@ void fill_device_attr(const Context& ctx, ib_uverbs_query_device_resp& r) {
 int query_device(Cmd& c) {
   ib_uverbs_query_device_resp r{};
   fill_device_attr(c.ctx, r);
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 int query_device_ex(Cmd& c) {
@@ -163,8 +175,7 @@ int query_device_ex(Cmd& c) {
   r.timestamp_mask = ~uint64_t{0};
   r.hca_core_clock = 1000000;  // kHz
   r.response_length = static_cast<uint32_t>(std::min(sizeof r, c.resp_core_len));
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 int query_port(Cmd& c) {
@@ -187,8 +198,7 @@ int query_port(Cmd& c) {
   r.phys_state = 5;     // LinkUp
   r.link_layer = IBV_LINK_LAYER_ETHERNET;
   r.flags = IB_UVERBS_QPF_GRH_REQUIRED;
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 // ---- PD, MR ----
@@ -201,7 +211,10 @@ int alloc_pd(Cmd& c) {
   mlx5_ib_alloc_pd_resp m{};
   m.pdn = pd.value()->pdn();
   c.ctx.pds[h].pd = std::move(pd.value());
-  c.reply(&r, sizeof r, &m, sizeof m);
+  if (int rc = c.reply(&r, sizeof r, &m, sizeof m); rc != 0) {
+    c.ctx.pds.erase(h);
+    return rc;
+  }
   return 0;
 }
 
@@ -249,7 +262,11 @@ int create_ah(Cmd& c) {
   mlx5_ib_create_ah_resp m{};
   std::memcpy(m.dmac, mac.data(), sizeof m.dmac);
   m.response_length = static_cast<uint32_t>(std::min(sizeof m, c.resp_drv_len));
-  c.reply(&r, sizeof r, &m, sizeof m);
+  if (int rc = c.reply(&r, sizeof r, &m, sizeof m); rc != 0) {
+    --pd->second.users;
+    c.ctx.ahs.erase(h);
+    return rc;
+  }
   return 0;
 }
 
@@ -312,7 +329,11 @@ int reg_mr(Cmd& c) {
   r.rkey = mr.value()->rkey();
   c.ctx.mrs[h] = MrObject{std::move(mr.value()), req.pd_handle, req.access_flags};
   ++pd->second.users;
-  c.reply(&r, sizeof r);
+  if (int rc = c.reply(&r, sizeof r); rc != 0) {
+    --pd->second.users;
+    c.ctx.mrs.erase(h);
+    return rc;
+  }
   return 0;
 }
 
@@ -349,8 +370,7 @@ int rereg_mr(Cmd& c) {
   ib_uverbs_rereg_mr_resp r{};
   r.lkey = obj.mr->lkey();
   r.rkey = obj.mr->rkey();
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 int dereg_mr(Cmd& c) {

@@ -133,4 +133,9 @@ void event_close(int fd) {
   f->closed();
 }
 
+void event_discard(int fd) {
+  event_close(fd);
+  libc::close(fd);
+}
+
 }  // namespace rnicdv::uverbs

@@ -10,6 +10,13 @@
 // space (mmap over a mapping, munmap, mremap, mprotect, pkey_mprotect, brk, sbrk) are passed
 // on unchanged and then move the generation of the shim's copy of /proc/self/maps
 // (user_memory.cc): one atomic increment, safe in a signal handler.
+//
+// Every next definition is looked up at load time (resolve_next_symbols), before main() and
+// before any handler of the program can run: dlsym is not async-signal-safe, and a program may
+// make its first mprotect from a SIGSEGV handler (a garbage collector, libsigsegv). Should one
+// of the memory calls come before even that (another library's constructor), it is made as a
+// system call, which is what glibc's own wrapper does; brk and sbrk go to glibc's __sbrk, which
+// keeps the break that malloc relies on.
 #undef _FORTIFY_SOURCE
 // Each spelling (open and open64, mmap and mmap64, ...) is defined here under its own name;
 // with 64-bit file offsets glibc's headers would rename one onto the other.
@@ -21,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -38,6 +46,8 @@ namespace {
 constexpr int kMaxTrackedFd = 1 << 16;
 std::atomic<uint8_t> g_fd_kinds[kMaxTrackedFd];
 
+// The next definition of `name`, from the cache resolve_next_symbols filled at load; looked up
+// here only if a call comes before that.
 template <typename Fn>
 Fn next_symbol(Fn& cache, const char* name) {
   Fn fn = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
@@ -97,6 +107,72 @@ brk_fn g_brk;
 sbrk_fn g_sbrk;
 socket_fn g_socket;
 fcntl_fn g_fcntl, g_fcntl64;
+
+// The cached next definition, or null before resolve_next_symbols ran (no lookup here: the
+// memory calls' callers may be signal handlers).
+template <typename Fn>
+Fn resolved(Fn& cache) {
+  return __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+}
+
+template <typename Fn>
+void resolve(Fn& cache, const char* name) {
+  __atomic_store_n(&cache, reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name)), __ATOMIC_RELEASE);
+}
+
+// At load, before the shim's other constructors (101: the first priority not reserved).
+__attribute__((constructor(101))) void resolve_next_symbols() {
+  resolve(g_open, "open");
+  resolve(g_open64, "open64");
+  resolve(g_access, "access");
+  resolve(g_euidaccess, "euidaccess");
+  resolve(g_eaccess, "eaccess");
+  resolve(g_dup, "dup");
+  resolve(g_dup2, "dup2");
+  resolve(g_dup3, "dup3");
+  resolve(g_faccessat, "faccessat");
+  resolve(g_openat, "openat");
+  resolve(g_openat64, "openat64");
+  resolve(g_stat, "stat");
+  resolve(g_stat64, "stat64");
+  resolve(g_fstat, "fstat");
+  resolve(g_fstat64, "fstat64");
+  resolve(g_xstat, "__xstat");
+  resolve(g_xstat64, "__xstat64");
+  resolve(g_fxstat, "__fxstat");
+  resolve(g_fxstat64, "__fxstat64");
+  resolve(g_read, "read");
+  resolve(g_write, "write");
+  resolve(g_close, "close");
+  resolve(g_ioctl, "ioctl");
+  resolve(g_mmap, "mmap");
+  resolve(g_mmap64, "mmap64");
+  resolve(g_munmap, "munmap");
+  resolve(g_mremap, "mremap");
+  resolve(g_mprotect, "mprotect");
+  resolve(g_pkey_mprotect, "pkey_mprotect");
+  resolve(g_brk, "brk");
+  resolve(g_sbrk, "sbrk");
+  resolve(g_socket, "socket");
+  resolve(g_fcntl, "fcntl");
+  resolve(g_fcntl64, "fcntl64");
+}
+
+// The memory calls before resolve_next_symbols: what glibc's wrappers do, without a lookup.
+void* raw_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, len, prot, flags, fd, off));
+}
+int raw_munmap(void* addr, size_t len) { return static_cast<int>(::syscall(SYS_munmap, addr, len)); }
+
+}  // namespace
+}  // namespace rnicdv::uverbs
+
+// glibc's own sbrk under its internal name (exported since 2.2.5): the break malloc keeps
+// stays right when brk or sbrk is called before the lookups are made.
+extern "C" void* __sbrk(intptr_t increment);
+
+namespace rnicdv::uverbs {
+namespace {
 
 // Event descriptors are non-blocking underneath; O_NONBLOCK as the application sets and
 // reads it is kept aside and decides whether read() waits.
@@ -249,10 +325,12 @@ ssize_t write(int fd, const void* buf, size_t n) {
 }
 int close(int fd) { return next_symbol(g_close, "close")(fd); }
 void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  return next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
+  if (const mmap_fn f = resolved(g_mmap)) return f(addr, len, prot, flags, fd, off);
+  return raw_mmap(addr, len, prot, flags, fd, off);
 }
 int munmap(void* addr, size_t len) {
-  const int r = next_symbol(g_munmap, "munmap")(addr, len);
+  const munmap_fn f = resolved(g_munmap);
+  const int r = f ? f(addr, len) : raw_munmap(addr, len);
   address_space_changed();
   return r;
 }
@@ -436,7 +514,8 @@ void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
     const ShimCall in(kInVerbs);
     p = command_mmap(fd, addr, len, prot, flags, off);
   } else {
-    p = next_symbol(g_mmap, "mmap")(addr, len, prot, flags, fd, off);
+    const mmap_fn f = resolved(g_mmap);
+    p = f ? f(addr, len, prot, flags, fd, off) : raw_mmap(addr, len, prot, flags, fd, off);
   }
   if (flags & MAP_FIXED) address_space_changed();
   return p;
@@ -448,7 +527,8 @@ void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
     const ShimCall in(kInVerbs);
     p = command_mmap(fd, addr, len, prot, flags, off);
   } else {
-    p = next_symbol(g_mmap64, "mmap64")(addr, len, prot, flags, fd, off);
+    const mmap_fn f = resolved(g_mmap64);
+    p = f ? f(addr, len, prot, flags, fd, off) : raw_mmap(addr, len, prot, flags, fd, off);
   }
   if (flags & MAP_FIXED) address_space_changed();
   return p;
@@ -459,7 +539,8 @@ int munmap(void* addr, size_t len) {
     const ShimCall in(kInVerbs);
     if (command_munmap(addr, len)) return 0;
   }
-  const int r = next_symbol(g_munmap, "munmap")(addr, len);
+  const munmap_fn f = resolved(g_munmap);
+  const int r = f ? f(addr, len) : raw_munmap(addr, len);
   address_space_changed();
   return r;
 }
@@ -472,31 +553,51 @@ void* mremap(void* old_addr, size_t old_len, size_t new_len, int flags, ...) {
     new_addr = va_arg(ap, void*);
     va_end(ap);
   }
-  void* p = next_symbol(g_mremap, "mremap")(old_addr, old_len, new_len, flags, new_addr);
+  const mremap_fn f = resolved(g_mremap);
+  void* p = f ? f(old_addr, old_len, new_len, flags, new_addr)
+              : reinterpret_cast<void*>(
+                    ::syscall(SYS_mremap, old_addr, old_len, new_len, flags, new_addr));
   address_space_changed();
   return p;
 }
 
 int mprotect(void* addr, size_t len, int prot) {
-  const int r = next_symbol(g_mprotect, "mprotect")(addr, len, prot);
+  const mprotect_fn f = resolved(g_mprotect);
+  const int r = f ? f(addr, len, prot) : static_cast<int>(::syscall(SYS_mprotect, addr, len, prot));
   address_space_changed();
   return r;
 }
 
 int pkey_mprotect(void* addr, size_t len, int prot, int pkey) {
-  const int r = next_symbol(g_pkey_mprotect, "pkey_mprotect")(addr, len, prot, pkey);
+  const pkey_mprotect_fn f = resolved(g_pkey_mprotect);
+  // glibc's pkey_mprotect makes a plain mprotect for key -1.
+  const int r = f             ? f(addr, len, prot, pkey)
+                : pkey == -1  ? static_cast<int>(::syscall(SYS_mprotect, addr, len, prot))
+                              : static_cast<int>(::syscall(SYS_pkey_mprotect, addr, len, prot, pkey));
   address_space_changed();
   return r;
 }
 
 int brk(void* addr) {
-  const int r = next_symbol(g_brk, "brk")(addr);
+  int r;
+  if (const brk_fn f = resolved(g_brk)) {
+    r = f(addr);
+  } else {
+    // As glibc's brk: 0, or -1 with ENOMEM (from __sbrk) when the break cannot move there.
+    void* now = __sbrk(0);
+    r = now == reinterpret_cast<void*>(-1) ||
+                __sbrk(static_cast<char*>(addr) - static_cast<char*>(now)) ==
+                    reinterpret_cast<void*>(-1)
+            ? -1
+            : 0;
+  }
   address_space_changed();
   return r;
 }
 
 void* sbrk(intptr_t increment) {
-  void* p = next_symbol(g_sbrk, "sbrk")(increment);
+  const sbrk_fn f = resolved(g_sbrk);
+  void* p = f ? f(increment) : __sbrk(increment);
   if (increment != 0) address_space_changed();
   return p;
 }

@@ -173,15 +173,25 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   r.max_inline_data = req.max_inline_data;
   mlx5_ib_create_qp_resp mr{};
   mr.bfreg_index = dynamic ? UINT32_MAX : bfreg;  // the kernel's MLX5_IB_INVALID_BFREG
+  int rc;
   if (extended) {
     ib_uverbs_ex_create_qp_resp rx{};
     rx.base = r;
     rx.response_length = static_cast<uint32_t>(std::min(sizeof rx, c.resp_core_len));
-    c.reply(&rx, sizeof rx, &mr, sizeof mr);
+    rc = c.reply(&rx, sizeof rx, &mr, sizeof mr);
   } else {
-    c.reply(&r, sizeof r, &mr, sizeof mr);
+    rc = c.reply(&r, sizeof r, &mr, sizeof mr);
   }
-  return 0;
+  if (rc != 0) {
+    // Destroyed again, as DESTROY_QP would; no event of it can be queued yet.
+    --ctx.bfreg_users[bfreg];
+    --pd->second.users;
+    --scq->second.users;
+    --rcq->second.users;
+    if (srq) --srq->users;
+    ctx.qps.erase(h);
+  }
+  return rc;
 }
 
 }  // namespace
@@ -345,8 +355,7 @@ int modify_qp_ex(Cmd& c) {
   if (int rc = modify_qp_common(c, req.base); rc != 0) return rc;
   ib_uverbs_ex_modify_qp_resp r{};
   r.response_length = static_cast<uint32_t>(std::min(sizeof r, c.resp_core_len));
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 int query_qp(Cmd& c) {
@@ -385,8 +394,7 @@ int query_qp(Cmd& c) {
   r.retry_cnt = a.retry_cnt;
   r.rnr_retry = a.rnr_retry;
   r.sq_sig_all = obj.sq_sig_all;
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 int destroy_qp(Cmd& c) {
@@ -404,8 +412,7 @@ int destroy_qp(Cmd& c) {
   --ctx.cqs[obj.recv_cq].users;
   if (obj.has_srq) --ctx.srqs[obj.srq].users;
   ctx.qps.erase(it);
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 }  // namespace rnicdv::uverbs

@@ -61,7 +61,7 @@ inline constexpr uint32_t kGidTableLen = 8;
 inline constexpr uint16_t kPkeyTableLen = 1;
 
 // ---- libc entry points (interpose.cc) ----
-// The real functions, resolved with dlsym(RTLD_NEXT) on first use.
+// The real functions (dlsym(RTLD_NEXT)), resolved at load time before main().
 namespace libc {
 int open(const char* path, int flags, mode_t mode);
 ssize_t read(int fd, void* buf, size_t n);
@@ -92,7 +92,9 @@ void log_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // kernel's do; the libc entry points (write, mmap, ioctl, ...) return -1 with errno.
 // report(): reports a refusal when RNICDV_UVERBS_LOG=1 (one that is EOPNOTSUPP always, once
 // per reason) and returns -err. fail(): the same, for an entry point: -1 with errno = err.
-int report(int err, const Status& why);
+// `reason` identifies the reason without the object refused (Cmd::error passes the command
+// and its format string); without it, the message with its numbers left out stands for it.
+int report(int err, const Status& why, const std::string& reason = {});
 int fail(int err, const Status& why);
 // EBADF for a descriptor of the shim's kinds that has no object in this process, or, in a
 // child of fork(), EACCES with a line saying it was inherited (cdev.cc).
@@ -145,5 +147,8 @@ bool shutdown_ucma(const ExitDeadline& deadline);
 // ---- event descriptors (events.cc) ----
 ssize_t event_read(int fd, void* buf, size_t n);
 void event_close(int fd);
+// Unregisters an event descriptor the application never received (its command's response
+// could not be written) and closes it.
+void event_discard(int fd);
 
 }  // namespace rnicdv::uverbs

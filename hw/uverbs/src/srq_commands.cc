@@ -107,7 +107,11 @@ int create_srq(Cmd& c) {
   r.srqn = obj.srq->view().dv.srqn;
   mlx5_ib_create_srq_resp mr{};
   mr.srqn = r.srqn;
-  c.reply(&r, sizeof r, &mr, sizeof mr);
+  if (int rc = c.reply(&r, sizeof r, &mr, sizeof mr); rc != 0) {
+    --pd->second.users;
+    ctx.srqs.erase(h);
+    return rc;
+  }
   return 0;
 }
 
@@ -141,8 +145,7 @@ int query_srq(Cmd& c) {
   r.max_wr = it->second.max_wr;
   r.max_sge = it->second.max_sge;
   r.srq_limit = it->second.limit;
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 int destroy_srq(Cmd& c) {
@@ -158,8 +161,7 @@ int destroy_srq(Cmd& c) {
   r.events_reported = obj.async_read->load();
   --ctx.pds[obj.pd].users;
   ctx.srqs.erase(it);
-  c.reply(&r, sizeof r);
-  return 0;
+  return c.reply(&r, sizeof r);
 }
 
 }  // namespace rnicdv::uverbs

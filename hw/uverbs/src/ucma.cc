@@ -203,14 +203,25 @@ int get_event(const Cmd& c) {
     return c.error(EFAULT, "response at %#llx is not writable",
                    static_cast<unsigned long long>(cmd.response));
   Registry& r = registry();
+  struct Delivery {
+    uint64_t response;
+    size_t size;
+    uint32_t owner;
+  } to{cmd.response, size, 0};
+  // The copy comes first: an event is taken off the queue only once the application has it.
+  const auto deliver = [](const Event& ev, void* arg) {
+    auto* d = static_cast<Delivery*>(arg);
+    d->owner = ev.owner;
+    return copy_to_user(d->response, &ev.resp, d->size);
+  };
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(r.mu);
-      Event ev;
-      if (c.file->pop(&ev)) {
-        auto it = r.ids.find(ev.owner);
+      const int taken = c.file->take_front(deliver, &to);
+      if (taken < 0) return c.reply_fault(cmd.response, size);
+      if (taken > 0) {
+        auto it = r.ids.find(to.owner);
         if (it != r.ids.end()) ++it->second->events_reported;
-        (void)copy_to_user(cmd.response, &ev.resp, size);
         return 0;
       }
     }
@@ -239,13 +250,13 @@ void File::push(const Event& ev) {
   give_count(fd_);
 }
 
-bool File::pop(Event* out) {
+int File::take_front(bool (*deliver)(const Event& ev, void* arg), void* arg) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (events_.empty()) return false;
-  *out = events_.front();
+  if (events_.empty()) return 0;
+  if (!deliver(events_.front(), arg)) return -1;
   events_.pop_front();
   take_count(fd_);
-  return true;
+  return 1;
 }
 
 std::vector<Event> File::take(uint32_t owner) {

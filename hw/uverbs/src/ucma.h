@@ -81,7 +81,10 @@ class File {
 
   int fd() const { return fd_; }
   void push(const Event& ev);
-  bool pop(Event* out);
+  // Hands the first queued event to `deliver` (GET_EVENT's copy to the application) and
+  // removes it only if that succeeded, so an event whose copy failed is still the first for
+  // the next GET_EVENT. 1: delivered and removed; 0: nothing queued; -1: `deliver` failed.
+  int take_front(bool (*deliver)(const Event& ev, void* arg), void* arg);
   // Removes and returns the queued events of `owner`.
   std::vector<Event> take(uint32_t owner);
   void set_app_nonblocking(bool on) { app_nonblock_.store(on, std::memory_order_relaxed); }

@@ -319,8 +319,7 @@ int query_route(const Cmd& c) {
       resp.num_paths = 1;
     }
   }
-  c.reply(cmd.response, resp);
-  return 0;
+  return c.reply(cmd.response, resp);
 }
 
 namespace {
@@ -356,8 +355,7 @@ int query(const Cmd& c) {
         std::memcpy(&resp.src_addr, &src, sizeof src);
         std::memcpy(&resp.dst_addr, &dst, sizeof dst);
       }
-      c.reply(cmd.response, resp);
-      return 0;
+      return c.reply(cmd.response, resp);
     }
     case RDMA_USER_CM_QUERY_GID: {
       rdma_ucm_query_addr_resp resp = device_part(*id);
@@ -375,8 +373,7 @@ int query(const Cmd& c) {
       resp.src_size = resp.dst_size = sizeof(sockaddr_ib);
       std::memcpy(&resp.src_addr, &s, sizeof s);
       std::memcpy(&resp.dst_addr, &d, sizeof d);
-      c.reply(cmd.response, resp);
-      return 0;
+      return c.reply(cmd.response, resp);
     }
     case RDMA_USER_CM_QUERY_PATH: {
       // rdma_ucm_query_path_resp: num_paths, a reserved word, then ib_path_rec_data entries,
@@ -393,8 +390,7 @@ int query(const Cmd& c) {
         path.path = path_record(*id);
         std::memcpy(resp + kHead, &path, sizeof path);
       }
-      c.reply(cmd.response, resp);
-      return 0;
+      return c.reply(cmd.response, resp);
     }
     default:
       return c.error(ENOSYS, "id %u: query option %u", id->handle, cmd.option);

@@ -28,6 +28,9 @@ struct Cmd {
   size_t in_len;
   size_t out_len;
   const std::shared_ptr<File>& file;
+  // Set by a reply that could not be written; run_command then answers -EFAULT whatever the
+  // handler returned.
+  mutable bool reply_failed = false;
 
   template <typename T>
   T as() const {
@@ -35,11 +38,18 @@ struct Cmd {
     if (in_len) std::memcpy(&v, in, std::min(sizeof v, in_len));
     return v;
   }
-  // Checked with writable() before the command acts; the copy itself cannot fault the shim.
+  // Copies the response: 0, or -EFAULT (reported, and recorded in reply_failed) when it
+  // cannot be written. writable() checked the range before the command acted, but the
+  // application may take it away meanwhile, or in a way the check cannot see (a raw system
+  // call: user_memory.h); the kernel's copy_to_user then fails as well. The copy itself never
+  // faults the shim.
   template <typename T>
-  void reply(uint64_t response, const T& resp) const {
-    (void)copy_to_user(response, &resp, std::min(sizeof resp, out_len));
+  [[nodiscard]] int reply(uint64_t response, const T& resp) const {
+    if (copy_to_user(response, &resp, std::min(sizeof resp, out_len))) return 0;
+    return reply_fault(response, std::min(sizeof resp, out_len));
   }
+  // The failed copy's report and -EFAULT.
+  int reply_fault(uint64_t response, size_t size) const;
   // copy_to_user's check, made before anything changes: 0 or -EFAULT.
   int writable(uint64_t response, size_t size) const;
   // A refusal: "rdma_cm: <command>: <why>", reported when RNICDV_UVERBS_LOG=1, and -err.

@@ -103,6 +103,14 @@ int Cmd::writable(uint64_t response, size_t size) const {
                static_cast<unsigned long long>(response));
 }
 
+int Cmd::reply_fault(uint64_t response, size_t size) const {
+  reply_failed = true;
+  return error(EFAULT,
+               "response at %#llx (%zu bytes) cannot be written (unmapped or write-protected "
+               "since it was checked)",
+               static_cast<unsigned long long>(response), size);
+}
+
 int Cmd::error(int err, const char* fmt, ...) const {
   char why[320];
   va_list ap;
@@ -110,7 +118,8 @@ int Cmd::error(int err, const char* fmt, ...) const {
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
   return report(
-      err, Status::error(Errc::invalid_argument, "rdma_cm: %s: %s", command_name(number), why));
+      err, Status::error(Errc::invalid_argument, "rdma_cm: %s: %s", command_name(number), why),
+      std::string("rdma_cm: ") + command_name(number) + ": " + fmt);
 }
 
 int Cmd::unsupported(int err, const char* fmt, ...) const {
@@ -176,7 +185,12 @@ int create_id(const Cmd& c) {
   rdma_ucm_create_id_resp resp{};
   resp.id = id->handle;
   r.ids.emplace(id->handle, std::move(id));
-  c.reply(cmd.response, resp);
+  if (int rc = c.reply(cmd.response, resp); rc != 0) {
+    // The caller never learns the new id: it goes again, as the kernel's ucma_create_id
+    // destroys it.
+    destroy_id_locked(resp.id);
+    return rc;
+  }
   return 0;
 }
 
@@ -187,8 +201,7 @@ int destroy_id(const Cmd& c) {
   (void)id;
   rdma_ucm_destroy_id_resp resp{};
   resp.events_reported = destroy_id_locked(cmd.id);
-  c.reply(cmd.response, resp);
-  return 0;
+  return c.reply(cmd.response, resp);
 }
 
 int set_option(const Cmd& c) {
@@ -257,8 +270,7 @@ int migrate_id(const Cmd& c) {
   }
   rdma_ucm_migrate_resp resp{};
   resp.events_reported = id->events_reported;
-  c.reply(cmd.response, resp);
-  return 0;
+  return c.reply(cmd.response, resp);
 }
 
 int join_mcast(const Cmd& c) {
@@ -273,15 +285,21 @@ int leave_mcast(const Cmd& c) {
 
 int run_command(const std::shared_ptr<File>& file, uint32_t number, const uint8_t* in,
                 size_t in_len, size_t out_len) {
-  const Cmd c{number, in, in_len, out_len, file};
+  const Cmd c{number, in, in_len, out_len, file, false};
   if (number >= kTable.size()) return c.error(EINVAL, "unknown command %u", number);
   const CommandSpec& row = kTable[number];
   if (!row.handler) return c.unsupported(ENOSYS, "%s", row.name);
   if (out_len < row.resp_min)
     return c.error(ENOSPC, "response of %zu bytes, %zu needed", out_len, row.resp_min);
-  if (row.waits) return row.handler(c);
-  std::lock_guard<std::mutex> lock(registry().mu);
-  return row.handler(c);
+  int rc;
+  if (row.waits) {
+    rc = row.handler(c);
+  } else {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    rc = row.handler(c);
+  }
+  // A handler's answer whose response could not be written is EFAULT (copy_to_user).
+  return c.reply_failed ? -EFAULT : rc;
 }
 
 }  // namespace rnicdv::uverbs::ucma

@@ -215,8 +215,7 @@ int init_qp_attr(const Cmd& c) {
     r.ah_attr.port_num = 1;
   }
   r.qp_attr_mask = m;
-  c.reply(cmd.response, r);
-  return 0;
+  return c.reply(cmd.response, r);
 }
 
 int notify(const Cmd& c) {

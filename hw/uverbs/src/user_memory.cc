@@ -126,15 +126,21 @@ bool covered(const std::vector<Mapping>& maps, uint64_t addr, uint64_t end, bool
   return at >= end;
 }
 
+// The system's page size, read once at load (mincore works in whole pages).
+const uint64_t g_page_size = [] {
+  const long size = ::sysconf(_SC_PAGESIZE);
+  return size > 0 ? static_cast<uint64_t>(size) : uint64_t{4096};
+}();
+
 // True if every page of [addr, end) is mapped now (mincore fails with ENOMEM otherwise).
 bool still_mapped(uint64_t addr, uint64_t end) {
-  constexpr uint64_t kPage = 4096;
+  const uint64_t page = g_page_size;
   constexpr size_t kPagesPerCall = 4096;
   unsigned char vec[kPagesPerCall];
-  for (uint64_t at = addr & ~(kPage - 1); at < end;) {
-    const uint64_t pages = std::min<uint64_t>((end - at + kPage - 1) / kPage, kPagesPerCall);
-    if (::mincore(reinterpret_cast<void*>(at), pages * kPage, vec) != 0) return false;
-    at += pages * kPage;
+  for (uint64_t at = addr & ~(page - 1); at < end;) {
+    const uint64_t pages = std::min<uint64_t>((end - at + page - 1) / page, kPagesPerCall);
+    if (::mincore(reinterpret_cast<void*>(at), pages * page, vec) != 0) return false;
+    at += pages * page;
   }
   return true;
 }
@@ -174,7 +180,8 @@ bool user_range_ok(uint64_t addr, size_t len, bool write) noexcept {
     if (!reload_locked(cache)) return false;
     fresh = true;
   }
-  if (covered(cache.maps, addr, end, write) && still_mapped(addr, end)) return true;
+  // A reading just made needs no confirmation; a kept one is confirmed with mincore().
+  if (covered(cache.maps, addr, end, write) && (fresh || still_mapped(addr, end))) return true;
   if (fresh) return false;
   // A kept answer that says no (something may have been mapped since), or a yes that mincore
   // contradicts (unmapped behind libc's entry points): the maps as they are now decide.
