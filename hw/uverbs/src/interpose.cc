@@ -36,6 +36,7 @@
 
 #include "events.h"
 #include "exit_teardown.h"
+#include "next_symbols.h"
 #include "shim.h"
 #include "user_memory.h"
 
@@ -43,120 +44,10 @@ namespace rnicdv::uverbs {
 
 namespace {
 
+using namespace next;
+
 constexpr int kMaxTrackedFd = 1 << 16;
 std::atomic<uint8_t> g_fd_kinds[kMaxTrackedFd];
-
-// The next definition of `name`, from the cache resolve_next_symbols filled at load; looked up
-// here only if a call comes before that.
-template <typename Fn>
-Fn next_symbol(Fn& cache, const char* name) {
-  Fn fn = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
-  if (!fn) {
-    fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-    __atomic_store_n(&cache, fn, __ATOMIC_RELEASE);
-  }
-  return fn;
-}
-
-using open_fn = int (*)(const char*, int, ...);
-using openat_fn = int (*)(int, const char*, int, ...);
-using stat_fn = int (*)(const char*, struct stat*);
-using fstat_fn = int (*)(int, struct stat*);
-using xstat_fn = int (*)(int, const char*, struct stat*);
-using fxstat_fn = int (*)(int, int, struct stat*);
-using read_fn = ssize_t (*)(int, void*, size_t);
-using write_fn = ssize_t (*)(int, const void*, size_t);
-using close_fn = int (*)(int);
-using ioctl_fn = int (*)(int, unsigned long, ...);
-using mmap_fn = void* (*)(void*, size_t, int, int, int, off_t);
-using munmap_fn = int (*)(void*, size_t);
-using mremap_fn = void* (*)(void*, size_t, size_t, int, ...);
-using mprotect_fn = int (*)(void*, size_t, int);
-using pkey_mprotect_fn = int (*)(void*, size_t, int, int);
-using brk_fn = int (*)(void*);
-using sbrk_fn = void* (*)(intptr_t);
-using socket_fn = int (*)(int, int, int);
-using fcntl_fn = int (*)(int, int, ...);
-using access_fn = int (*)(const char*, int);
-using dup_fn = int (*)(int);
-using dup2_fn = int (*)(int, int);
-using dup3_fn = int (*)(int, int, int);
-using faccessat_fn = int (*)(int, const char*, int, int);
-
-open_fn g_open, g_open64;
-access_fn g_access, g_euidaccess, g_eaccess;
-dup_fn g_dup;
-dup2_fn g_dup2;
-dup3_fn g_dup3;
-faccessat_fn g_faccessat;
-openat_fn g_openat, g_openat64;
-stat_fn g_stat, g_stat64;
-fstat_fn g_fstat, g_fstat64;
-xstat_fn g_xstat, g_xstat64;
-fxstat_fn g_fxstat, g_fxstat64;
-read_fn g_read;
-write_fn g_write;
-close_fn g_close;
-ioctl_fn g_ioctl;
-mmap_fn g_mmap, g_mmap64;
-munmap_fn g_munmap;
-mremap_fn g_mremap;
-mprotect_fn g_mprotect;
-pkey_mprotect_fn g_pkey_mprotect;
-brk_fn g_brk;
-sbrk_fn g_sbrk;
-socket_fn g_socket;
-fcntl_fn g_fcntl, g_fcntl64;
-
-// The cached next definition, or null before resolve_next_symbols ran (no lookup here: the
-// memory calls' callers may be signal handlers).
-template <typename Fn>
-Fn resolved(Fn& cache) {
-  return __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
-}
-
-template <typename Fn>
-void resolve(Fn& cache, const char* name) {
-  __atomic_store_n(&cache, reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name)), __ATOMIC_RELEASE);
-}
-
-// At load, before the shim's other constructors (101: the first priority not reserved).
-__attribute__((constructor(101))) void resolve_next_symbols() {
-  resolve(g_open, "open");
-  resolve(g_open64, "open64");
-  resolve(g_access, "access");
-  resolve(g_euidaccess, "euidaccess");
-  resolve(g_eaccess, "eaccess");
-  resolve(g_dup, "dup");
-  resolve(g_dup2, "dup2");
-  resolve(g_dup3, "dup3");
-  resolve(g_faccessat, "faccessat");
-  resolve(g_openat, "openat");
-  resolve(g_openat64, "openat64");
-  resolve(g_stat, "stat");
-  resolve(g_stat64, "stat64");
-  resolve(g_fstat, "fstat");
-  resolve(g_fstat64, "fstat64");
-  resolve(g_xstat, "__xstat");
-  resolve(g_xstat64, "__xstat64");
-  resolve(g_fxstat, "__fxstat");
-  resolve(g_fxstat64, "__fxstat64");
-  resolve(g_read, "read");
-  resolve(g_write, "write");
-  resolve(g_close, "close");
-  resolve(g_ioctl, "ioctl");
-  resolve(g_mmap, "mmap");
-  resolve(g_mmap64, "mmap64");
-  resolve(g_munmap, "munmap");
-  resolve(g_mremap, "mremap");
-  resolve(g_mprotect, "mprotect");
-  resolve(g_pkey_mprotect, "pkey_mprotect");
-  resolve(g_brk, "brk");
-  resolve(g_sbrk, "sbrk");
-  resolve(g_socket, "socket");
-  resolve(g_fcntl, "fcntl");
-  resolve(g_fcntl64, "fcntl64");
-}
 
 // The memory calls before resolve_next_symbols: what glibc's wrappers do, without a lookup.
 void* raw_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
