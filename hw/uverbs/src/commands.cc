@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "command.h"
+#include "command_table.h"
 #include "context.h"
 #include "shim.h"
 #include "user_memory.h"
@@ -137,19 +138,6 @@ constexpr CommandSpec kExtendedRows[] = {
 #undef UVERBS_WRITE_EX
 #undef UVERBS_UNIMPLEMENTED
 #undef UVERBS_UNIMPLEMENTED_EX
-
-// The table indexed by command number, as the kernel's designated initializers place each
-// row: a row outside the table, or two rows for one number, does not compile.
-template <size_t Size, size_t N>
-constexpr std::array<CommandSpec, Size> by_number(const CommandSpec (&rows)[N]) {
-  std::array<CommandSpec, Size> table{};
-  for (const CommandSpec& row : rows) {
-    if (row.number >= Size || table[row.number].name)
-      throw "a row outside the table or a duplicate";
-    table[row.number] = row;
-  }
-  return table;
-}
 
 constexpr auto kWrite = by_number<IB_USER_VERBS_CMD_OPEN_QP + 1>(kWriteRows);
 constexpr auto kExtended = by_number<IB_USER_VERBS_EX_CMD_MODIFY_CQ + 1>(kExtendedRows);

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "command_table.h"
 #include "shim.h"
 #include "ucma_command.h"
 #include "user_memory.h"
@@ -64,19 +65,6 @@ constexpr CommandSpec kRows[] = {
 };
 
 #undef UCMA_CMD
-
-// The table indexed by command number, as the kernel's designated initializers place each
-// row: a row outside the table, or two rows for one number, does not compile.
-template <size_t Size, size_t N>
-constexpr std::array<CommandSpec, Size> by_number(const CommandSpec (&rows)[N]) {
-  std::array<CommandSpec, Size> table{};
-  for (const CommandSpec& row : rows) {
-    if (row.number >= Size || table[row.number].name)
-      throw "a row outside the table or a duplicate";
-    table[row.number] = row;
-  }
-  return table;
-}
 
 constexpr auto kTable = by_number<RDMA_USER_CM_CMD_JOIN_MCAST + 1>(kRows);
 
