@@ -399,30 +399,26 @@ int ioctl(int fd, unsigned long request, ...) {
 // A mapping at a fixed address replaces what was there (MAP_FIXED_NOREPLACE does not): the
 // shim's copy of the maps may then be wrong. A new mapping elsewhere only adds memory, which
 // the copy finds when it is checked again.
-void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+// mmap and mmap64: `next` is the one glibc would have run (null before the lookups at load).
+static void* mmap_through(mmap_fn next, void* addr, size_t len, int prot, int flags, int fd,
+                          off_t off) {
   void* p;
   if (fd_kind(fd) == FdKind::command) {
     const ShimCall in(kInVerbs);
     p = command_mmap(fd, addr, len, prot, flags, off);
   } else {
-    const mmap_fn f = resolved(g_mmap);
-    p = f ? f(addr, len, prot, flags, fd, off) : raw_mmap(addr, len, prot, flags, fd, off);
+    p = next ? next(addr, len, prot, flags, fd, off) : raw_mmap(addr, len, prot, flags, fd, off);
   }
   if (flags & MAP_FIXED) address_space_changed();
   return p;
 }
 
+void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return mmap_through(resolved(g_mmap), addr, len, prot, flags, fd, off);
+}
+
 void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  void* p;
-  if (fd_kind(fd) == FdKind::command) {
-    const ShimCall in(kInVerbs);
-    p = command_mmap(fd, addr, len, prot, flags, off);
-  } else {
-    const mmap_fn f = resolved(g_mmap64);
-    p = f ? f(addr, len, prot, flags, fd, off) : raw_mmap(addr, len, prot, flags, fd, off);
-  }
-  if (flags & MAP_FIXED) address_space_changed();
-  return p;
+  return mmap_through(resolved(g_mmap64), addr, len, prot, flags, fd, off);
 }
 
 int munmap(void* addr, size_t len) {
