@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# tools/dev verbs [--] CMD [ARGS...]: runs any verbs program on simulated HCAs.
+# tools/dev verbs [--faults SPEC] [--seed N] [--] CMD [ARGS...]: runs any verbs program on
+# simulated HCAs.
 #
 # Sourced by tools/dev. Builds librnicdv-uverbs.so and runs CMD with it preloaded: the
 # unmodified libibverbs and libmlx5 in CMD then find "rnicsim0", "rnicsim1", ... and every
@@ -12,8 +13,23 @@
 # Environment: RNICDV_UVERBS_DEVICES (devices per process, default 2), RNICDV_UVERBS_LOG=1
 # (report every failed command and every async event on stderr), and the simulator's
 # RNICDV_SIM_WIRE / RNICDV_SIM_ADDR / RNICDV_PCAP.
-[ "${1:-}" = "--" ] && shift
-[ $# -gt 0 ] || die "usage: tools/dev verbs [--] CMD [ARGS...] (e.g. tools/dev verbs -- ib_write_lat)"
+#
+# --faults SPEC runs CMD under a fault specification (docs/faults.md; '@FILE' reads it from a
+# file), as RNICDV_SIM_FAULTS; --seed N fixes its seed (RNICDV_SIM_SEED). The specification is
+# checked before CMD starts: a bad one stops here with the line that names the field.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --faults)
+      [ $# -ge 2 ] || die "verbs: --faults needs a specification (docs/faults.md)"
+      export RNICDV_SIM_FAULTS="$2"; shift 2 ;;
+    --seed)
+      [ $# -ge 2 ] || die "verbs: --seed needs a number"
+      export RNICDV_SIM_SEED="$2"; shift 2 ;;
+    --) shift; break ;;
+    *) break ;;
+  esac
+done
+[ $# -gt 0 ] || die "usage: tools/dev verbs [--faults SPEC] [--seed N] [--] CMD [ARGS...] (e.g. tools/dev verbs -- ib_write_lat)"
 ensure_pkgs "${build_pkgs[@]}" ibverbs-providers
 configure
 say "building the uverbs shim in $builddir"

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // sim::Fabric: devices sharing a wire and a clock; stepping in deterministic mode.
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -42,6 +44,48 @@ const char* wire_kind_name(WireKind w) noexcept {
   return "?";
 }
 
+namespace {
+
+// The fabric's fault schedule, or null when no specification is in force.
+Result<std::unique_ptr<faults::FaultSchedule>> make_fault_schedule(const FabricConfig& config,
+                                                                   const Clock& clock,
+                                                                   const std::string& pcap) {
+  std::string source;
+  Result<faults::FaultSpec> parsed = faults::fault_spec_from(config.fault_spec, &source);
+  if (!parsed) return parsed.status().prepend("fabric");
+  faults::FaultSpec spec = std::move(parsed).value();
+  if (spec.empty()) return std::unique_ptr<faults::FaultSchedule>();
+  uint64_t seed = spec.seed;
+  if (!spec.seed_given) {
+    const char* env = std::getenv("RNICDV_SIM_SEED");
+    if (env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      errno = 0;
+      seed = std::strtoull(env, &end, 0);
+      if (*end != '\0' || errno != 0 || env[0] == '-')
+        return Status::error(Errc::invalid_argument,
+                             "fabric: RNICDV_SIM_SEED: '%s' is not a whole number in [0, 2^64)",
+                             env);
+    } else if (config.mode == ExecMode::deterministic) {
+      seed = config.seed;  // a deterministic run is replayable from its configuration
+    } else {
+      seed = faults::fresh_seed();
+    }
+  }
+  RNICDV_ASSIGN_OR_RETURN(std::unique_ptr<faults::FaultSchedule> schedule,
+                          faults::FaultSchedule::create(std::move(spec), seed, &clock, pcap));
+  if (source != "configuration") {
+    const std::string& log = schedule->log().path();
+    std::fprintf(stderr, "rnicdv-sim: faults from %s, seed %llu%s%s (replay: RNICDV_SIM_SEED=%llu)\n",
+                 source.c_str(), static_cast<unsigned long long>(schedule->seed()),
+                 log.empty() ? "" : ", log ", log.c_str(),
+                 static_cast<unsigned long long>(schedule->seed()));
+  }
+  return schedule;
+}
+
+}  // namespace
+
 Fabric::Fabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Fabric::~Fabric() = default;
 
@@ -64,6 +108,8 @@ Result<std::shared_ptr<Fabric>> Fabric::create(const FabricConfig& config) {
   if (wc.pcap_path.empty()) {
     if (const char* env = std::getenv("RNICDV_PCAP"); env && *env) wc.pcap_path = env;
   }
+  RNICDV_ASSIGN_OR_RETURN(s.faults, make_fault_schedule(config, *s.clock, wc.pcap_path));
+  wc.schedule = s.faults.get();
   wc.udp_port = config.udp_port;
   wc.clock = s.clock.get();
   wc.dpdk_args = config.dpdk_args;
@@ -118,6 +164,18 @@ std::vector<std::shared_ptr<Device>> Fabric::devices() const {
 
 const FabricConfig& Fabric::config() const {
   return impl_->shared.config;
+}
+
+bool Fabric::faults_active() const {
+  return impl_->shared.faults != nullptr;
+}
+
+uint64_t Fabric::fault_seed() const {
+  return impl_->shared.faults ? impl_->shared.faults->seed() : 0;
+}
+
+std::string Fabric::fault_log_path() const {
+  return impl_->shared.faults ? impl_->shared.faults->log().path() : std::string();
 }
 
 bool FabricShared::step() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "faults/schedule.h"
 #include "rnicdv/sim/sim.h"
 #include "wire/wire.h"
 
@@ -21,6 +22,9 @@ struct FabricShared {
   uint32_t owner_epoch = 0;  // fork_epoch() of the process that made it (hca.h)
   std::unique_ptr<Clock> clock;
   VirtualClock* virtual_clock = nullptr;  // set in deterministic mode
+  // Faults on demand (faults/schedule.h); null when no specification is in force. Declared
+  // before the wire, which holds a pointer to it, so that it is destroyed after.
+  std::unique_ptr<faults::FaultSchedule> faults;
   std::unique_ptr<Wire> wire;
 
   mutable std::mutex mu;  // the lists below

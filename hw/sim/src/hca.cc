@@ -85,11 +85,16 @@ std::string ipv4_string(uint32_t a) {
 
 }  // namespace
 
+faults::FaultSchedule* Hca::fault_schedule() const {
+  return shared_.faults.get();
+}
+
 Hca::Hca(std::shared_ptr<Fabric> fabric, FabricShared& shared, const DeviceConfig& config,
          uint32_t index)
     : fabric_(std::move(fabric)),
       shared_(shared),
       config_(config),
+      index_(index),
       gsi_(*this),
       pins_(info_.name),
       mrs_(merge_caps(config.caps).max_mr, memory_key_secret(shared, index)),
@@ -156,6 +161,7 @@ Status Hca::start() {
   endpoint_ = ep.value();
   attached_ = true;
   config_.ipv4 = endpoint_.ipv4;
+  if (shared_.faults) shared_.faults->note_device(index_, endpoint_.ipv4);
   info_.gid = hw::Gid::from_ipv4(endpoint_.ipv4);
   // Unique per device and host, whichever process made it and in whatever order: Mellanox's
   // OUI, then the address's low 24 bits and the UDP port, which no other live device on the

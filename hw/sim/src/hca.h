@@ -31,6 +31,7 @@
 #include "async_events.h"
 #include "cq.h"
 #include "external.h"
+#include "faults/schedule.h"
 #include "gsi.h"
 #include "host_access.h"
 #include "mr_table.h"
@@ -95,6 +96,10 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   const hw::DeviceInfo& info() const { return info_; }
   const DeviceConfig& config() const { return config_; }
   uint32_t ipv4() const { return endpoint_.ipv4; }
+  // The device's place in its fabric (creation order): the device= of fault rules.
+  uint32_t index() const { return index_; }
+  // The fabric's fault schedule (faults/schedule.h), or null when no faults are asked for.
+  faults::FaultSchedule* fault_schedule() const;
   const Endpoint& endpoint() const { return endpoint_; }
   FabricShared& shared() { return shared_; }
   const Clock& clock() const;
@@ -253,6 +258,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   std::shared_ptr<Fabric> fabric_;  // keeps the wire and the clock alive
   FabricShared& shared_;
   DeviceConfig config_;
+  uint32_t index_;
   hw::DeviceInfo info_;
   Endpoint endpoint_{};
   std::atomic<bool> attached_{false};

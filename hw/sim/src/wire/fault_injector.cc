@@ -39,6 +39,14 @@ Status FaultInjector::validate(const FaultConfig& config) {
   return Status::ok();
 }
 
+void FaultInjector::place_corruption(uint64_t pick, uint8_t mask, size_t wire_len,
+                                     FaultPlan* plan) noexcept {
+  if (wire_len <= kIcrcMaskedBthByte + 1) return;
+  plan->corrupt = true;
+  plan->corrupt_offset = static_cast<uint32_t>(pick < kIcrcMaskedBthByte ? pick : pick + 1);
+  plan->corrupt_mask = mask;
+}
+
 FaultPlan FaultInjector::plan(uint64_t frame_index, size_t wire_len) const noexcept {
   FaultPlan plan;
   if (!active_) return plan;
@@ -61,12 +69,7 @@ FaultPlan FaultInjector::plan(uint64_t frame_index, size_t wire_len) const noexc
     plan.drop = true;
     return plan;
   }
-  if (corrupt && wire_len > kIcrcMaskedBthByte + 1) {
-    plan.corrupt = true;
-    plan.corrupt_offset =
-        static_cast<uint32_t>(corrupt_pick < kIcrcMaskedBthByte ? corrupt_pick : corrupt_pick + 1);
-    plan.corrupt_mask = corrupt_mask;
-  }
+  if (corrupt) place_corruption(corrupt_pick, corrupt_mask, wire_len, &plan);
   if (duplicate) plan.copies = 2;
   if (reorder) {
     plan.reordered = true;

@@ -46,7 +46,18 @@ class FaultInjector {
   // the reorder and delay holds.
   FaultPlan plan(uint64_t frame_index, size_t wire_len) const noexcept;
 
+  // Picks the byte of a `wire_len`-byte datagram+ICRC to change and the change, from `rng`,
+  // into `plan` (never the BTH byte the ICRC masks out). Frames too short are left alone.
+  template <typename Rng>
+  static void pick_corruption(Rng& rng, size_t wire_len, FaultPlan* plan) noexcept {
+    const uint64_t pick = rng.below(wire_len > 1 ? wire_len - 1 : 1);
+    const auto mask = static_cast<uint8_t>(1 + rng.below(255));
+    place_corruption(pick, mask, wire_len, plan);
+  }
+
  private:
+  static void place_corruption(uint64_t pick, uint8_t mask, size_t wire_len,
+                               FaultPlan* plan) noexcept;
   FaultConfig config_;
   uint64_t seed_;
   bool active_;

@@ -65,8 +65,14 @@ struct WireCounters {
   uint64_t peers_unreachable = 0;
 };
 
+namespace faults {
+class FaultSchedule;
+}
+
 struct WireConfig {
   FaultConfig faults;
+  // The fabric's fault specification (faults/schedule.h), applied after `faults`; null: none.
+  faults::FaultSchedule* schedule = nullptr;
   uint64_t seed = 1;
   std::string pcap_path;  // empty: no capture
   uint16_t udp_port = 4791;

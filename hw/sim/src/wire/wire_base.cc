@@ -86,6 +86,8 @@ WireBase::WireBase(const WireConfig& config, std::unique_ptr<PcapWriter> pcap)
     : config_(config),
       clock_(config.clock ? config.clock : &monotonic_clock()),
       faults_(config.faults, config.seed),
+      schedule_(config.schedule != nullptr && config.schedule->has_frame_rules() ? config.schedule
+                                                                                  : nullptr),
       pcap_(std::move(pcap)) {}
 
 bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
@@ -101,10 +103,13 @@ bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const ui
   tx->data = data;
   tx->len = len;
   store_icrc(tx->icrc, roce_icrc(tx->src, tx->dst, data, len));
-  if (!faults_.active()) return true;
+  if (!faults_.active() && schedule_ == nullptr) return true;
 
   const uint64_t index = next_frame_index_.fetch_add(1, std::memory_order_relaxed);
   tx->plan = faults_.plan(index, tx->wire_len());
+  if (schedule_ != nullptr)
+    schedule_->plan_frame(index, schedule_->device_at(tx->src.ipv4), tx->src, tx->dst, data, len,
+                          tx->wire_len(), &tx->plan);
   if (tx->plan.drop) {
     bump(tx_.faults_dropped);
     return false;

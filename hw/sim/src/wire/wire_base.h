@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "faults/schedule.h"
 #include "wire/fault_injector.h"
 #include "wire/icrc.h"
 #include "rnicdv/sim/mpsc_ring.h"
@@ -130,6 +131,7 @@ class WireBase : public Wire {
   WireConfig config_;
   const Clock* clock_;
   FaultInjector faults_;
+  faults::FaultSchedule* schedule_;  // null without frame rules
   std::unique_ptr<PcapWriter> pcap_;
   alignas(kWireCacheLine) std::atomic<uint64_t> next_frame_index_{0};
   alignas(kWireCacheLine) TxCounters tx_;

@@ -50,6 +50,11 @@ struct FabricConfig {
   std::string pcap_path;
   uint16_t udp_port = 4791;
   std::string dpdk_args;  // EAL and port arguments for WireKind::dpdk
+  // Faults on demand (docs/faults.md): drops, duplicates, reordering, corruption and delays of
+  // chosen frames, port and device events, chosen error completions and CM faults. Empty:
+  // $RNICDV_SIM_FAULTS (a leading '@' names a file). A specification that does not parse
+  // fails Fabric::create with one line naming the clause and the field.
+  std::string fault_spec;
 };
 
 struct DeviceConfig {
@@ -194,6 +199,14 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
   Result<std::shared_ptr<Device>> add_device(const DeviceConfig& config = {});
   std::vector<std::shared_ptr<Device>> devices() const;
   const FabricConfig& config() const;
+
+  // Faults on demand: whether a specification is in force, the seed its random choices come
+  // from (the spec's seed=, else $RNICDV_SIM_SEED, else a fresh one), and the JSON-lines log
+  // of every fault injected (empty: none). A fabric whose specification came from the
+  // environment states these on stderr once, so that any run can be replayed.
+  bool faults_active() const;
+  uint64_t fault_seed() const;
+  std::string fault_log_path() const;
 
   // Deterministic mode. step() runs every device's engine and the wire once at the current
   // virtual time; when nothing was ready it advances virtual time to the next timer.
