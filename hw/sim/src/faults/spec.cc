@@ -53,6 +53,12 @@ class Clause {
                          text_.c_str(), field.c_str(), reason);
   }
 
+  bool has(const char* key) const {
+    for (const Field& f : fields)
+      if (f.key == key) return true;
+    return false;
+  }
+
   Field* find(const char* key) {
     for (Field& f : fields)
       if (f.key == key) {
@@ -222,8 +228,10 @@ Status parse_trigger(Clause& c, Trigger* t, uint64_t default_nth) {
     RNICDV_ASSIGN_OR_RETURN(t->every, parse_uint(c, *every, 1, UINT64_MAX - 1));
   } else if (default_nth != 0) {
     t->nth = default_nth;
+  } else if (c.has("count")) {
+    t->every = 1;  // count=N alone: the first N matches
   } else {
-    return c.error("", "say when: p=P (a probability), nth=N or every=N");
+    return c.error("", "say when: p=P (a probability), nth=N, every=N, or count=N (the first N)");
   }
   if (Field* f = c.find("after")) {
     RNICDV_ASSIGN_OR_RETURN(t->after, parse_uint(c, *f, 0, UINT64_MAX - 1));
