@@ -16,7 +16,9 @@
 #
 # --faults SPEC runs CMD under a fault specification (docs/faults.md; '@FILE' reads it from a
 # file), as RNICDV_SIM_FAULTS; --seed N fixes its seed (RNICDV_SIM_SEED). The specification is
-# checked before CMD starts: a bad one stops here with the line that names the field.
+# checked (tools/check-faults) before CMD starts: a bad one stops here with the line that names
+# the clause and the field. Each process states its seed on stderr, and writes its fault log
+# beside its pcap (RNICDV_PCAP) or where the specification's log= says.
 while [ $# -gt 0 ]; do
   case "$1" in
     --faults)
@@ -33,8 +35,12 @@ done
 ensure_pkgs "${build_pkgs[@]}" ibverbs-providers
 configure
 say "building the uverbs shim in $builddir"
-ninja -C "$builddir" hw/uverbs/librnicdv-uverbs.so >/dev/null ||
-  ninja -C "$builddir" hw/uverbs/librnicdv-uverbs.so
+targets=(hw/uverbs/librnicdv-uverbs.so)
+[ -n "${RNICDV_SIM_FAULTS:-}" ] && targets+=(tools/check-faults)
+ninja -C "$builddir" "${targets[@]}" >/dev/null || ninja -C "$builddir" "${targets[@]}"
+if [ -n "${RNICDV_SIM_FAULTS:-}" ]; then
+  "$builddir/tools/check-faults" || die "verbs: the fault specification is refused (docs/faults.md)"
+fi
 case "$builddir" in
   /*) shim="$builddir/hw/uverbs/librnicdv-uverbs.so" ;;
   *) shim="$top/$builddir/hw/uverbs/librnicdv-uverbs.so" ;;

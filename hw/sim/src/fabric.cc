@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "cm/sim_cm.h"
@@ -46,6 +47,19 @@ const char* wire_kind_name(WireKind w) noexcept {
 
 namespace {
 
+// $RNICDV_SIM_SEED, when set.
+Result<std::optional<uint64_t>> seed_from_environment() {
+  const char* env = std::getenv("RNICDV_SIM_SEED");
+  if (env == nullptr || *env == '\0') return std::optional<uint64_t>();
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long seed = std::strtoull(env, &end, 0);
+  if (*end != '\0' || errno != 0 || env[0] == '-')
+    return Status::error(Errc::invalid_argument,
+                         "RNICDV_SIM_SEED: '%s' is not a whole number in [0, 2^64)", env);
+  return std::optional<uint64_t>(seed);
+}
+
 // The fabric's fault schedule, or null when no specification is in force.
 Result<std::unique_ptr<faults::FaultSchedule>> make_fault_schedule(const FabricConfig& config,
                                                                    const Clock& clock,
@@ -57,15 +71,10 @@ Result<std::unique_ptr<faults::FaultSchedule>> make_fault_schedule(const FabricC
   if (spec.empty()) return std::unique_ptr<faults::FaultSchedule>();
   uint64_t seed = spec.seed;
   if (!spec.seed_given) {
-    const char* env = std::getenv("RNICDV_SIM_SEED");
-    if (env != nullptr && *env != '\0') {
-      char* end = nullptr;
-      errno = 0;
-      seed = std::strtoull(env, &end, 0);
-      if (*end != '\0' || errno != 0 || env[0] == '-')
-        return Status::error(Errc::invalid_argument,
-                             "fabric: RNICDV_SIM_SEED: '%s' is not a whole number in [0, 2^64)",
-                             env);
+    Result<std::optional<uint64_t>> env = seed_from_environment();
+    if (!env) return env.status().prepend("fabric");
+    if (env.value()) {
+      seed = *env.value();
     } else if (config.mode == ExecMode::deterministic) {
       seed = config.seed;  // a deterministic run is replayable from its configuration
     } else {
@@ -85,6 +94,26 @@ Result<std::unique_ptr<faults::FaultSchedule>> make_fault_schedule(const FabricC
 }
 
 }  // namespace
+
+Status check_fault_spec(const std::string& text, std::string* summary) {
+  std::string source;
+  RNICDV_ASSIGN_OR_RETURN(faults::FaultSpec spec, faults::fault_spec_from(text, &source));
+  RNICDV_ASSIGN_OR_RETURN(std::optional<uint64_t> env_seed, seed_from_environment());
+  if (summary) {
+    char line[192];
+    std::snprintf(line, sizeof(line),
+                  "%zu frame rules, %zu link events, %zu chosen completions, %zu CM faults", 
+                  spec.frames.size(), spec.links.size(), spec.wrs.size(), spec.cms.size());
+    *summary = line;
+    if (spec.seed_given)
+      *summary += ", seed " + std::to_string(spec.seed);
+    else if (env_seed)
+      *summary += ", seed " + std::to_string(*env_seed) + " (RNICDV_SIM_SEED)";
+    else
+      *summary += ", a fresh seed each run";
+  }
+  return Status::ok();
+}
 
 Fabric::Fabric(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Fabric::~Fabric() = default;

@@ -87,7 +87,7 @@ int open_uverbs(uint32_t index, int flags) {
   }
   Result<SimDevice*> dev = device_for(index);
   if (!dev) {
-    log_line("%s", dev.status().message().c_str());
+    log_line_once(dev.status().message());
     errno = ENODEV;
     return -1;
   }

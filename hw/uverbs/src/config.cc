@@ -132,6 +132,17 @@ int report(int err, const Status& why, const std::string& reason) {
   return -err;
 }
 
+void log_line_once(const std::string& message) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (seen.size() >= kMaxReasons ? seen.count(message) != 0 : !seen.insert(message).second)
+      return;
+  }
+  log_line("%s", message.c_str());
+}
+
 int fail(int err, const Status& why) {
   errno = -report(err, why);
   return -1;

@@ -187,7 +187,9 @@ Result<SimDevice*> device_for(uint32_t index) {
   std::lock_guard<std::mutex> lock(r.mu);
   if (r.devices[index]) return r.devices[index].get();
   Result<std::shared_ptr<sim::Fabric>> fabric = sim::default_fabric();
-  if (!fabric) return fabric.status().prepend("open " + device_name(index));
+  // The process-wide fabric refused (a bad fault specification, say): the same reason for
+  // every device, so it is not tied to one.
+  if (!fabric) return fabric.status().prepend("simulated HCAs");
   sim::DeviceConfig cfg;
   cfg.name = device_name(index);
   Result<std::shared_ptr<sim::Device>> dev = fabric.value()->add_device(cfg);

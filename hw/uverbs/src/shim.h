@@ -88,6 +88,9 @@ const Config& config();
 
 // One line on stderr: "rnicdv-uverbs: <message>".
 void log_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// The same, once per distinct message: a device that cannot be opened (a bad fault
+// specification, a wire that cannot attach) is said once, however often the program tries.
+void log_line_once(const std::string& message);
 // Errors. The command handlers (uverbs and rdma_cm) return 0 or a negative errno, as the
 // kernel's do; the libc entry points (write, mmap, ioctl, ...) return -1 with errno.
 // report(): reports a refusal when RNICDV_UVERBS_LOG=1 (one that is EOPNOTSUPP always, once

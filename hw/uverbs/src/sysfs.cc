@@ -256,7 +256,7 @@ int open_dynamic_sysfs_file(const char* path, int flags) {
   }
   Result<SimDevice*> dev = device_for(static_cast<uint32_t>(index));
   if (!dev) {
-    log_line("%s: %s", path, dev.status().message().c_str());
+    log_line_once(dev.status().message());
     errno = ENODEV;
     return -1;
   }

@@ -57,6 +57,12 @@ struct FabricConfig {
   std::string fault_spec;
 };
 
+// Checks a fault specification (docs/faults.md) without running it: `text`, or
+// $RNICDV_SIM_FAULTS when empty, and $RNICDV_SIM_SEED. On success `summary` (if given) says
+// what it asks for, e.g. "2 frame rules, 1 link event, 0 chosen completions, 0 CM faults, seed
+// 7"; a refusal is the line Fabric::create would give.
+Status check_fault_spec(const std::string& text, std::string* summary = nullptr);
+
 struct DeviceConfig {
   std::string name;            // empty: "sim<N>"
   hw::DeviceProfile profile;   // default: mlx5 (keeps_rtr_doorbell, no fetch beyond DBR)
