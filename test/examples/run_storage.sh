@@ -42,7 +42,7 @@ work=$(mktemp -d)
 trap 'kill $ini_pid 2>/dev/null; rm -rf "$work"' EXIT
 unset RNICDV_SIM_FAULTS
 spec() { [ -n "$faults" ] && echo "$faults; log=$work/$1.faults.jsonl"; }
-RNICDV_SIM_FAULTS=$(spec initiator) timeout 90 "$exe" initiator --addr "$ini" --port "$port" "${common[@]}" "${initiator_only[@]}" \
+RNICDV_SIM_FAULTS=$(spec initiator) timeout 50 "$exe" initiator --addr "$ini" --port "$port" "${common[@]}" "${initiator_only[@]}" \
   --idle-ms 300 >"$work/initiator.out" 2>&1 &
 ini_pid=$!
 for _ in $(seq 1 200); do
@@ -50,7 +50,7 @@ for _ in $(seq 1 200); do
   kill -0 $ini_pid 2>/dev/null || break
   sleep 0.05
 done
-RNICDV_SIM_FAULTS=$(spec target) timeout 90 "$exe" target --addr "$tgt" --peer "$ini" --port "$port" "${common[@]}" \
+RNICDV_SIM_FAULTS=$(spec target) timeout 50 "$exe" target --addr "$tgt" --peer "$ini" --port "$port" "${common[@]}" \
   >"$work/target.out" 2>&1
 tgt_rc=$?
 wait $ini_pid
