@@ -14,7 +14,9 @@
 //
 // Early posting: the initiator is the CM's passive side. It accepts each connection (its QP
 // then waits in RTR for the RTU) and posts its first commands at once; the driver builds them
-// and withholds the doorbell, and the RTU releases the batch. The target dials the initiator
+// and withholds the doorbell, and the RTU's ESTABLISHED event releases the batch (read on the
+// initiator's thread: ConnectionOptions::release_at_establishment is off, so that the batch
+// is withheld even when the RTU is back before that thread has posted). The target dials the initiator
 // (the active side of a CM handshake passes through RTR only inside its REP handler, so the
 // window in which work can be posted early exists on the passive side). The target's REQ
 // carries a hello in its private data: which of the initiator's connections (0..N-1) it is,
@@ -546,6 +548,13 @@ int run_initiator(const Args& a) {
     issue(c);
   };
 
+  // The QP leaves RTR when this thread reads the connection's ESTABLISHED event (which the
+  // RTU, or a COMM_EST standing in for a lost one, raises), not the moment the device learns
+  // of it: the commands posted right after accept() are then withheld however quickly the
+  // RTU comes back, and however late this thread gets the CPU.
+  ConnectionOptions accept_options;
+  accept_options.release_at_establishment = false;
+
   // A REQ from the target: the first connection of its index, or the replacement of a lost
   // one.
   const auto on_request = [&](ConnectionRequest& request) {
@@ -585,7 +594,7 @@ int run_initiator(const Args& a) {
     qc.caps.max_recv_sge = 1;
     qc.caps.max_inline_data = sizeof(Command);
     ic.link->qp.emplace(must(dev.create_qp(pd, cq, cq, qc), "create qp"));
-    ic.link->conn.emplace(must(request.accept(*ic.link->qp), "accept"));
+    ic.link->conn.emplace(must(request.accept(*ic.link->qp, {}, accept_options), "accept"));
     by_qpn[ic.link->qp->qpn()] = Owner{c, ic.generation};
     ic.state = InitiatorState::live;
     ic.posted_in_rtr = 0;
