@@ -6,6 +6,7 @@
 #   run_storage.sh EXAMPLE PORT [--connections N] [--commands N] [--depth N] [--block B]
 #                  [--faults SPEC] [--expect-fault ROLE:REGEX]... [--test-bad-rkey K]
 #                  [--expect-failed-command]
+#   run_storage.sh EXAMPLE PORT --no-target [--wait-ms N]
 #
 # --faults SPEC: both processes run under RNICDV_SIM_FAULTS=SPEC, each logging its faults to
 #   its own file (the spec plus "log=...").
@@ -18,11 +19,13 @@
 #   READ; the initiator reports it, the target dials that connection again, the initiator
 #   re-sends the unanswered commands on it, and every command is still answered exactly once.
 # Without either, no connection may fail.
+# --no-target: only the initiator runs; it must give up (exit 1) once --wait-ms has passed
+#   without a connection, naming the first connection and its unanswered commands.
 set -u
 exe=$1 port=$2
 shift 2
 conns=4 cmds=64 block=4096 common=() initiator_only=() faults= bad_rkey= expect_failure=0
-expect_faults=()
+expect_faults=() no_target=0
 while [ $# -gt 0 ]; do
   case $1 in
     --connections) conns=$2; common+=("$1" "$2") ;;
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
     --expect-fault) expect_faults+=("$2") ;;
     --test-bad-rkey) bad_rkey=$2; expect_failure=1; initiator_only+=("$1" "$2") ;;
     --expect-failed-command) expect_failure=1; shift; continue ;;
+    --no-target) no_target=1; shift; continue ;;
     *) initiator_only+=("$1" "$2") ;;
   esac
   shift 2
@@ -45,6 +49,16 @@ spec() { [ -n "$faults" ] && echo "$faults; log=$work/$1.faults.jsonl"; }
 RNICDV_SIM_FAULTS=$(spec initiator) timeout 50 "$exe" initiator --addr "$ini" --port "$port" "${common[@]}" "${initiator_only[@]}" \
   --idle-ms 300 >"$work/initiator.out" 2>&1 &
 ini_pid=$!
+if [ $no_target -eq 1 ]; then
+  wait $ini_pid
+  ini_rc=$?
+  echo "===== initiator alone (exit $ini_rc)"
+  cat "$work/initiator.out"
+  [ $ini_rc -eq 1 ] || { echo "FAIL: the initiator exited with $ini_rc, not 1" >&2; exit 1; }
+  grep -q "^examples-storage: connection 0: no connection from the target for [0-9]* ms (from the start), $((cmds * 2)) of its commands unanswered: giving up" "$work/initiator.out" ||
+    { echo "FAIL: the initiator did not say why it gave up" >&2; exit 1; }
+  exit 0
+fi
 for _ in $(seq 1 200); do
   grep -q '^initiator: listening' "$work/initiator.out" && break
   kill -0 $ini_pid 2>/dev/null || break

@@ -9,7 +9,7 @@
 //
 //   examples-storage initiator [--addr IP] [--port N] [--connections N] [--commands N]
 //                              [--depth N] [--block BYTES] [--idle-ms N] [--max-idle-cpu F]
-//                              [--test-bad-rkey K]
+//                              [--wait-ms N] [--test-bad-rkey K]
 //   examples-storage target --peer IP [--addr IP] [--port N] [--connections N] [--block BYTES]
 //
 // Early posting: the initiator is the CM's passive side. It accepts each connection (its QP
@@ -35,7 +35,10 @@
 //   - The side that dialled dials again: the target, whose dial names the connection index,
 //     so the initiator gives the new connection the old one's commands. The initiator keeps
 //     its listener for the whole run; the target keeps serving its other connections and
-//     gives up (exit 1) only after 8 connections of one index have failed.
+//     gives up (exit 1) only after 8 connections of one index have failed. The initiator
+//     gives up (exit 1, naming the connection and how many of its commands are unanswered)
+//     when a connection index has had no connection for --wait-ms (default 20000): before
+//     the first, or since the last was lost.
 //   - The responder of a failed RDMA READ (the initiator, for the READ that fetches a WRITE
 //     command's data) only sees its QP go to error; the requester (the target) learns which
 //     WR failed from its completion. So the target names the failed command and its
@@ -124,6 +127,7 @@ struct Args {
   std::string role, addr, peer;
   uint16_t port = 4420;
   uint32_t connections = 4, commands = 64, depth = 8, block = 4096, idle_ms = 500;
+  uint32_t wait_ms = 20000;
   uint32_t test_bad_rkey = 0;  // 0: none
   double max_idle_cpu = 0.25;
 };
@@ -133,7 +137,7 @@ struct Args {
                "examples-storage: %s\n"
                "usage: examples-storage initiator [--addr IP] [--port N] [--connections N] "
                "[--commands N] [--depth N] [--block BYTES] [--idle-ms N] [--max-idle-cpu F] "
-               "[--test-bad-rkey K]\n"
+               "[--wait-ms N] [--test-bad-rkey K]\n"
                "       examples-storage target --peer IP [--addr IP] [--port N] "
                "[--connections N] [--block BYTES]\n",
                why);
@@ -163,6 +167,7 @@ Args parse(int argc, char** argv) {
     else if (opt == "--depth") a.depth = num(1, 128);
     else if (opt == "--block") a.block = num(8, 1u << 20);
     else if (opt == "--idle-ms") a.idle_ms = num(0, 60000);
+    else if (opt == "--wait-ms") a.wait_ms = num(1, 3600000);
     else if (opt == "--max-idle-cpu") a.max_idle_cpu = std::atof(v);
     else if (opt == "--test-bad-rkey") a.test_bad_rkey = num(1, 0xffffffffu);
     else usage(("unknown option " + opt).c_str());
@@ -352,6 +357,7 @@ struct InitiatorConn {
   std::unique_ptr<Link> link;  // the current connection
   uint32_t generation = 0;     // how many connections this index has had
   InitiatorState state = InitiatorState::waiting;
+  std::chrono::steady_clock::time_point waiting_since;  // in `waiting`: since when
   uint32_t next_write = 0, next_read = 0, writes_done = 0, reads_done = 0;
   uint32_t outstanding = 0;
   uint32_t posted_in_rtr = 0;     // commands the driver withheld for the RTU
@@ -391,7 +397,10 @@ int run_initiator(const Args& a) {
   poller.add(dev.async_fd(), kAsyncTag);
   Graveyard graveyard(poller);
   std::vector<InitiatorConn> conns(n);
-  for (InitiatorConn& ic : conns) ic.slot_cmd.assign(d, -1);
+  for (InitiatorConn& ic : conns) {
+    ic.slot_cmd.assign(d, -1);
+    ic.waiting_since = std::chrono::steady_clock::now();
+  }
   std::map<uint32_t, Owner> by_qpn;
   // Every command, by id: how many responses it got.
   const uint64_t total = uint64_t{n} * a.commands * 2;
@@ -480,6 +489,7 @@ int run_initiator(const Args& a) {
                 why.c_str());
     flush_stdout();
     ic.state = InitiatorState::waiting;
+    ic.waiting_since = std::chrono::steady_clock::now();
     (void)ic.link->conn->disconnect();
   };
 
@@ -685,7 +695,28 @@ int run_initiator(const Args& a) {
         ic.state = InitiatorState::closing;
       }
     }
-    for (uint64_t tag : poller.wait(10'000)) {
+    // A connection index the target has not dialled (again) for --wait-ms: give up.
+    // Sleep until the next such deadline at the latest.
+    const auto now = std::chrono::steady_clock::now();
+    int64_t sleep_ms = 10'000;
+    for (uint32_t c = 0; c < n; ++c) {
+      const InitiatorConn& ic = conns[c];
+      if (ic.state != InitiatorState::waiting) continue;
+      const int64_t left =
+          a.wait_ms - std::chrono::duration_cast<std::chrono::milliseconds>(now - ic.waiting_since)
+                          .count();
+      if (left > 0) {
+        sleep_ms = std::min(sleep_ms, left);
+        continue;
+      }
+      std::fprintf(stderr, "examples-storage: connection %u: no connection from the target "
+                   "for %u ms (%s), %llu of its commands unanswered: giving up\n",
+                   c, a.wait_ms, ic.generation ? "since the last one was lost" : "from the start",
+                   static_cast<unsigned long long>(uint64_t{a.commands} * 2 - ic.writes_done -
+                                                   ic.reads_done));
+      return 1;
+    }
+    for (uint64_t tag : poller.wait(static_cast<int>(sleep_ms))) {
       if (tag == kChannelTag) {
         drain_cq(channel, cq, on_completion);
       } else if (tag == kAsyncTag) {
