@@ -16,11 +16,11 @@
 // then waits in RTR for the RTU) and posts its first commands at once; the driver builds them
 // and withholds the doorbell, and the RTU's ESTABLISHED event releases the batch (read on the
 // initiator's thread: ConnectionOptions::release_at_establishment is off, so that the batch
-// is withheld even when the RTU is back before that thread has posted). The target dials the initiator
-// (the active side of a CM handshake passes through RTR only inside its REP handler, so the
-// window in which work can be posted early exists on the passive side). The target's REQ
-// carries a hello in its private data: which of the initiator's connections (0..N-1) it is,
-// the how-manieth connection of that index, and what broke the previous one.
+// is withheld even when the RTU is back before that thread has posted). The target dials the
+// initiator (the active side of a CM handshake passes through RTR only inside its REP
+// handler, so the window in which work can be posted early exists on the passive side). The
+// target's REQ carries a hello in its private data: which of the initiator's connections
+// (0..N-1) it is, the how-manieth connection of that index, and what broke the previous one.
 //
 // Each connection writes --commands blocks (WRITE commands), then reads them back (READ
 // commands) and compares. Between the two phases the initiator sits idle for --idle-ms and
