@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cm/mad.h"
+#include "faults/spec.h"
 #include "fuzz_entry.h"
 #include "targets.h"
 
@@ -118,4 +119,18 @@ TEST_CASE("the cqe_decoder corpus runs") {
     INFO(in.name);
     CHECK(run("cqe_decoder", in) == 0);
   }
+}
+
+TEST_CASE("the fault_spec corpus runs, and holds accepted and refused specifications") {
+  const auto inputs = load("fault_spec");
+  REQUIRE(inputs.size() >= 8);
+  size_t accepted = 0;
+  for (const Input& in : inputs) {
+    INFO(in.name);
+    CHECK(run("fault_spec", in) == 0);
+    const std::string_view text(reinterpret_cast<const char*>(in.bytes.data()), in.bytes.size());
+    accepted += sim::faults::parse_fault_spec(text).is_ok() ? 1 : 0;
+  }
+  CHECK(accepted > 0);
+  CHECK(accepted < inputs.size());
 }

@@ -17,13 +17,13 @@ builddir=$(cd "$builddir" && pwd)
 seconds=${2:-15}
 shift $(( $# >= 2 ? 2 : $# ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(sq_executor receive_path cm_mad cqe_decoder shim_commands)
+[ ${#targets[@]} -gt 0 ] || targets=(sq_executor receive_path cm_mad cqe_decoder fault_spec shim_commands)
 
 # The largest input worth trying per target: a whole SQ ring (64 blocks), a datagram with a
 # 4096-byte payload, a MAD and a little more, a CQ ring of up to 16 128-byte entries.
-# shim_commands: a few records of up to 1 KiB each.
+# shim_commands: a few records of up to 1 KiB each. fault_spec: a long specification.
 declare -A max_len=([sq_executor]=4096 [receive_path]=4200 [cm_mad]=300 [cqe_decoder]=2049
-                    [shim_commands]=2048)
+                    [fault_spec]=1024 [shim_commands]=2048)
 
 work=${FUZZ_WORKDIR:-}
 keep=0

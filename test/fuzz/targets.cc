@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cm/mad.h"
+#include "faults/spec.h"
 #include "fuzz_entry.h"
 #include "packet/packet.h"
 #include "rnicdv/wqe/cqe.h"
@@ -154,12 +155,43 @@ int cqe_decoder(const uint8_t* data, size_t size) {
   return 0;
 }
 
+int fault_spec(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  Result<sim::faults::FaultSpec> r = sim::faults::parse_fault_spec(text);
+  if (!r) {
+    const std::string m = r.status().message();
+    FUZZ_REQUIRE("fault_spec", r.status().code() == Errc::invalid_argument);
+    FUZZ_REQUIRE("fault_spec", m.find('\n') == std::string::npos);
+    FUZZ_REQUIRE("fault_spec", m.rfind("fault spec: ", 0) == 0);
+    return 0;
+  }
+  const sim::faults::FaultSpec& a = r.value();
+  for (const auto& f : a.frames) {
+    const auto& t = f.when;
+    FUZZ_REQUIRE("fault_spec", t.probability >= 0 && t.probability <= 1);
+    FUZZ_REQUIRE("fault_spec", !(t.nth != 0 && t.every != 0) && t.count != 0);
+    FUZZ_REQUIRE("fault_spec", f.match.opcodes != 0);
+    FUZZ_REQUIRE("fault_spec", f.max_delay_ns > 0 && f.hold_ns >= 2);
+  }
+  for (const auto& l : a.links) FUZZ_REQUIRE("fault_spec", !(l.at_ns != 0 && l.after_frames != 0));
+  for (const auto& w : a.wrs) FUZZ_REQUIRE("fault_spec", w.opcodes != 0 && w.when.count != 0);
+  Result<sim::faults::FaultSpec> again = sim::faults::parse_fault_spec(a.text);
+  FUZZ_REQUIRE("fault_spec", again.is_ok());
+  const sim::faults::FaultSpec& b = again.value();
+  FUZZ_REQUIRE("fault_spec", a.frames.size() == b.frames.size() && a.links.size() == b.links.size() &&
+                                 a.wrs.size() == b.wrs.size() && a.cms.size() == b.cms.size() &&
+                                 a.seed_given == b.seed_given && a.seed == b.seed &&
+                                 a.log_path == b.log_path);
+  return 0;
+}
+
 std::span<const Target> targets() noexcept {
   static constexpr Target kTargets[] = {
       {"sq_executor", sq_executor},
       {"receive_path", receive_path},
       {"cm_mad", cm_mad},
       {"cqe_decoder", cqe_decoder},
+      {"fault_spec", fault_spec},
   };
   return kTargets;
 }

@@ -21,6 +21,9 @@ int cm_mad(const uint8_t* data, size_t size);
 // Any bytes as a CQ ring (first byte: CQE size and ring length); every software-owned entry
 // is decoded, and a re-written entry decodes to the same fields.
 int cqe_decoder(const uint8_t* data, size_t size);
+// Any bytes as a fault specification (RNICDV_SIM_FAULTS): accepted or refused in one line that
+// names its clause; what is accepted parses again, from its own text, to the same rules.
+int fault_spec(const uint8_t* data, size_t size);
 
 struct Target {
   const char* name;  // also the directory under test/fuzz/corpus/

@@ -19,9 +19,14 @@ constexpr uint32_t kMaxQpn = 0xFFFFFF;
 constexpr uint64_t kMaxTimeNs = 86'400ull * 1'000'000'000ull;  // a day
 constexpr size_t kMaxSpecBytes = 64 * 1024;
 
+// Blanks as the word splitter sees them (isspace in the C locale).
+bool blank(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' || c == '\n';
+}
+
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
   return s;
 }
 
@@ -525,6 +530,7 @@ Result<FaultSpec> parse_fault_spec(std::string_view text) {
         if (g.key == f.key) return c.error(f.key, "given twice");
       c.fields.push_back(std::move(f));
     }
+    if (c.kind.empty() && c.fields.empty()) continue;  // blanks the splitter alone saw
     if (c.kind.empty()) {
       RNICDV_TRY(parse_setting(c, &spec));
       continue;
