@@ -1,0 +1,90 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Unmodified programs on simulated HCAs under a fault specification (RNICDV_SIM_FAULTS): each
+# runs through the test script of its kind (run_perftest.sh, run_rdmacm.sh, run_ucx.sh) with
+# the specification in both processes, each process writing a fault log of its own
+# (log=DIR/faults.%p.jsonl). The program must complete as without faults, and the logs must
+# show the faults injected and what they cost: every log ends with a line of kind "end" that
+# sums the counters of the process's devices (faults/schedule.h).
+#
+#   run_faults.sh SHIM PORT write_bw     ib_write_bw (RC) under drop p=0.02: its report line;
+#                                        frames dropped, and retransmissions counted
+#   run_faults.sh SHIM PORT rping_rtu    rping whose RTUs are all dropped: the passive side's
+#                                        QP is established by COMM_EST, rping runs its -C count
+#   run_faults.sh SHIM PORT ucx_reorder  ucx_perftest (rc_mlx5 put_bw) under reorder p=0.05
+set -u
+here=$(dirname "$0")
+shim=$1 port=$2 what=$3
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+seed=7
+unset RNICDV_SIM_SEED
+
+# Sums field $1 of the "end" lines of every log.
+sum_end() {
+  cat "$logs"/faults.*.jsonl 2>/dev/null | grep '"kind":"end"' |
+    grep -o "\"$1\":[0-9]*" | awk -F: '{ s += $2 } END { print s + 0 }'
+}
+# Counts the lines of every log that contain all the given strings.
+count_lines() {
+  local pattern=$1
+  shift
+  local lines
+  lines=$(cat "$logs"/faults.*.jsonl 2>/dev/null | grep -F -- "$pattern")
+  for p in "$@"; do lines=$(printf '%s\n' "$lines" | grep -F -- "$p"); done
+  printf '%s\n' "$lines" | grep -c . || true
+}
+show_logs() {
+  for f in "$logs"/faults.*.jsonl; do
+    [ -e "$f" ] || continue
+    echo "===== $(basename "$f"): $(wc -l <"$f") lines, first and last"
+    head -n 3 "$f"
+    tail -n 2 "$f"
+  done
+}
+fail() { echo "run_faults.sh $what: $*" >&2; show_logs; exit 1; }
+
+case $what in
+  write_bw)
+    export RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; drop p=0.02"
+    "$here/run_perftest.sh" "$shim" "$port" ib_write_bw -s 4096 -n 400
+    rc=$?
+    [ $rc -eq 77 ] && exit 77
+    [ $rc -eq 0 ] || fail "ib_write_bw failed under $RNICDV_SIM_FAULTS"
+    [ "$(count_lines '"kind":"end"')" -eq 2 ] || fail "not one end line per process"
+    data_drops=$(count_lines '"fault":"drop"' '"op":"write"')
+    drops=$(count_lines '"fault":"drop"')
+    retransmits=$(sum_end retransmits)
+    echo "frames dropped: $drops (RDMA WRITE requests: $data_drops); retransmissions: $retransmits"
+    [ "$data_drops" -gt 0 ] || fail "no RDMA WRITE request was dropped"
+    [ "$retransmits" -gt 0 ] || fail "WRITE requests were dropped but nothing was retransmitted"
+    ;;
+  rping_rtu)
+    # The active side's RTU, and the RTUs it sends again for the passive side's repeated REPs,
+    # are lost: the passive side is established by its QP's first received request (COMM_EST).
+    export RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; drop mad=rtu count=16"
+    "$here/run_rdmacm.sh" "$shim" "$port" 'ping data: rdma-ping-19:' \
+      -- rping -s -a @S@ -p @P@ -- rping -c -a @S@ -p @P@ -C 20 -v
+    rc=$?
+    [ $rc -eq 77 ] && exit 77
+    [ $rc -eq 0 ] || fail "rping failed under $RNICDV_SIM_FAULTS"
+    rtu_drops=$(count_lines '"fault":"drop"' '"mad":"rtu"')
+    comm_est=$(sum_end comm_est_raised)
+    echo "RTUs dropped: $rtu_drops; COMM_EST raised: $comm_est"
+    [ "$rtu_drops" -gt 0 ] || fail "no RTU was dropped"
+    [ "$comm_est" -gt 0 ] || fail "RTUs were lost but COMM_EST was never raised"
+    ;;
+  ucx_reorder)
+    export RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; reorder p=0.05"
+    "$here/run_ucx.sh" "$shim" perftest "$port" rc_mlx5 put_bw -n 2000 -s 4096
+    rc=$?
+    [ $rc -eq 77 ] && exit 77
+    [ $rc -eq 0 ] || fail "ucx_perftest failed under $RNICDV_SIM_FAULTS"
+    reorders=$(count_lines '"fault":"reorder"')
+    echo "frames reordered: $reorders"
+    [ "$reorders" -gt 0 ] || fail "no frame was reordered"
+    ;;
+  *) echo "run_faults.sh: write_bw, rping_rtu or ucx_reorder" >&2; exit 2 ;;
+esac
+show_logs
+exit 0
