@@ -12,6 +12,8 @@
 #   run_faults.sh SHIM PORT rping_rtu    rping whose first two RTUs are dropped: the passive
 #                                        side's REP retries bring the RTU again, rping runs its
 #                                        -C count
+#   run_faults.sh SHIM PORT rping_reject rping against a passive side that rejects every REQ
+#                                        (cm-reject reason=27): REJECTED with status 27
 #   run_faults.sh SHIM PORT ucx_reorder  ucx_perftest (rc_mlx5 put_bw) under reorder p=0.05
 set -u
 here=$(dirname "$0")
@@ -95,6 +97,39 @@ case $what in
     [ "$rtu_drops" -eq 2 ] || fail "expected the first 2 RTUs dropped, the second answering a repeated REP"
     every_log_ends || fail "a process's log has no end line"
     ;;
+  rping_reject)
+    # The passive side answers every REQ with REJ 27 (insufficient responder resources): the
+    # client's rdma_cm reports REJECTED with that status, as for a genuine REJ. The server is
+    # never offered a request; it is stopped at the end.
+    command -v rping >/dev/null || { echo "rping not found (Debian package rdmacm-utils)" >&2; exit 77; }
+    srv=127.0.$((port % 200 + 20)).1 cli=127.0.$((port % 200 + 20)).2
+    export RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
+    export RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; cm-reject reason=27 every=1"
+    timeout 120 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR=$srv rping -s -a $srv -p "$port" \
+      >"$logs/server.out" 2>&1 &
+    server_pid=$!
+    trap 'kill $server_pid 2>/dev/null; rm -rf "$logs"' EXIT
+    seen=0
+    for attempt in $(seq 1 100); do
+      timeout 60 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR=$cli rping -c -a $srv -p "$port" -C 1 \
+        >"$logs/client.out" 2>&1
+      if grep -q 'RDMA_CM_EVENT_REJECTED, error 27$' "$logs/client.out"; then
+        seen=1
+        break
+      fi
+      # Not up yet: no HCA at the address, or nothing listening (REJ 8).
+      grep -Eq 'ADDR_ERROR|REJECTED, error 8$' "$logs/client.out" || break
+      sleep 0.1
+    done
+    echo "===== client (attempt $attempt)"; cat "$logs/client.out"
+    kill $server_pid 2>/dev/null
+    wait $server_pid 2>/dev/null
+    echo "===== server"; cat "$logs/server.out"
+    [ $seen -eq 1 ] || fail "the client did not see REJECTED with status 27"
+    rejects=$(count_lines '"fault":"reject"' '"reason":27' "\"peer\":\"$cli\"")
+    echo "REQs rejected: $rejects"
+    [ "$rejects" -ge 1 ] || fail "no reject in the server's log"
+    ;;
   ucx_reorder)
     export RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; reorder p=0.05"
     "$here/run_ucx.sh" "$shim" perftest "$port" rc_mlx5 put_bw -n 2000 -s 64
@@ -105,7 +140,7 @@ case $what in
     echo "frames reordered: $reorders"
     [ "$reorders" -gt 0 ] || fail "no frame was reordered"
     ;;
-  *) echo "run_faults.sh: write_bw, rping_rtu or ucx_reorder" >&2; exit 2 ;;
+  *) echo "run_faults.sh: write_bw, rping_rtu, rping_reject or ucx_reorder" >&2; exit 2 ;;
 esac
 show_logs
 exit 0
