@@ -14,6 +14,8 @@
 #                                        -C count
 #   run_faults.sh SHIM PORT rping_reject rping against a passive side that rejects every REQ
 #                                        (cm-reject reason=27): REJECTED with status 27
+#   run_faults.sh SHIM PORT rping_dreq   rping whose server's device sends a DREQ at 1.5 s
+#                                        (cm-dreq): the client sees DISCONNECTED, both end
 #   run_faults.sh SHIM PORT ucx_reorder  ucx_perftest (rc_mlx5 put_bw) under reorder p=0.05
 set -u
 here=$(dirname "$0")
@@ -130,6 +132,40 @@ case $what in
     echo "REQs rejected: $rejects"
     [ "$rejects" -ge 1 ] || fail "no reject in the server's log"
     ;;
+  rping_dreq)
+    # 1.5 s after it started, the server's device sends a DREQ on its connection as if rping
+    # had disconnected: the client, pinging without end, sees DISCONNECTED (rping's state 10)
+    # and stops; the server's own connection ends with the DREP, and both exit.
+    command -v rping >/dev/null || { echo "rping not found (Debian package rdmacm-utils)" >&2; exit 77; }
+    srv=127.0.$((port % 200 + 20)).1 cli=127.0.$((port % 200 + 20)).2
+    export RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
+    timeout 120 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR=$srv \
+      RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; cm-dreq at=1500ms" \
+      rping -s -a $srv -p "$port" >"$logs/server.out" 2>&1 &
+    server_pid=$!
+    trap 'kill $server_pid 2>/dev/null; rm -rf "$logs"' EXIT
+    count=200000
+    for attempt in $(seq 1 100); do
+      timeout 60 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR=$cli \
+        RNICDV_SIM_FAULTS= \
+        rping -c -a $srv -p "$port" -C $count -v >"$logs/client.out" 2>&1
+      client_rc=$?
+      grep -Eq 'ADDR_ERROR|REJECTED, error 8$' "$logs/client.out" || break
+      sleep 0.1
+    done
+    wait $server_pid
+    server_rc=$?
+    pings=$(grep -c '^ping data: ' "$logs/client.out")
+    grep -v '^ping data: ' "$logs/client.out" | sed 's/^/client: /'
+    sed 's/^/server: /' "$logs/server.out"
+    echo "client: exit $client_rc after $pings pings (attempt $attempt); server: exit $server_rc"
+    [ $client_rc -ne 124 ] && [ "$pings" -gt 0 ] && [ "$pings" -lt $count ] ||
+      fail "the client did not stop after some pings"
+    grep -q 'state 10$' "$logs/client.out" || fail "the client did not see DISCONNECTED"
+    [ $server_rc -eq 0 ] || fail "the server did not end cleanly"
+    [ "$(count_lines '"fault":"dreq"' '"outcome":"sent"' "\"peer\":\"$cli:")" -eq 1 ] ||
+      fail "the server's log has no DREQ sent to the client"
+    ;;
   ucx_reorder)
     export RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; reorder p=0.05"
     "$here/run_ucx.sh" "$shim" perftest "$port" rc_mlx5 put_bw -n 2000 -s 64
@@ -140,7 +176,7 @@ case $what in
     echo "frames reordered: $reorders"
     [ "$reorders" -gt 0 ] || fail "no frame was reordered"
     ;;
-  *) echo "run_faults.sh: write_bw, rping_rtu, rping_reject or ucx_reorder" >&2; exit 2 ;;
+  *) echo "run_faults.sh: write_bw, rping_rtu, rping_reject, rping_dreq or ucx_reorder" >&2; exit 2 ;;
 esac
 show_logs
 exit 0
