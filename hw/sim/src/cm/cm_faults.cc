@@ -15,7 +15,6 @@
 // the time are counted when it comes; those established later as they are established, so a
 // rule whose connection does not exist yet waits for it (the log says so at the time). A
 // chosen connection that has already ended is logged and left alone.
-#include <cinttypes>
 
 #include "cm/cm_agent.h"
 #include "cm/cm_record.h"
