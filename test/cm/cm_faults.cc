@@ -139,7 +139,8 @@ TEST_CASE("cm-reject nth=2 rejects the second REQ only; the first and third conn
   CHECK(lines[0].find("\"device\":0") != std::string::npos);
 }
 
-TEST_CASE("cm-reject: a retransmitted REQ of a rejected connection gets the same REJ, counted once") {
+TEST_CASE(
+    "cm-reject: a retransmitted REQ of a rejected connection gets the same REJ, counted once") {
   LogFile log("again");
   // every=1 would reject the retransmission anyway; nth=1 would offer it to the listener as a
   // second match unless the REQ is recognised.
@@ -278,41 +279,46 @@ TEST_CASE("cm-dreq with no connection at its time waits, logged, and fires on es
 TEST_CASE("CM faults: the same seed and program give the same log, byte for byte") {
   auto run = [] {
     LogFile log("same-seed");
-    auto fabric = fault_fabric("seed=11; log=" + log.path +
-                               "; cm-reject reason=28 p=0.5; cm-dreq at=30ms p=0.9 device=1");
-    Side a = make_side(fabric);
-    Side b = make_side(fabric);  // device 1
-    Listener l = take(Listener::listen(*b.dev, "", kCmPort));
-    QpConfig qc;
-    qc.caps.max_send_wr = 8;
-    qc.caps.max_recv_wr = 8;
-    // Connections refer to their QPs: neither may move.
-    std::deque<QueuePair> qps;
-    std::deque<Connection> conns;
-    for (int i = 0; i < 8; ++i) {
-      qps.push_back(take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, qc)));
-      conns.push_back(take(Connection::connect(qps.back(), b.ip(), kCmPort, {}, quick_options())));
-      Connection& ca = conns.back();
-      std::optional<ConnectionEvent> le, ce;
-      REQUIRE(fabric->run_until([&] {
-        if (!le) le = l.poll_event();
-        if (!ce) ce = ca.poll_event();
-        return le || ce;
-      }));
-      if (ce) {
-        REQUIRE(ce->type == ConnectionEventType::rejected);
-        continue;
+    {
+      auto fabric = fault_fabric("seed=11; log=" + log.path +
+                                 "; cm-reject reason=28 p=0.5; cm-dreq at=30ms p=0.9 device=1");
+      Side a = make_side(fabric);
+      Side b = make_side(fabric);  // device 1
+      Listener l = take(Listener::listen(*b.dev, "", kCmPort));
+      QpConfig qc;
+      qc.caps.max_send_wr = 8;
+      qc.caps.max_recv_wr = 8;
+      // Connections refer to their QPs: neither may move.
+      std::deque<QueuePair> qps;
+      std::deque<Connection> conns;
+      for (int i = 0; i < 8; ++i) {
+        qps.push_back(take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, qc)));
+        conns.push_back(
+            take(Connection::connect(qps.back(), b.ip(), kCmPort, {}, quick_options())));
+        Connection& ca = conns.back();
+        std::optional<ConnectionEvent> le, ce;
+        REQUIRE(fabric->run_until([&] {
+          if (!le) le = l.poll_event();
+          if (!ce) ce = ca.poll_event();
+          return le || ce;
+        }));
+        if (ce) {
+          REQUIRE(ce->type == ConnectionEventType::rejected);
+          continue;
+        }
+        qps.push_back(take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, qc)));
+        conns.push_back(take(le->request->accept(qps.back())));
+        REQUIRE(wait_event(ca).type == ConnectionEventType::established);
+        REQUIRE(wait_event(conns.back()).type == ConnectionEventType::established);
       }
-      qps.push_back(take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, qc)));
-      conns.push_back(take(le->request->accept(qps.back())));
-      REQUIRE(wait_event(ca).type == ConnectionEventType::established);
-      REQUIRE(wait_event(conns.back()).type == ConnectionEventType::established);
+      // Past the DREQ's time, and long enough for every DREP.
+      fabric->run_until([] { return false; }, 100'000'000);
+      REQUIRE(log.lines_with("\"fault\":\"reject\"").size() >= 1);
+      INFO(log.text());
+      REQUIRE(log.lines_with("\"outcome\":\"sent\"").size() >= 1);
     }
-    // Past the DREQ's time, and long enough for every DREP.
-    fabric->run_until([] { return false; }, 100'000'000);
-    REQUIRE(log.lines_with("\"fault\":\"reject\"").size() >= 1);
-    INFO(log.text());
-    REQUIRE(log.lines_with("\"outcome\":\"sent\"").size() >= 1);
+    // The fabric is gone: its end line is written, and compared too.
+    REQUIRE(log.lines_with("\"kind\":\"end\"").size() == 1);
     return log.text();
   };
   const std::string first = run();

@@ -26,12 +26,13 @@ namespace {
 // The draw stream of the cm-dreq rules' p= triggers, apart from the schedule's own.
 constexpr uint64_t kDreqStream = 0x636d647265710000ull;  // "cmdreq"
 
-std::string address(const hw::CmAddress& a) { return hw::cm_address_string(a); }
+std::string address(const hw::CmAddress& a) {
+  return hw::cm_address_string(a);
+}
 
 }  // namespace
 
-bool CmAgent::fault_reject_again(Outbox& out, uint32_t src, const MadHeader& hdr,
-                                 const ReqMsg& m) {
+bool CmAgent::fault_reject_again(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m) {
   auto it = rejected_.find({m.local_ca_guid, m.local_comm_id});
   if (it == rejected_.end()) return false;
   ++counters_.fault_rejects_resent;
