@@ -13,8 +13,8 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -86,7 +86,7 @@ struct CmCounters {
   uint64_t established = 0;        // connections established, in all (the cm-dreq order)
   uint64_t fault_rejects = 0;      // REQs answered with a REJ chosen by a cm-reject rule
   uint64_t fault_rejects_resent = 0;  // retransmitted REQs of those, answered the same way
-  uint64_t fault_dreqs = 0;        // DREQs sent by a cm-dreq rule
+  uint64_t fault_dreqs = 0;           // DREQs sent by a cm-dreq rule
   uint64_t tx(AttrId a) const { return tx_by_attr[static_cast<size_t>(a)]; }
   uint64_t rx(AttrId a) const { return rx_by_attr[static_cast<size_t>(a)]; }
 };
