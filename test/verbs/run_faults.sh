@@ -14,7 +14,7 @@
 #                                        -C count
 #   run_faults.sh SHIM PORT rping_reject rping against a passive side that rejects every REQ
 #                                        (cm-reject reason=27): REJECTED with status 27
-#   run_faults.sh SHIM PORT rping_dreq   rping whose server's device sends a DREQ at 1.5 s
+#   run_faults.sh SHIM PORT rping_dreq   rping whose server's device sends a DREQ at 3 s
 #                                        (cm-dreq): the client sees DISCONNECTED, both end
 #   run_faults.sh SHIM PORT ucx_reorder  ucx_perftest (rc_mlx5 put_bw) under reorder p=0.05
 set -u
@@ -133,14 +133,14 @@ case $what in
     [ "$rejects" -ge 1 ] || fail "no reject in the server's log"
     ;;
   rping_dreq)
-    # 1.5 s after it started, the server's device sends a DREQ on its connection as if rping
+    # 3 s after it started, the server's device sends a DREQ on its connection as if rping
     # had disconnected: the client, pinging without end, sees DISCONNECTED (rping's state 10)
     # and stops; the server's own connection ends with the DREP, and both exit.
     command -v rping >/dev/null || { echo "rping not found (Debian package rdmacm-utils)" >&2; exit 77; }
     srv=127.0.$((port % 200 + 20)).1 cli=127.0.$((port % 200 + 20)).2
     export RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
     timeout 120 env LD_PRELOAD="$shim" RNICDV_SIM_ADDR=$srv \
-      RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; cm-dreq at=1500ms" \
+      RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; cm-dreq at=3s" \
       rping -s -a $srv -p "$port" >"$logs/server.out" 2>&1 &
     server_pid=$!
     trap 'kill $server_pid 2>/dev/null; rm -rf "$logs"' EXIT
