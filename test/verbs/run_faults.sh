@@ -1,11 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Unmodified programs on simulated HCAs under a fault specification (RNICDV_SIM_FAULTS): each
-# runs through the test script of its kind (run_perftest.sh, run_rdmacm.sh, run_ucx.sh) with
-# the specification in both processes, each process writing a fault log of its own
-# (log=DIR/faults.%p.jsonl). The program must complete as without faults, and the logs must
-# show the faults injected and what they cost: every log ends with a line of kind "end" that
-# sums the counters of the process's devices (faults/schedule.h).
+# Unmodified programs on simulated HCAs under a fault specification (RNICDV_SIM_FAULTS), each
+# process writing a fault log of its own (log=DIR/faults.%p.jsonl). write_bw, rping_rtu and
+# ucx_reorder run through the test script of their kind (run_perftest.sh, run_rdmacm.sh,
+# run_ucx.sh) with the specification in both processes: the program must complete as without
+# faults, and the logs must show the faults injected and what they cost (every log ends with
+# a line of kind "end" that sums the counters of the process's devices: faults/schedule.h).
+# rping_reject and rping_dreq start rping's server and client here: the CM faults change how
+# the run ends.
 #
 #   run_faults.sh SHIM PORT write_bw     ib_write_bw (RC) under drop p=0.02: its report line;
 #                                        frames dropped, and retransmissions counted
