@@ -209,6 +209,8 @@ void Hca::stop() {
             v.end());
   }
   if (attached_.exchange(false)) {
+    // Its counters join the fault log's end-of-run totals (faults/schedule.h).
+    if (shared_.faults) shared_.faults->add_device_totals(counters());
     // Engine passes of other threads (progress hooks) finish before the wire forgets us.
     std::lock_guard<std::mutex> lock(mu_);
     shared_.wire->detach(endpoint_);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "faults/schedule.h"
 #include "wire/frame.h"
 #include "wire/icrc.h"
 #include "wire/wire.h"
@@ -296,6 +297,37 @@ TEST_CASE("UDP faults: corruption dies at the ICRC, delayed frames leave with th
   CHECK(delaying->next_delivery_ns(a) == UINT64_MAX);
   CHECK(poll_until(*delaying, b, 1) == 1);
   CHECK(s2.take().at(0).bytes == d);
+}
+
+TEST_CASE("UDP faults of a fault specification: a reordered frame is held, then sent",
+          "[udp][faults]") {
+  // Frame rules come from the fabric's specification alone (no FaultConfig): the endpoints
+  // still need their outbox for the frames they hold back.
+  const uint16_t port = free_udp_port();
+  VirtualClock clock;
+  auto spec = faults::parse_fault_spec("seed=1; reorder p=1 hold=40us");
+  REQUIRE(spec.is_ok());
+  auto schedule = faults::FaultSchedule::create(std::move(spec).value(), 1, &clock, "");
+  REQUIRE(schedule.is_ok());
+  WireConfig config;
+  config.clock = &clock;
+  config.schedule = schedule.value().get();
+  auto wire = udp_wire(config);
+  RecordingSink s1, s2;
+  const Endpoint a{ipv4(127, 0, 0, 2), port}, b{ipv4(127, 0, 0, 3), port};
+  REQUIRE(wire->attach(a, &s1).is_ok());
+  REQUIRE(wire->attach(b, &s2).is_ok());
+  const auto d = tagged_datagram(1, 1);
+  wire->transmit(a, b, d.data(), d.size());
+  CHECK(wire->poll(a, 8) == 0);  // moves it to the holding area
+  const uint64_t due = wire->next_delivery_ns(a);
+  CHECK(due >= clock.now_ns() + 20'000);
+  CHECK(due <= clock.now_ns() + 40'000);
+  clock.set(due);
+  CHECK(wire->poll(a, 8) == 0);  // the sender's poll sends it
+  CHECK(poll_until(*wire, b, 1) == 1);
+  CHECK(s2.take().at(0).bytes == d);
+  CHECK(wire->counters().faults_reordered == 1);
 }
 
 TEST_CASE("On the loopback link the kernel's IPv4 header is the one the ICRC assumes", "[udp]") {

@@ -181,6 +181,7 @@ void CmAgent::on_rep(Outbox& out, uint32_t src, const MadHeader&, const RepMsg& 
 }
 
 Status CmAgent::establish(uint32_t id) {
+  const uint64_t t = now();
   Outbox out;
   {
     std::lock_guard lock(mu_);
@@ -195,6 +196,8 @@ Status CmAgent::establish(uint32_t id) {
     r->rtu = send(out, r->remote.ipv4, r->tid, rtu);
     r->has_rtu = true;
     r->state = State::established;
+    note_established(out, *r, t);
+    out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
   flush(out);
   return Status::ok();
@@ -247,6 +250,7 @@ void CmAgent::retry_expired(Outbox& out, Record& r, uint64_t now) {
       ev.type = hw::CmEventType::disconnected;
       ev.detail = "no DREP from " + hw::cm_address_string(r.remote) + " after " +
                   std::to_string(attempts) + " DREQ attempts";
+      if (r.fault_dreq) ev.detail += " (the DREQ was sent by a cm-dreq fault rule)";
       post(r, std::move(ev));
       enter_timewait(r, now);
       return;

@@ -275,7 +275,7 @@ void CmAgent::on_mad(uint32_t src_ipv4, std::span<const uint8_t> bytes) {
           else if constexpr (std::is_same_v<M, RepMsg>)
             on_rep(out, src_ipv4, mad.header, m);
           else if constexpr (std::is_same_v<M, RtuMsg>)
-            on_rtu(src_ipv4, m);
+            on_rtu(out, src_ipv4, m, t);
           else if constexpr (std::is_same_v<M, RejMsg>)
             on_rej(src_ipv4, m, t);
           else if constexpr (std::is_same_v<M, MraMsg>)
@@ -319,7 +319,10 @@ void CmAgent::on_timer() {
     while (!timers_.empty() && timers_.top().at <= t) {
       const uint32_t id = timers_.top().id;
       timers_.pop();
-      if (Record* r = find(id)) on_timer_for(out, *r, t);
+      if (id == kFaultTimerId)
+        fault_dreq_due(out, t);
+      else if (Record* r = find(id))
+        on_timer_for(out, *r, t);
     }
     if (!timers_.empty() && timers_.top().at < scheduled_at_) {
       scheduled_at_ = timers_.top().at;

@@ -11,8 +11,10 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,10 @@
 #include "cm/event_queue.h"
 #include "cm/mad.h"
 #include "rnicdv/hw/cm.h"
+
+namespace rnicdv::sim::faults {
+class FaultSchedule;
+}
 
 namespace rnicdv::sim::cm {
 
@@ -52,6 +58,10 @@ struct CmAgentConfig {
   // guessed from earlier ones. Off (deterministic fabrics): reproducible per seed.
   bool fresh_entropy = false;
   std::string device_name;  // for messages
+  // The fabric's fault schedule (null: none) and this device's index in the fabric, for the
+  // cm-reject and cm-dreq rules (cm_faults.cc).
+  faults::FaultSchedule* faults = nullptr;
+  uint32_t device_index = 0;
 };
 
 // Counts of what the agent saw and did, for tests and dumps.
@@ -73,6 +83,10 @@ struct CmCounters {
   uint64_t req_dropped_source_share = 0;
   uint64_t requests_expired = 0;   // not accepted within kRequestWaitMaxNs
   uint64_t rep_waits_expired = 0;  // accepted, no RTU within kRepWaitMaxNs
+  uint64_t established = 0;        // connections established, in all (the cm-dreq order)
+  uint64_t fault_rejects = 0;      // REQs answered with a REJ chosen by a cm-reject rule
+  uint64_t fault_rejects_resent = 0;  // retransmitted REQs of those, answered the same way
+  uint64_t fault_dreqs = 0;           // DREQs sent by a cm-dreq rule
   uint64_t tx(AttrId a) const { return tx_by_attr[static_cast<size_t>(a)]; }
   uint64_t rx(AttrId a) const { return rx_by_attr[static_cast<size_t>(a)]; }
 };
@@ -117,6 +131,10 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // as destroy() would, an established one with a DREQ, one being set up with a REJ. Waits at
   // most `wait_ns` for the agent's lock (false if it stayed held: nothing was sent).
   bool farewell(uint64_t wait_ns);
+
+  // Arms the wake-ups of the fault schedule's cm-dreq rules for this device (cm_faults.cc).
+  // Called once the port delivers on_timer to this agent.
+  void start_fault_timers();
 
   // ---- hw::ConnectionManager -----------------------------------------------------------------
   using hw::ConnectionManager::listen;
@@ -239,7 +257,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void on_rep(Outbox& out, uint32_t src, const MadHeader& hdr, const RepMsg& m);
   // Every message that acts on a connection must come from its peer's address (and name the
   // peer's communication ID once it is known): REP, RTU, MRA, REJ, DREQ, DREP.
-  void on_rtu(uint32_t src, const RtuMsg& m);
+  void on_rtu(Outbox& out, uint32_t src, const RtuMsg& m, uint64_t now);
   void on_rej(uint32_t src, const RejMsg& m, uint64_t now);
   void on_mra(uint32_t src, const MraMsg& m, uint64_t now);
   void on_dreq(Outbox& out, uint32_t src, const MadHeader& hdr, const DreqMsg& m, uint64_t now);
@@ -247,6 +265,31 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void on_timer_for(Outbox& out, Record& r, uint64_t now);
   void reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
                   uint16_t reason);
+
+  // Fault rules (cm_faults.cc; mu_ held). A REQ that would be offered to a listener may be
+  // answered with a chosen REJ (true: it was); a REQ already answered so is answered again.
+  bool fault_reject(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m);
+  bool fault_reject_again(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m);
+  // Every transition to ESTABLISHED: numbers the connection, and sends the DREQ of a cm-dreq
+  // rule whose time has come and that chooses it.
+  void note_established(Outbox& out, Record& r, uint64_t now);
+  void fault_dreq_due(Outbox& out, uint64_t now);
+  void fault_dreq_fire(Outbox& out, size_t k, uint64_t seq, uint64_t now);
+  // The fault timer's ID in timers_: communication ID 0 is never allocated.
+  static constexpr uint32_t kFaultTimerId = 0;
+  struct DreqRuleState {
+    size_t rule = 0;  // index in the spec's cms
+    uint64_t at = 0;  // absolute, fabric clock
+    bool due = false;
+    std::atomic<uint64_t> matches{0};
+    std::atomic<uint64_t> fired{0};
+  };
+  std::vector<std::unique_ptr<DreqRuleState>> dreq_rules_;
+  // REQs answered with a chosen REJ: (remote CA GUID, remote Comm ID) -> reason, the oldest
+  // forgotten past kRejectedKept.
+  static constexpr size_t kRejectedKept = 1024;
+  std::map<std::pair<uint64_t, uint32_t>, uint16_t> rejected_;
+  std::deque<std::pair<uint64_t, uint32_t>> rejected_order_;
 
   const CmAgentConfig config_;
   const uint32_t hi_tid_;
@@ -273,7 +316,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // Established notifiers due, called by the public entry points after mu_ is released.
   std::vector<std::pair<void (*)(void*), void*>> due_notifiers_;
   void call_due_notifiers();
-  Status apply_comm_est(uint32_t id);
+  Status apply_comm_est(uint32_t id, Outbox& out);
   CmCounters counters_;
 };
 

@@ -30,6 +30,8 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
     ++counters_.duplicate_req_dropped;
     return;
   }
+  // A retransmission of a REQ a cm-reject rule answered: the same REJ again (cm_faults.cc).
+  if (fault_reject_again(out, src, hdr, m)) return;
   if (m.transport_type != 0 || m.extended_transport_type != 0) {
     reject_req(out, src, hdr, m, hw::reject_reason::invalid_transport_type);
     return;
@@ -96,6 +98,8 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
     ++counters_.req_dropped_source_share;
     return;
   }
+  // A cm-reject rule may answer it with a REJ instead of offering it (cm_faults.cc).
+  if (fault_reject(out, src, hdr, m)) return;
 
   auto rec = std::make_unique<Record>();
   Record& r = *rec;
@@ -229,7 +233,7 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
   return Status::ok();
 }
 
-void CmAgent::on_rtu(uint32_t src, const RtuMsg& m) {
+void CmAgent::on_rtu(Outbox& out, uint32_t src, const RtuMsg& m, uint64_t now_ns) {
   Record* r = find(m.remote_comm_id);
   if (!r || r->active || r->remote_id != m.local_comm_id || src != r->remote.ipv4 ||
       (r->state != State::rep_sent && r->state != State::mra_rep_rcvd)) {
@@ -242,15 +246,19 @@ void CmAgent::on_rtu(uint32_t src, const RtuMsg& m) {
   ev.type = hw::CmEventType::established;
   ev.detail = "RTU received";
   post(*r, std::move(ev));
+  note_established(out, *r, now_ns);
 }
 
 Status CmAgent::notify_comm_est(uint32_t id) {
-  Status st = apply_comm_est(id);
+  Outbox out;
+  Status st = apply_comm_est(id, out);
+  flush(out);
   call_due_notifiers();
   return st;
 }
 
-Status CmAgent::apply_comm_est(uint32_t id) {
+Status CmAgent::apply_comm_est(uint32_t id, Outbox& out) {
+  const uint64_t t = now();
   std::lock_guard lock(mu_);
   Record* r = find(id);
   if (!r) return Status::error(Errc::not_found, "cm connection 0x%08x is gone", id);
@@ -266,6 +274,8 @@ Status CmAgent::apply_comm_est(uint32_t id) {
       ev.type = hw::CmEventType::established;
       ev.detail = "COMM_EST (first request received in RTR)";
       post(*r, std::move(ev));
+      note_established(out, *r, t);
+      out.schedule = std::exchange(wake_request_, UINT64_MAX);
       return Status::ok();
     }
     case State::established:

@@ -58,6 +58,8 @@ struct CmAgent::Record {
   bool expired = false;       // withdrawn: not accepted within kRequestWaitMaxNs
   bool indexed_id = false;    // in by_remote_id_
   bool indexed_qpn = false;   // in by_remote_qpn_
+  uint64_t established_seq = 0;  // 1-based order of establishment on this agent; 0: never
+  bool fault_dreq = false;       // the DREQ was sent by a cm-dreq rule
   std::shared_ptr<CmEventQueue> events;
   std::string name;  // "cm 127.0.0.2:40001->127.0.0.3:7471"
 };

@@ -296,6 +296,7 @@ void CmAgent::on_drep(uint32_t src, const DrepMsg& m, uint64_t now) {
   hw::CmEvent ev;
   ev.type = hw::CmEventType::disconnected;
   ev.detail = "DREP received from " + hw::cm_address_string(r->remote);
+  if (r->fault_dreq) ev.detail += " (the DREQ was sent by a cm-dreq fault rule)";
   post(*r, std::move(ev));
   enter_timewait(*r, now);
 }

@@ -50,9 +50,12 @@ std::shared_ptr<SimConnectionManager> SimConnectionManager::create(Hca& hca, uin
   cfg.seed = seed ^ info.node_guid;
   cfg.fresh_entropy = fresh_entropy;
   cfg.device_name = info.name;
+  cfg.faults = hca.fault_schedule();
+  cfg.device_index = hca.index();
   cm->port_ = std::make_unique<GsiPort>(hca.gsi());
   cm->agent_ = CmAgent::create(cfg, cm->port_.get());
   cm->port_->set_agent(cm->agent_);
+  cm->agent_->start_fault_timers();
   hca.gsi().set_mad_handler(
       [agent = std::weak_ptr<CmAgent>(cm->agent_)](uint32_t src, const uint8_t* mad, size_t len) {
         if (auto a = agent.lock()) a->on_mad(src, std::span(mad, len));

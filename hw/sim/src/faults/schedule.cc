@@ -2,6 +2,7 @@
 #include "faults/schedule.h"
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cinttypes>
@@ -208,6 +209,10 @@ Result<std::unique_ptr<FaultSchedule>> FaultSchedule::create(FaultSpec spec, uin
                                                              const Clock* clock,
                                                              const std::string& pcap_path) {
   std::string path = spec.log_path;
+  // "%p" stands for the process ID: processes that share one specification (a server and a
+  // client started with the same environment) then write logs of their own.
+  for (size_t at = path.find("%p"); at != std::string::npos; at = path.find("%p", at))
+    path.replace(at, 2, std::to_string(::getpid()));
   if (path.empty() && !pcap_path.empty()) {
     const size_t slash = pcap_path.rfind('/');
     const size_t dot = pcap_path.rfind('.');
@@ -233,7 +238,43 @@ FaultSchedule::FaultSchedule(FaultSpec spec, uint64_t seed, const Clock* clock,
       wr_counters_(new Counters[spec_.wrs.size() + 1]),
       cm_counters_(new Counters[spec_.cms.size() + 1]) {}
 
-FaultSchedule::~FaultSchedule() = default;
+FaultSchedule::~FaultSchedule() {
+  // The end of the run: what the devices counted, summed (add_device_totals).
+  std::lock_guard lock(totals_mu_);
+  const DeviceCounters& c = totals_;
+  FaultLog::Line(*log_, now_ns(), "end")
+      .num("devices", devices_ended_)
+      .num("packets_tx", c.packets_tx)
+      .num("packets_rx", c.packets_rx)
+      .num("retransmits", c.retransmits)
+      .num("timeouts", c.timeouts)
+      .num("naks_tx", c.naks_tx)
+      .num("naks_rx", c.naks_rx)
+      .num("rnr_naks_tx", c.rnr_naks_tx)
+      .num("rnr_naks_rx", c.rnr_naks_rx)
+      .num("duplicates_rx", c.duplicates_rx)
+      .num("rx_dropped", c.rx_dropped)
+      .num("comm_est_raised", c.comm_est_raised)
+      .num("error_cqes", c.error_cqes);
+}
+
+void FaultSchedule::add_device_totals(const DeviceCounters& c) {
+  std::lock_guard lock(totals_mu_);
+  ++devices_ended_;
+  DeviceCounters& t = totals_;
+  t.packets_tx += c.packets_tx;
+  t.packets_rx += c.packets_rx;
+  t.retransmits += c.retransmits;
+  t.timeouts += c.timeouts;
+  t.naks_tx += c.naks_tx;
+  t.naks_rx += c.naks_rx;
+  t.rnr_naks_tx += c.rnr_naks_tx;
+  t.rnr_naks_rx += c.rnr_naks_rx;
+  t.duplicates_rx += c.duplicates_rx;
+  t.rx_dropped += c.rx_dropped;
+  t.comm_est_raised += c.comm_est_raised;
+  t.error_cqes += c.error_cqes;
+}
 
 uint64_t FaultSchedule::now_ns() const noexcept {
   return clock_->now_ns();

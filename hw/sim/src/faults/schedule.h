@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "faults/spec.h"
+#include "rnicdv/sim/sim.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::sim {
@@ -77,7 +78,8 @@ enum class WrSite : uint8_t { requester, responder };
 
 class FaultSchedule {
  public:
-  // `clock` (the fabric's) outlives the schedule. The log goes to spec.log_path, else to
+  // `clock` (the fabric's) outlives the schedule. The log goes to spec.log_path (each "%p" in
+  // it replaced by the process ID), else to
   // `pcap_path` with its extension replaced by ".faults.jsonl", else nowhere.
   static Result<std::unique_ptr<FaultSchedule>> create(FaultSpec spec, uint64_t seed,
                                                        const Clock* clock,
@@ -113,6 +115,11 @@ class FaultSchedule {
   // CM rejects: counts the REQ and returns the REJ reason chosen for it, if any. Logs.
   std::optional<uint16_t> take_cm_reject(uint32_t device, uint32_t remote_ipv4);
 
+  // A device leaves the fabric (Hca::stop): its counters join the totals that the schedule
+  // writes, as one line of kind "end", when it is destroyed with its fabric: so that a run
+  // shows what the faults cost (retransmissions, timeouts, NAKs), whoever ran it.
+  void add_device_totals(const DeviceCounters& c);
+
   // The trigger on its own: counts one match of rule `counter` (an index into the rule's
   // counters) and says whether it fires. Exposed for the link and CM-DREQ rules, whose
   // matches the devices count.
@@ -136,6 +143,9 @@ class FaultSchedule {
   std::unique_ptr<Counters[]> wr_counters_;
   std::unique_ptr<Counters[]> cm_counters_;
   std::atomic<uint32_t> device_ipv4_[kMaxDevice + 1] = {};
+  std::mutex totals_mu_;
+  DeviceCounters totals_;
+  uint64_t devices_ended_ = 0;
 };
 
 // A seed for a run that did not give one: from the kernel's random source.

@@ -9,7 +9,7 @@
 //   seed=N                                  the seed of every random choice (else $RNICDV_SIM_SEED,
 //                                           else a fresh one, stated at start)
 //   log=PATH                                JSON lines, one per injected fault (default: beside the
-//                                           pcap, NAME.faults.jsonl)
+//                                           pcap, NAME.faults.jsonl); %p: the process ID
 //   drop|duplicate|reorder|corrupt|delay    per-frame faults: p=P | nth=N | every=N, count=N,
 //       after=N, dir=, opcode=, qp=, mad=, from=, to=, device=, max= (delay), hold= (reorder)
 //   port-down | port-up | fatal             link events: at=TIME | after=N (frames), for=TIME,

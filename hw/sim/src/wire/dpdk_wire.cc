@@ -189,7 +189,7 @@ Result<Endpoint> DpdkWire::attach(Endpoint local, WireSink* sink) {
   const MacAddress mac = k < options_.macs.size() ? options_.macs[k] : mac_for_ipv4(local.ipv4);
   std::unique_ptr<DpdkEndpoint> ep;
   try {
-    ep = std::make_unique<DpdkEndpoint>(local, sink, &ports_[k], k, mac, config().faults.any());
+    ep = std::make_unique<DpdkEndpoint>(local, sink, &ports_[k], k, mac, may_hold_frames());
   } catch (const std::bad_alloc&) {
     return Status::error(Errc::no_resources, "dpdk wire: attach %s: out of memory",
                          endpoint_string(local).c_str());

@@ -242,7 +242,7 @@ Result<Endpoint> UdpWire::attach(Endpoint local, WireSink* sink) {
   }
   std::unique_ptr<UdpPort> port;
   try {
-    port = std::make_unique<UdpPort>(local, sink, fd, config().faults.any());
+    port = std::make_unique<UdpPort>(local, sink, fd, may_hold_frames());
   } catch (const std::bad_alloc&) {
     ::close(fd);
     return Status::error(Errc::no_resources, "udp wire: attach %s: out of memory",

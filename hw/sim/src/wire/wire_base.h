@@ -90,6 +90,9 @@ class WireBase : public Wire {
     return ep;
   }
   bool capturing() const noexcept { return pcap_ != nullptr; }
+  // Whether any frame may be held back (delay, reorder): by the fabric's FaultConfig or by
+  // frame rules of its fault specification. Endpoints then need somewhere to hold them.
+  bool may_hold_frames() const noexcept { return config_.faults.any() || schedule_ != nullptr; }
 
   // The transmit() prologue: checks the length, counts, computes the ICRC and draws faults.
   // False when the frame goes no further (malformed or dropped by a fault); it is counted.
