@@ -350,3 +350,43 @@ TEST_CASE("cm-dreq in threaded mode: a wake-up at the chosen time on the fabric'
   CHECK(lines[0].find("\"outcome\":\"sent\"") != std::string::npos);
   CHECK(field_num(lines[0], "t_ns") - t0 >= 299'000'000);
 }
+
+TEST_CASE("drop mad=rtu by specification: COMM_EST establishes the passive side, whose early "
+          "sends run once") {
+  LogFile log("rtu-lost");
+  auto fabric = fault_fabric("log=" + log.path + "; drop mad=rtu count=1000");
+  Side a = make_side(fabric);
+  Side b = make_side(fabric);
+  Listener l = take(Listener::listen(*b.dev, "", kCmPort));
+  Connection active = take(Connection::connect(*a.qp, b.ip(), kCmPort, {}));
+  for (uint32_t i = 0; i < 4; ++i) REQUIRE(a.post_recv(100 + i, i) == Errc::ok);
+  ConnectionEvent req = wait_event(l);
+  REQUIRE(req.type == ConnectionEventType::connect_request);
+  Connection passive = take(req.request->accept(*b.qp));
+  REQUIRE(b.qp->state() == hw::QpState::rtr);
+  for (uint32_t i = 0; i < 3; ++i) REQUIRE(b.post_send(i, i) == Errc::ok);  // withheld in RTR
+  CHECK(b.qp->withheld() == 3);
+
+  REQUIRE(wait_event(active).type == ConnectionEventType::established);
+  REQUIRE(b.post_recv(200, 8) == Errc::ok);
+  REQUIRE(a.post_send(300, 8) == Errc::ok);  // reaches b's QP while it is in RTR
+  std::optional<ConnectionEvent> eb = wait_event_with_async(passive, *b.dev, 10s);
+  REQUIRE(eb);
+  INFO(eb->status.message());
+  REQUIRE(eb->type == ConnectionEventType::established);
+  CHECK(b.qp->state() == hw::QpState::rts);
+  CHECK(b.sim->counters().comm_est_raised == 1);
+  CHECK(b.cm().counters().comm_est_established == 1);
+
+  REQUIRE(b.wait_completions(4));  // the three withheld sends and A's message
+  REQUIRE(a.wait_completions(4));
+  b.check_each_once(0, 3, IBV_WC_SUCCESS);
+  b.check_each_once(200, 1, IBV_WC_SUCCESS);
+  a.check_each_once(100, 3, IBV_WC_SUCCESS);
+  a.check_each_once(300, 1, IBV_WC_SUCCESS);
+  // The RTU was lost by the specification, not by a test hook, and the log says so.
+  const auto drops = log.lines_with("\"mad\":\"rtu\"");
+  REQUIRE_FALSE(drops.empty());
+  CHECK(drops[0].find("\"fault\":\"drop\"") != std::string::npos);
+  CHECK(a.cm().counters().dropped_by_test_hook == 0);
+}
