@@ -71,8 +71,8 @@ TEST_CASE("frame clauses take their trigger, selectors and parameters") {
   CHECK(s.frames[4].match.opcodes == op::responses);
   CHECK(s.frames[5].match.opcodes == op::mad);
   REQUIRE(s.frames[5].match.mads.size() == 2);
-  CHECK(s.frames[5].match.mads[0] == mad::rep);
-  CHECK(s.frames[5].match.mads[1] == mad::rtu);
+  CHECK(s.frames[5].match.mads[0] == 0x0013);  // REP (IBA 12.6, Table 103)
+  CHECK(s.frames[5].match.mads[1] == 0x0014);  // RTU
   CHECK(s.frames[5].when.every == 1);  // count= alone: the first N matches
   CHECK(s.frames[5].when.count == 2);
 }

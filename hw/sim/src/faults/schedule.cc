@@ -59,38 +59,6 @@ uint32_t frame_class(const uint8_t* d, size_t len, uint32_t* qpn, uint32_t* psn,
   return 0;
 }
 
-const char* op_name(uint32_t bit) {
-  switch (bit) {
-    case op::send: return "send";
-    case op::write: return "write";
-    case op::read: return "read";
-    case op::atomic: return "atomic";
-    case op::ack: return "ack";
-    case op::read_response: return "read_response";
-    case op::atomic_ack: return "atomic_ack";
-    case op::ud: return "ud";
-    case op::mad: return "mad";
-  }
-  return "other";
-}
-
-const char* mad_name(uint16_t attr) {
-  switch (attr) {
-    case mad::req: return "req";
-    case mad::mra: return "mra";
-    case mad::rej: return "rej";
-    case mad::rep: return "rep";
-    case mad::rtu: return "rtu";
-    case mad::dreq: return "dreq";
-    case mad::drep: return "drep";
-    case mad::sidr_req: return "sidr_req";
-    case mad::sidr_rep: return "sidr_rep";
-    case mad::lap: return "lap";
-    case mad::apr: return "apr";
-  }
-  return "other";
-}
-
 bool selector_matches(const FrameSelector& s, uint32_t device, const Endpoint& src,
                       const Endpoint& dst, uint32_t cls, uint32_t qpn, uint16_t attr) {
   if ((s.opcodes & cls) == 0) return false;
@@ -359,7 +327,7 @@ void FaultSchedule::plan_frame(uint64_t frame_index, uint32_t device, const Endp
     }
     FaultLog::Line line(*log_, now_ns(), "frame");
     line.str("fault", frame_action_name(r.action)).num("rule", i + 1).num("frame", frame_index);
-    line.ipv4("src", src.ipv4).ipv4("dst", dst.ipv4).str("op", op_name(cls));
+    line.ipv4("src", src.ipv4).ipv4("dst", dst.ipv4).str("op", opcode_name(cls));
     if (cls == op::mad) line.str("mad", mad_name(attr));
     line.hex("qpn", qpn).num("psn", psn);
     if (r.action == FrameAction::reorder || r.action == FrameAction::delay)
@@ -386,7 +354,7 @@ std::optional<ChosenStatus> FaultSchedule::take_wr_fault(WrSite site, uint32_t d
         .str("site", site == WrSite::requester ? "requester" : "responder")
         .num("device", device)
         .hex("qpn", qpn)
-        .str("op", op_name(opcode))
+        .str("op", opcode_name(opcode))
         .num("psn", psn)
         .num("match", c.matches.load(std::memory_order_relaxed));
     return r.status;

@@ -12,6 +12,8 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "cm/mad.h"
+
 namespace rnicdv::sim::faults {
 namespace {
 
@@ -155,12 +157,26 @@ constexpr Name kOpcodeNames[] = {
     {"responses", op::responses}, {"all", op::all},
 };
 
+constexpr uint32_t attr(cm::AttrId id) {
+  return static_cast<uint32_t>(id);
+}
+
 constexpr Name kMadNames[] = {
-    {"req", mad::req},   {"mra", mad::mra},   {"rej", mad::rej},
-    {"rep", mad::rep},   {"rtu", mad::rtu},   {"dreq", mad::dreq},
-    {"drep", mad::drep}, {"sidr_req", mad::sidr_req}, {"sidr_rep", mad::sidr_rep},
-    {"lap", mad::lap},   {"apr", mad::apr},
+    {"req", attr(cm::AttrId::req)},   {"mra", attr(cm::AttrId::mra)},
+    {"rej", attr(cm::AttrId::rej)},   {"rep", attr(cm::AttrId::rep)},
+    {"rtu", attr(cm::AttrId::rtu)},   {"dreq", attr(cm::AttrId::dreq)},
+    {"drep", attr(cm::AttrId::drep)}, {"sidr_req", attr(cm::AttrId::sidr_req)},
+    {"sidr_rep", attr(cm::AttrId::sidr_rep)}, {"lap", attr(cm::AttrId::lap)},
+    {"apr", attr(cm::AttrId::apr)},
 };
+
+// The name of `value` in `table`, its first entry that has exactly that value.
+template <size_t N>
+const char* name_in(const Name (&table)[N], uint32_t value) {
+  for (const Name& n : table)
+    if (n.value == value) return n.name;
+  return "other";
+}
 
 struct StatusName {
   const char* name;
@@ -453,6 +469,14 @@ Status parse_setting(Clause& c, FaultSpec* spec) {
 }
 
 }  // namespace
+
+const char* opcode_name(uint32_t bit) noexcept {
+  return name_in(kOpcodeNames, bit);
+}
+
+const char* mad_name(uint16_t attr_id) noexcept {
+  return name_in(kMadNames, attr_id);
+}
 
 const char* frame_action_name(FrameAction a) noexcept {
   switch (a) {

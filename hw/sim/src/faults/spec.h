@@ -47,20 +47,10 @@ inline constexpr uint32_t responses = ack | read_response | atomic_ack;
 inline constexpr uint32_t all = requests | responses;
 }  // namespace op
 
-// CM MAD attribute IDs a selector may name (IBA 16.7.3, Table 103 .. 12.6).
-namespace mad {
-inline constexpr uint16_t req = 0x0010;
-inline constexpr uint16_t mra = 0x0011;
-inline constexpr uint16_t rej = 0x0012;
-inline constexpr uint16_t rep = 0x0013;
-inline constexpr uint16_t rtu = 0x0014;
-inline constexpr uint16_t dreq = 0x0015;
-inline constexpr uint16_t drep = 0x0016;
-inline constexpr uint16_t sidr_req = 0x0017;
-inline constexpr uint16_t sidr_rep = 0x0018;
-inline constexpr uint16_t lap = 0x0019;
-inline constexpr uint16_t apr = 0x001A;
-}  // namespace mad
+// The spec's name of one op:: bit ("send", "read_response", ...), or "other".
+const char* opcode_name(uint32_t bit) noexcept;
+// The spec's name of a CM MAD attribute ID (cm::AttrId: "req", "rtu", ...), or "other".
+const char* mad_name(uint16_t attr_id) noexcept;
 
 inline constexpr uint32_t kAnyDevice = UINT32_MAX;
 inline constexpr uint32_t kMaxDevice = 63;  // device= takes 0..63
@@ -71,7 +61,7 @@ inline constexpr uint64_t kUnlimited = UINT64_MAX;
 struct FrameSelector {
   uint32_t opcodes = op::all;       // op:: bits; dir= narrows it to requests or responses
   uint32_t qpn = kAnyQpn;           // the BTH's destination QP
-  std::vector<uint16_t> mads;       // CM attribute IDs (implies op::mad); empty: any
+  std::vector<uint16_t> mads;       // CM attribute IDs (cm::AttrId; implies op::mad); empty: any
   uint32_t from_ipv4 = 0;           // host order; 0: any
   uint32_t to_ipv4 = 0;
   uint32_t device = kAnyDevice;     // the transmitting device's index in its fabric
