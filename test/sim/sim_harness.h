@@ -311,6 +311,7 @@ struct FabricOptions {
   uint64_t seed = 1;
   sim::FaultConfig faults;
   std::string pcap_path = "";
+  std::string fault_spec = "";  // FabricConfig::fault_spec (docs/faults.md)
 };
 
 inline std::shared_ptr<sim::Fabric> make_fabric(const FabricOptions& o = {}) {
@@ -320,6 +321,7 @@ inline std::shared_ptr<sim::Fabric> make_fabric(const FabricOptions& o = {}) {
   c.seed = o.seed;
   c.faults = o.faults;
   c.pcap_path = o.pcap_path;
+  c.fault_spec = o.fault_spec;
   return must(sim::Fabric::create(c));
 }
 
