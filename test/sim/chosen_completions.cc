@@ -588,3 +588,27 @@ TEST_CASE("the same spec and seed give the same fault log, byte for byte") {
   CHECK(first.find("\"fault\":\"drop\"") != std::string::npos);
   CHECK(first == second);
 }
+
+TEST_CASE("chosen completions in threaded mode: the third SEND fails, the two before succeed") {
+  // Device threads, not stepping: the count is exact whatever the threads' timing.
+  LogFile log("threaded");
+  FabricOptions f = with_faults(log, "wr status=remote_operation nth=3 opcode=send");
+  f.mode = sim::ExecMode::threaded;
+  Pair p(f);
+  p.connect(quick(), quick());
+  Buffer src = p.a.reg(3 * 64), dst = p.b.reg(3 * 64);
+  for (uint32_t i = 0; i < 3; ++i) REQUIRE(p.b.post_recv(dst, i * 64, 64) == Errc::ok);
+  std::vector<int> got;
+  for (uint32_t i = 0; i < 3; ++i) {
+    Sge sge{src.addr(i * 64), 64, src.lkey()};
+    REQUIRE(p.a.post_and_ring(make_wr(WrOpcode::send, &sge, 1)) == Errc::ok);
+  }
+  REQUIRE(wait_real([&] {
+    Completion c;
+    while (p.a.poll_send(&c)) got.push_back(c.status);
+    return got.size() == 3;
+  }));
+  CHECK(got == std::vector<int>{IBV_WC_SUCCESS, IBV_WC_SUCCESS, IBV_WC_REM_OP_ERR});
+  CHECK(wait_real([&] { return p.b.qp->state() == hw::QpState::err; }));
+  CHECK(log.wr_lines().size() == 1);
+}
