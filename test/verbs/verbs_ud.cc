@@ -309,3 +309,33 @@ TEST_CASE("UD QPs refuse the attributes of connected QPs, RC QPs refuse a Q_Key,
   CHECK(ibv_destroy_qp(q) == 0);
   CHECK(ibv_destroy_cq(cq) == 0);
 }
+
+// Run by the test verbs_ud_chosen_local_protection, under
+// RNICDV_SIM_FAULTS='wr status=local_protection nth=2 device=0' (docs/faults.md): the second
+// WR rnicsim0 fetches fails as a genuine bad lkey would, alone.
+TEST_CASE("a UD send chosen by wr status=local_protection fails alone with LOC_PROT_ERR, the "
+          "QP goes to SQE", "[.chosen]") {
+  UdPair p;
+  p.b.post_recv(p.bbuf, 0, 256, 1);
+  p.b.post_recv(p.bbuf, 256, 256, 2);
+  send_datagram(p.a, p.a_to_b, p.b.qp->qp_num, kQkey, p.abuf, 0, 16, 10);
+  ibv_wc s = p.a.wait();
+  CHECK(s.status == IBV_WC_SUCCESS);
+  CHECK(s.wr_id == 10);
+  CHECK(p.b.wait().wr_id == 1);
+  send_datagram(p.a, p.a_to_b, p.b.qp->qp_num, kQkey, p.abuf, 0, 16, 11);
+  s = p.a.wait();
+  CHECK(s.status == IBV_WC_LOC_PROT_ERR);
+  CHECK(s.wr_id == 11);
+  CHECK(p.a.state() == IBV_QPS_SQE);
+  // Nothing of it was sent; after SQE -> RTS the next send goes out (the rule fires once).
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  REQUIRE(ibv_modify_qp(p.a.qp, &a, IBV_QP_STATE) == 0);
+  send_datagram(p.a, p.a_to_b, p.b.qp->qp_num, kQkey, p.abuf, 0, 16, 12);
+  CHECK(p.a.wait().status == IBV_WC_SUCCESS);
+  const ibv_wc r = p.b.wait();
+  CHECK(r.status == IBV_WC_SUCCESS);
+  CHECK(r.wr_id == 2);
+  CHECK(r.imm_data == htobe32(12));
+}

@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "cq.h"
+#include "faults/spec.h"
 #include "pinned_memory.h"
 #include "rnicdv/hw/device.h"
 #include "rnicdv/wqe/decode.h"
@@ -178,6 +180,12 @@ struct ResponderState {       // rc/responder.cc, rc/responder_tx.cc
   uint32_t res_next = 0;
   std::deque<RespJob> resp_queue;
   bool comm_est_raised = false;
+  // wr status= (faults/schedule.h): the request message the fault schedule was last asked
+  // about, by its first PSN, and the status it chose for it. A retransmission of that message
+  // gets the same answer and is not counted again.
+  bool fault_asked = false;
+  uint32_t fault_psn = 0;
+  std::optional<faults::ChosenStatus> fault;
 };
 
 struct QpObj {

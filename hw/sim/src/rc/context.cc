@@ -2,6 +2,7 @@
 // The transport's context (context.h), bound to its device.
 #include "context.h"
 
+#include "../faults/schedule.h"
 #include "../hca.h"
 
 namespace rnicdv::sim::rc {
@@ -30,6 +31,15 @@ void Context::write_cqe(CqObj* cq, const wqe::CqeInit& init) {
 
 void Context::raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn, uint32_t srqn) {
   device_.raise_event(type, qpn, cqn, srqn);
+}
+
+faults::FaultSchedule* Context::wr_faults() const {
+  faults::FaultSchedule* s = device_.fault_schedule();
+  return s != nullptr && !s->spec().wrs.empty() ? s : nullptr;
+}
+
+uint32_t Context::device_index() const {
+  return device_.index();
 }
 
 }  // namespace rnicdv::sim::rc

@@ -20,6 +20,10 @@ namespace rnicdv::sim {
 
 class Hca;
 
+namespace faults {
+class FaultSchedule;
+}
+
 namespace rc {
 
 // Go-back-N window in PSNs (rxe stops 128 PSNs past the oldest unacked one) and the interval
@@ -53,6 +57,11 @@ class Context {
   // events are the device's (cq.h, cq_events.cc).
   void write_cqe(CqObj* cq, const wqe::CqeInit& init);
   void raise_event(hw::AsyncEventType type, uint32_t qpn, uint32_t cqn, uint32_t srqn = 0);
+
+  // The fabric's fault schedule when its specification has `wr status=` rules
+  // (faults/schedule.h), else null; and the device's index in its fabric, their device=.
+  faults::FaultSchedule* wr_faults() const;
+  uint32_t device_index() const;
 
  private:
   Hca& device_;

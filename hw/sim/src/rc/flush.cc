@@ -135,6 +135,8 @@ void Flush::reset(QpObj& qp) {
   qp.resp.res_next = 0;
   qp.resp.resp_queue.clear();
   qp.resp.comm_est_raised = false;
+  qp.resp.fault_asked = false;
+  qp.resp.fault.reset();
 }
 
 }  // namespace rnicdv::sim::rc

@@ -2,7 +2,9 @@
 // The responder: executes inbound requests in PSN order (IBA 9.7.5.1). SEND consumes
 // receive WQEs, WRITE places data, READ and atomics are answered from a ring of responder
 // resources so duplicates can be replayed. Errors give the NAK classes of IBA 9.7.5.2.4
-// (as rxe sends them) and move the QP to ERR.
+// (as rxe sends them) and move the QP to ERR. A fault specification's remote statuses
+// (wr status=remote_access, remote_operation, rnr_retry, retry) answer a chosen request
+// message as the genuine condition of that kind would.
 #include <endian.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "responder.h"
 
+#include "../faults/schedule.h"
 #include "../host_access.h"
 #include "../packet/psn.h"
 #include "../seg_copy.h"
@@ -29,6 +32,13 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
     ctx_.raise_event(hw::AsyncEventType::comm_est, qp.qpn, 0);
   }
   const int32_t order = psn_cmp(p.bth.psn, qp.resp.epsn);
+  if (order >= 0 && qp.resp.fault == faults::ChosenStatus::retry) {
+    // The message chosen for wr status=retry holds the expected PSN: no copy of it, and
+    // nothing after it, is ever seen, as if the link lost them all.
+    ++ctx_.counters().rx_dropped;
+    ++qp.counters.rx_dropped;
+    return;
+  }
   if (order > 0) {
     // PSN sequence error: one NAK per gap, then silent drops until the expected PSN.
     if (!qp.resp.nak_seq_sent) {
@@ -75,6 +85,8 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
          hw::AsyncEventType::qp_req_err);
     return;
   }
+  if ((info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only) && chosen_fault(qp, p, info))
+    return;
   // The QP's own remote access rights (INIT attribute access_flags).
   uint32_t needed = 0;
   if (info.kind == pkt::OpKind::write) needed = hw::access::remote_write;
@@ -104,6 +116,69 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   }
   qp.resp.epsn = psn_add(qp.resp.epsn, 1);
   if (p.bth.ack_req) queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn);
+}
+
+namespace {
+
+uint32_t fault_op(pkt::OpKind kind) {
+  switch (kind) {
+    case pkt::OpKind::send:
+      return faults::op::send;
+    case pkt::OpKind::write:
+      return faults::op::write;
+    case pkt::OpKind::read_request:
+      return faults::op::read;
+    case pkt::OpKind::atomic:
+      return faults::op::atomic;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+// wr status=remote_*: the first packet of a new request message (in order, so neither a
+// duplicate nor a packet after a gap) is counted once, by its PSN; the chosen message is
+// answered as the genuine error of that kind, on every copy of it that arrives. True when the
+// packet was answered so.
+bool Responder::chosen_fault(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
+  faults::FaultSchedule* schedule = ctx_.wr_faults();
+  if (schedule == nullptr) return false;
+  const uint32_t psn = p.bth.psn;
+  if (!qp.resp.fault_asked || qp.resp.fault_psn != psn) {
+    // The responder's own QP is the one counted (the BTH's destination QP).
+    qp.resp.fault_asked = true;
+    qp.resp.fault_psn = psn;
+    qp.resp.fault = schedule->take_wr_fault(faults::WrSite::responder, ctx_.device_index(),
+                                            qp.qpn, fault_op(info.kind), psn);
+  }
+  if (!qp.resp.fault) return false;
+  switch (*qp.resp.fault) {
+    case faults::ChosenStatus::remote_access:
+      // As for an rkey or access violation: NAK, QP_ACCESS_ERR, the QP to ERR.
+      fail(qp, pkt::aeth::kNakRemoteAccessError, psn, 0, hw::AsyncEventType::qp_access_err);
+      return true;
+    case faults::ChosenStatus::remote_operation:
+      // As for a receive queue the device cannot use: NAK, QP_FATAL, the QP to ERR.
+      fail(qp, pkt::aeth::kNakRemoteOperationalError, psn, 0, hw::AsyncEventType::qp_fatal);
+      return true;
+    case faults::ChosenStatus::rnr_retry:
+      // As for a SEND that finds no receive WQE: an RNR NAK, the PSN stays expected, and the
+      // next copy is answered the same until the requester's rnr_retry runs out.
+      ++ctx_.counters().rnr_naks_tx;
+      ++qp.counters.rnr_naks_tx;
+      queue_ack(qp, static_cast<uint8_t>(pkt::aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f)),
+                psn);
+      return true;
+    case faults::ChosenStatus::retry:
+      ++ctx_.counters().rx_dropped;
+      ++qp.counters.rx_dropped;
+      return true;
+    case faults::ChosenStatus::local_protection:
+    case faults::ChosenStatus::local_length:
+      break;  // never chosen at the responder
+  }
+  return false;
 }
 
 // Takes the next receive WQE for a SEND (or a WRITE with immediate). Without one the sender

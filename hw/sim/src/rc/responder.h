@@ -28,6 +28,7 @@ class Responder {
 
  private:
   void on_duplicate_request(QpObj& qp, const pkt::Packet& p);
+  bool chosen_fault(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
   bool execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
   bool execute_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
   void execute_read(QpObj& qp, const pkt::Packet& p);

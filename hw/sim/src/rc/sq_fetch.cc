@@ -2,12 +2,14 @@
 // Fetching SQ WQEs: how far the device may read (the DBR, or beyond it for a scanning
 // device), decoding the untrusted ring, and resolving every local buffer against the MR
 // table before anything is sent. A defect completes the WQE with the mlx5 syndrome and
-// moves the QP to ERR when the WQE reaches the head of the queue.
+// moves the QP to ERR when the WQE reaches the head of the queue. A fault specification's
+// local statuses (wr status=local_protection / local_length) fail a chosen WQE the same way.
 #include <algorithm>
 #include <cstring>
 
 #include "sq_fetch.h"
 
+#include "../faults/schedule.h"
 #include "../packet/psn.h"
 #include "queues.h"
 
@@ -58,6 +60,29 @@ WqeKind kind_of(uint8_t opcode, bool* known) {
       *known = false;
       return WqeKind::nop;
   }
+}
+
+uint32_t fault_op(WqeKind kind) {
+  switch (kind) {
+    case WqeKind::send:
+      return faults::op::send;
+    case WqeKind::write:
+      return faults::op::write;
+    case WqeKind::read:
+      return faults::op::read;
+    case WqeKind::atomic:
+      return faults::op::atomic;
+    case WqeKind::nop:
+      break;
+  }
+  return 0;
+}
+
+// The syndrome of a chosen local status, as the genuine defect of that kind gives it: an
+// lkey or access violation in the gather/scatter list, or a length the device refuses.
+uint8_t chosen_syndrome(faults::ChosenStatus s) {
+  return s == faults::ChosenStatus::local_length ? MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR
+                                                 : MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 }
 
 }  // namespace
@@ -125,6 +150,7 @@ bool SqFetcher::fetch_next(QpObj& qp) {
   } else {
     w.bbs = d.bbs;
     resolve(qp, d, w);
+    if (w.error == 0 && w.kind != WqeKind::nop) choose_fault(qp, w);
   }
   ++qp.wq_tail;
   qp.sq_consumed += w.bbs;
@@ -132,6 +158,21 @@ bool SqFetcher::fetch_next(QpObj& qp) {
   ++ctx_.counters().wqes_fetched;
   if (beyond) ++ctx_.counters().wqes_beyond_dbr;
   return true;
+}
+
+// wr status=local_*: a WQE is fetched once, so each is counted once. The PSN logged is the one
+// the WQE will start at (every WQE fetched before it has started: the requester fetches only
+// when it has nothing left to start).
+void SqFetcher::choose_fault(QpObj& qp, SendWqe& w) {
+  faults::FaultSchedule* schedule = ctx_.wr_faults();
+  if (schedule == nullptr) return;
+  const std::optional<faults::ChosenStatus> s =
+      schedule->take_wr_fault(faults::WrSite::requester, ctx_.device_index(), qp.qpn,
+                              fault_op(w.kind), qp.req.next_psn);
+  if (!s) return;
+  // The buffers stay unused: the WQE completes with the error when it reaches the head.
+  w.segs.clear();
+  w.error = chosen_syndrome(*s);
 }
 
 void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {

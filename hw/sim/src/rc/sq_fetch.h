@@ -24,6 +24,7 @@ class SqFetcher {
  private:
   bool has_fetchable(QpObj& qp, bool* beyond_dbr);
   void resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w);
+  void choose_fault(QpObj& qp, SendWqe& w);
 
   Context& ctx_;
   std::unique_ptr<wqe::DecodedSendWqe> decoded_;
