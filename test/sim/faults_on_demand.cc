@@ -217,3 +217,28 @@ TEST_CASE("the fault log sits beside the pcap, named after it") {
   std::remove(pcap.c_str());
   std::remove((pcap.substr(0, pcap.size() - 5) + ".faults.jsonl").c_str());
 }
+
+TEST_CASE("a threaded fabric's log counts time from its own start, as a deterministic one does") {
+  const std::string path = temp_path("faults-threaded");
+  {
+    FabricOptions fo;
+    fo.mode = sim::ExecMode::threaded;
+    fo.fault_spec = "log=" + path + "; drop nth=1 opcode=write";
+    Pair p(fo);
+    p.connect();
+    Buffer src = p.a.reg(4096), dst = p.b.reg(4096);
+    Sge sge{src.addr(), 4096, src.lkey()};
+    SendWr wr = make_wr(WrOpcode::rdma_write, &sge, 1);
+    wr.remote_addr = dst.addr();
+    wr.rkey = dst.rkey();
+    REQUIRE(p.a.post_and_ring(wr) == Errc::ok);
+    Completion c{};
+    REQUIRE(wait_real([&] { return p.a.poll_send(&c); }));
+    CHECK(c.status == IBV_WC_SUCCESS);
+  }
+  const auto drops = lines_with(slurp(path), "\"fault\":\"drop\"");
+  REQUIRE(drops.size() == 1);
+  const uint64_t t = std::stoull(drops[0].substr(std::strlen("{\"t_ns\":")));
+  CHECK(t < 60'000'000'000ull);  // seconds into the run, not the machine's uptime
+  std::remove(path.c_str());
+}

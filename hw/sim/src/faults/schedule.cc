@@ -104,7 +104,7 @@ FaultLog::Line::Line(FaultLog& log, uint64_t t_ns, std::string_view kind) : log_
   if (!log_.enabled()) return;
   text_.reserve(160);
   text_ += "{\"t_ns\":";
-  text_ += std::to_string(t_ns);
+  text_ += std::to_string(t_ns > log_.origin_ns_ ? t_ns - log_.origin_ns_ : 0);
   str("kind", kind);
 }
 
@@ -191,7 +191,8 @@ Result<std::unique_ptr<FaultSchedule>> FaultSchedule::create(FaultSpec spec, uin
   }
   RNICDV_ASSIGN_OR_RETURN(std::unique_ptr<FaultLog> log, FaultLog::open(path));
   std::unique_ptr<FaultSchedule> s(new FaultSchedule(std::move(spec), seed, clock, std::move(log)));
-  FaultLog::Line(s->log(), 0, "start").num("seed", seed).str("spec", s->spec_.text);
+  s->log_->set_origin(s->start_ns_);
+  FaultLog::Line(s->log(), s->start_ns_, "start").num("seed", seed).str("spec", s->spec_.text);
   return s;
 }
 

@@ -44,6 +44,9 @@ class FaultLog {
   FaultLog& operator=(const FaultLog&) = delete;
 
   bool enabled() const noexcept { return file_ != nullptr; }
+  // Times given to Line are on the fabric's clock; the log writes them from this origin (the
+  // schedule's start), so that a threaded run's log reads from 0 as a deterministic one does.
+  void set_origin(uint64_t origin_ns) noexcept { origin_ns_ = origin_ns; }
   const std::string& path() const noexcept { return path_; }
 
   // Builds one line: Line(log, t_ns, "frame").str("fault", "drop").num("qpn", 5); written
@@ -70,6 +73,7 @@ class FaultLog {
   void write(const std::string& line);
   std::string path_;
   std::FILE* file_ = nullptr;
+  uint64_t origin_ns_ = 0;
   std::mutex mu_;
 };
 
