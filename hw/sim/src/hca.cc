@@ -162,6 +162,7 @@ Status Hca::start() {
   attached_ = true;
   config_.ipv4 = endpoint_.ipv4;
   if (shared_.faults) shared_.faults->note_device(index_, endpoint_.ipv4);
+  init_link_events();
   info_.gid = hw::Gid::from_ipv4(endpoint_.ipv4);
   // Unique per device and host, whichever process made it and in whatever order: Mellanox's
   // OUI, then the address's low 24 bits and the UDP port, which no other live device on the
@@ -222,6 +223,7 @@ DeviceCounters Hca::counters() const {
   DeviceCounters c = counters_;
   c.packets_tx += raw_packets_tx_.load(std::memory_order_relaxed);
   c.bytes_tx += raw_bytes_tx_.load(std::memory_order_relaxed);
+  c.link_down_drops += raw_link_down_drops_.load(std::memory_order_relaxed);
   c.sleeps = sleeps_.load(std::memory_order_relaxed);
   c.watched_sleeps = watched_sleeps_.load(std::memory_order_relaxed);
   return c;
