@@ -119,7 +119,9 @@ TEST_CASE("port-down at= raises PORT_ERR at that virtual time, the port reads DO
   CHECK(p.wait_event(*p.a.dev, &at) == hw::AsyncEventType::port_err);
   CHECK(at == 5 * kMs);
   CHECK(p.a.dev->port_state() == sim::PortState::down);
+  CHECK(p.a.dev->dump().find("port DOWN, link_down_drops") != std::string::npos);
   CHECK(p.b.dev->port_state() == sim::PortState::active);  // device=0 only
+  CHECK(p.b.dev->dump().find("port DOWN") == std::string::npos);
   CHECK(drain_events(*p.b.dev).empty());
   CHECK_FALSE(p.a.dev->fatal());
 
@@ -263,6 +265,7 @@ TEST_CASE("fatal raises DEVICE_FATAL only, and the device is dead: port DOWN for
   CHECK(p.a.dev->fatal());
   CHECK(p.a.dev->port_state() == sim::PortState::down);
   CHECK(p.a.qp->state() == hw::QpState::err);
+  CHECK(p.a.dev->dump().find("port DOWN (the device had a fatal error") != std::string::npos);
   CHECK_FALSE(p.b.dev->fatal());
   CHECK(p.b.dev->port_state() == sim::PortState::active);
 
