@@ -92,8 +92,9 @@ TEST_CASE("fatal: DEVICE_FATAL, then commands fail with EIO except destroys and 
   CHECK(ibv_alloc_pd(d.ctx) == nullptr);
   CHECK(errno == EIO);
   std::vector<uint8_t> more(4096);
+  const int access = IBV_ACCESS_LOCAL_WRITE;
   errno = 0;
-  CHECK(ibv_reg_mr(d.pd, more.data(), more.size(), IBV_ACCESS_LOCAL_WRITE) == nullptr);
+  CHECK(ibv_reg_mr(d.pd, more.data(), more.size(), access) == nullptr);
   CHECK(errno == EIO);
   CHECK(ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0) == nullptr);
   ibv_qp_attr attr{};
