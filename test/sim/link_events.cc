@@ -266,6 +266,19 @@ TEST_CASE("fatal raises DEVICE_FATAL only, and the device is dead: port DOWN for
   CHECK(p.a.dev->port_state() == sim::PortState::down);
   CHECK(p.a.qp->state() == hw::QpState::err);
   CHECK(p.a.dev->dump().find("port DOWN (the device had a fatal error") != std::string::npos);
+  // The control path creates and changes nothing any more (EIO, as mlx5_core answers).
+  Result<std::unique_ptr<hw::Pd>> pd = p.a.dev->alloc_pd();
+  REQUIRE_FALSE(pd);
+  CHECK(pd.status().code() == Errc::io_error);
+  CHECK(pd.status().message().find("alloc_pd: the device had a fatal error") != std::string::npos);
+  CHECK_FALSE(p.a.dev->create_cq(16));
+  std::vector<uint8_t> region(64);
+  CHECK_FALSE(p.a.dev->reg_mr(*p.a.pd, region.data(), region.size(), all_remote()));
+  hw::QpAttr reset;
+  reset.state = hw::QpState::reset;
+  const Status modified = p.a.modify(reset, hw::qp_attr::state);
+  CHECK(modified.code() == Errc::io_error);
+  CHECK(p.a.qp->state() == hw::QpState::err);
   CHECK_FALSE(p.b.dev->fatal());
   CHECK(p.b.dev->port_state() == sim::PortState::active);
 

@@ -362,7 +362,9 @@ uint64_t Hca::next_deadline_ns() const {
   uint64_t next = UINT64_MAX;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!timers_.empty()) next = timers_.begin()->first;
+    // A dead device (link.cc) runs no timer: one the control path filed since must not wake
+    // its thread over and over.
+    if (!timers_.empty() && !dead_.load(std::memory_order_relaxed)) next = timers_.begin()->first;
     if (attached_) next = std::min(next, shared_.wire->next_delivery_ns(endpoint_));
     if (!link_events_.empty()) [[unlikely]]
       next = std::min(next, next_link_deadline_locked());

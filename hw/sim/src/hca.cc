@@ -37,6 +37,15 @@ Status Hca::check_owner(const char* op) const {
                        info_.name.c_str(), op);
 }
 
+// After a fatal error (link.cc) the device creates and changes nothing, as a ConnectX whose
+// firmware stopped: mlx5_core fails every command but the destroys with EIO.
+Status Hca::check_alive(const char* op) const {
+  if (!dead()) [[likely]]
+    return Status::ok();
+  return Status::error(Errc::io_error, "%s: %s: the device had a fatal error", info_.name.c_str(),
+                       op);
+}
+
 namespace {
 
 hw::DeviceCaps merge_caps(const hw::DeviceCaps& asked) {
@@ -265,6 +274,7 @@ void Hca::resume() {
 
 Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
   RNICDV_TRY(check_owner("modify_qp"));
+  RNICDV_TRY(check_alive("modify_qp"));
   std::lock_guard<std::mutex> lock(mu_);
   // Doorbell-record moves made before this transition are counted in the state they
   // happened in.

@@ -92,6 +92,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   }
   // ok, or the error for `op` when this process is a child of the device's owner.
   Status check_owner(const char* op) const;
+  // ok, or the error for `op` once the device had a fatal error (link.cc).
+  Status check_alive(const char* op) const;
 
   const hw::DeviceInfo& info() const { return info_; }
   const DeviceConfig& config() const { return config_; }
