@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fault specification's link events as an unmodified verbs program sees them (libibverbs
 // and libmlx5 over the uverbs shim). Each case runs under its own RNICDV_SIM_FAULTS (meson.build):
-//   [port]   port-down at=2s for=1500ms device=0
+//   [port]   port-down at=2s for=3s device=0
 //   [fatal]  fatal at=1s device=0
 #include <errno.h>
 #include <poll.h>
@@ -45,7 +45,7 @@ TEST_CASE("port-down for=: PORT_ERR, ibv_query_port reads DOWN, an RC SEND durin
   CHECK(attr.phys_state == 3);  // Disabled
   CHECK(port_of(p.db.ctx).state == IBV_PORT_ACTIVE);
 
-  // The outage (1.5 s) is longer than the retry budget of timeout 14, retry_cnt 7 (~0.5 s).
+  // The outage (3 s) is longer than the retry budget of timeout 14, retry_cnt 7 (~0.5 s).
   Buffer src(p.da.pd, 64, kAllAccess), dst(p.db.pd, 64, kAllAccess);
   p.b.post_recv(dst, 0, 64, 7);
   ibv_sge sge{src.addr(), 64, src.mr->lkey};
