@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "device_impl.h"
+#include "gsi.h"
 #include "sim_harness.h"
 
 using namespace simtest;
@@ -173,6 +175,32 @@ TEST_CASE("port-down after=N takes the port down as the device's Nth frame goes 
   REQUIRE(lines.size() == 1);
   CHECK(lines[0].find("\"action\":\"port-down\",\"rule\":1,\"device\":0,\"trigger\":\"after\","
                       "\"frames\":3,\"event\":\"PORT_ERR\"") != std::string::npos);
+}
+
+TEST_CASE("port-down after=N counts the connection manager's QP1 frames too, and a down port "
+          "neither sends nor takes in MADs",
+          "[link]") {
+  sim::FabricConfig c;
+  c.mode = sim::ExecMode::deterministic;
+  c.fault_spec = "port-down after=2 device=0";
+  auto fabric = must(sim::Fabric::create(c));
+  auto a = must(fabric->add_device());
+  auto b = must(fabric->add_device());
+  int to_b = 0, to_a = 0;
+  sim::gsi_of(*b).set_mad_handler([&](uint32_t, const uint8_t*, size_t) { ++to_b; });
+  sim::gsi_of(*a).set_mad_handler([&](uint32_t, const uint8_t*, size_t) { ++to_a; });
+  uint8_t mad[sim::kMadBytes] = {};
+  for (int i = 0; i < 3; ++i) sim::gsi_of(*a).send_mad(b->ipv4(), mad);  // the third is lost
+  sim::gsi_of(*b).send_mad(a->ipv4(), mad);
+  fabric->run_until([] { return false; }, 10 * kMs);
+  CHECK(to_b == 2);
+  CHECK(to_a == 0);
+  CHECK(a->port_state() == sim::PortState::down);
+  CHECK(a->counters().packets_tx == 2);
+  CHECK(a->counters().link_down_drops == 2);  // one MAD not sent, one not taken in
+  hw::AsyncEvent ev{};
+  REQUIRE(a->next_async_event(&ev));
+  CHECK(ev.type == hw::AsyncEventType::port_err);
 }
 
 TEST_CASE("port-down for= shorter than the retry budget: PORT_ACTIVE when it ends, and the RC "

@@ -6,8 +6,9 @@
 // fabric's clock (at=, from the schedule's start) or once the device has sent a number of
 // frames (after=). Timed events are deadlines (next_deadline_ns), so a deterministic fabric
 // jumps to them and a sleeping device thread wakes for them; the engine applies what is due
-// at the start of each pass, and transmit applies an after= event as the frame that makes it
-// due goes out, so that no frame leaves past it. Events apply earliest first, rules in their
+// at the start of each pass, and transmit (transmit_raw, for QP1, unless the engine holds
+// the lock) applies an after= event as the frame that makes it due goes out, so that no frame
+// leaves past it. after= counts the frames that left: none while the port is down. Events apply earliest first, rules in their
 // order at the same time; each writes one line to the fault log.
 //
 // Port down (IBA 14.3 / 11.6.3.3, as a ConnectX whose link goes down): the unaffiliated event
@@ -27,7 +28,8 @@
 // and EIO for the rest. So here: DEVICE_FATAL, the port reads DOWN (no PORT_ERR, as mlx5
 // raises none), every QP not in RESET reads ERR, and the engine stops for good: no frame
 // sent or taken in, no doorbell acted on, no CQE or completion event written, outstanding
-// WRs never complete. The uverbs shim fails commands with EIO, destroys excepted
+// WRs never complete. The control path creates and modifies nothing more (Hca::check_alive:
+// Errc::io_error), destroys excepted; the uverbs shim answers the same way, with EIO
 // (hw/uverbs commands.cc).
 #include <algorithm>
 

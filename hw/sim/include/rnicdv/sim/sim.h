@@ -180,8 +180,9 @@ class Device : public hw::Device {
   Result<QpSnapshot> qp_snapshot(uint32_t qpn) const;
   std::string dump() const;  // readable state of every object
   // The port's state (port-down and port-up events; DOWN for good after a fatal error), and
-  // whether the device had a fatal error (a `fatal` event: DEVICE_FATAL was raised, and the
-  // device no longer sends, receives or completes anything).
+  // whether the device had a fatal error (a `fatal` event: DEVICE_FATAL was raised, the
+  // device no longer sends, receives or completes anything, its QPs read ERR, and creating or
+  // modifying objects fails with Errc::io_error; destroying them still works).
   PortState port_state() const;
   bool fatal() const;
 
