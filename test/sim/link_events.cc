@@ -343,6 +343,28 @@ TEST_CASE("fatal raises DEVICE_FATAL only, and the device is dead: port DOWN for
                       "\"at_ns\":3000000,\"event\":\"none\"") != std::string::npos);
 }
 
+TEST_CASE("fatal after=N: the device dies as its Nth frame leaves, and writes nothing after",
+          "[link]") {
+  LinkPair p("fatal after=3 device=0");
+  for (int i = 0; i < 5; ++i) REQUIRE(p.b.post_recv(p.bbuf, 0, 64) == Errc::ok);
+  for (int i = 0; i < 5; ++i) {
+    Sge sge{p.abuf.addr(), 64, p.abuf.lkey()};
+    REQUIRE(p.a.post(make_wr(WrOpcode::send, &sge, 1, static_cast<uint64_t>(i))) == Errc::ok);
+  }
+  p.a.ring();
+  CHECK(p.wait_event(*p.a.dev) == hw::AsyncEventType::device_fatal);
+  p.settle();
+  CHECK(p.a.counters().packets_tx == 3);
+  CHECK(p.a.counters().cqes_written == 0);  // b's ACKs never taken in; no flush either
+  CHECK(p.b.counters().packets_rx == 3);
+  Completion c{};
+  CHECK_FALSE(p.a.poll_send(&c));
+  const std::vector<std::string> lines = lines_of_kind(p.log(), "link");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("\"action\":\"fatal\",\"rule\":1,\"device\":0,\"trigger\":\"after\","
+                      "\"frames\":3,\"event\":\"DEVICE_FATAL\"") != std::string::npos);
+}
+
 TEST_CASE("link events: the same specification and seed give the same log, byte for byte",
           "[link]") {
   const std::string log = temp_log_path();  // the same text of the spec, both times

@@ -129,6 +129,10 @@ bool Hca::run_active_locked(uint64_t now_ns) {
   working_.swap(active_);
   for (QpObj* qp : working_) {
     qp->queued = false;
+    // A fatal error raised by a frame this pass sent (fatal after=N, link.cc) stops the
+    // device here: nothing more is done for the QPs still to visit.
+    if (dead_.load(std::memory_order_relaxed)) [[unlikely]]
+      continue;
     bool progressed = false;
     if (qp->db_pending) {
       qp->db_pending = false;
