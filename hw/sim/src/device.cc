@@ -184,6 +184,12 @@ Result<QpSnapshot> Device::qp_snapshot(uint32_t qpn) const {
 std::string Device::dump() const {
   return impl_->hca->dump();
 }
+PortState Device::port_state() const {
+  return impl_->hca->port_up() ? PortState::active : PortState::down;
+}
+bool Device::fatal() const {
+  return impl_->hca->dead();
+}
 void Device::pause() {
   impl_->hca->pause();
 }

@@ -52,6 +52,10 @@ std::string Hca::dump() const {
       "            cqes %" PRIu64 " error_cqes %" PRIu64 " cq_overflows %" PRIu64
       " comm_est %" PRIu64 " async_events_queued %zu\n",
       c.cqes_written, c.error_cqes, c.cq_overflows, c.comm_est_raised, events_.size());
+  if (!port_up())
+    add(out, "  port DOWN%s, link_down_drops %" PRIu64 "\n",
+        dead() ? " (the device had a fatal error: it runs nothing)" : "",
+        c.link_down_drops + raw_link_down_drops_.load(std::memory_order_relaxed));
   std::vector<uint32_t> pds(pds_.begin(), pds_.end());
   std::sort(pds.begin(), pds.end());
   for (uint32_t pdn : pds) add(out, "  pd %u\n", pdn);

@@ -91,7 +91,17 @@ bool Hca::run_pass_then_notify(std::unique_lock<std::mutex> lock) {
 // and only those (and the QPs in ERR, whose records are watched for work to flush) are
 // visited.
 bool Hca::do_device_work_locked(uint64_t now_ns) {
-  bool did = scan_doorbells_locked();
+  bool did = false;
+  if (!link_events_.empty()) [[unlikely]]
+    did |= apply_link_events_locked(now_ns);
+  if (dead_.load(std::memory_order_relaxed)) [[unlikely]] {
+    // A fatal error stopped the device (link.cc): doorbells are not acted on, and what the
+    // wire brings is taken off it and dropped (deliver_locked).
+    rung_pages_.clear();
+    if (attached_) did |= shared_.wire->poll(endpoint_, kRxBudget) > 0;
+    return did;
+  }
+  did |= scan_doorbells_locked();
   if (!evented_cqs_.empty()) [[unlikely]]
     did |= scan_cq_arms_locked();
   rung_pages_.clear();
@@ -119,6 +129,10 @@ bool Hca::run_active_locked(uint64_t now_ns) {
   working_.swap(active_);
   for (QpObj* qp : working_) {
     qp->queued = false;
+    // A fatal error raised by a frame this pass sent (fatal after=N, link.cc) stops the
+    // device here: nothing more is done for the QPs still to visit.
+    if (dead_.load(std::memory_order_relaxed)) [[unlikely]]
+      continue;
     bool progressed = false;
     if (qp->db_pending) {
       qp->db_pending = false;
@@ -352,8 +366,12 @@ uint64_t Hca::next_deadline_ns() const {
   uint64_t next = UINT64_MAX;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!timers_.empty()) next = timers_.begin()->first;
+    // A dead device (link.cc) runs no timer: one the control path filed since must not wake
+    // its thread over and over.
+    if (!timers_.empty() && !dead_.load(std::memory_order_relaxed)) next = timers_.begin()->first;
     if (attached_) next = std::min(next, shared_.wire->next_delivery_ns(endpoint_));
+    if (!link_events_.empty()) [[unlikely]]
+      next = std::min(next, next_link_deadline_locked());
   }
   return std::min(next, gsi_.next_timer_ns());
 }
@@ -390,6 +408,10 @@ bool Hca::deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_
 }
 
 void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
+  if (!port_up_.load(std::memory_order_relaxed)) [[unlikely]] {
+    ++counters_.link_down_drops;  // the port is down, or the device dead (link.cc)
+    return;
+  }
   ++counters_.packets_rx;
   counters_.bytes_rx += len;
   pkt::Packet p;
@@ -432,17 +454,30 @@ void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
 }
 
 void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len) {
+  if (!port_up_.load(std::memory_order_relaxed)) [[unlikely]] {
+    // The port is down (link.cc): the frame does not leave, and the transport, which cannot
+    // tell, recovers it as a loss (retransmission) or gives up (RETRY_EXC_ERR).
+    ++counters_.link_down_drops;
+    return;
+  }
   ++counters_.packets_tx;
   counters_.bytes_tx += len;
   ++qp.counters.packets_tx;
   transmitted_ = true;
   if (tx_tap_) [[unlikely]]
     tx_tap_(dst_ipv4, frame, len);
-  if (!attached_) return;
-  shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, frame, len);
+  if (attached_)
+    shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, frame, len);
+  // A port-down (or fatal) after=N takes effect as its Nth frame goes out.
+  if (count_link_frame()) [[unlikely]]
+    apply_link_events_locked(now());
 }
 
 void Hca::transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len) {
+  if (!port_up_.load(std::memory_order_acquire)) [[unlikely]] {
+    raw_link_down_drops_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   raw_packets_tx_.fetch_add(1, std::memory_order_relaxed);
   raw_bytes_tx_.fetch_add(len, std::memory_order_relaxed);
   if (has_tx_tap_.load(std::memory_order_acquire)) [[unlikely]] {
@@ -452,6 +487,15 @@ void Hca::transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len) {
   if (!attached_) return;
   shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, data, len);
   if (!shared_.deterministic()) shared_.kick_sleepers(this);
+  // An after=N link event this frame made due: applied now unless the engine runs (without
+  // waiting for the lock, see above), else by the next pass, which a kick brings.
+  if (count_link_frame()) [[unlikely]] {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (lock.owns_lock())
+      apply_link_events_locked(now());
+    else
+      kick_if_sleeping();
+  }
 }
 
 void Hca::set_tx_tap(TxTap tap) {

@@ -37,6 +37,15 @@ Status Hca::check_owner(const char* op) const {
                        info_.name.c_str(), op);
 }
 
+// After a fatal error (link.cc) the device creates and changes nothing, as a ConnectX whose
+// firmware stopped: mlx5_core fails every command but the destroys with EIO.
+Status Hca::check_alive(const char* op) const {
+  if (!dead()) [[likely]]
+    return Status::ok();
+  return Status::error(Errc::io_error, "%s: %s: the device had a fatal error", info_.name.c_str(),
+                       op);
+}
+
 namespace {
 
 hw::DeviceCaps merge_caps(const hw::DeviceCaps& asked) {
@@ -162,6 +171,7 @@ Status Hca::start() {
   attached_ = true;
   config_.ipv4 = endpoint_.ipv4;
   if (shared_.faults) shared_.faults->note_device(index_, endpoint_.ipv4);
+  init_link_events();
   info_.gid = hw::Gid::from_ipv4(endpoint_.ipv4);
   // Unique per device and host, whichever process made it and in whatever order: Mellanox's
   // OUI, then the address's low 24 bits and the UDP port, which no other live device on the
@@ -224,6 +234,7 @@ DeviceCounters Hca::counters() const {
   DeviceCounters c = counters_;
   c.packets_tx += raw_packets_tx_.load(std::memory_order_relaxed);
   c.bytes_tx += raw_bytes_tx_.load(std::memory_order_relaxed);
+  c.link_down_drops += raw_link_down_drops_.load(std::memory_order_relaxed);
   c.sleeps = sleeps_.load(std::memory_order_relaxed);
   c.watched_sleeps = watched_sleeps_.load(std::memory_order_relaxed);
   return c;
@@ -265,6 +276,7 @@ void Hca::resume() {
 
 Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
   RNICDV_TRY(check_owner("modify_qp"));
+  RNICDV_TRY(check_alive("modify_qp"));
   std::lock_guard<std::mutex> lock(mu_);
   // Doorbell-record moves made before this transition are counted in the state they
   // happened in.

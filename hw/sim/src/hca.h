@@ -92,6 +92,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   }
   // ok, or the error for `op` when this process is a child of the device's owner.
   Status check_owner(const char* op) const;
+  // ok, or the error for `op` once the device had a fatal error (link.cc).
+  Status check_alive(const char* op) const;
 
   const hw::DeviceInfo& info() const { return info_; }
   const DeviceConfig& config() const { return config_; }
@@ -105,6 +107,10 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   const Clock& clock() const;
   uint64_t now() const;
   AsyncEventQueue& events() { return events_; }
+  // Link events (link.cc): the port's state, and whether the device had a fatal error. Read
+  // without the device lock.
+  bool port_up() const { return port_up_.load(std::memory_order_acquire); }
+  bool dead() const { return dead_.load(std::memory_order_acquire); }
   Gsi& gsi() { return gsi_; }
 
   // ---- Control path (objects.cc, srq.cc, hca.cc; transitions in rc/qp_state.cc) ----
@@ -227,6 +233,20 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   bool deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_t len);
   void transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len);
 
+  // link.cc: the link rules of the fault specification (port-down, port-up, fatal) that
+  // concern this device, as events due at a time or after a number of transmitted frames.
+  void init_link_events();
+  // Applies the events that are due (at or before `now_ns`, or whose frame count was reached),
+  // earliest first; true if any was.
+  bool apply_link_events_locked(uint64_t now_ns);
+  // The earliest time a pending timed event is due; UINT64_MAX if none.
+  uint64_t next_link_deadline_locked() const;
+  // Counts a frame that went out, for after= events; true if one of them is now due.
+  bool count_link_frame();
+  void apply_link_event_locked(size_t k, uint64_t now_ns);
+  // A fatal error: the device stops, as a ConnectX after a catastrophic error (link.cc).
+  void die_locked();
+
   // cq_write.cc: every CQE the transport writes; overruns and CQ memory faults.
   void write_cqe_locked(CqObj* cq, const wqe::CqeInit& init);
   void handle_cq_overflows_locked();
@@ -318,6 +338,26 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // The datagram service, on the RC transport's fetcher, flush and CQE writer (ud/datagram.h).
   ud::Datagram ud_;
   bool transmitted_ = false;
+
+  // Link events (link.cc). One entry per link rule that names this device (or every device),
+  // plus one per port-down with for= once it fired (the port-up it brings).
+  struct LinkEvent {
+    uint32_t rule;           // index in the specification's links, for the log
+    faults::LinkAction action;
+    const char* trigger;     // "at", "after" or "for"
+    uint64_t due_ns;         // at= and for=: the fabric's clock; 0 for after=
+    uint64_t after_frames;   // after=: the frame count that makes it due; 0 otherwise
+    uint64_t for_ns;         // port-down: the outage's length, 0 = until a port-up
+    bool done;
+  };
+  std::vector<LinkEvent> link_events_;  // under mu_
+  // The smallest after= still pending (UINT64_MAX: none), so that transmit pays one compare.
+  std::atomic<uint64_t> link_frames_due_{UINT64_MAX};
+  std::atomic<uint64_t> link_frames_tx_{0};   // frames sent, for after=
+  std::atomic<bool> port_up_{true};
+  std::atomic<bool> dead_{false};
+  // Frames transmit_raw did not send because the link was down; counters() adds them.
+  std::atomic<uint64_t> raw_link_down_drops_{0};
   TxTap tx_tap_;
   std::atomic<bool> has_tx_tap_{false};
   // Frames transmit_raw sent (QP1), counted without mu_; counters() adds them.

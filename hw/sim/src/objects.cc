@@ -25,6 +25,7 @@ constexpr uint32_t kKnownAccess = hw::access::local_write | hw::access::remote_w
 
 Result<uint32_t> Hca::alloc_pd() {
   RNICDV_TRY(check_owner("alloc_pd"));
+  RNICDV_TRY(check_alive("alloc_pd"));
   std::lock_guard<std::mutex> lock(mu_);
   if (pds_.size() >= info_.caps.max_pd)
     return Status::error(Errc::no_resources, "%s: alloc_pd: %u protection domains in use",
@@ -69,6 +70,7 @@ Status Hca::check_region_locked(const char* op, uint32_t pdn, const void* addr, 
 // faults in every page, as ib_umem_get does), then the region is checked and entered.
 Result<uint32_t> Hca::reg_mr(uint32_t pdn, void* addr, size_t length, uint32_t access) {
   RNICDV_TRY(check_owner("reg_mr"));
+  RNICDV_TRY(check_alive("reg_mr"));
   {
     std::lock_guard<std::mutex> lock(mu_);
     RNICDV_TRY(check_region_locked("reg_mr", pdn, addr, length, access));
@@ -102,6 +104,7 @@ void Hca::dereg_mr(uint32_t key) {
 // region holds when it changes, whoever changed it last); a change of PD or rights keeps them.
 Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint32_t access) {
   RNICDV_TRY(check_owner("rereg_mr"));
+  RNICDV_TRY(check_alive("rereg_mr"));
   bool same_range = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -134,6 +137,7 @@ Status Hca::rereg_mr(uint32_t key, uint32_t pdn, void* addr, size_t length, uint
 
 Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {
   RNICDV_TRY(check_owner("create_cq"));
+  RNICDV_TRY(check_alive("create_cq"));
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   if (min_cqe == 0 || min_cqe > info_.caps.max_cqe)
@@ -170,6 +174,7 @@ Result<CqObj*> Hca::create_cq(uint32_t min_cqe) {
 
 Result<CqObj*> Hca::create_cq_external(const ExternalCqMemory& mem) {
   RNICDV_TRY(check_owner("create_cq"));
+  RNICDV_TRY(check_alive("create_cq"));
   std::lock_guard<std::mutex> lock(mu_);
   if (!mem.buf || !mem.dbrec || !is_pow2(mem.cqe_cnt) || mem.cqe_cnt > info_.caps.max_cqe ||
       (mem.cqe_size != 64 && mem.cqe_size != 128))
@@ -239,6 +244,7 @@ uint32_t Hca::alloc_qpn() {
 Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                               const hw::QpCaps& caps, SrqObj* srq) {
   RNICDV_TRY(check_owner("create_qp"));
+  RNICDV_TRY(check_alive("create_qp"));
   std::lock_guard<std::mutex> lock(mu_);
   const hw::DeviceCaps& dev = info_.caps;
   const char* name = info_.name.c_str();
@@ -306,6 +312,7 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
 Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                                        const ExternalQpMemory& mem, SrqObj* srq) {
   RNICDV_TRY(check_owner("create_qp"));
+  RNICDV_TRY(check_alive("create_qp"));
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   // A ring of 0 entries is a queue the QP does not have (mlx5: max_send_wr = 0 gives no send

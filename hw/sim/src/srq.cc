@@ -12,6 +12,7 @@ namespace rnicdv::sim {
 
 Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge) {
   RNICDV_TRY(check_owner("create_srq"));
+  RNICDV_TRY(check_alive("create_srq"));
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   const hw::DeviceCaps& dev = info_.caps;
@@ -44,6 +45,7 @@ Result<SrqObj*> Hca::create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge)
 
 Result<SrqObj*> Hca::create_srq_external(uint32_t pdn, const ExternalSrqMemory& mem) {
   RNICDV_TRY(check_owner("create_srq"));
+  RNICDV_TRY(check_alive("create_srq"));
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
   if (pds_.count(pdn) == 0)
@@ -89,6 +91,7 @@ SrqObj* Hca::add_srq_locked(std::unique_ptr<SrqObj> srq, uint32_t pdn) {
 
 Status Hca::arm_srq_limit(SrqObj* srq, uint32_t limit) {
   RNICDV_TRY(check_owner("arm_srq_limit"));
+  RNICDV_TRY(check_alive("arm_srq_limit"));
   std::lock_guard<std::mutex> lock(mu_);
   if (limit >= srq->ring.wqe_cnt)
     return Status::error(Errc::invalid_argument, "%s: srq %#x: limit %u above its %u WQEs",

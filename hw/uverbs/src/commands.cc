@@ -134,6 +134,31 @@ constexpr CommandSpec kExtendedRows[] = {
     UVERBS_UNIMPLEMENTED_EX(MODIFY_CQ),
 };
 
+// After a fatal error (hw/sim link.cc), what a ConnectX in mlx5_core's internal-error state
+// still answers: the firmware executes nothing, and mlx5_core completes the destroys and
+// deallocations itself with success and fails every other firmware command with EIO
+// (mlx5_internal_err_ret_value). QUERY_DEVICE is answered from the attributes the kernel
+// keeps; the port's state is answered too (DOWN). A completion channel and a RoCE address
+// handle are the kernel's own objects, made without the firmware.
+bool survives_fatal_error(uint32_t number, bool extended) {
+  if (extended) return number == IB_USER_VERBS_EX_CMD_QUERY_DEVICE;
+  switch (number) {
+    case IB_USER_VERBS_CMD_QUERY_DEVICE:
+    case IB_USER_VERBS_CMD_QUERY_PORT:
+    case IB_USER_VERBS_CMD_DEALLOC_PD:
+    case IB_USER_VERBS_CMD_CREATE_AH:
+    case IB_USER_VERBS_CMD_DESTROY_AH:
+    case IB_USER_VERBS_CMD_DEREG_MR:
+    case IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL:
+    case IB_USER_VERBS_CMD_DESTROY_CQ:
+    case IB_USER_VERBS_CMD_DESTROY_QP:
+    case IB_USER_VERBS_CMD_DESTROY_SRQ:
+      return true;
+    default:
+      return false;
+  }
+}
+
 #undef UVERBS_WRITE
 #undef UVERBS_WRITE_EX
 #undef UVERBS_UNIMPLEMENTED
@@ -275,6 +300,9 @@ int dispatch_write(Context& ctx, const uint8_t* in, size_t len) {
   if (c.drv_len < spec->drv_req_min)
     return c.error(EINVAL, "mlx5 driver request of %zu bytes, at least %zu expected", c.drv_len,
                    spec->drv_req_min);
+  if (ctx.dev->dev->fatal() && !survives_fatal_error(c.number, c.extended))
+    return c.error(EIO, "the device had a fatal error: only destroys and queries of the "
+                   "device and its port are still answered");
   const int rc = spec->handler(c);
   // A handler's answer whose response could not be written is EFAULT (copy_to_user).
   return c.reply_failed ? -EFAULT : rc;

@@ -189,13 +189,16 @@ int query_port(Cmd& c) {
   r.gid_tbl_len = kGidTableLen;
   r.pkey_tbl_len = kPkeyTableLen;
   r.lid = 0;
-  r.state = IBV_PORT_ACTIVE;
+  // DOWN while a port-down event holds the link down, and for good after a fatal error (the
+  // fault specification's link events, hw/sim link.cc).
+  const bool up = c.ctx.dev->dev->port_state() == sim::PortState::active;
+  r.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   r.max_mtu = static_cast<uint8_t>(caps.max_mtu);
   r.active_mtu = static_cast<uint8_t>(caps.active_mtu);
   r.max_vl_num = 1;
   r.active_width = 2;   // 4x
   r.active_speed = 32;  // EDR (25 Gb/s per lane)
-  r.phys_state = 5;     // LinkUp
+  r.phys_state = up ? 5 : 3;  // LinkUp, or Disabled (what mlx5 shows for a RoCE port down)
   r.link_layer = IBV_LINK_LAYER_ETHERNET;
   r.flags = IB_UVERBS_QPF_GRH_REQUIRED;
   return c.reply(&r, sizeof r);

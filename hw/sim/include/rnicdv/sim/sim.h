@@ -104,6 +104,9 @@ struct DeviceCounters {
   // application had unmapped or protected it: each moved a QP or CQ to its error state, or
   // ended a work request or an inbound request with a protection error.
   uint64_t host_memory_faults = 0;
+  // Frames not sent or not taken in because the port was down or the device had a fatal
+  // error (the link events of the fault specification, docs/faults.md).
+  uint64_t link_down_drops = 0;
   // Threaded mode: times the device thread went to sleep, and of those the deep sleeps with
   // the application's UAR mappings write-protected through userfaultfd (woken by the first
   // doorbell store or a driver's kick, not by a timer).
@@ -134,6 +137,12 @@ struct QpSnapshot {
 };
 
 class Fabric;
+
+// The state of the device's port as ibv_query_port reports it (enum ibv_port_state's values).
+enum class PortState : uint8_t {
+  down = 1,    // IBV_PORT_DOWN: the link is down (a port-down event), or the device is dead
+  active = 4,  // IBV_PORT_ACTIVE
+};
 
 // CM messages by their MAD attribute ID (IBA 16.7 / 12.6).
 enum class CmMessage : uint16_t {
@@ -176,6 +185,12 @@ class Device : public hw::Device {
   DeviceCounters counters() const;
   Result<QpSnapshot> qp_snapshot(uint32_t qpn) const;
   std::string dump() const;  // readable state of every object
+  // The port's state (port-down and port-up events; DOWN for good after a fatal error), and
+  // whether the device had a fatal error (a `fatal` event: DEVICE_FATAL was raised, the
+  // device no longer sends, receives or completes anything, its QPs read ERR, and creating or
+  // modifying objects fails with Errc::io_error; destroying them still works).
+  PortState port_state() const;
+  bool fatal() const;
 
   // Stops the engine from executing anything on this device (benchmarks measure only the
   // driver's cost). Doorbells are still recorded and run after resume().
