@@ -6,7 +6,7 @@
 #
 #   run_pingpong.sh SHIM PORT PROGRAM [ARGS...]
 set -u
-. "$(dirname "$0")/listening.sh"
+. "$(dirname "$0")/pingpong_pair.sh"
 shim=$1 port=$2 prog=$3
 shift 3
 if ! command -v "$prog" >/dev/null; then
@@ -18,17 +18,7 @@ args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   [ "${args[$i]}" = -n ] && iters=${args[$((i + 1))]}
 done
-work=$(mktemp -d)
-trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
-export LD_PRELOAD=$shim RNICDV_UVERBS_DEVICES=1 RNICDV_UVERBS_LOG=1
-# GID index 3: ::ffff:<the device's IPv4 address>, RoCE v2.
-timeout 120 "$prog" -d rnicsim0 -g 3 -p "$port" "$@" >"$work/server.out" 2>&1 &
-server_pid=$!
-wait_listening "$port" $server_pid
-timeout 120 "$prog" -d rnicsim0 -g 3 -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
-client_rc=$?
-wait $server_pid
-server_rc=$?
+pingpong_pair "$shim" "$port" 120 "$prog" "$@"
 status=0
 for side in server client; do
   rc_var=${side}_rc

@@ -11,7 +11,7 @@
 # The lines are fixed strings, each matched against a whole line of that side's output (the
 # program's messages and the shim's log, RNICDV_UVERBS_LOG=1).
 set -u
-. "$(dirname "$0")/listening.sh"
+. "$(dirname "$0")/pingpong_pair.sh"
 shim=$1 port=$2 spec=$3 client_line=$4
 shift 4
 server_lines=()
@@ -29,17 +29,8 @@ if ! command -v "$prog" >/dev/null; then
   echo "$prog not found (Debian package ibverbs-utils)" >&2
   exit 77
 fi
-work=$(mktemp -d)
-trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
-export LD_PRELOAD=$shim RNICDV_UVERBS_DEVICES=1 RNICDV_UVERBS_LOG=1 RNICDV_SIM_FAULTS=$spec
-# GID index 3: ::ffff:<the device's IPv4 address>, RoCE v2.
-timeout 60 "$prog" -d rnicsim0 -g 3 -p "$port" "$@" >"$work/server.out" 2>&1 &
-server_pid=$!
-wait_listening "$port" $server_pid
-timeout 60 "$prog" -d rnicsim0 -g 3 -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
-client_rc=$?
-wait $server_pid
-server_rc=$?
+export RNICDV_SIM_FAULTS=$spec
+pingpong_pair "$shim" "$port" 60 "$prog" "$@"
 status=0
 for side in server client; do
   rc_var=${side}_rc

@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Sourced by run_pingpong.sh and run_pingpong_faults.sh: one of ibverbs-utils' pingpong
+# programs as a server and a client process on simulated HCAs (the shim preloaded, one device
+# each, the shim's log on), over GID index 3 (::ffff:<the device's address>, RoCE v2).
+#
+#   pingpong_pair SHIM PORT SECONDS PROGRAM [ARGS...]
+#
+# Sets $work (a temporary directory, removed at exit) holding server.out and client.out, and
+# $server_rc and $client_rc (124: killed by the SECONDS limit).
+. "$(dirname "${BASH_SOURCE[0]}")/listening.sh"
+
+pingpong_pair() {
+  local shim=$1 port=$2 seconds=$3 prog=$4
+  shift 4
+  work=$(mktemp -d)
+  trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
+  export LD_PRELOAD=$shim RNICDV_UVERBS_DEVICES=1 RNICDV_UVERBS_LOG=1
+  timeout "$seconds" "$prog" -d rnicsim0 -g 3 -p "$port" "$@" >"$work/server.out" 2>&1 &
+  server_pid=$!
+  wait_listening "$port" $server_pid
+  timeout "$seconds" "$prog" -d rnicsim0 -g 3 -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
+  client_rc=$?
+  wait $server_pid
+  server_rc=$?
+}
