@@ -82,7 +82,7 @@ TEST_CASE("link, wr and cm clauses take their fields, with their defaults") {
       "port-down at=5ms for=20ms device=0; port-up after=1000; fatal at=1s device=1\n"
       "wr status=remote_access opcode=send\n"
       "wr status=rnr_retry nth=3 qp=7; wr status=loc_len p=0.1\n"
-      "cm-reject reason=7 nth=2; cm-dreq at=30ms");
+      "cm-reject reason=7 nth=2; cm-dreq at=30ms addr=127.0.0.9");
   REQUIRE(s.links.size() == 3);
   CHECK(s.links[0].action == LinkAction::port_down);
   CHECK(s.links[0].at_ns == 5'000'000);
@@ -110,6 +110,8 @@ TEST_CASE("link, wr and cm clauses take their fields, with their defaults") {
   CHECK(s.cms[1].action == CmAction::dreq);
   CHECK(s.cms[1].at_ns == 30'000'000);
   CHECK(s.cms[1].when.nth == 1);
+  CHECK(s.cms[1].addr == 0x7F000009u);
+  CHECK(s.cms[0].addr == 0);
 }
 
 TEST_CASE("a bad clause is refused in one line that names the clause, the field and the range") {
@@ -139,11 +141,13 @@ TEST_CASE("a bad clause is refused in one line that names the clause, the field 
       {"delay p=0.1 max=0ns", "max: must be more than 0ns"},
       {"port-down", "say when: at=TIME (from the start) or after=N (frames the device sent)"},
       {"port-down at=1ms after=5", "say when: at=TIME"},
-      {"port-up at=1ms for=2ms", "for: not a field of 'port-up' (it takes at, after, device)"},
+      {"port-up at=1ms for=2ms", "for: not a field of 'port-up' (it takes at, after, device, addr)"},
       {"wr nth=2", "status: missing (remote_access, remote_operation, rnr_retry, retry"},
       {"wr status=bogus", "status: 'bogus' is not one of remote_access"},
       {"wr status=retry opcode=ack", "opcode: 'ack' names opcodes this kind does not count"},
       {"cm-reject reason=0", "reason: 0 is not in [1, 33]"},
+      {"wr status=retry addr=10.0.0", "addr: '10.0.0' is not an IPv4 address"},
+      {"port-up at=1ms addr=::1", "addr: '::1' is not an IPv4 address"},
       {"cm-dreq nth=1", "at: missing (a time from the start, e.g. at=20ms)"},
       {"seed=x", "seed: 'x' is not a whole number"},
       {"seed=1; seed=2", "clause 2 'seed=2': seed: given twice"},

@@ -242,3 +242,46 @@ TEST_CASE("a threaded fabric's log counts time from its own start, as a determin
   CHECK(t < 60'000'000'000ull);  // seconds into the run, not the machine's uptime
   std::remove(path.c_str());
 }
+
+TEST_CASE("addr= picks a device by its address, for wr, link and CM rules alike") {
+  // The addresses are the wire's choice; a first fabric learns them, a second uses them (the
+  // same configuration picks the same addresses).
+  std::string ip_a, ip_b;
+  {
+    Pair p;
+    auto ip = [](uint32_t a) {
+      return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 0xff) + "." +
+             std::to_string((a >> 8) & 0xff) + "." + std::to_string(a & 0xff);
+    };
+    ip_a = ip(p.a.dev->ipv4());
+    ip_b = ip(p.b.dev->ipv4());
+  }
+  REQUIRE(ip_a != ip_b);
+  // A responder-side status at a's address: a receives no request, so nothing fires.
+  {
+    Run r("wr status=remote_access opcode=send addr=" + ip_a);
+    r.traffic(2);
+    CHECK(lines_with(r.log(), "\"kind\":\"wr\"").empty());
+  }
+  // At b's address: b answers a's first SEND with the NAK.
+  {
+    FabricOptions fo;
+    fo.fault_spec = "wr status=remote_access opcode=send addr=" + ip_b;
+    Pair p(fo);
+    p.connect();
+    Buffer src = p.a.reg(256), dst = p.b.reg(256);
+    REQUIRE(p.b.post_recv(dst, 0, 256) == Errc::ok);
+    Sge sge{src.addr(), 256, src.lkey()};
+    REQUIRE(p.a.post_and_ring(make_wr(WrOpcode::send, &sge, 1)) == Errc::ok);
+    CHECK(p.wait_send(p.a).status == IBV_WC_REM_ACCESS_ERR);
+  }
+  // A link rule: only the device at that address goes down.
+  {
+    FabricOptions fo;
+    fo.fault_spec = "port-down at=1ms addr=" + ip_b;
+    Pair p(fo);
+    p.fabric->run_until([] { return false; }, 2'000'000);
+    CHECK(p.a.dev->port_state() == sim::PortState::active);
+    CHECK(p.b.dev->port_state() == sim::PortState::down);
+  }
+}

@@ -43,7 +43,7 @@ void Hca::init_link_events() {
   const std::vector<faults::LinkRule>& rules = schedule->spec().links;
   for (size_t i = 0; i < rules.size(); ++i) {
     const faults::LinkRule& r = rules[i];
-    if (r.device != faults::kAnyDevice && r.device != index_) continue;
+    if (!schedule->on_device(r.device, r.addr, index_)) continue;
     LinkEvent ev{};
     ev.rule = static_cast<uint32_t>(i);
     ev.action = r.action;

@@ -68,7 +68,7 @@ void CmAgent::start_fault_timers() {
     for (size_t i = 0; i < cms.size(); ++i) {
       const faults::CmRule& r = cms[i];
       if (r.action != faults::CmAction::dreq) continue;
-      if (r.device != faults::kAnyDevice && r.device != config_.device_index) continue;
+      if (!fs->on_device(r.device, r.addr, config_.device_index)) continue;
       auto st = std::make_unique<DreqRuleState>();
       st->rule = i;
       st->at = fs->start_ns() + r.at_ns;

@@ -283,6 +283,13 @@ uint32_t FaultSchedule::device_at(uint32_t ipv4) const noexcept {
   return kAnyDevice;
 }
 
+bool FaultSchedule::on_device(uint32_t rule_device, uint32_t rule_addr,
+                              uint32_t device) const noexcept {
+  if (rule_device != kAnyDevice && rule_device != device) return false;
+  if (rule_addr == 0) return true;
+  return device <= kMaxDevice && device_ipv4_[device].load(std::memory_order_relaxed) == rule_addr;
+}
+
 void FaultSchedule::plan_frame(uint64_t frame_index, uint32_t device, const Endpoint& src,
                                const Endpoint& dst, const uint8_t* d, size_t len,
                                size_t wire_len, FaultPlan* plan) {
@@ -344,7 +351,7 @@ std::optional<ChosenStatus> FaultSchedule::take_wr_fault(WrSite site, uint32_t d
   for (size_t i = 0; i < spec_.wrs.size(); ++i) {
     const WrRule& r = spec_.wrs[i];
     if (chosen_status_is_remote(r.status) != (site == WrSite::responder)) continue;
-    if (r.device != kAnyDevice && r.device != device) continue;
+    if (!on_device(r.device, r.addr, device)) continue;
     if (r.qpn != kAnyQpn && r.qpn != qpn) continue;
     if ((r.opcodes & opcode) == 0) continue;
     Counters& c = wr_counters_[i];
@@ -367,7 +374,7 @@ std::optional<uint16_t> FaultSchedule::take_cm_reject(uint32_t device, uint32_t 
   for (size_t i = 0; i < spec_.cms.size(); ++i) {
     const CmRule& r = spec_.cms[i];
     if (r.action != CmAction::reject) continue;
-    if (r.device != kAnyDevice && r.device != device) continue;
+    if (!on_device(r.device, r.addr, device)) continue;
     Counters& c = cm_counters_[i];
     if (!fire(&c.matches, &c.fired, r.when, kCmStream + (i << 32))) continue;
     FaultLog::Line(*log_, now_ns(), "cm")

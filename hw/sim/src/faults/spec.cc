@@ -271,6 +271,15 @@ Status parse_device(Clause& c, uint32_t* device) {
   return Status::ok();
 }
 
+// addr=IP: the device with that address, which under the uverbs shim (one process, one
+// fabric, device 0) is how a rule picks one process of several.
+Status parse_addr(Clause& c, uint32_t* addr) {
+  if (Field* f = c.find("addr")) {
+    RNICDV_ASSIGN_OR_RETURN(*addr, parse_ipv4(c, *f));
+  }
+  return Status::ok();
+}
+
 Status parse_qpn(Clause& c, uint32_t* qpn) {
   if (Field* f = c.find("qp")) {
     RNICDV_ASSIGN_OR_RETURN(uint64_t v, parse_uint(c, *f, 1, kMaxQpn));
@@ -346,14 +355,15 @@ Result<LinkRule> parse_link(Clause& c, LinkAction action) {
     RNICDV_ASSIGN_OR_RETURN(r.after_frames, parse_uint(c, *after, 1, UINT64_MAX - 1));
   }
   RNICDV_TRY(parse_device(c, &r.device));
+  RNICDV_TRY(parse_addr(c, &r.addr));
   if (action == LinkAction::port_down) {
     if (Field* f = c.find("for")) {
       RNICDV_ASSIGN_OR_RETURN(r.for_ns, parse_time(c, *f));
       if (r.for_ns == 0) return c.error(f->key, "must be more than 0ns (leave it out to stay down)");
     }
-    RNICDV_TRY(c.check_all_used({"at", "after", "for", "device"}));
+    RNICDV_TRY(c.check_all_used({"at", "after", "for", "device", "addr"}));
   } else {
-    RNICDV_TRY(c.check_all_used({"at", "after", "device"}));
+    RNICDV_TRY(c.check_all_used({"at", "after", "device", "addr"}));
   }
   return r;
 }
@@ -379,7 +389,9 @@ Result<WrRule> parse_wr(Clause& c) {
   }
   RNICDV_TRY(parse_qpn(c, &r.qpn));
   RNICDV_TRY(parse_device(c, &r.device));
-  RNICDV_TRY(c.check_all_used({"status", "p", "nth", "every", "after", "count", "opcode", "qp", "device"}));
+  RNICDV_TRY(parse_addr(c, &r.addr));
+  RNICDV_TRY(c.check_all_used(
+      {"status", "p", "nth", "every", "after", "count", "opcode", "qp", "device", "addr"}));
   return r;
 }
 
@@ -388,17 +400,18 @@ Result<CmRule> parse_cm(Clause& c, CmAction action) {
   r.action = action;
   RNICDV_TRY(parse_trigger(c, &r.when, 1));
   RNICDV_TRY(parse_device(c, &r.device));
+  RNICDV_TRY(parse_addr(c, &r.addr));
   if (action == CmAction::reject) {
     if (Field* f = c.find("reason")) {
       RNICDV_ASSIGN_OR_RETURN(uint64_t v, parse_uint(c, *f, 1, 33));
       r.reason = static_cast<uint16_t>(v);
     }
-    RNICDV_TRY(c.check_all_used({"reason", "p", "nth", "every", "after", "count", "device"}));
+    RNICDV_TRY(c.check_all_used({"reason", "p", "nth", "every", "after", "count", "device", "addr"}));
   } else {
     Field* at = c.find("at");
     if (!at) return c.error("at", "missing (a time from the start, e.g. at=20ms)");
     RNICDV_ASSIGN_OR_RETURN(r.at_ns, parse_time(c, *at));
-    RNICDV_TRY(c.check_all_used({"at", "p", "nth", "every", "after", "count", "device"}));
+    RNICDV_TRY(c.check_all_used({"at", "p", "nth", "every", "after", "count", "device", "addr"}));
   }
   return r;
 }

@@ -13,7 +13,7 @@
 //   drop|duplicate|reorder|corrupt|delay    per-frame faults: p=P | nth=N | every=N, count=N,
 //       after=N, dir=, opcode=, qp=, mad=, from=, to=, device=, max= (delay), hold= (reorder)
 //   port-down | port-up | fatal             link events: at=TIME | after=N (frames), for=TIME,
-//                                           device=N
+//                                           device=N, addr=IP
 //   wr status=NAME                          a chosen error completion: nth=N, count=N, qp=,
 //                                           opcode=, device=
 //   cm-reject reason=N | cm-dreq at=TIME    CM faults: nth=N, device=N
@@ -96,6 +96,7 @@ const char* link_action_name(LinkAction a) noexcept;
 struct LinkRule {
   LinkAction action = LinkAction::port_down;
   uint32_t device = kAnyDevice;  // every device when not given
+  uint32_t addr = 0;             // addr=: only the device with this address (host order)
   uint64_t at_ns = 0;
   uint64_t after_frames = 0;
   uint64_t for_ns = 0;
@@ -125,6 +126,7 @@ bool chosen_status_is_remote(ChosenStatus s) noexcept;
 struct WrRule {
   ChosenStatus status = ChosenStatus::remote_access;
   uint32_t device = kAnyDevice;
+  uint32_t addr = 0;  // addr=: only the device with this address (host order)
   uint32_t qpn = kAnyQpn;
   uint32_t opcodes = op::send | op::write | op::read | op::atomic;
   Trigger when;
@@ -141,6 +143,7 @@ const char* cm_action_name(CmAction a) noexcept;
 struct CmRule {
   CmAction action = CmAction::reject;
   uint32_t device = kAnyDevice;
+  uint32_t addr = 0;  // addr=: only the device with this address (host order)
   uint16_t reason = 28;  // REJ reason (IBA 12.6.7.2, Table 112); 28: consumer reject
   uint64_t at_ns = 0;
   Trigger when;
