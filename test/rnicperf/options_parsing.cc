@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,40 @@ TEST_CASE("help and version need no test", "[options]") {
   CHECK(rnicperf::usage_text().find("--first-reply") != std::string::npos);
   CHECK(rnicperf::usage_text().find("sweep-max") == std::string::npos);
   CHECK(parse({"--version"})->version);
+}
+
+TEST_CASE("-h is generated from the option table: every option listed is one the parser takes, "
+          "in perftest's layout", "[options]") {
+  const std::string help = rnicperf::usage_text();
+  std::istringstream lines(help);
+  size_t listed = 0;
+  bool in_options = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("Options (", 0) == 0) in_options = true;
+    if (!in_options || line.empty() || line.back() == ':') continue;
+    INFO(line);
+    REQUIRE(line.size() > 28);
+    if (line.compare(0, 28, std::string(28, ' ')) == 0) continue;  // a continuation line
+    // "  -X, --name[=<arg>]" or "      --name[=<arg>]", padded to column 28, then the text.
+    CHECK(line[27] == ' ');
+    CHECK(line[28] != ' ');
+    const size_t dashes = line.find("--");
+    REQUIRE(dashes != std::string::npos);
+    const std::string name = line.substr(dashes + 2, line.find_first_of("= ", dashes) - dashes - 2);
+    // The parser knows the name: any refusal is about its value or use, never "unknown".
+    const std::string spelled = "--" + name;
+    auto r = parse({"write_bw", spelled.c_str(), "1"});
+    if (!r) CHECK(r.status().message().find("unknown option") == std::string::npos);
+    ++listed;
+  }
+  CHECK(listed >= 40);
+  // A row of the table with a value and two continuation lines, exactly.
+  CHECK(help.find("      --first-reply=<n>     With send_lat --loopback: <n> fresh connections "
+                  "through the\n                            CM for each way the server can reply "
+                  "(early posting, its own\n                            queue; RTU delivered or "
+                  "lost); times the client's connect to\n                            the reply "
+                  "(docs/rnicperf.md, \"First reply\")\n") != std::string::npos);
+  CHECK(help.find("  -n, --iters=<n>           Number of exchanges") != std::string::npos);
 }
 
 TEST_CASE("--wire, --dpdk-args and --dpdk-mem are parsed and checked", "[options]") {

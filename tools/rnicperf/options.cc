@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -61,58 +62,109 @@ enum class Opt : uint8_t {
   events,
 };
 
+// Where -h lists an option: perftest's options, rnicperf's own, or nowhere (for tests).
+enum class Section : uint8_t { perftest, own, hidden };
+
+// One row per option: its spellings, whether it takes a value, and its help (-h is generated
+// from this table, so adding an option is adding a row). `arg` names the value in the help
+// ("<n>"); `help` may hold new lines, each a continuation line of the option's text.
 struct OptSpec {
   char short_name;  // 0: long only
   const char* long_name;
   bool takes_value;
   Opt id;
+  Section section;
+  const char* arg;
+  const char* help;
 };
 
-// perftest's spellings (perftest_parameters.c usage()).
+// perftest's spellings and order (perftest_parameters.c usage()), then rnicperf's own.
 constexpr OptSpec kOpts[] = {
-    {'a', "all", false, Opt::all},
-    {'b', "bidirectional", false, Opt::bidirectional},
-    {'c', "connection", true, Opt::connection},
-    {'d', "ib-dev", true, Opt::device},
-    {'D', "duration", true, Opt::duration},
-    {'e', "events", false, Opt::events},
-    {'f', "margin", true, Opt::margin},
-    {'F', "CPU-freq", false, Opt::cpu_freq},
-    {'h', "help", false, Opt::help},
-    {'I', "inline_size", true, Opt::inline_size},
-    {'l', "post_list", true, Opt::post_list},
-    {'m', "mtu", true, Opt::mtu},
-    {'n', "iters", true, Opt::iters},
-    {'N', "noPeak", false, Opt::no_peak},
-    {'p', "port", true, Opt::port},
-    {'q', "qp", true, Opt::qps},
-    {'Q', "cq-mod", true, Opt::cq_mod},
-    {'r', "rx-depth", true, Opt::rx_depth},
-    {'R', "rdma_cm", false, Opt::rdma_cm},
-    {'s', "size", true, Opt::size},
-    {'t', "tx-depth", true, Opt::tx_depth},
-    {'u', "qp-timeout", true, Opt::qp_timeout},
-    {'V', "version", false, Opt::version},
-    {'x', "gid-index", true, Opt::gid_index},
-    {0, "dont_xchg_versions", false, Opt::dont_xchg_versions},
-    {0, "mr_per_qp", false, Opt::mr_per_qp},
-    {0, "output", true, Opt::output},
-    {0, "use_hugepages", false, Opt::use_hugepages},
-    {0, "perform_warm_up", false, Opt::warm_up},
-    {0, "report_gbits", false, Opt::report_gbits},
-    {0, "out_json", false, Opt::out_json},
-    {0, "out_json_file", true, Opt::out_json_file},
-    {0, "early-post", true, Opt::early_post},
-    {0, "first-reply", true, Opt::first_reply},
-    {0, "cm-poll-us", true, Opt::cm_poll_us},
-    {0, "histogram", false, Opt::histogram},
-    {0, "loopback", false, Opt::loopback},
-    {0, "timeout", true, Opt::timeout},
-    {0, "retry-connect", false, Opt::retry_connect},
-    {0, "sweep-max", true, Opt::sweep_max},  // for tests: caps the -a sweep; not in -h
-    {0, "wire", true, Opt::wire},
-    {0, "dpdk-args", true, Opt::dpdk_args},
-    {0, "dpdk-mem", false, Opt::dpdk_mem},
+    {'a', "all", false, Opt::all, Section::perftest, nullptr,
+     "Run sizes from 2 till 2^23"},
+    {'b', "bidirectional", false, Opt::bidirectional, Section::perftest, nullptr,
+     "Measure bidirectional bandwidth (default unidirectional)"},
+    {'c', "connection", true, Opt::connection, Section::perftest, "<type>",
+     "Connection type: RC (the only one)"},
+    {'d', "ib-dev", true, Opt::device, Section::perftest, "<dev>",
+     "Use device <dev> (default: first real device, else sim0)"},
+    {'D', "duration", true, Opt::duration, Section::perftest, "<sec>",
+     "Run for <sec> seconds instead of -n iterations"},
+    {'e', "events", false, Opt::events, Section::perftest, nullptr,
+     "Sleep on CQ events (default poll); not for the write tests"},
+    {'f', "margin", true, Opt::margin, Section::perftest, "<sec>",
+     "With -D, skip <sec> at each end (default duration/4)"},
+    {'F', "CPU-freq", false, Opt::cpu_freq, Section::perftest, nullptr,
+     "Do not warn when the CPU frequency is not at its maximum"},
+    {'h', "help", false, Opt::help, Section::perftest, nullptr,
+     "Show this help screen"},
+    {'I', "inline_size", true, Opt::inline_size, Section::perftest, "<size>",
+     "Max size of message to be sent inline (lat: 220 write, 236 send)"},
+    {'l', "post_list", true, Opt::post_list, Section::perftest, "<n>",
+     "Post lists of <n> send WQEs with one doorbell (bandwidth)"},
+    {'m', "mtu", true, Opt::mtu, Section::perftest, "<mtu>",
+     "MTU 256..4096 (default: the device's active MTU)"},
+    {'n', "iters", true, Opt::iters, Section::perftest, "<n>",
+     "Number of exchanges (at least 5, default 1000; 5000 write_bw)"},
+    {'N', "noPeak", false, Opt::no_peak, Section::perftest, nullptr,
+     "Do not compute the peak bandwidth"},
+    {'p', "port", true, Opt::port, Section::perftest, "<port>",
+     "Listen on/connect to TCP port <port> (default 18515)"},
+    {'q', "qp", true, Opt::qps, Section::perftest, "<n>",
+     "Number of QPs (bandwidth, default 1)"},
+    {'Q', "cq-mod", true, Opt::cq_mod, Section::perftest, "<n>",
+     "One completion per <n> sends (bandwidth, default 100)"},
+    {'r', "rx-depth", true, Opt::rx_depth, Section::perftest, "<n>",
+     "Receive queue depth for SEND tests (default 512)"},
+    {'R', "rdma_cm", false, Opt::rdma_cm, Section::perftest, nullptr,
+     "Connect the QP through the connection manager (IB CM)"},
+    {'s', "size", true, Opt::size, Section::perftest, "<size>",
+     "Message size (default 2 lat, 65536 bw); K/M suffixes"},
+    {'t', "tx-depth", true, Opt::tx_depth, Section::perftest, "<n>",
+     "Send queue depth (default 128 bw, 1 lat)"},
+    {'u', "qp-timeout", true, Opt::qp_timeout, Section::perftest, "<t>",
+     "QP ACK timeout 4.096 us * 2^t (default 14)"},
+    {'V', "version", false, Opt::version, Section::perftest, nullptr,
+     "Show the version"},
+    {'x', "gid-index", true, Opt::gid_index, Section::perftest, "<n>",
+     "GID index to use: the device's own (printed as GID index)"},
+    {0, "report_gbits", false, Opt::report_gbits, Section::perftest, nullptr,
+     "Report bandwidth in Gb/sec instead of MB/sec (2^20 B)"},
+    {0, "output", true, Opt::output, Section::perftest, "<what>",
+     "Print only one number per size: bandwidth or message_rate\n(bandwidth tests), latency (latency tests: t_typical)"},
+    {0, "use_hugepages", false, Opt::use_hugepages, Section::perftest, nullptr,
+     "Buffers on 2 MiB huge pages (fails if none are free)"},
+    {0, "perform_warm_up", false, Opt::warm_up, Section::perftest, nullptr,
+     "Write, read, atomic bandwidth: one TX depth of posts first,\nnot measured"},
+    {0, "dont_xchg_versions", false, Opt::dont_xchg_versions, Section::perftest, nullptr,
+     "Accepted; versions are exchanged anyway (perftest 4.5 needs them)"},
+    {0, "mr_per_qp", false, Opt::mr_per_qp, Section::perftest, nullptr,
+     "Accepted: every QP has its own memory region anyway"},
+    {0, "out_json", false, Opt::out_json, Section::perftest, nullptr,
+     "Save the report as JSON (default file perftest_out.json)"},
+    {0, "out_json_file", true, Opt::out_json_file, Section::perftest, "<f>",
+     "Name of the JSON report file (implies --out_json)"},
+    {0, "early-post", true, Opt::early_post, Section::own, "<n>",
+     "Client: post <n> writes (sends) in RTR before establishment\nand time them from the move to RTS; compare with <n> after"},
+    {0, "first-reply", true, Opt::first_reply, Section::own, "<n>",
+     "With send_lat --loopback: <n> fresh connections through the\nCM for each way the server can reply (early posting, its own\nqueue; RTU delivered or lost); times the client's connect to\nthe reply (docs/rnicperf.md, \"First reply\")"},
+    {0, "cm-poll-us", true, Opt::cm_poll_us, Section::own, "<t>",
+     "With --first-reply: the server reads CM events every <t> us\n(0: on every pass of its loop)"},
+    {0, "histogram", false, Opt::histogram, Section::own, nullptr,
+     "Print a log-scaled latency histogram (and keep it in JSON)"},
+    {0, "loopback", false, Opt::loopback, Section::own, nullptr,
+     "Both ends in this process (two simulated HCAs, or two QPs\non one device)"},
+    {0, "timeout", true, Opt::timeout, Section::own, "<sec>",
+     "Bound on every wait: connect, exchange, completions\n(default 20)"},
+    {0, "retry-connect", false, Opt::retry_connect, Section::own, nullptr,
+     "Client: when the server refuses the connection (not\nlistening yet), try again until --timeout instead of\nfailing at once"},
+    {0, "wire", true, Opt::wire, Section::own, "<wire>",
+     "The simulated HCA's wire: inproc (with --loopback), udp, or\ndpdk (RoCEv2 frames on a DPDK ethdev port; docs/dpdk.md)"},
+    {0, "dpdk-args", true, Opt::dpdk_args, Section::own, "<args>",
+     "With --wire dpdk: EAL arguments (e.g. --vdev=net_af_packet0,\niface=veth0) and the wire's --port/--ip/--mac/--peer"},
+    {0, "dpdk-mem", false, Opt::dpdk_mem, Section::own, nullptr,
+     "Allocate the registered buffers from DPDK's heap\n(hugepage-backed when the machine has free hugepages)"},
+    {0, "sweep-max", true, Opt::sweep_max, Section::hidden, nullptr, nullptr},  // for tests: caps the -a sweep
 };
 
 const OptSpec* find_short(char c) {
@@ -535,8 +587,31 @@ Status resolve_defaults(Options& o) {
   return Status::ok();
 }
 
+namespace {
+
+// The help text's column: options, padded to it, then their text (perftest's layout).
+constexpr size_t kHelpColumn = 28;
+
+void append_help(std::string* out, Section section) {
+  for (const OptSpec& o : kOpts) {
+    if (o.section != section) continue;
+    std::string head = o.short_name ? std::string("  -") + o.short_name + ", --" : "      --";
+    head += o.long_name;
+    if (o.arg) head += std::string("=") + o.arg;
+    head.resize(std::max(head.size() + 2, kHelpColumn), ' ');
+    *out += head;
+    for (const char* p = o.help; *p; ++p) {
+      *out += *p;
+      if (*p == '\n') out->append(kHelpColumn, ' ');
+    }
+    *out += '\n';
+  }
+}
+
+}  // namespace
+
 std::string usage_text() {
-  return R"(Usage:
+  std::string out = R"(Usage:
   rnicperf <test> [options]            start a server and wait for a client
   rnicperf <test> [options] <server>   connect to the server at <server>
   rnicperf <test> --loopback [options] run both ends in this process
@@ -544,65 +619,11 @@ std::string usage_text() {
 Tests: write_lat write_bw send_lat send_bw read_lat read_bw atomic_lat atomic_bw
 
 Options (perftest's names and defaults):
-  -a, --all                 Run sizes from 2 till 2^23
-  -b, --bidirectional       Measure bidirectional bandwidth (default unidirectional)
-  -c, --connection=<type>   Connection type: RC (the only one)
-  -d, --ib-dev=<dev>        Use device <dev> (default: first real device, else sim0)
-  -D, --duration=<sec>      Run for <sec> seconds instead of -n iterations
-  -e, --events              Sleep on CQ events (default poll); not for the write tests
-  -f, --margin=<sec>        With -D, skip <sec> at each end (default duration/4)
-  -F, --CPU-freq            Do not warn when the CPU frequency is not at its maximum
-  -h, --help                Show this help screen
-  -I, --inline_size=<size>  Max size of message to be sent inline (lat: 220 write, 236 send)
-  -l, --post_list=<n>       Post lists of <n> send WQEs with one doorbell (bandwidth)
-  -m, --mtu=<mtu>           MTU 256..4096 (default: the device's active MTU)
-  -n, --iters=<n>           Number of exchanges (at least 5, default 1000; 5000 write_bw)
-  -N, --noPeak              Do not compute the peak bandwidth
-  -p, --port=<port>         Listen on/connect to TCP port <port> (default 18515)
-  -q, --qp=<n>              Number of QPs (bandwidth, default 1)
-  -Q, --cq-mod=<n>          One completion per <n> sends (bandwidth, default 100)
-  -r, --rx-depth=<n>        Receive queue depth for SEND tests (default 512)
-  -R, --rdma_cm             Connect the QP through the connection manager (IB CM)
-  -s, --size=<size>         Message size (default 2 lat, 65536 bw); K/M suffixes
-  -t, --tx-depth=<n>        Send queue depth (default 128 bw, 1 lat)
-  -u, --qp-timeout=<t>      QP ACK timeout 4.096 us * 2^t (default 14)
-  -V, --version             Show the version
-  -x, --gid-index=<n>       GID index to use: the device's own (printed as GID index)
-      --report_gbits        Report bandwidth in Gb/sec instead of MB/sec (2^20 B)
-      --output=<what>       Print only one number per size: bandwidth or message_rate
-                            (bandwidth tests), latency (latency tests: t_typical)
-      --use_hugepages       Buffers on 2 MiB huge pages (fails if none are free)
-      --perform_warm_up     Write, read, atomic bandwidth: one TX depth of posts first,
-                            not measured
-      --dont_xchg_versions  Accepted; versions are exchanged anyway (perftest 4.5 needs them)
-      --mr_per_qp           Accepted: every QP has its own memory region anyway
-      --out_json            Save the report as JSON (default file perftest_out.json)
-      --out_json_file=<f>   Name of the JSON report file (implies --out_json)
-
-rnicperf's own:
-      --early-post=<n>      Client: post <n> writes (sends) in RTR before establishment
-                            and time them from the move to RTS; compare with <n> after
-      --first-reply=<n>     With send_lat --loopback: <n> fresh connections through the
-                            CM for each way the server can reply (early posting, its own
-                            queue; RTU delivered or lost); times the client's connect to
-                            the reply (docs/rnicperf.md, "First reply")
-      --cm-poll-us=<t>      With --first-reply: the server reads CM events every <t> us
-                            (0: on every pass of its loop)
-      --histogram           Print a log-scaled latency histogram (and keep it in JSON)
-      --loopback            Both ends in this process (two simulated HCAs, or two QPs
-                            on one device)
-      --timeout=<sec>       Bound on every wait: connect, exchange, completions
-                            (default 20)
-      --retry-connect       Client: when the server refuses the connection (not
-                            listening yet), try again until --timeout instead of
-                            failing at once
-      --wire=<wire>         The simulated HCA's wire: inproc (with --loopback), udp, or
-                            dpdk (RoCEv2 frames on a DPDK ethdev port; docs/dpdk.md)
-      --dpdk-args=<args>    With --wire dpdk: EAL arguments (e.g. --vdev=net_af_packet0,
-                            iface=veth0) and the wire's --port/--ip/--mac/--peer
-      --dpdk-mem            Allocate the registered buffers from DPDK's heap
-                            (hugepage-backed when the machine has free hugepages)
 )";
+  append_help(&out, Section::perftest);
+  out += "\nrnicperf's own:\n";
+  append_help(&out, Section::own);
+  return out;
 }
 
 }  // namespace rnicperf
