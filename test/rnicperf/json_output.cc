@@ -74,3 +74,31 @@ TEST_CASE("latency results carry the histogram and early-post rows", "[json]") {
   CHECK(json_query_text(t, "d['early_post']['posted_in_rtr']['withheld_at_rts']") == "8");
   CHECK(json_query_text(t, "d['early_post']['posted_after_rts']['t_last_usec']") == "8.0");
 }
+
+TEST_CASE("latency results carry the 90th percentile, the CDF and the run's date", "[json]") {
+  JsonReport report;
+  HeaderInfo h;
+  h.test = {Verb::write, Kind::latency};
+  report.set_header(h, "client", BwUnit::mib_per_sec);
+  report.set_date("2026-12-06 17:30:05 UTC");
+  LatencyResult r;
+  r.size = 2;
+  r.iterations = 100;
+  r.p90 = 3.5;
+  r.p99 = 4.25;
+  rnicperf::Cdf cdf;
+  cdf.total = 2;
+  cdf.points = {{1.5, 0.5}, {2.75, 1.0}};
+  report.add(r, nullptr, &cdf);
+  std::string t = report.text();
+  CHECK(json_query_text(t, "d['test_info']['Date']") == "2026-12-06 17:30:05 UTC");
+  CHECK(json_query_text(t, "d['results'][0]['percentile_90']") == "3.5");
+  CHECK(json_query_text(t, "d['results'][0]['percentile_99']") == "4.25");
+  CHECK(json_query_text(t, "d['results'][0]['cdf']['points']") == "[[1.5, 0.5], [2.75, 1.0]]");
+  CHECK(json_query_text(t, "d['results'][0]['cdf']['samples']") == "2");
+  CHECK(json_query_text(t, "'histogram' in d['results'][0]") == "False");
+  // Without a date set, there is no Date key (the report of a unit test stays fixed).
+  JsonReport plain;
+  plain.set_header(h, "client", BwUnit::mib_per_sec);
+  CHECK(json_query_text(plain.text(), "'Date' in d['test_info']") == "False");
+}

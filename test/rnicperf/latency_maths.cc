@@ -2,6 +2,7 @@
 // The latency table's figures on fixed sample vectors, against hand-computed values.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -117,4 +118,49 @@ TEST_CASE("the histogram counts every sample in log-scaled buckets", "[latency][
   CHECK(h.buckets.back().count == 2);
   CHECK(h.buckets.back().hi_us == Approx(4.096));
   CHECK(h.buckets.size() == 9);
+}
+
+TEST_CASE("the 90th percentile indexes the sorted samples at ceil(0.90 n), as the others",
+          "[latency]") {
+  std::vector<uint64_t> d(1002);
+  std::iota(d.begin(), d.end(), 1);  // 1..1002, n = 1000 kept
+  std::reverse(d.begin(), d.end());  // compute_latency sorts
+  auto r = compute_latency(d, 1.0, 1, 2, 1003);
+  CHECK(r.p90 == Approx(901.0));  // sorted[900]
+  CHECK(r.t_typical <= r.p90);
+  CHECK(r.p90 <= r.p99);
+}
+
+TEST_CASE("the CDF keeps every sample when there are few, scaled as the table's figures",
+          "[latency][cdf]") {
+  std::vector<uint64_t> sorted = {10, 20, 20, 40};
+  auto c = rnicperf::make_cdf(sorted, 5.0, 2);  // 10 ticks per usec of one-way time
+  REQUIRE(c.points.size() == 4);
+  CHECK(c.total == 4);
+  CHECK(c.points[0].us == Approx(1.0));
+  CHECK(c.points[0].fraction == Approx(0.25));
+  CHECK(c.points[2].us == Approx(2.0));
+  CHECK(c.points[2].fraction == Approx(0.75));
+  CHECK(c.points[3].us == Approx(4.0));
+  CHECK(c.points[3].fraction == Approx(1.0));
+}
+
+TEST_CASE("a long run's CDF is thinned evenly but keeps its whole tail, sample by sample",
+          "[latency][cdf]") {
+  std::vector<uint64_t> sorted(100000);
+  std::iota(sorted.begin(), sorted.end(), 1);
+  auto c = rnicperf::make_cdf(sorted, 1.0, 1, 400);
+  CHECK(c.total == 100000);
+  REQUIRE(c.points.size() == 400);
+  CHECK(c.points.front().us == Approx(1.0));
+  CHECK(c.points.back().us == Approx(100000.0));
+  CHECK(c.points.back().fraction == Approx(1.0));
+  for (size_t i = 1; i < c.points.size(); ++i) {
+    INFO(i);
+    CHECK(c.points[i].us > c.points[i - 1].us);
+    CHECK(c.points[i].fraction > c.points[i - 1].fraction);
+  }
+  // The last 100 (max_points / 4) samples are all there.
+  for (size_t k = 0; k < 100; ++k)
+    CHECK(c.points[300 + k].us == Approx(static_cast<double>(99901 + k)));
 }

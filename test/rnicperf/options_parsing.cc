@@ -276,3 +276,51 @@ TEST_CASE("-e is taken by every test but the write ones, as perftest's -e", "[op
         "CQ, as perftest's do)");
   CHECK(error_of({"write_bw", "-e"}).rfind("write_bw: -e is not an option", 0) == 0);
 }
+
+TEST_CASE("--plot takes an .svg or .png file for one latency run, refused elsewhere in one line",
+          "[options][plot]") {
+  auto ok = parse({"write_lat", "--loopback", "--plot=run.svg"});
+  REQUIRE(ok.is_ok());
+  CHECK(ok->plot == "run.svg");
+  CHECK(parse({"read_lat", "10.0.0.1", "--plot", "run.png"}).is_ok());
+  CHECK(parse({"send_lat", "--plot", "run.svg"}).is_ok());  // a send_lat server measures too
+
+  CHECK(error_of({"write_lat", "--plot=run.pdf"}) ==
+        "--plot 'run.pdf': the file must end in .svg or .png");
+  CHECK(error_of({"write_lat", "--plot=.svg"}) ==
+        "--plot '.svg': the file must end in .svg or .png");
+  CHECK(error_of({"write_bw", "--loopback", "--plot=bw.svg"}) ==
+        "write_bw: --plot draws the samples of a latency test; a bandwidth test keeps none");
+  CHECK(error_of({"write_lat", "-D", "2", "--plot=x.svg"}) ==
+        "write_lat: --plot needs the samples, which -D does not keep (use -n)");
+  CHECK(error_of({"write_lat", "-a", "--plot=x.svg"}) ==
+        "write_lat: --plot draws one size's samples; not with -a (use -s)");
+  CHECK(error_of({"read_lat", "--plot=x.svg"}) ==
+        "read_lat: --plot on the client: the server of a READ test measures nothing");
+  CHECK(error_of({"send_lat", "--loopback", "--first-reply=5", "--plot=x.svg"}) ==
+        "--plot: --first-reply prints its own table; nothing to draw");
+  for (const char* bad : {"--plot=x.pdf", "--plot=x.svgz"}) {
+    auto r = parse({"write_lat", bad});
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().message().find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("--plot-compare takes a list of reports, runs no test, and needs --plot", "[options][plot]") {
+  auto ok = parse({"--plot-compare", "early.json,queue.json", "--plot=cmp.svg"});
+  REQUIRE(ok.is_ok());
+  CHECK(ok->plot_compare == std::vector<std::string>{"early.json", "queue.json"});
+  CHECK(ok->plot == "cmp.svg");
+  auto repeated = parse({"--plot-compare=a.json", "--plot-compare=b.json,c.json", "--plot=c.png"});
+  REQUIRE(repeated.is_ok());
+  CHECK(repeated->plot_compare == std::vector<std::string>{"a.json", "b.json", "c.json"});
+
+  CHECK(error_of({"--plot-compare", "a.json,b.json"}) ==
+        "--plot-compare needs --plot=<file.svg|file.png> to draw to");
+  CHECK(error_of({"write_lat", "--plot-compare", "a.json", "--plot=x.svg"}) ==
+        "--plot-compare draws saved JSON reports and runs no test: leave out 'write_lat'");
+  CHECK(error_of({"--plot-compare", "a.json,,b.json", "--plot=x.svg"}) ==
+        "--plot-compare 'a.json,,b.json': an empty file name in the list");
+  CHECK(error_of({"--plot-compare", "a.json,", "--plot=x.svg"}) ==
+        "--plot-compare 'a.json,': an empty file name in the list");
+}

@@ -4,13 +4,19 @@
 //   rnicperf write_lat                 server: waits for a client on TCP port 18515
 //   rnicperf write_lat 10.0.0.1        client
 //   rnicperf write_bw --loopback       both ends in this process
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
 #include "first_reply.h"
 #include "options.h"
+#include "plot_runner.h"
 #include "rnicdv/device.h"
 #include "rnicdv/sim/sim.h"
 #include "session.h"
@@ -19,6 +25,8 @@ namespace {
 
 using rnicdv::Status;
 using rnicperf::Options;
+
+int run(const Options& o, const std::string& device);
 
 int fail(const Status& st) {
   std::fprintf(stderr, "rnicperf: %s\n", st.message().c_str());
@@ -92,6 +100,20 @@ int run_loopback(const Options& o, const std::string& device) {
   return 0;
 }
 
+// --plot / --plot-compare: draws `files` to `out`. The script's own failure is already one
+// line on stderr.
+int draw(const std::string& out, const std::vector<std::string>& files) {
+  auto script = rnicperf::find_plot_script(RNICPERF_PLOT_SCRIPT);
+  if (!script) return fail(script.status());
+  auto status = rnicperf::run_plot_script(script.value(), out, files);
+  if (!status) return fail(status.status());
+  return status.value() == 0 ? 0 : 1;
+}
+
+// The run, then its plot: --plot draws the run's JSON report, which goes to --out_json_file
+// when given and otherwise to a temporary file removed afterwards.
+int run_and_plot(Options& o, const std::string& device);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,6 +129,7 @@ int main(int argc, char** argv) {
     std::printf("rnicperf %s (perftest-compatible; rnicdv)\n", RNICPERF_VERSION);
     return 0;
   }
+  if (!o.plot_compare.empty()) return draw(o.plot, o.plot_compare);
   // A wire is the simulated HCA's: --wire without -d means sim0.
   const std::string device = !o.device.empty() ? o.device
                              : o.wire.empty()  ? rnicdv::Device::default_name()
@@ -117,6 +140,13 @@ int main(int argc, char** argv) {
     if (Status st = rnicperf::report_first_reply(o, r.value()); !st) return fail(st);
     return 0;
   }
+  if (!o.plot.empty()) return run_and_plot(o, device);
+  return run(o, device);
+}
+
+namespace {
+
+int run(const Options& o, const std::string& device) {
   if (o.loopback) return run_loopback(o, device);
 
   rnicperf::SessionSetup setup;
@@ -138,3 +168,34 @@ int main(int argc, char** argv) {
   if (!st) return fail(st);
   return 0;
 }
+
+int run_and_plot(Options& o, const std::string& device) {
+  // Found before the run, so that a missing script does not cost a run.
+  auto script = rnicperf::find_plot_script(RNICPERF_PLOT_SCRIPT);
+  if (!script) return fail(script.status());
+  std::string temporary;
+  if (!o.out_json) {
+    const char* dir = std::getenv("TMPDIR");
+    std::string name = std::string(dir && *dir ? dir : "/tmp") + "/rnicperf-plot-XXXXXX.json";
+    int fd = ::mkstemps(name.data(), 5);
+    if (fd < 0)
+      return fail(Status::error(rnicdv::Errc::io_error, "--plot: cannot create %s: %s",
+                                name.c_str(), std::strerror(errno)));
+    ::close(fd);
+    temporary = name;
+    o.out_json = true;
+    o.json_path = name;
+  }
+  int rc = run(o, device);
+  if (rc == 0) {
+    auto status = rnicperf::run_plot_script(script.value(), o.plot, {o.json_path});
+    if (!status)
+      rc = fail(status.status());
+    else if (status.value() != 0)
+      rc = 1;
+  }
+  if (!temporary.empty()) ::unlink(temporary.c_str());
+  return rc;
+}
+
+}  // namespace

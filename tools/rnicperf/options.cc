@@ -60,6 +60,8 @@ enum class Opt : uint8_t {
   dpdk_args,
   dpdk_mem,
   events,
+  plot,
+  plot_compare,
 };
 
 // Where -h lists an option: perftest's options, rnicperf's own, or nowhere (for tests).
@@ -164,6 +166,10 @@ constexpr OptSpec kOpts[] = {
      "With --wire dpdk: EAL arguments (e.g. --vdev=net_af_packet0,\niface=veth0) and the wire's --port/--ip/--mac/--peer"},
     {0, "dpdk-mem", false, Opt::dpdk_mem, Section::own, nullptr,
      "Allocate the registered buffers from DPDK's heap\n(hugepage-backed when the machine has free hugepages)"},
+    {0, "plot", true, Opt::plot, Section::own, "<f.svg|f.png>",
+     "After a latency run, draw its histogram and CDF with the\npercentile marks (python3-matplotlib); with --plot-compare,\nthe file the comparison is drawn to"},
+    {0, "plot-compare", true, Opt::plot_compare, Section::own, "<a,b>",
+     "Run no test: draw the JSON reports a,b,... (latency runs\nwith --histogram or --plot) over each other, to --plot's\nfile; each series is named after its file"},
     {0, "sweep-max", true, Opt::sweep_max, Section::hidden, nullptr, nullptr},  // for tests: caps the -a sweep
 };
 
@@ -365,6 +371,34 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
     case Opt::dpdk_mem:
       opts.dpdk_mem = true;
       return Status::ok();
+    case Opt::plot: {
+      auto ends_with = [&](std::string_view ext) {
+        return value.size() > ext.size() && value.compare(value.size() - ext.size(), ext.size(),
+                                                          ext) == 0;
+      };
+      if (!ends_with(".svg") && !ends_with(".png"))
+        return Status::error(Errc::invalid_argument,
+                             "--plot '%s': the file must end in .svg or .png", value.c_str());
+      opts.plot = value;
+      return Status::ok();
+    }
+    case Opt::plot_compare: {
+      std::vector<std::string> files;
+      size_t start = 0;
+      for (;;) {
+        size_t comma = value.find(',', start);
+        std::string file = value.substr(start, comma == std::string::npos ? comma : comma - start);
+        if (file.empty())
+          return Status::error(Errc::invalid_argument,
+                               "--plot-compare '%s': an empty file name in the list",
+                               value.c_str());
+        files.push_back(std::move(file));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      opts.plot_compare.insert(opts.plot_compare.end(), files.begin(), files.end());
+      return Status::ok();
+    }
   }
   return Status::error(Errc::internal, "unhandled option");
 }
@@ -455,6 +489,18 @@ Result<Options> parse_options(int argc, const char* const* argv) {
     }
   }
   if (opts.help || opts.version) return opts;
+  if (!opts.plot_compare.empty()) {
+    // Drawing saved reports: no test runs, so nothing else applies.
+    if (have_test)
+      return Status::error(Errc::invalid_argument,
+                           "--plot-compare draws saved JSON reports and runs no test: leave "
+                           "out '%s'",
+                           test_name(opts.test));
+    if (opts.plot.empty())
+      return Status::error(Errc::invalid_argument,
+                           "--plot-compare needs --plot=<file.svg|file.png> to draw to");
+    return opts;
+  }
   if (!have_test)
     return Status::error(Errc::invalid_argument,
                          "no test given (usage: rnicperf <test> [options] [server])");
@@ -584,6 +630,27 @@ Status resolve_defaults(Options& o) {
                          "--wire inproc joins two simulated HCAs in one process: add --loopback");
   if (o.rdma_cm && o.num_qps != 1)
     return Status::error(Errc::invalid_argument, "-R: one QP per connection (-q %u)", o.num_qps);
+  if (!o.plot.empty()) {
+    // --plot draws the distribution of one latency run's samples.
+    if (bw)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --plot draws the samples of a latency test; a bandwidth "
+                           "test keeps none",
+                           name);
+    if (o.first_reply > 0)
+      return Status::error(Errc::invalid_argument,
+                           "--plot: --first-reply prints its own table; nothing to draw");
+    if (o.duration_s > 0)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --plot needs the samples, which -D does not keep (use -n)", name);
+    if (o.all_sizes)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --plot draws one size's samples; not with -a (use -s)", name);
+    if (o.is_server() && (o.test.verb == Verb::read || o.test.verb == Verb::atomic))
+      return Status::error(Errc::invalid_argument,
+                           "%s: --plot on the client: the server of a %s test measures nothing",
+                           name, o.test.verb == Verb::read ? "READ" : "atomic");
+  }
   return Status::ok();
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rnicdv/status.h"
 #include "test_id.h"
@@ -69,6 +70,11 @@ struct Options {
   // --output: perftest's reduced output, one number per size on stdout (full: the tables).
   enum class Output : uint8_t { full, bandwidth, message_rate, latency };
   Output output = Output::full;
+  // --plot: after a latency run, draw its histogram and CDF to this .svg or .png file.
+  std::string plot;
+  // --plot-compare: draw these JSON reports laid over each other to --plot's file, and run
+  // no test (no test name is given then).
+  std::vector<std::string> plot_compare;
 
   // What the user set explicitly (a default may depend on it).
   bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;

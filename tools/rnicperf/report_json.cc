@@ -26,8 +26,9 @@ void JsonReport::set_addresses(std::vector<AddressInfo> local, std::vector<Addre
   remote_ = std::move(remote);
 }
 
-void JsonReport::add(const LatencyResult& r, const Histogram* histogram) {
-  lat_.push_back({r, histogram ? std::optional<Histogram>(*histogram) : std::nullopt});
+void JsonReport::add(const LatencyResult& r, const Histogram* histogram, const Cdf* cdf) {
+  lat_.push_back({r, histogram ? std::optional<Histogram>(*histogram) : std::nullopt,
+                  cdf ? std::optional<Cdf>(*cdf) : std::nullopt});
 }
 void JsonReport::add(const LatencyDurationResult& r) {
   lat_dur_.push_back(r);
@@ -108,6 +109,7 @@ std::string JsonReport::text() const {
   if (!h.buffers.empty()) w.field("Buffers", h.buffers);
   if (!h.clock.empty()) w.field("Clock", h.clock);
   if (completion_events_) w.field("Completion_events", *completion_events_);
+  if (!date_.empty()) w.field("Date", date_);
   if (h.test.kind == Kind::bandwidth)
     w.field("BW_unit", unit_ == BwUnit::mib_per_sec ? "MiB/sec" : "Gb/sec");
   else
@@ -134,6 +136,7 @@ std::string JsonReport::text() const {
     w.field("t_stdev", r.t_stdev);
     w.field("percentile_99", r.p99);
     w.field("percentile_99_9", r.p999);
+    w.field("percentile_90", r.p90);
     if (l.h) {
       w.key("histogram").begin_object();
       w.field("unit", "usec");
@@ -146,6 +149,20 @@ std::string JsonReport::text() const {
         w.field("to", b.hi_us);
         w.field("count", b.count);
         w.end_object();
+      }
+      w.end_array();
+      w.end_object();
+    }
+    if (l.cdf) {
+      w.key("cdf").begin_object();
+      w.field("unit", "usec");
+      w.field("samples", l.cdf->total);
+      w.key("points").begin_array();
+      for (const auto& p : l.cdf->points) {
+        w.begin_array();
+        w.value(p.us);
+        w.value(p.fraction);
+        w.end_array();
       }
       w.end_array();
       w.end_object();

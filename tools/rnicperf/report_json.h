@@ -17,7 +17,9 @@ class JsonReport {
  public:
   void set_header(const HeaderInfo& header, const char* role, BwUnit unit);
   void set_addresses(std::vector<AddressInfo> local, std::vector<AddressInfo> remote);
-  void add(const LatencyResult& r, const Histogram* histogram = nullptr);
+  // `histogram` and `cdf` (--histogram, --plot): the distribution of the samples.
+  void add(const LatencyResult& r, const Histogram* histogram = nullptr,
+           const Cdf* cdf = nullptr);
   void add(const LatencyDurationResult& r);
   void add(const BandwidthResult& r);
   void set_early_post(const EarlyPostRow& in_rtr, const EarlyPostRow& after_rts, const char* op,
@@ -25,6 +27,8 @@ class JsonReport {
   void set_error(const std::string& message) { error_ = message; }
   // -e: how many completion events this side slept on and took.
   void set_completion_events(uint64_t n) { completion_events_ = n; }
+  // When the run started, "2026-12-06 17:30:05 UTC" (test_info's Date; left out when unset).
+  void set_date(std::string date) { date_ = std::move(date); }
 
   std::string text() const;
   // Writes atomically (a temporary file renamed over `path`).
@@ -38,6 +42,7 @@ class JsonReport {
   struct Lat {
     LatencyResult r;
     std::optional<Histogram> h;
+    std::optional<Cdf> cdf;
   };
   std::vector<Lat> lat_;
   std::vector<LatencyDurationResult> lat_dur_;
@@ -48,6 +53,7 @@ class JsonReport {
   uint64_t early_size_ = 0;
   std::optional<uint64_t> completion_events_;
   std::string error_;
+  std::string date_;
 };
 
 // Writes `doc` to `path` through a temporary file and a rename (never a half-written report).

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <vector>
 
@@ -55,6 +56,14 @@ Status Session::run() {
     if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
   }
   unit_ = o_.report_gbits ? BwUnit::gbit_per_sec : BwUnit::mib_per_sec;
+  {
+    // The report's date (test_info's Date): when the run started, in UTC.
+    char date[40] = "";
+    std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    if (gmtime_r(&now, &utc) && std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &utc))
+      json_.set_date(date);
+  }
 
   EndpointConfig config{s_.device_name, s_.fabric, o_.dpdk_mem};
   auto ep = TestEndpoint::open(config);
@@ -243,13 +252,18 @@ Status Session::latency_size(RunContext& c) {
   const size_t n = c.iterations;
   deltas_.resize(n - 1);
   deltas_from_posts(std::span(tposted_.data(), n), deltas_);
+  // The distribution goes to the JSON with --histogram (which also prints the histogram) and
+  // with --plot (which draws it from the JSON).
+  const bool keep_distribution = o_.histogram || !o_.plot.empty();
   std::optional<Histogram> hist;
-  if (o_.histogram) hist = make_histogram(deltas_, clock_.ticks_per_us(), rtt);
+  if (keep_distribution) hist = make_histogram(deltas_, clock_.ticks_per_us(), rtt);
   LatencyResult r = compute_latency(deltas_, clock_.ticks_per_us(), rtt, c.size, c.iterations);
+  std::optional<Cdf> cdf;  // compute_latency left deltas_ sorted
+  if (keep_distribution) cdf = make_cdf(deltas_, clock_.ticks_per_us(), rtt);
   print(format_latency_row(r));
   print_value(Options::Output::latency, r.t_typical);
-  json_.add(r, hist ? &*hist : nullptr);
-  if (hist) {
+  json_.add(r, hist ? &*hist : nullptr, cdf ? &*cdf : nullptr);
+  if (hist && o_.histogram) {
     print(format_histogram(*hist, rtt));
   }
   return Status::ok();

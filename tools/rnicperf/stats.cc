@@ -41,6 +41,9 @@ LatencyResult compute_latency(std::span<uint64_t> deltas, double ticks_per_us, i
   // dropped samples past n, so the index is always valid).
   auto idx99 = static_cast<size_t>(std::ceil(static_cast<double>(n) * 0.99));
   auto idx999 = static_cast<size_t>(std::ceil(static_cast<double>(n) * 0.999));
+  // The 90th by the same rule (rnicperf's addition, for --plot's marks).
+  auto idx90 = static_cast<size_t>(std::ceil(static_cast<double>(n) * 0.90));
+  r.p90 = us(std::min(idx90, deltas.size() - 1));
   r.p99 = us(std::min(idx99, deltas.size() - 1));
   r.p999 = us(std::min(idx999, deltas.size() - 1));
   return r;
@@ -103,6 +106,37 @@ BandwidthResult sum(const BandwidthResult& a, const BandwidthResult& b) noexcept
   r.bw_avg += b.bw_avg;
   r.msg_rate += b.msg_rate;
   return r;
+}
+
+Cdf make_cdf(std::span<const uint64_t> sorted, double ticks_per_us, int rtt_factor,
+             size_t max_points) {
+  Cdf c;
+  c.total = sorted.size();
+  if (sorted.empty() || max_points < 2) return c;
+  const double quotient = ticks_per_us * rtt_factor;
+  auto point = [&](size_t i) {
+    c.points.push_back({static_cast<double>(sorted[i]) / quotient,
+                        static_cast<double>(i + 1) / static_cast<double>(sorted.size())});
+  };
+  const size_t n = sorted.size();
+  if (n <= max_points) {
+    for (size_t i = 0; i < n; ++i) point(i);
+    return c;
+  }
+  // Evenly spaced ranks over the first part, then every sample of the tail, so that the
+  // rare slow samples (the part a CDF on a log scale is read for) are all there.
+  const size_t tail = std::min(n - 1, max_points / 4);
+  const size_t head_points = max_points - tail;
+  const size_t head_end = n - tail;  // ranks [0, head_end) are sampled
+  size_t next = 0;  // ranks only increase: two steps never pick the same sample
+  for (size_t j = 0; j < head_points; ++j) {
+    size_t i = head_points == 1 ? 0 : j * (head_end - 1) / (head_points - 1);
+    if (i < next) continue;
+    point(i);
+    next = i + 1;
+  }
+  for (size_t i = head_end; i < n; ++i) point(i);
+  return c;
 }
 
 Histogram make_histogram(std::span<const uint64_t> deltas, double ticks_per_us, int rtt_factor) {

@@ -20,6 +20,7 @@ struct LatencyResult {
   uint64_t iterations = 0;
   double t_min = 0, t_max = 0, t_typical = 0, t_avg = 0, t_stdev = 0;  // usec
   double p99 = 0, p999 = 0;                                            // usec
+  double p90 = 0;  // usec, sorted[ceil(0.90 n)] (rnicperf's addition; not in the table)
   size_t samples = 0;  // samples the mean, median and stdev are over (iterations - 3)
 };
 
@@ -91,6 +92,21 @@ struct Histogram {
   std::vector<HistogramBucket> buckets;  // from the first non-empty to the last non-empty
   uint64_t total = 0;
 };
+
+// The empirical CDF of every delta, for --plot: point i is (sorted[i] in usec, (i + 1) / count).
+// At most `max_points` points: every sample when there are that few, otherwise evenly spaced
+// ranks and the last max_points / 4 samples one by one (the tail). `sorted` is ascending.
+struct CdfPoint {
+  double us = 0;
+  double fraction = 0;
+};
+struct Cdf {
+  std::vector<CdfPoint> points;
+  uint64_t total = 0;
+};
+inline constexpr size_t kCdfPoints = 2000;
+Cdf make_cdf(std::span<const uint64_t> sorted, double ticks_per_us, int rtt_factor,
+             size_t max_points = kCdfPoints);
 
 // Every delta (none dropped: the histogram is for the tail), scaled as compute_latency does.
 Histogram make_histogram(std::span<const uint64_t> deltas, double ticks_per_us, int rtt_factor);
