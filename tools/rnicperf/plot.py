@@ -159,7 +159,7 @@ def draw(series, out):
         fig.suptitle(header_line(series[0]), fontsize=10)
     else:
         hist_ax.legend(fontsize=8)
-        cdf_ax.legend(loc="lower right", fontsize=8)
+        cdf_ax.legend(loc="upper left", fontsize=8)
         fig.suptitle("\n".join(f"{s['name']}: {header_line(s)}" for s in series), fontsize=9)
     fig.savefig(out, metadata={"Date": None} if out.endswith(".svg") else None)
     plt.close(fig)
