@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Command-line options: perftest's names, defaults and limits (perftest_parameters.h), plus
 // rnicperf's own (--early-post, --histogram, --loopback, --timeout, --wire, --dpdk-args,
-// --dpdk-mem).
+// --dpdk-mem, --plot, --plot-compare).
 #pragma once
 
 #include <cstdint>
