@@ -4,6 +4,7 @@
 //   rnicperf write_lat                 server: waits for a client on TCP port 18515
 //   rnicperf write_lat 10.0.0.1        client
 //   rnicperf write_bw --loopback       both ends in this process
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -19,6 +20,21 @@ namespace {
 
 using rnicdv::Status;
 using rnicperf::Options;
+
+// --run_infinitely: SIGINT or SIGTERM ends the run cleanly (the loop stops posting, drains
+// its completions, and the peer is told), as perftest's SIGINT handler does.
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+
+void install_stop_handlers() {
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 int fail(const Status& st) {
   std::fprintf(stderr, "rnicperf: %s\n", st.message().c_str());
@@ -61,6 +77,7 @@ int run_loopback(const Options& o, const std::string& device) {
   server.channel = std::move(channels->first);
   client.channel = std::move(channels->second);
   server.device_name = client.device_name = device;
+  server.stop = client.stop = &g_stop;
   unsigned index = 0;
   if (is_sim_name(device, &index)) {
     client.device_name = "sim" + std::to_string(index + 1);
@@ -117,12 +134,14 @@ int main(int argc, char** argv) {
     if (Status st = rnicperf::report_first_reply(o, r.value()); !st) return fail(st);
     return 0;
   }
+  if (o.run_infinitely) install_stop_handlers();
   if (o.loopback) return run_loopback(o, device);
 
   rnicperf::SessionSetup setup;
   setup.options = o;
   setup.client = !o.server.empty();
   setup.device_name = device;
+  setup.stop = &g_stop;
   // --wire dpdk (or udp): this process's own fabric, on which the device is created.
   unsigned index = 0;
   if (!o.wire.empty() && o.wire != "inproc") {

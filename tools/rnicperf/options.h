@@ -22,6 +22,7 @@ inline constexpr uint32_t kMaxTxDepth = 15000;
 inline constexpr uint32_t kMaxCqMod = 1024;
 inline constexpr uint32_t kMaxRxDepth = 16384;
 inline constexpr uint64_t kPeakMaxIters = 20000;  // perftest measures peak BW up to this
+inline constexpr uint32_t kDefaultDuration = 5;   // perftest DEF_DURATION: --run_infinitely's interval
 
 struct Options {
   TestId test;
@@ -69,6 +70,11 @@ struct Options {
   // --output: perftest's reduced output, one number per size on stdout (full: the tables).
   enum class Output : uint8_t { full, bandwidth, message_rate, latency };
   Output output = Output::full;
+  // --run_infinitely: post until stopped, a row every duration_s seconds (default 5).
+  bool run_infinitely = false;
+  uint32_t stop_after = 0;  // hidden --stop-after: stop after this many intervals (tests)
+  bool cpu_util = false;     // --cpu_util: CPU_Util[%] column (duration mode)
+  bool report_both = false;  // --report-both: with -b, the local and remote rows as well
 
   // What the user set explicitly (a default may depend on it).
   bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;
