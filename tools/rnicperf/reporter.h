@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "clock.h"
+#include "cpu_util.h"
 #include "oob_protocol.h"
 
 namespace rnicperf {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "cpu_util.h"
 #include "endpoint.h"
 #include "oob_protocol.h"
 #include "options.h"
