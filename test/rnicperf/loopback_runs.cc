@@ -378,10 +378,15 @@ TEST_CASE("--run_infinitely stops cleanly on SIGINT and on SIGTERM", "[e2e][run_
 }
 
 TEST_CASE("--cpu_util prints perftest's CPU_Util column in duration mode", "[e2e][cpu_util]") {
-  ProcessResult bw = run_rnicperf(
-      {"write_bw", "--loopback", "-D", "2", "--cpu_util", "-s", "1024", "--timeout=20"}, 120);
+  const std::string json = tmp_json("cpu_util");
+  ProcessResult bw = run_rnicperf({"write_bw", "--loopback", "-D", "2", "--cpu_util", "-s",
+                                   "1024", "--timeout=20", "--out_json_file=" + json},
+                                  120);
   INFO(bw.out << bw.err);
   REQUIRE(bw.exit_code == 0);
+  // perftest's JSON key, beside the row's figures.
+  CHECK(json_query(json, "0 < d['results'][0]['CPU_util'] <= 100") == "True");
+  std::remove(json.c_str());
   CHECK(bw.out.find("MsgRate[Mpps]    CPU_Util[%]\n") != std::string::npos);
   auto rows = rows_of(bw.out, "1024");
   REQUIRE(rows.size() == 1);

@@ -237,8 +237,9 @@ Status Session::latency_size(RunContext& c) {
   if (o_.duration_s) {
     auto r = compute_latency_duration(run.window.ticks(), clock_.ticks_per_us(), rtt, c.size,
                                       run.window.iterations());
+    if (o_.cpu_util) r.cpu_util = run.window.cpu_util();
     const std::string row = format_latency_duration_row(r);
-    print(o_.cpu_util ? with_cpu_util(row, run.window.cpu_util()) : row);
+    print(o_.cpu_util ? with_cpu_util(row, r.cpu_util) : row);
     print_value(Options::Output::latency, r.t_avg);
     json_.add(r);
     return Status::ok();
@@ -320,6 +321,7 @@ Status Session::bandwidth_size(RunContext& c) {
   const double cpu = !o_.cpu_util ? -1.0
                      : sender     ? run.tx_window.cpu_util()
                                   : run.rx_window.cpu_util();
+  mine.cpu_util = cpu;
   BandwidthResult shown = mine;
   BandwidthResult theirs;
   if (o_.bidirectional) {
