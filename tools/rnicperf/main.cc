@@ -22,7 +22,9 @@ using rnicdv::Status;
 using rnicperf::Options;
 
 // --run_infinitely: SIGINT or SIGTERM ends the run cleanly (the loop stops posting, drains
-// its completions, and the peer is told), as perftest's SIGINT handler does.
+// its completions, and the peer is told), as perftest's SIGINT handler does. Installed on the
+// side that runs the loop (client, loopback), once: a second signal has its default effect,
+// so a run that does not reach its loop can still be interrupted.
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
 
@@ -31,6 +33,7 @@ extern "C" void on_stop_signal(int) { g_stop.store(true, std::memory_order_relax
 void install_stop_handlers() {
   struct sigaction sa{};
   sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -134,7 +137,9 @@ int main(int argc, char** argv) {
     if (Status st = rnicperf::report_first_reply(o, r.value()); !st) return fail(st);
     return 0;
   }
-  if (o.run_infinitely) install_stop_handlers();
+  // The server of an endless run waits on its control channel for the client's end, and a
+  // signal there has its default effect, as in perftest.
+  if (o.run_infinitely && (o.loopback || !o.server.empty())) install_stop_handlers();
   if (o.loopback) return run_loopback(o, device);
 
   rnicperf::SessionSetup setup;
