@@ -332,8 +332,10 @@ std::vector<double> fields_of(const std::string& row) {
 }  // namespace
 
 TEST_CASE("--run_infinitely prints a row every interval until stopped", "[e2e][run_infinitely]") {
+  const std::string json = tmp_json("run_infinitely");
   ProcessResult r = run_rnicperf({"write_bw", "--loopback", "--run_infinitely", "-D", "1",
-                                  "--stop-after=3", "-s", "1024", "--timeout=20"},
+                                  "--stop-after=3", "-s", "1024", "--timeout=20",
+                                  "--out_json_file=" + json},
                                  120);
   INFO(r.out << r.err);
   REQUIRE_FALSE(r.timed_out);
@@ -356,6 +358,11 @@ TEST_CASE("--run_infinitely prints a row every interval until stopped", "[e2e][r
   CHECK(r.out.substr(stopped).find(std::string(87, '-')) != std::string::npos);
   // No -D progress lines on stderr: the rows are the progress.
   CHECK(r.err.find("1/1 s") == std::string::npos);
+  // The JSON keeps every interval's row.
+  CHECK(json_query(json, "len(d['results'])") == "3");
+  CHECK(json_query(json, "all(x['BW_average'] > 0 and x['BW_peak'] == 0 for x in d['results'])") ==
+        "True");
+  std::remove(json.c_str());
 }
 
 TEST_CASE("--run_infinitely stops cleanly on SIGINT and on SIGTERM", "[e2e][run_infinitely]") {

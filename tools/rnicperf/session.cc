@@ -347,8 +347,11 @@ Status Session::bandwidth_infinitely(RunContext& c, bool sender, bool receiver) 
         [this, size = c.size](uint64_t operations, uint64_t ticks, double cpu) {
           // perftest's print_report_bw in RUN_INFINITELY: the interval's operations over its
           // time, no peak.
-          print_bandwidth(
-              compute_bandwidth(size, operations, ticks, clock_.ticks_per_sec(), unit_, 0), cpu);
+          BandwidthResult r =
+              compute_bandwidth(size, operations, ticks, clock_.ticks_per_sec(), unit_, 0);
+          r.cpu_util = cpu;
+          print_bandwidth(r, cpu);
+          json_.add(r);  // the JSON keeps every row; the main thread reads it after the join
         });
     RNICDV_TRY(run_bandwidth(c, sender, receiver, &run));
   }
