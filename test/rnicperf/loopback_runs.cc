@@ -392,7 +392,7 @@ TEST_CASE("--cpu_util prints perftest's CPU_Util column in duration mode", "[e2e
   INFO(bw.out << bw.err);
   REQUIRE(bw.exit_code == 0);
   // perftest's JSON key, beside the row's figures.
-  CHECK(json_query(json, "0 < d['results'][0]['CPU_util'] <= 100") == "True");
+  CHECK(json_query(json, "0 <= d['results'][0]['CPU_util'] <= 100") == "True");
   std::remove(json.c_str());
   CHECK(bw.out.find("MsgRate[Mpps]    CPU_Util[%]\n") != std::string::npos);
   auto rows = rows_of(bw.out, "1024");
@@ -400,7 +400,10 @@ TEST_CASE("--cpu_util prints perftest's CPU_Util column in duration mode", "[e2e
   CHECK(rows[0].find("\t    ") != std::string::npos);
   auto f = fields_of(rows[0]);
   REQUIRE(f.size() == 6);
-  CHECK(f[5] > 0);  // the run busy-polls: some user time
+  // perftest's figure counts `user` time only: a run under `nice` (its time is `nice` time)
+  // on an otherwise idle machine can read 0, so only the range is checked here; the maths is
+  // checked in report_format.
+  CHECK(f[5] >= 0);
   CHECK(f[5] <= 100);
 
   ProcessResult lat =
@@ -413,7 +416,7 @@ TEST_CASE("--cpu_util prints perftest's CPU_Util column in duration mode", "[e2e
   REQUIRE(rows.size() == 1);
   f = fields_of(rows[0]);
   REQUIRE(f.size() == 5);
-  CHECK(f[4] > 0);
+  CHECK(f[4] >= 0);
   CHECK(f[4] <= 100);
 
   ProcessResult inf = run_rnicperf({"write_bw", "--loopback", "--run_infinitely", "-D", "1",
@@ -426,7 +429,7 @@ TEST_CASE("--cpu_util prints perftest's CPU_Util column in duration mode", "[e2e
   for (const auto& row : rows) {
     f = fields_of(row);
     REQUIRE(f.size() == 6);
-    CHECK(f[5] > 0);
+    CHECK(f[5] >= 0);
     CHECK(f[5] <= 100);
   }
 }
