@@ -324,3 +324,79 @@ TEST_CASE("--plot-compare takes a list of reports, runs no test, and needs --plo
   CHECK(error_of({"--plot-compare", "a.json,", "--plot=x.svg"}) ==
         "--plot-compare 'a.json,': an empty file name in the list");
 }
+
+TEST_CASE("--run_infinitely implies duration mode with perftest's 5 s interval and no peak",
+          "[options][run_infinitely]") {
+  auto r = parse({"write_bw", "--run_infinitely", "-n", "10"});
+  REQUIRE(r.is_ok());
+  CHECK(r->run_infinitely);
+  CHECK(r->duration_s == 5);
+  CHECK(r->no_peak);
+  CHECK(r->tx_depth == 128);  // not clamped to -n: the run has no count
+  auto d = parse({"read_bw", "--run_infinitely", "-D", "2", "--stop-after=3"});
+  REQUIRE(d.is_ok());
+  CHECK(d->duration_s == 2);
+  CHECK(d->stop_after == 3);
+  CHECK(d->margin_s == 0);
+  CHECK(parse({"atomic_bw", "--run_infinitely"}).is_ok());
+}
+
+TEST_CASE("--run_infinitely is refused where perftest refuses it, and where it is not built",
+          "[options][run_infinitely]") {
+  CHECK(error_of({"write_lat", "--run_infinitely"}) ==
+        "write_lat: run_infinitely exists only in BW tests for now");
+  CHECK(error_of({"read_bw", "--run_infinitely", "-e"}) ==
+        "read_bw: run_infinitely does not support events feature yet (-e)");
+  CHECK(error_of({"send_bw", "--run_infinitely"}).find("SEND bandwidth runs are not implemented") !=
+        std::string::npos);
+  CHECK(error_of({"write_bw", "--run_infinitely", "-b"}).find("with -b is not implemented") !=
+        std::string::npos);
+  CHECK(error_of({"write_bw", "--run_infinitely", "-a"}) ==
+        "-a and --run_infinitely exclude each other (one size, reported every interval)");
+  CHECK(error_of({"write_bw", "--run_infinitely", "-D", "4", "-f", "1"}).find("no margins") !=
+        std::string::npos);
+  CHECK(error_of({"write_bw", "--run_infinitely", "--output=bandwidth"})
+            .find("--output and --run_infinitely exclude each other") != std::string::npos);
+  CHECK(error_of({"write_bw", "--run_infinitely", "--perform_warm_up"}) ==
+        "--perform_warm_up and --run_infinitely exclude each other");
+  CHECK(error_of({"write_bw", "--stop-after=2"}) ==
+        "--stop-after applies with --run_infinitely only");
+  CHECK(error_of({"write_bw", "--run_infinitely", "--stop-after=0"}).find("between 1 and") !=
+        std::string::npos);
+}
+
+TEST_CASE("--cpu_util needs duration mode, as perftest's CPU column does", "[options][cpu_util]") {
+  CHECK(error_of({"write_bw", "--cpu_util"}) ==
+        "--cpu_util: CPU Utilization works only with Duration mode (-D)");
+  CHECK(error_of({"send_lat", "--cpu_util", "-n", "100"}) ==
+        "--cpu_util: CPU Utilization works only with Duration mode (-D)");
+  auto bw = parse({"write_bw", "--cpu_util", "-D", "3"});
+  REQUIRE(bw.is_ok());
+  CHECK(bw->cpu_util);
+  auto lat = parse({"send_lat", "--cpu_util", "-D", "3"});
+  REQUIRE(lat.is_ok());
+  CHECK(lat->cpu_util);
+  // --run_infinitely is duration mode: each interval has its own figure.
+  CHECK(parse({"write_bw", "--cpu_util", "--run_infinitely"}).is_ok());
+}
+
+TEST_CASE("--report-both needs a bidirectional bandwidth test", "[options][report_both]") {
+  auto r = parse({"write_bw", "-b", "--report-both"});
+  REQUIRE(r.is_ok());
+  CHECK(r->report_both);
+  CHECK(error_of({"write_bw", "--report-both"}) ==
+        "write_bw: --report-both reports the two directions of a bidirectional bandwidth test: "
+        "add -b");
+  CHECK(error_of({"send_lat", "--report-both"}).find("add -b") != std::string::npos);
+}
+
+TEST_CASE("-h lists --run_infinitely, --cpu_util and --report-both, not --stop-after",
+          "[options][help]") {
+  const std::string help = rnicperf::usage_text();
+  CHECK(help.find("      --run_infinitely      Run test forever, print results every "
+                  "<duration> seconds") != std::string::npos);
+  CHECK(help.find("      --cpu_util            Show CPU Utilization in report, valid only "
+                  "in Duration mode") != std::string::npos);
+  CHECK(help.find("      --report-both         With -b:") != std::string::npos);
+  CHECK(help.find("stop-after") == std::string::npos);
+}

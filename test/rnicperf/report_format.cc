@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "cpu_util.h"
 #include "report.h"
 
 using namespace rnicperf;
@@ -226,4 +227,63 @@ TEST_CASE("the server announces that it waits", "[format]") {
         "\n************************************\n"
         "* Waiting for client to connect... *\n"
         "************************************\n");
+}
+
+TEST_CASE("--cpu_util adds perftest's CPU_Util column to the header and the row", "[format][cpu_util]") {
+  // perftest: RESULT_EXT_CPU_UTIL "    CPU_Util[%%]\n" after RESULT_FMT, REPORT_EXT_CPU_UTIL
+  // "\t    %-3.2f\n" after REPORT_FMT.
+  CHECK(with_cpu_util_header(bandwidth_table_header(BwUnit::mib_per_sec)) ==
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+        "    CPU_Util[%]\n");
+  CHECK(with_cpu_util_header(latency_duration_header()) ==
+        " #bytes        #iterations       t_avg[usec]    tps average    CPU_Util[%]\n");
+  BandwidthResult r;
+  r.size = 65536;
+  r.iterations = 2000;
+  r.bw_avg = 618.63;
+  r.msg_rate = 0.009898;
+  CHECK(with_cpu_util(format_bandwidth_row(r, BwUnit::mib_per_sec), 7.5) ==
+        " 65536      2000             0.00               618.63 \t\t   0.009898\t    7.50\n");
+  CHECK(with_cpu_util(format_bandwidth_row(r, BwUnit::mib_per_sec), 100) ==
+        " 65536      2000             0.00               618.63 \t\t   0.009898\t    100.00\n");
+}
+
+TEST_CASE("CPU utilization is user over user plus idle of /proc/stat's cpu line, as perftest's",
+          "[cpu_util]") {
+  const CpuTimes a = parse_proc_stat("cpu  100 7 50 900 3 0 1 0 0 0\ncpu0 50 3 25 450 1 0 0 0 0 0\n");
+  REQUIRE(a.valid);
+  CHECK(a.user == 100);
+  CHECK(a.idle == 900);
+  const CpuTimes b = parse_proc_stat("cpu  130 9 80 990 3 0 1 0 0 0\n");
+  REQUIRE(b.valid);
+  CHECK(cpu_util_percent(a, b) == Approx(25.0));  // 30 / (30 + 90)
+  CHECK(cpu_util_percent(a, a) == 0);
+  CHECK_FALSE(parse_proc_stat("intr 1 2 3\n").valid);
+  CHECK_FALSE(parse_proc_stat("").valid);
+  CHECK(cpu_util_percent(CpuTimes{}, b) == 0);
+  const CpuTimes now = read_cpu_times();
+  CHECK(now.valid);
+}
+
+TEST_CASE("--report-both prints the local and the remote rows under perftest's titles",
+          "[format][report_both]") {
+  BandwidthResult mine, theirs;
+  mine.size = theirs.size = 4096;
+  mine.iterations = 100;
+  theirs.iterations = 200;
+  mine.bw_avg = 1.5;
+  theirs.bw_avg = 2.5;
+  mine.msg_rate = 0.25;
+  theirs.msg_rate = 0.5;
+  const std::string line(87, '-');
+  const std::string header =
+      " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n";
+  CHECK(format_report_both(mine, theirs, BwUnit::mib_per_sec) ==
+        line + "\n\n Local results: \n" + line + "\n" + header +
+            " 4096       100              0.00               1.50   \t\t   0.250000\n" + line +
+            "\n\n Remote results: \n" + line + "\n" + header +
+            " 4096       200              0.00               2.50   \t\t   0.500000\n");
+  const std::string cpu = format_report_both(mine, theirs, BwUnit::mib_per_sec, 12.5);
+  CHECK(cpu.find("MsgRate[Mpps]    CPU_Util[%]\n 4096       100 ") != std::string::npos);
+  CHECK(cpu.find("0.500000\t    12.50\n") != std::string::npos);
 }

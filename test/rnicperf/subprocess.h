@@ -68,6 +68,13 @@ class Child {
     ::unlink(err_path_.c_str());
   }
 
+  // Sends `sig` to the running child.
+  void signal(int sig) {
+    if (pid_ > 0 && !reaped_) ::kill(pid_, sig);
+  }
+  // What the child has written to stdout so far.
+  std::string out_so_far() const { return slurp(out_path_); }
+
   ProcessResult wait(int timeout_s) {
     ProcessResult r;
     if (pid_ <= 0) return r;

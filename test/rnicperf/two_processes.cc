@@ -170,3 +170,20 @@ TEST_CASE("bad command lines are one-line errors with a non-zero exit", "[e2e][e
 TEST_CASE("-R connects two processes through the IB CM on the simulated fabric", "[e2e][udp][cm]") {
   check_pair("send_lat", {"-n", "50", "-R"}, true);
 }
+
+TEST_CASE("an endless write_bw: the client prints interval rows, its server 'Client closed "
+          "connection'",
+          "[two_processes][run_infinitely]") {
+  const std::vector<std::string> args = {"write_bw", "--run_infinitely", "-D", "1", "-s", "2048"};
+  std::vector<std::string> client = args;
+  client.push_back("--stop-after=2");
+  Pair p = run_pair(args, client);
+  INFO("server:\n" << p.server.out << p.server.err << "\nclient:\n" << p.client.out << p.client.err);
+  REQUIRE(p.client.exit_code == 0);
+  REQUIRE(p.server.exit_code == 0);
+  CHECK(count_lines_starting(p.client.out, " 2048 ") == 2);
+  CHECK(p.client.out.find("\n User stopped traffic\n") != std::string::npos);
+  // perftest's write_bw server prints the table header and this line, no row.
+  CHECK(p.server.out.find("MsgRate[Mpps]\n Client closed connection\n---") != std::string::npos);
+  CHECK(count_lines_starting(p.server.out, " 2048 ") == 0);
+}

@@ -53,9 +53,11 @@ struct QpTx {
 Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* out) {
   const char* test = test_of(c.o);
   const Options& o = c.o;
-  const bool duration = o.duration_s > 0;
+  // --run_infinitely: no window and no count; posting ends when c.stop is set.
+  const bool infinite = o.run_infinitely && c.stop != nullptr;
+  const bool duration = o.duration_s > 0 && !infinite;
   const size_t nqp = c.ep.num_qps();
-  const uint64_t per_qp = duration ? UINT64_MAX : c.iterations;
+  const uint64_t per_qp = (duration || infinite) ? UINT64_MAX : c.iterations;
   const uint64_t expected_rx = duration ? UINT64_MAX : c.iterations * nqp;
   const bool stamp = !o.no_peak && !duration;
   const uint32_t post_list = o.post_list;
@@ -108,6 +110,8 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
 
   while (!(tx_done() && rx_done())) {
     bool progressed = false;
+    if (infinite && posting && c.stop->load(std::memory_order_relaxed)) [[unlikely]]
+      posting = false;
     if (posting) {
       uint64_t now = 0;
       if (duration) [[unlikely]] {

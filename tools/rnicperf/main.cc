@@ -6,6 +6,7 @@
 //   rnicperf write_bw --loopback       both ends in this process
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cerrno>
@@ -25,6 +26,24 @@ namespace {
 
 using rnicdv::Status;
 using rnicperf::Options;
+
+// --run_infinitely: SIGINT or SIGTERM ends the run cleanly (the loop stops posting, drains
+// its completions, and the peer is told), as perftest's SIGINT handler does. Installed on the
+// side that runs the loop (client, loopback), once: a second signal has its default effect,
+// so a run that does not reach its loop can still be interrupted.
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+
+void install_stop_handlers() {
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 int run(const Options& o, const std::string& device);
 
@@ -69,6 +88,7 @@ int run_loopback(const Options& o, const std::string& device) {
   server.channel = std::move(channels->first);
   client.channel = std::move(channels->second);
   server.device_name = client.device_name = device;
+  server.stop = client.stop = &g_stop;
   unsigned index = 0;
   if (is_sim_name(device, &index)) {
     client.device_name = "sim" + std::to_string(index + 1);
@@ -140,6 +160,9 @@ int main(int argc, char** argv) {
     if (Status st = rnicperf::report_first_reply(o, r.value()); !st) return fail(st);
     return 0;
   }
+  // The server of an endless run waits on its control channel for the client's end, and a
+  // signal there has its default effect, as in perftest.
+  if (o.run_infinitely && (o.loopback || !o.server.empty())) install_stop_handlers();
   if (!o.plot.empty()) return run_and_plot(o, device);
   return run(o, device);
 }
@@ -153,6 +176,7 @@ int run(const Options& o, const std::string& device) {
   setup.options = o;
   setup.client = !o.server.empty();
   setup.device_name = device;
+  setup.stop = &g_stop;
   // --wire dpdk (or udp): this process's own fabric, on which the device is created.
   unsigned index = 0;
   if (!o.wire.empty() && o.wire != "inproc") {

@@ -62,6 +62,10 @@ enum class Opt : uint8_t {
   events,
   plot,
   plot_compare,
+  run_infinitely,
+  cpu_util,
+  report_both,
+  stop_after,
 };
 
 // Where -h lists an option: perftest's options, rnicperf's own, or nowhere (for tests).
@@ -146,6 +150,12 @@ constexpr OptSpec kOpts[] = {
      "Save the report as JSON (default file perftest_out.json)"},
     {0, "out_json_file", true, Opt::out_json_file, Section::perftest, "<f>",
      "Name of the JSON report file (implies --out_json)"},
+    {0, "run_infinitely", false, Opt::run_infinitely, Section::perftest, nullptr,
+     "Run test forever, print results every <duration> seconds\n(-D, default 5; write, read, atomic bandwidth; stop with\nSIGINT or SIGTERM)"},
+    {0, "cpu_util", false, Opt::cpu_util, Section::perftest, nullptr,
+     "Show CPU Utilization in report, valid only in Duration mode"},
+    {0, "report-both", false, Opt::report_both, Section::perftest, nullptr,
+     "With -b: report the local and the remote results as well"},
     {0, "early-post", true, Opt::early_post, Section::own, "<n>",
      "Client: post <n> writes (sends) in RTR before establishment\nand time them from the move to RTS; compare with <n> after"},
     {0, "first-reply", true, Opt::first_reply, Section::own, "<n>",
@@ -171,6 +181,8 @@ constexpr OptSpec kOpts[] = {
     {0, "plot-compare", true, Opt::plot_compare, Section::own, "<a,b>",
      "Run no test: draw the JSON reports a,b,... (latency runs\nwith --histogram or --plot) over each other, to --plot's\nfile; each series is named after its file"},
     {0, "sweep-max", true, Opt::sweep_max, Section::hidden, nullptr, nullptr},  // for tests: caps the -a sweep
+    // For tests: --run_infinitely stops by itself after <n> interval reports.
+    {0, "stop-after", true, Opt::stop_after, Section::hidden, nullptr, nullptr},
 };
 
 const OptSpec* find_short(char c) {
@@ -399,6 +411,17 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       opts.plot_compare.insert(opts.plot_compare.end(), files.begin(), files.end());
       return Status::ok();
     }
+    case Opt::run_infinitely:
+      opts.run_infinitely = true;
+      return Status::ok();
+    case Opt::cpu_util:
+      opts.cpu_util = true;
+      return Status::ok();
+    case Opt::report_both:
+      opts.report_both = true;
+      return Status::ok();
+    case Opt::stop_after:
+      return number(1, 1000000, opts.stop_after);
   }
   return Status::error(Errc::internal, "unhandled option");
 }
@@ -543,6 +566,52 @@ Status resolve_defaults(Options& o) {
       return Status::error(Errc::invalid_argument, "%s: -l applies to bandwidth tests only", name);
   }
 
+  // --run_infinitely, --cpu_util, --report-both: perftest's rules (force_dependecies), checked
+  // before -D's own so that the reason given is the option's.
+  if (o.run_infinitely) {
+    if (o.use_event)
+      return Status::error(Errc::invalid_argument,
+                           "%s: run_infinitely does not support events feature yet (-e)", name);
+    if (!bw)
+      return Status::error(Errc::invalid_argument,
+                           "%s: run_infinitely exists only in BW tests for now", name);
+    if (o.test.verb == Verb::send)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --run_infinitely: SEND bandwidth runs are not implemented "
+                           "(write_bw, read_bw, atomic_bw)",
+                           name);
+    if (o.bidirectional)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --run_infinitely with -b is not implemented (one direction only)",
+                           name);
+    if (o.all_sizes)
+      return Status::error(Errc::invalid_argument,
+                           "-a and --run_infinitely exclude each other (one size, reported "
+                           "every interval)");
+    if (o.warm_up)
+      return Status::error(Errc::invalid_argument,
+                           "--perform_warm_up and --run_infinitely exclude each other");
+    if (o.margin_set)
+      return Status::error(Errc::invalid_argument,
+                           "-f: --run_infinitely has no margins (every interval is reported)");
+    if (o.output != Options::Output::full)
+      return Status::error(Errc::invalid_argument,
+                           "--output and --run_infinitely exclude each other (the interval rows "
+                           "are the report)");
+    if (o.duration_s == 0) o.duration_s = kDefaultDuration;  // perftest: DEF_DURATION
+    o.no_peak = true;
+  } else if (o.stop_after > 0) {
+    return Status::error(Errc::invalid_argument, "--stop-after applies with --run_infinitely only");
+  }
+  if (o.cpu_util && o.duration_s == 0)
+    return Status::error(Errc::invalid_argument,
+                         "--cpu_util: CPU Utilization works only with Duration mode (-D)");
+  if (o.report_both && !(bw && o.bidirectional))
+    return Status::error(Errc::invalid_argument,
+                         "%s: --report-both reports the two directions of a bidirectional "
+                         "bandwidth test: add -b",
+                         name);
+
   if (!o.tx_depth_set) o.tx_depth = bw ? 128 : 1;
   if (o.duration_s == 0 && o.tx_depth > o.iterations)
     o.tx_depth = static_cast<uint32_t>(o.iterations);
@@ -563,7 +632,7 @@ Status resolve_defaults(Options& o) {
   }
   if (o.cq_mod > o.tx_depth) o.cq_mod = o.tx_depth;
 
-  if (o.duration_s > 0) {
+  if (o.duration_s > 0 && !o.run_infinitely) {
     if (!o.margin_set) o.margin_s = o.duration_s / 4;
     if (2ull * o.margin_s >= o.duration_s)
       return Status::error(Errc::invalid_argument,

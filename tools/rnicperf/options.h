@@ -23,6 +23,7 @@ inline constexpr uint32_t kMaxTxDepth = 15000;
 inline constexpr uint32_t kMaxCqMod = 1024;
 inline constexpr uint32_t kMaxRxDepth = 16384;
 inline constexpr uint64_t kPeakMaxIters = 20000;  // perftest measures peak BW up to this
+inline constexpr uint32_t kDefaultDuration = 5;   // perftest DEF_DURATION: --run_infinitely's interval
 
 struct Options {
   TestId test;
@@ -75,6 +76,11 @@ struct Options {
   // --plot-compare: draw these JSON reports laid over each other to --plot's file, and run
   // no test (no test name is given then).
   std::vector<std::string> plot_compare;
+  // --run_infinitely: post until stopped, a row every duration_s seconds (default 5).
+  bool run_infinitely = false;
+  uint32_t stop_after = 0;  // hidden --stop-after: stop after this many intervals (tests)
+  bool cpu_util = false;     // --cpu_util: CPU_Util[%] column (duration mode)
+  bool report_both = false;  // --report-both: with -b, the local and remote rows as well
 
   // What the user set explicitly (a default may depend on it).
   bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;

@@ -53,6 +53,7 @@ Status check_supported(const Options& o) {
                          "write_lat, read_lat, write_bw and send_bw",
                          name);
   if (o.bidirectional) return refuse("-b");
+  if (o.run_infinitely) return refuse("--run_infinitely");
   if (o.duration_s) return refuse("-D");
   if (o.num_qps != 1) return refuse("-q");
   if (o.rdma_cm) return refuse("-R (perftest's -R exchanges over rdma_cm, not TCP)");

@@ -147,6 +147,42 @@ std::string format_latency_duration_row(const LatencyDurationResult& r) {
                     fmt("%.2f", r.tps)});
 }
 
+namespace {
+std::string without_new_line(const std::string& line) {
+  return !line.empty() && line.back() == '\n' ? line.substr(0, line.size() - 1) : line;
+}
+}  // namespace
+
+std::string with_cpu_util_header(const std::string& header) {
+  return without_new_line(header) + "    CPU_Util[%]\n";
+}
+
+std::string with_cpu_util(const std::string& row, double percent) {
+  return without_new_line(row) + fmt("\t    %-3.2f\n", percent);
+}
+
+std::string format_report_both(const BandwidthResult& local, const BandwidthResult& remote,
+                               BwUnit unit, double cpu_percent) {
+  const bool cpu = cpu_percent >= 0;
+  const std::string header =
+      cpu ? with_cpu_util_header(bandwidth_table_header(unit)) : bandwidth_table_header(unit);
+  auto row = [&](const BandwidthResult& r) {
+    return cpu ? with_cpu_util(format_bandwidth_row(r, unit), cpu_percent)
+               : format_bandwidth_row(r, unit);
+  };
+  std::string out = result_line();
+  out += "\n Local results: \n";
+  out += result_line();
+  out += header;
+  out += row(local);
+  out += result_line();
+  out += "\n Remote results: \n";
+  out += result_line();
+  out += header;
+  out += row(remote);
+  return out;
+}
+
 const std::string& bandwidth_table_header(BwUnit unit) {
   // MB/sec is Debian's perftest's label (4.5); the unit is 2^20 bytes, as there.
   static const std::string mb =

@@ -75,6 +75,22 @@ std::string format_latency_duration_row(const LatencyDurationResult& r);
 const std::string& bandwidth_table_header(BwUnit unit);
 std::string format_bandwidth_row(const BandwidthResult& r, BwUnit unit);
 
+// --cpu_util: a table header with perftest's RESULT_EXT_CPU_UTIL ("    CPU_Util[%]") in place of
+// its final new line, and a row with REPORT_EXT_CPU_UTIL ("\t    %-3.2f") in place of its own.
+std::string with_cpu_util_header(const std::string& header);
+std::string with_cpu_util(const std::string& row, double percent);
+
+// --report-both (perftest's write_bw.c and friends): after the row of a bidirectional test
+// (the sum), this side's and the peer's rows, each under its own title and table header.
+// `cpu_percent` >= 0 (--cpu_util): the CPU column on both, this side's figure (perftest's).
+std::string format_report_both(const BandwidthResult& local, const BandwidthResult& remote,
+                               BwUnit unit, double cpu_percent = -1);
+
+// --run_infinitely: what perftest prints when the run is stopped, and what its passive server
+// prints instead of a row.
+inline constexpr const char* kUserStopped = "\n User stopped traffic\n";
+inline constexpr const char* kClientClosed = " Client closed connection\n";
+
 // --histogram.
 std::string format_histogram(const Histogram& h, int rtt_factor);
 

@@ -6,11 +6,14 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "clock.h"
+#include "cpu_util.h"
 #include "oob_protocol.h"
 
 namespace rnicperf {
@@ -31,6 +34,34 @@ class Reporter {
   std::string label_;
   uint32_t duration_s_;
   const std::atomic<uint64_t>* counter_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// --run_infinitely (perftest's print thread): every `interval_s` seconds it takes the count of
+// completed operations and the clock, and hands `emit` the operations and ticks of that
+// interval (and, with `cpu`, the CPU utilization over it from /proc/stat); the measurement
+// loop itself only counts. After `stop_after` intervals (0: never) it sets `stop`, which is
+// what ends the loop, as a signal handler setting the same flag does.
+class IntervalPrinter {
+ public:
+  using Emit = std::function<void(uint64_t operations, uint64_t ticks, double cpu_percent)>;
+  IntervalPrinter(const Clock& clock, const std::atomic<uint64_t>* counter, uint32_t interval_s,
+                  uint32_t stop_after, bool cpu, std::atomic<bool>* stop, Emit emit);
+  ~IntervalPrinter();  // stops and joins
+  IntervalPrinter(const IntervalPrinter&) = delete;
+  IntervalPrinter& operator=(const IntervalPrinter&) = delete;
+
+ private:
+  void run();
+  const Clock& clock_;
+  const std::atomic<uint64_t>* counter_;
+  uint32_t interval_s_, stop_after_;
+  bool cpu_;
+  std::atomic<bool>* stop_flag_;
+  Emit emit_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "cpu_util.h"
 #include "endpoint.h"
 #include "oob_protocol.h"
 #include "options.h"
@@ -25,6 +26,8 @@ struct RunContext {
   std::vector<uint64_t>& tcompleted;          // sized before the loop (bandwidth peak)
   uint64_t stall_ticks = 0;                   // --timeout in clock ticks
   std::atomic<uint64_t>* progress = nullptr;  // completed operations, for the reporter thread
+  // --run_infinitely: the loop posts until this is set (by a signal or the interval printer).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Duration mode (-D): warm-up margin, measured window, closing margin (perftest's states).
@@ -46,18 +49,25 @@ struct WindowCount {
   Phase phase = Phase::warmup;
   uint64_t count_at_start = 0, count_at_end = 0;
   uint64_t t_start = 0, t_end = 0;
+  // --cpu_util: /proc/stat read at the window's two edges (two reads a run, as perftest's
+  // alarm handler does), never in between.
+  bool sample_cpu = false;
+  CpuTimes cpu_start, cpu_end;
   // Called with each timestamp the loop takes anyway and the running count.
   void observe(const DurationWindow& w, uint64_t now, uint64_t count) noexcept {
     if (phase == Phase::warmup && now >= w.sample_from) [[unlikely]] {
       phase = Phase::sampling;
       count_at_start = count;
       t_start = now;
+      if (sample_cpu) cpu_start = read_cpu_times();
     } else if (phase == Phase::sampling && now >= w.sample_to) [[unlikely]] {
       phase = Phase::closing;
       count_at_end = count;
       t_end = now;
+      if (sample_cpu) cpu_end = read_cpu_times();
     }
   }
+  double cpu_util() const noexcept { return cpu_util_percent(cpu_start, cpu_end); }
   uint64_t iterations() const noexcept { return count_at_end - count_at_start; }
   uint64_t ticks() const noexcept { return t_end - t_start; }
 };

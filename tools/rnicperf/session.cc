@@ -107,10 +107,10 @@ Status Session::run() {
   RNICDV_TRY(oob_->barrier(kConnected));
 
   if (!this_is_passive() || o_.test.kind == Kind::bandwidth) {
-    if (o_.test.kind == Kind::latency)
-      print(o_.duration_s ? latency_duration_header() : latency_table_header());
-    else
-      print(bandwidth_table_header(unit_));
+    std::string header = o_.test.kind == Kind::latency
+                             ? (o_.duration_s ? latency_duration_header() : latency_table_header())
+                             : bandwidth_table_header(unit_);
+    print(o_.cpu_util ? with_cpu_util_header(header) : header);
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
     RunContext c = base;
@@ -196,7 +196,8 @@ RunContext Session::base_context(uint64_t first_size) {
                     tposted_,
                     tcompleted_,
                     static_cast<uint64_t>(clock_.ticks_per_sec() * o_.timeout_s),
-                    &progress_};
+                    &progress_,
+                    stop_flag()};
 }
 
 Status Session::run_size(RunContext& c, size_t index) {
@@ -215,6 +216,7 @@ Status Session::latency_size(RunContext& c) {
     return oob_->recv_done(&count, 0);
   }
   LatencyRun run;
+  run.window.sample_cpu = o_.cpu_util;
   {
     Reporter reporter(peer_is_passive() ? oob_.get() : nullptr,
                       (o_.duration_s && !s_.quiet) ? std::string(test_name(o_.test)) : "",
@@ -244,7 +246,9 @@ Status Session::latency_size(RunContext& c) {
   if (o_.duration_s) {
     auto r = compute_latency_duration(run.window.ticks(), clock_.ticks_per_us(), rtt, c.size,
                                       run.window.iterations());
-    print(format_latency_duration_row(r));
+    if (o_.cpu_util) r.cpu_util = run.window.cpu_util();
+    const std::string row = format_latency_duration_row(r);
+    print(o_.cpu_util ? with_cpu_util(row, r.cpu_util) : row);
     print_value(Options::Output::latency, r.t_avg);
     json_.add(r);
     return Status::ok();
@@ -275,6 +279,10 @@ Status Session::bandwidth_size(RunContext& c) {
     RNICDV_TRY(oob_->recv_done(&count, 0));
     BandwidthResult r;
     RNICDV_TRY(oob_->recv_bw(&r, 0));
+    if (o_.run_infinitely) {
+      print(kClientClosed);  // perftest's server prints no row for an endless run
+      return Status::ok();
+    }
     print_bandwidth(r);
     json_.add(r);
     return Status::ok();
@@ -291,6 +299,8 @@ Status Session::bandwidth_size(RunContext& c) {
     if (Status st = run_bandwidth(w, true, false, &discard); !st) return st.prepend("warm-up");
   }
   BandwidthRun run;
+  run.tx_window.sample_cpu = run.rx_window.sample_cpu = o_.cpu_util;
+  if (o_.run_infinitely) return bandwidth_infinitely(c, sender, receiver);
   {
     Reporter reporter(peer_is_passive() ? oob_.get() : nullptr,
                       (o_.duration_s && !s_.quiet) ? std::string(test_name(o_.test)) : "",
@@ -321,18 +331,51 @@ Status Session::bandwidth_size(RunContext& c) {
       mine = compute_bandwidth(c.size, run.received, run.t_last_recv - run.t_first_recv,
                                clock_.ticks_per_sec(), unit_, 0);
   }
+  // --cpu_util: this side's CPU over its measured window (perftest's calc_cpu_util).
+  const double cpu = !o_.cpu_util ? -1.0
+                     : sender     ? run.tx_window.cpu_util()
+                                  : run.rx_window.cpu_util();
+  mine.cpu_util = cpu;
   BandwidthResult shown = mine;
+  BandwidthResult theirs;
   if (o_.bidirectional) {
-    BandwidthResult theirs;
     RNICDV_TRY(oob_->exchange_bw(mine, &theirs));
     shown = sum(mine, theirs);
   } else if (peer_is_passive()) {
     RNICDV_TRY(oob_->send_done(run.sent));
     RNICDV_TRY(oob_->send_bw(mine));
   }
-  print_bandwidth(shown);
+  print_bandwidth(shown, cpu);
   json_.add(shown);
   last_bw_ = shown;
+  if (o_.report_both && o_.bidirectional) print(format_report_both(mine, theirs, unit_, cpu));
+  return Status::ok();
+}
+
+Status Session::bandwidth_infinitely(RunContext& c, bool sender, bool receiver) {
+  BandwidthRun run;
+  {
+    Reporter reporter(peer_is_passive() ? oob_.get() : nullptr, "", 0, &progress_);
+    IntervalPrinter printer(
+        clock_, &progress_, o_.duration_s, o_.stop_after, o_.cpu_util, stop_flag(),
+        [this, size = c.size](uint64_t operations, uint64_t ticks, double cpu) {
+          // perftest's print_report_bw in RUN_INFINITELY: the interval's operations over its
+          // time, no peak.
+          BandwidthResult r =
+              compute_bandwidth(size, operations, ticks, clock_.ticks_per_sec(), unit_, 0);
+          r.cpu_util = cpu;
+          print_bandwidth(r, cpu);
+          json_.add(r);  // the JSON keeps every row; the main thread reads it after the join
+        });
+    RNICDV_TRY(run_bandwidth(c, sender, receiver, &run));
+  }
+  print(kUserStopped);
+  if (peer_is_passive()) {
+    RNICDV_TRY(oob_->send_done(run.sent));
+    RNICDV_TRY(oob_->send_bw(compute_bandwidth(c.size, run.sent,
+                                               run.t_last_completion - run.t_first_post,
+                                               clock_.ticks_per_sec(), unit_, 0)));
+  }
   return Status::ok();
 }
 

@@ -4,6 +4,7 @@
 // (and keep for JSON) the results.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -28,6 +29,9 @@ struct SessionSetup {
   std::string device_name;  // resolved
   std::shared_ptr<rnicdv::sim::Fabric> fabric;  // see EndpointConfig::fabric
   FILE* out = stdout;
+  // --run_infinitely: set (by the program's SIGINT/SIGTERM handler) to stop the run; when
+  // null the session uses a flag of its own, set only by --stop-after.
+  std::atomic<bool>* stop = nullptr;
 };
 
 rnicdv::Status run_session(SessionSetup& setup);

@@ -66,6 +66,9 @@ class Session {
   Status run_size(RunContext& c, size_t index);
   Status latency_size(RunContext& c);
   Status bandwidth_size(RunContext& c);
+  // --run_infinitely: a row every interval until the stop flag is set.
+  Status bandwidth_infinitely(RunContext& c, bool sender, bool receiver);
+  std::atomic<bool>* stop_flag() { return s_.stop ? s_.stop : &own_stop_; }
   void print(const std::string& text) {
     if (s_.quiet || o_.output != Options::Output::full) return;
     std::fputs(text.c_str(), s_.out);
@@ -77,8 +80,10 @@ class Session {
     std::fprintf(s_.out, "%lf\n", value);
     std::fflush(s_.out);
   }
-  void print_bandwidth(const BandwidthResult& r) {
-    print(format_bandwidth_row(r, unit_));
+  // `cpu_percent` >= 0: with perftest's CPU_Util column (--cpu_util).
+  void print_bandwidth(const BandwidthResult& r, double cpu_percent = -1) {
+    const std::string row = format_bandwidth_row(r, unit_);
+    print(cpu_percent >= 0 ? with_cpu_util(row, cpu_percent) : row);
     print_value(Options::Output::bandwidth, r.bw_avg);
     print_value(Options::Output::message_rate, r.msg_rate);
   }
@@ -108,6 +113,7 @@ class Session {
   BwUnit unit_ = BwUnit::mib_per_sec;
   std::vector<uint64_t> tposted_, tcompleted_, deltas_;
   std::atomic<uint64_t> progress_{0};
+  std::atomic<bool> own_stop_{false};  // --run_infinitely without a SessionSetup::stop
   BandwidthResult last_bw_;     // the last row printed (what perftest's xchg_bw_reports sends)
   bool perftest_peer_ = false;  // the peer speaks perftest's exchange: no rnicperf messages
 };

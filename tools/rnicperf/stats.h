@@ -44,6 +44,7 @@ struct LatencyDurationResult {
   uint64_t iterations = 0;  // exchanges completed inside the measured window
   double t_avg = 0;         // usec
   double tps = 0;           // exchanges per second
+  double cpu_util = -1;     // --cpu_util: percent; negative: not measured
 };
 LatencyDurationResult compute_latency_duration(uint64_t window_ticks, double ticks_per_us,
                                                int rtt_factor, uint64_t size, uint64_t iterations);
@@ -60,6 +61,7 @@ struct BandwidthResult {
   double bw_peak = 0;  // in the unit; 0 when peak is not measured
   double bw_avg = 0;
   double msg_rate = 0;  // Mpps
+  double cpu_util = -1;  // --cpu_util: this side's percent; negative: not measured (not sent)
 };
 
 // perftest's average: size * iterations / (elapsed ticks / tick rate), in the unit; msg_rate
