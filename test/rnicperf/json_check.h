@@ -7,26 +7,21 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
 namespace rnicperf_test {
 
-// Runs `python3 -c` on the text in `path`; returns the expression's str() or "ERROR: ...".
-inline std::string json_query(const std::string& path, const std::string& expr) {
-  std::string script =
-      "import json,sys\n"
-      "try:\n"
-      "    d = json.load(open(sys.argv[1]))\n"
-      "except Exception as e:\n"
-      "    print('ERROR: ' + str(e)); sys.exit(0)\n"
-      "print(" +
-      expr + ")\n";
-  // Debian's interpreter directly: wrappers on PATH (pyenv shims) cost a second per call.
+// Runs `python3 -c SCRIPT ARG` (Debian's interpreter directly: wrappers on PATH, such as
+// pyenv shims, cost a second per call); its stdout and stderr, trailing new lines removed, or
+// "ERROR: popen".
+inline std::string run_python(const std::string& script, const std::string& arg,
+                              int seconds = 30) {
   const char* python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-  std::string cmd =
-      std::string("timeout 30 ") + python + " -c \"$RNICPERF_PY\" '" + path + "' 2>&1";
   setenv("RNICPERF_PY", script.c_str(), 1);
+  std::string cmd = "timeout " + std::to_string(seconds) + " " + python +
+                    " -c \"$RNICPERF_PY\" '" + arg + "' 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return "ERROR: popen";
   std::string out;
@@ -35,6 +30,19 @@ inline std::string json_query(const std::string& path, const std::string& expr) 
   pclose(p);
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
+}
+
+// Runs `python3 -c` on the text in `path`; returns the expression's str() or "ERROR: ...".
+inline std::string json_query(const std::string& path, const std::string& expr) {
+  const std::string script =
+      "import json,sys\n"
+      "try:\n"
+      "    d = json.load(open(sys.argv[1]))\n"
+      "except Exception as e:\n"
+      "    print('ERROR: ' + str(e)); sys.exit(0)\n"
+      "print(" +
+      expr + ")\n";
+  return run_python(script, path);
 }
 
 inline std::string json_query_text(const std::string& text, const std::string& expr) {

@@ -21,20 +21,9 @@ using namespace rnicperf_test;
 
 namespace {
 
-// Runs python3 on `script` with `arg`; its stdout, trailing new lines removed.
+// Runs python3 on `script` with `arg` (json_check.h).
 std::string python(const std::string& script, const std::string& arg) {
-  const char* py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-  setenv("RNICPERF_PLOT_CHECK", script.c_str(), 1);
-  std::string cmd = std::string("timeout 60 ") + py + " -c \"$RNICPERF_PLOT_CHECK\" '" + arg +
-                    "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "ERROR: popen";
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  pclose(p);
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
+  return run_python(script, arg, 60);
 }
 
 // The SVG's text, one <text> element a line, or "ERROR: ..." when it is not well-formed XML
