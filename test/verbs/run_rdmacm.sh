@@ -8,9 +8,13 @@
 #   run_rdmacm.sh SHIM PORT PATTERN -- SERVER_CMD... -- CLIENT_CMD...
 #
 # In the commands, @S@ stands for the server's address and @P@ for the port. RDMACM_TIMEOUT
-# (seconds, default 120) bounds each program's run. A server has no
-# way to say that it listens, so a client that found no HCA at the address yet (ADDR_ERROR)
-# or nothing listening (REJ, invalid service ID) is started again, up to 100 times.
+# (seconds, default 120) bounds each program's run. A server has no way to say that it listens,
+# so a client that found no HCA at the address yet (ADDR_ERROR) is started again, up to 100
+# times. A client refused by the CM (a REJ, or its crash after one) may have met a server that
+# is already serving it: perftest -R connects twice, once to exchange its parameters and once
+# for the test, and a loaded server can be late to listen for the second. Such a server is
+# spent (it serves one client, and holds the dead client's connection), so it is started again
+# too, up to 10 times.
 set -u
 shim=$1 port=$2 pattern=$3
 shift 3
@@ -39,24 +43,37 @@ trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
 export RNICDV_UVERBS_DEVICES=1 RNICDV_SIM_WIRE=udp
 limit=${RDMACM_TIMEOUT:-120}
 
-timeout "$limit" env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$srv_addr" "${server[@]}" >"$work/server.out" 2>&1 &
-server_pid=$!
-client_rc=1
+start_server() {
+  timeout "$limit" env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$srv_addr" "${server[@]}" \
+    >"$work/server.out" 2>&1 &
+  server_pid=$!
+}
+start_server
+client_rc=1 restarts=0
 for attempt in $(seq 1 100); do
   timeout "$limit" env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$cli_addr" "${client[@]}" >"$work/client.out" 2>&1
   client_rc=$?
   [ $client_rc -eq 0 ] && break
-  # Refused because the server is not up yet: its device has no address yet (ADDR_ERROR,
-  # event 1, EHOSTUNREACH), or nothing listens (REJECTED, event 8, the REJ's reason 8), as each
-  # program prints them, or rdma_connect's ECONNREFUSED. perftest prints "Event:
+  kill -0 $server_pid 2>/dev/null || break
+  # Refused because the server's device has no address yet (ADDR_ERROR, event 1,
+  # EHOSTUNREACH), as each program prints it: the server is untouched.
+  if grep -Eqi 'ADDR_ERROR|No route to host' "$work/client.out"; then
+    sleep 0.1
+    continue
+  fi
+  # Refused by the CM: REJECTED (event 8; the REJ's reason 8 while nothing listens, or 10 for
+  # a stale connection), or rdma_connect's ECONNREFUSED. perftest prints "Event:
   # RDMA_CM_EVENT_REJECTED; error: 8." on one path and "Unexpected CM event ... 8" on another
   # (and may crash in its clean-up after either). riostream connects without blocking and,
   # refused, says only "rpoll: " and a stale errno: that counts when no test has run yet.
-  if kill -0 $server_pid 2>/dev/null &&
-     { grep -Eqi 'REJECTED|ADDR_ERROR|Connection refused|No route to host|Unexpected CM event.* [18]$' \
-         "$work/client.out" ||
+  if { grep -Eqi 'REJECTED|Connection refused|Unexpected CM event.* [18]$' "$work/client.out" ||
        { grep -Eq '^rpoll: ' "$work/client.out" &&
-         ! grep -Eq '^[0-9]+[kmg]?_(lat|bw) ' "$work/client.out"; }; }; then
+         ! grep -Eq '^[0-9]+[kmg]?_(lat|bw) ' "$work/client.out"; }; } &&
+     [ $restarts -lt 10 ]; then
+    restarts=$((restarts + 1))
+    kill $server_pid 2>/dev/null
+    wait $server_pid 2>/dev/null
+    start_server
     sleep 0.1
     continue
   fi
@@ -74,6 +91,6 @@ if ! grep -Eq -- "$pattern" "$work/client.out"; then
 fi
 echo "===== server: ${server[*]} (exit $server_rc)"
 cat "$work/server.out"
-echo "===== client: ${client[*]} (exit $client_rc, attempt $attempt)"
+echo "===== client: ${client[*]} (exit $client_rc, attempt $attempt, server started $((restarts + 1)) times)"
 cat "$work/client.out"
 exit $status
