@@ -61,6 +61,11 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
   }
   const PortAddressing* port1 = core->ports.empty() ? nullptr : &core->ports.front();
   core->caps = caps_from_attrs(attr.orig_attr, port1);
+  // Packet pacing (ibv_modify_qp_rate_limit) where the device offers it for RC QPs.
+  if (attr.packet_pacing_caps.supported_qpts & (1u << IBV_QPT_RC)) {
+    core->caps.rate_limit_min_kbps = attr.packet_pacing_caps.qp_rate_limit_min;
+    core->caps.rate_limit_max_kbps = attr.packet_pacing_caps.qp_rate_limit_max;
+  }
   core->caps.max_inline_data = probe_max_inline(ctx.get());
 
   RNICDV_TRY(set_nonblocking(ctx->async_fd, what));

@@ -335,9 +335,13 @@ Result<VerbsModify> translate_modify(const QpAttr& attr, uint32_t mask, const Mo
   if (given & qp_attr::av) {
     if (is_zero(attr.remote_gid))
       return fail(Errc::invalid_argument, "remote_gid not set (all zero)");
+    if (attr.sl > 15) return fail(Errc::invalid_argument, value_error("sl", attr.sl, "0..15"));
+    if (attr.flow_label > 0xFFFFF)
+      return fail(Errc::invalid_argument,
+                  value_error("flow_label", attr.flow_label, "0..1048575 (20 bits)"));
     ibv_ah_attr& ah = out.attr.ah_attr;
     ah.port_num = port->port_num;
-    ah.sl = 0;
+    ah.sl = attr.sl;
     ah.src_path_bits = 0;
     ah.static_rate = 0;
     if (port->link_layer == LinkLayer::infiniband) {
@@ -360,9 +364,9 @@ Result<VerbsModify> translate_modify(const QpAttr& attr, uint32_t mask, const Mo
       ah.dlid = 0;
       std::memcpy(ah.grh.dgid.raw, attr.remote_gid.raw, sizeof ah.grh.dgid.raw);
       ah.grh.sgid_index = static_cast<uint8_t>(port->source_gid->index);
-      ah.grh.hop_limit = kRoceHopLimit;
-      ah.grh.traffic_class = 0;
-      ah.grh.flow_label = 0;
+      ah.grh.hop_limit = attr.hop_limit == 0 ? kRoceHopLimit : attr.hop_limit;
+      ah.grh.traffic_class = attr.traffic_class;
+      ah.grh.flow_label = attr.flow_label;
     }
     out.mask |= IBV_QP_AV;
   }

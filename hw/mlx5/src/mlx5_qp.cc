@@ -214,6 +214,20 @@ QpState Mlx5Qp::state() const {
   return last_set_state();
 }
 
+Status Mlx5Qp::set_rate_limit(const RateLimit& limit) {
+  ibv_qp_rate_limit_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.rate_limit = limit.kbps;
+  attr.max_burst_sz = limit.max_burst_bytes;
+  attr.typical_pkt_sz = limit.typical_pkt_bytes;
+  const int rc = ibv_modify_qp_rate_limit(qp_.get(), &attr);
+  if (rc == 0) return Status::ok();
+  const Errc code = rc == EOPNOTSUPP || rc == ENOSYS ? Errc::unsupported : Errc::invalid_argument;
+  return Status::error(code, "%s: qp %#x: set_rate_limit (%u kb/s, burst %u bytes): %s",
+                       core_->name.c_str(), view_.qpn, limit.kbps, limit.max_burst_bytes,
+                       std::strerror(rc));
+}
+
 QpState Mlx5Qp::last_set_state() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_;

@@ -34,6 +34,8 @@ class Mlx5Qp final : public Qp {
   // The device's view (ibv_query_qp): the hardware may have moved the QP to SQE or ERR on its
   // own. Falls back to the last state set through modify() if the query fails.
   QpState state() const override;
+  // ibv_modify_qp_rate_limit: the device's packet pacing (EOPNOTSUPP without it).
+  Status set_rate_limit(const RateLimit& limit) override;
   // COMM_EST is learnt by reading the context's async fd: while a QP has a notifier, the
   // device's event thread reads it and calls the notifier there (mlx5_async_events.h).
   // False if the thread could not take the fd (the event then reaches the driver only

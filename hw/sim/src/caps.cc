@@ -7,6 +7,12 @@
 
 namespace rnicdv::sim {
 
+namespace {
+// Packet pacing from 1 Mb/s to 100 Gb/s, a ConnectX-5's range.
+constexpr uint32_t kRateLimitMinKbps = 1000;
+constexpr uint32_t kRateLimitMaxKbps = 100'000'000;
+}  // namespace
+
 hw::DeviceCaps format_limits() {
   // A WQE is at most 63 16-byte units (the 6-bit DS field). The tightest opcodes carry a
   // ctrl and a raddr segment (RDMA WRITE/READ): 61 data segments, or 63*16 - 32 - 4 = 972
@@ -30,6 +36,8 @@ hw::DeviceCaps format_limits() {
   c.active_mtu = hw::Mtu::mtu4096;
   c.max_srq = 1u << 24;
   c.max_srq_wr = kMaxSrqWqes - 1;  // one WQE of the ring is never handed out (srq_wqe.h)
+  c.rate_limit_min_kbps = kRateLimitMinKbps;
+  c.rate_limit_max_kbps = kRateLimitMaxKbps;
   return c;
 }
 
@@ -54,6 +62,8 @@ hw::DeviceCaps default_caps() {
   c.active_mtu = hw::Mtu::mtu4096;
   c.max_srq = 1024;
   c.max_srq_wr = 16383;
+  c.rate_limit_min_kbps = kRateLimitMinKbps;
+  c.rate_limit_max_kbps = kRateLimitMaxKbps;
   return c;
 }
 

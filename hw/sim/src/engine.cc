@@ -172,7 +172,7 @@ void Hca::file_timers_locked(QpObj& qp, uint64_t now_ns) {
     }
   }
   uint64_t due = 0;
-  for (uint64_t t : {qp.comp.retx_deadline, qp.req.rnr_deadline})
+  for (uint64_t t : {qp.comp.retx_deadline, qp.req.rnr_deadline, qp.req.pace_deadline})
     if (t != 0 && (due == 0 || t < due)) due = t;
   if (due == qp.timer_at) return;
   if (qp.timer_at != 0) timers_.erase({qp.timer_at, &qp});
@@ -467,7 +467,8 @@ void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t le
   if (tx_tap_) [[unlikely]]
     tx_tap_(dst_ipv4, frame, len);
   if (attached_)
-    shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, frame, len);
+    shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, frame, len,
+                           qp.ip_class);
   // A port-down (or fatal) after=N takes effect as its Nth frame goes out.
   if (count_link_frame()) [[unlikely]]
     apply_link_events_locked(now());

@@ -83,6 +83,9 @@ class SimQp final : public hw::Qp {
     return hca_->modify_qp(qp_, attr, mask);
   }
   hw::QpState state() const override { return hca_->qp_state(qp_); }
+  Status set_rate_limit(const hw::RateLimit& limit) override {
+    return hca_->set_qp_rate_limit(qp_, limit);
+  }
   bool set_comm_est_notifier(void (*fn)(void* ctx), void* ctx) override {
     hca_->set_comm_est_notifier(qp_, fn, ctx);
     return true;

@@ -292,6 +292,32 @@ Status Hca::modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask) {
   return Status::ok();
 }
 
+Status Hca::set_qp_rate_limit(QpObj* qp, const hw::RateLimit& limit) {
+  RNICDV_TRY(check_owner("set_rate_limit"));
+  RNICDV_TRY(check_alive("set_rate_limit"));
+  std::lock_guard<std::mutex> lock(mu_);
+  const hw::DeviceCaps& caps = info_.caps;
+  if (qp->type != hw::QpType::rc)
+    return Status::error(Errc::unsupported,
+                         "qp %#x: set_rate_limit: packet pacing is for RC QPs on this device",
+                         qp->qpn);
+  if (limit.kbps != 0 &&
+      (limit.kbps < caps.rate_limit_min_kbps || limit.kbps > caps.rate_limit_max_kbps))
+    return Status::error(Errc::invalid_argument,
+                         "qp %#x: set_rate_limit: %u kb/s is outside the device's %u..%u kb/s",
+                         qp->qpn, limit.kbps, caps.rate_limit_min_kbps, caps.rate_limit_max_kbps);
+  if (limit.max_burst_bytes > kMaxRateLimitBurst)
+    return Status::error(Errc::invalid_argument,
+                         "qp %#x: set_rate_limit: a burst of %u bytes is above the device's %u",
+                         qp->qpn, limit.max_burst_bytes, kMaxRateLimitBurst);
+  qp->pacer.set(limit.kbps, limit.max_burst_bytes, now());
+  qp->req.pace_deadline = 0;
+  file_timers_locked(*qp, now());
+  activate_locked(*qp);  // a lower or lifted limit may let frames go at once
+  kick_if_sleeping();
+  return Status::ok();
+}
+
 hw::QpState Hca::qp_state(const QpObj* qp) const {
   std::lock_guard<std::mutex> lock(mu_);
   return qp->state;

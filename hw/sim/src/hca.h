@@ -64,6 +64,7 @@ inline constexpr uint32_t kTxBudgetPerQp = 32;
 inline constexpr uint32_t kRxBudget = 128;
 inline constexpr uint32_t kMaxSqBbs = 32768;
 inline constexpr uint32_t kMaxSrqWqes = 1u << 16;  // the largest SRQ ring the model takes
+inline constexpr uint32_t kMaxRateLimitBurst = 1u << 20;  // the largest pacing burst, bytes
 
 // The model's defaults (sim.h: zero fields of DeviceConfig::caps take these).
 hw::DeviceCaps default_caps();
@@ -135,6 +136,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void destroy_qp(QpObj* qp);
   Status modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask);
   hw::QpState qp_state(const QpObj* qp) const;
+  Status set_qp_rate_limit(QpObj* qp, const hw::RateLimit& limit);
   // A UAR page that software maps (libmlx5 through the shim): `app_view` is where software
   // stores, `device_view` a mapping of the same page that the device reads and that stays
   // mapped until detach (the application may unmap its own). Stores into `app_view` wake a

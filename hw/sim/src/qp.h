@@ -13,9 +13,11 @@
 #include "cq.h"
 #include "faults/spec.h"
 #include "pinned_memory.h"
+#include "rc/pacer.h"
 #include "rnicdv/hw/device.h"
 #include "rnicdv/wqe/decode.h"
 #include "uar.h"
+#include "wire/wire.h"
 
 namespace rnicdv::sim {
 
@@ -156,6 +158,7 @@ struct RequesterState {   // rc/requester.cc, rc/retransmit.cc
   uint32_t next_psn = 0;  // PSN the next new WQE gets
   uint32_t pkts_since_ack_req = 0;
   uint64_t rnr_deadline = 0;  // 0 = not waiting after an RNR NAK
+  uint64_t pace_deadline = 0;  // 0 = not held back by the rate limit (QpObj::pacer)
 };
 
 struct CompleterState {   // rc/completer.cc, rc/retransmit.cc
@@ -224,6 +227,8 @@ struct QpObj {
   hw::QpState state = hw::QpState::reset;
   hw::QpAttr attr;
   uint32_t remote_ipv4 = 0;
+  IpClass ip_class;  // from attr.traffic_class and hop_limit: what the QP's frames carry
+  Pacer pacer;       // its send rate limit (rc/pacer.h); off by default
   uint32_t mtu = 1024;
   uint32_t mtu_shift = 10;
 

@@ -69,6 +69,10 @@ struct DeviceCaps {
   Mtu active_mtu = Mtu::mtu1024;
   uint32_t max_srq = 0;
   uint32_t max_srq_wr = 0;         // receive WQEs an SRQ may hold
+  // Packet pacing (Qp::set_rate_limit): the rates a limit may take, in kb/s; 0 and 0 when
+  // the device has none.
+  uint32_t rate_limit_min_kbps = 0;
+  uint32_t rate_limit_max_kbps = 0;
 };
 
 // A 16-byte GID; on RoCEv2 with IPv4, the IPv4-mapped form ::ffff:a.b.c.d.
@@ -107,6 +111,11 @@ struct QpAttr {
   uint8_t retry_cnt = 7;              // RTS: transport retries (0..7)
   uint8_t rnr_retry = 7;              // RTS: RNR retries, 7 = infinite
   Gid remote_gid;                     // RTR: the peer's address
+  // RTR, with remote_gid (qp_attr::av), as in ibv_ah_attr's GRH and SL:
+  uint8_t traffic_class = 0;          // the IP header's TOS byte: DSCP (bits 7..2), ECN (1..0)
+  uint8_t hop_limit = 64;             // IPv4 TTL (IPv6 hop limit); 0 = 64
+  uint32_t flow_label = 0;            // IPv6 flow label, 20 bits; an IPv4 path has none
+  uint8_t sl = 0;                     // service level 0..15 (on RoCE, a VLAN tag's priority)
   uint16_t pkey_index = 0;            // INIT
   uint8_t port_num = 1;               // INIT
   uint32_t qkey = 0;                  // INIT (UD QPs only): the Q_Key datagrams must carry
@@ -126,9 +135,18 @@ inline constexpr uint32_t min_rnr_timer = 1u << 9;
 inline constexpr uint32_t timeout = 1u << 10;
 inline constexpr uint32_t retry_cnt = 1u << 11;
 inline constexpr uint32_t rnr_retry = 1u << 12;
-inline constexpr uint32_t av = 1u << 13;         // remote_gid
+inline constexpr uint32_t av = 1u << 13;         // remote_gid, traffic_class, hop_limit, flow_label, sl
 inline constexpr uint32_t qkey = 1u << 14;       // UD QPs only
 }  // namespace qp_attr
+
+// A QP's send rate limit (mlx5's packet pacing; ibv_modify_qp_rate_limit). The device paces
+// the QP's request packets so that their Ethernet frames (header to ICRC) leave at no more
+// than `kbps` kilobits per second, sending at most `max_burst_bytes` at once. 0 kbps: no limit.
+struct RateLimit {
+  uint32_t kbps = 0;
+  uint32_t max_burst_bytes = 0;  // 0: the device's default (one path-MTU packet)
+  uint16_t typical_pkt_bytes = 0;  // a hint; 0: none
+};
 
 // The transport service of a QP (IBA 9.8): reliable connected, or unreliable datagram, whose
 // send WQEs carry their own address vector (mlx5_wqe_datagram_seg).
@@ -241,6 +259,9 @@ class Qp {
   // the transition and the reason: "qp 0x1c: modify RTR->RTS: sq_psn not set".
   virtual Status modify(const QpAttr& attr, uint32_t mask) = 0;
   virtual QpState state() const = 0;  // the device's view
+  // Sets or clears (kbps 0) the QP's send rate limit, in any state. The error names the QP
+  // and the bound a value broke; a backend without packet pacing says so (Errc::unsupported).
+  virtual Status set_rate_limit(const RateLimit& limit) = 0;
   // COMM_EST where it is learnt (IBA 11.6.3.1: the first request reached the QP in RTR):
   // `fn(ctx)` is called once per COMM_EST the QP raises, on the thread that learns it, with
   // none of the backend's locks held (it may modify the QP), besides the asynchronous event

@@ -42,7 +42,7 @@ void Flush::to_error(QpObj& qp) {
   if (qp.state == hw::QpState::err) return;
   qp.state = hw::QpState::err;
   qp.comp.retx_deadline = 0;
-  qp.req.rnr_deadline = 0;
+  qp.req.rnr_deadline = qp.req.pace_deadline = 0;
   qp.resp.resp_queue.clear();
   qp.resp.write.active = false;
   qp.resp.cur_op = 0;
@@ -115,6 +115,7 @@ void Flush::reset(QpObj& qp) {
   qp.state = hw::QpState::reset;
   qp.attr = hw::QpAttr{};
   qp.remote_ipv4 = 0;
+  qp.ip_class = IpClass{};
   qp.db_pending = false;
   qp.rtr_db_kept = false;
   qp.sq_limit = qp.sq_consumed = qp.rq_consumed = qp.sq_mirrored = 0;
@@ -123,7 +124,7 @@ void Flush::reset(QpObj& qp) {
   qp.comp.wq_head = qp.req.wq_send = qp.wq_tail = 0;
   qp.req.next_psn = qp.comp.comp_psn = 0;
   qp.req.pkts_since_ack_req = 0;
-  qp.comp.retx_deadline = qp.req.rnr_deadline = 0;
+  qp.comp.retx_deadline = qp.req.rnr_deadline = qp.req.pace_deadline = 0;
   qp.comp.gap_retry_armed = false;
   qp.comp.sq_drained_raised = false;
   qp.resp.epsn = qp.resp.msn = 0;

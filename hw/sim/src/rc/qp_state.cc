@@ -5,6 +5,7 @@
 #include "qp_state.h"
 
 #include <span>
+#include <string>
 
 #include "../packet/psn.h"
 #include "completer.h"
@@ -173,6 +174,16 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
   if ((mask & a::av) && !attr.remote_gid.is_ipv4_mapped())
     return fail(Errc::invalid_argument,
                 "remote GID is not IPv4-mapped (the fabric runs RoCEv2 over IPv4)");
+  if ((mask & a::av) && attr.sl > 15)
+    return fail(Errc::invalid_argument,
+                ("sl " + std::to_string(attr.sl) + " is not 0..15").c_str());
+  if ((mask & a::av) && attr.flow_label > 0xFFFFF)
+    return fail(Errc::invalid_argument,
+                ("flow_label " + std::to_string(attr.flow_label) + " is wider than 20 bits").c_str());
+  if ((mask & a::av) && attr.flow_label != 0)
+    return fail(Errc::unsupported, ("flow_label " + std::to_string(attr.flow_label) +
+                                    ": an IPv4 path has no flow label (IPv6 only)")
+                                       .c_str());
   return Status::ok();
 }
 
@@ -210,7 +221,12 @@ void QpStateMachine::apply(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
   if (mask & a::qkey) cur.qkey = attr.qkey;
   if (mask & a::av) {
     cur.remote_gid = attr.remote_gid;
+    cur.traffic_class = attr.traffic_class;
+    cur.hop_limit = attr.hop_limit == 0 ? 64 : attr.hop_limit;
+    cur.flow_label = attr.flow_label;
+    cur.sl = attr.sl;
     qp.remote_ipv4 = attr.remote_gid.ipv4();
+    qp.ip_class = IpClass{cur.traffic_class, cur.hop_limit};
   }
   if (mask & a::max_dest_rd_atomic)
     qp.resp.resources.assign(std::max<uint32_t>(1, cur.max_dest_rd_atomic), RespResource{});

@@ -92,6 +92,13 @@ bool Requester::progress(QpObj& qp, uint32_t budget) {
     const uint32_t psn = w.kind == WqeKind::read ? psn_add(w.first_psn, w.resp_pkts)
                                                  : psn_add(w.first_psn, w.pkts_sent);
     if (psn_diff(psn, qp.comp.comp_psn) >= kPsnWindow) break;
+    if (qp.pacer.active()) [[unlikely]] {
+      const uint64_t ready = qp.pacer.ready_at();
+      if (ready > ctx_.now()) {
+        qp.req.pace_deadline = ready;  // the engine's timer brings the QP back then
+        break;
+      }
+    }
     if (!send_request_packet(qp, w)) break;
     did = true;
     --budget;
@@ -157,6 +164,8 @@ bool Requester::send_request_packet(QpObj& qp, SendWqe& w) {
     return false;
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
   ctx_.transmit(qp, frame, len);
+  if (qp.pacer.active()) [[unlikely]]
+    qp.pacer.sent(static_cast<uint32_t>(len), ctx_.now());
   if (w.kind == WqeKind::send || w.kind == WqeKind::write)
     ++w.pkts_sent;
   else

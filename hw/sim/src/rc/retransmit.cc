@@ -108,6 +108,10 @@ bool Retransmit::run_timers(QpObj& qp, uint64_t now_ns) {
     qp.req.rnr_deadline = 0;
     did = true;
   }
+  if (qp.req.pace_deadline != 0 && now_ns >= qp.req.pace_deadline) {
+    qp.req.pace_deadline = 0;  // the rate limit lets the next frame go
+    did = true;
+  }
   if (qp.comp.retx_deadline != 0 && now_ns >= qp.comp.retx_deadline) {
     on_timeout(qp);
     did = true;

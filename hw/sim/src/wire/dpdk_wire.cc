@@ -4,9 +4,9 @@
 //
 // Each simulated HCA attached to the wire gets its own port (attach order; dpdk_args.h) and
 // its own MAC. Transmit builds the frame in an mbuf: Ethernet to the peer's MAC (02:00:a:b:c:d
-// for a.b.c.d, or a --peer entry: there is no ARP), IPv4 with ID 0, DF, TTL 64 and a header
-// checksum, UDP to port 4791 with a checksum, then BTH..pad and the ICRC (computed over that
-// very IPv4/UDP header: roce_icrc's pseudo header is the header sent). Receive keeps frames
+// for a.b.c.d, or a --peer entry: there is no ARP), IPv4 with ID 0, DF, the sending QP's TOS
+// and TTL (0 and 64 unless it sets them) and a header checksum, UDP to port 4791 with a
+// checksum, then BTH..pad and the ICRC (computed over that very IPv4/UDP header: roce_icrc's pseudo header is the header sent). Receive keeps frames
 // for the device's MAC, parses them (parse_roce_frame: lengths, checksums, fragments) and
 // checks the ICRC against the headers actually received. Malformed frames and ICRC failures
 // are dropped and counted; frames for other MACs, and other protocols (ARP, IPv6 neighbour
@@ -115,7 +115,8 @@ class DpdkWire final : public WireBase {
   bool polled() const override { return true; }  // a port's receive ring has no fd here
   Result<Endpoint> attach(Endpoint local, WireSink* sink) override;
   void detach(Endpoint local) override;
-  void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) override;
+  void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len,
+                IpClass ip) override;
   size_t poll(const Endpoint& local, size_t budget) override;
   uint64_t next_delivery_ns(const Endpoint& local) const override;
   std::string endpoint_detail(const Endpoint& local) const override;
@@ -135,8 +136,8 @@ class DpdkWire final : public WireBase {
   Result<uint32_t> pick_address(size_t port_index) const;
   // Builds and sends one frame carrying `wire_len` bytes (datagram + ICRC) that `fill` writes.
   template <class Fill>
-  void send_frame(DpdkEndpoint& ep, const Endpoint& src, const Endpoint& dst, size_t wire_len,
-                  Fill&& fill);
+  void send_frame(DpdkEndpoint& ep, const Endpoint& src, const Endpoint& dst, IpClass ip,
+                  size_t wire_len, Fill&& fill);
   void release_held(DpdkEndpoint& ep);
   void receive_one(DpdkEndpoint& ep, rte_mbuf* m, size_t* delivered);
   void forget(DpdkEndpoint* ep);
@@ -237,7 +238,7 @@ void DpdkWire::detach(Endpoint local) {
 
 template <class Fill>
 void DpdkWire::send_frame(DpdkEndpoint& ep, const Endpoint& src, const Endpoint& dst,
-                          size_t wire_len, Fill&& fill) {
+                          IpClass ip, size_t wire_len, Fill&& fill) {
   const size_t frame_len = kRoceEncapLen + wire_len;
   if (frame_len > ep.port->max_frame) [[unlikely]] {
     bump(tx_counters().dropped_send_error);  // longer than the link carries
@@ -256,7 +257,7 @@ void DpdkWire::send_frame(DpdkEndpoint& ep, const Endpoint& src, const Endpoint&
   }
   uint8_t* payload = frame + kRoceEncapLen;
   fill(payload);
-  write_roce_encap(frame, src, dst, wire_len, UdpChecksum::compute, payload);
+  write_roce_encap(frame, src, dst, wire_len, UdpChecksum::compute, payload, ip);
   const MacAddress to = peer_mac(dst.ipv4);
   std::memcpy(frame, to.data(), 6);
   std::memcpy(frame + 6, ep.mac.data(), 6);
@@ -280,9 +281,9 @@ void DpdkWire::send_frame(DpdkEndpoint& ep, const Endpoint& src, const Endpoint&
 }
 
 void DpdkWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
-                        size_t len) {
+                        size_t len, IpClass ip) {
   TxFrame tx;
-  if (!begin_transmit(src, dst, data, len, &tx)) return;
+  if (!begin_transmit(src, dst, data, len, ip, &tx)) return;
   EndpointTable<DpdkEndpoint>::Ref ep;
   endpoints_.find(tx.src, &ep);
   if (!ep) [[unlikely]] {
@@ -302,7 +303,8 @@ void DpdkWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t*
     return;
   }
   for (uint8_t copy = 0; copy < tx.plan.copies; ++copy)
-    send_frame(*ep, tx.src, tx.dst, tx.wire_len(), [&tx](uint8_t* out) { tx.copy_to(out); });
+    send_frame(*ep, tx.src, tx.dst, tx.ip, tx.wire_len(),
+               [&tx](uint8_t* out) { tx.copy_to(out); });
 }
 
 void DpdkWire::release_held(DpdkEndpoint& ep) {
@@ -317,7 +319,7 @@ void DpdkWire::release_held(DpdkEndpoint& ep) {
   if (!ep.held.empty()) {
     const uint64_t now = now_ns();
     while (WireFrame* f = ep.held.take_due(now)) {
-      send_frame(ep, f->src(), f->dst(), f->len,
+      send_frame(ep, f->src(), f->dst(), f->ip(), f->len,
                  [f](uint8_t* out) { std::memcpy(out, f->bytes, f->len); });
       ep.held.recycle(f);
     }

@@ -89,7 +89,7 @@ uint16_t udp_checksum(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* udp_s
 
 void write_roce_encap(uint8_t* out, const Endpoint& src, const Endpoint& dst,
                       size_t udp_payload_len, UdpChecksum checksum,
-                      const uint8_t* udp_payload) noexcept {
+                      const uint8_t* udp_payload, IpClass cls) noexcept {
   const MacAddress dst_mac = mac_for_ipv4(dst.ipv4), src_mac = mac_for_ipv4(src.ipv4);
   std::memcpy(out, dst_mac.data(), 6);
   std::memcpy(out + 6, src_mac.data(), 6);
@@ -98,11 +98,11 @@ void write_roce_encap(uint8_t* out, const Endpoint& src, const Endpoint& dst,
   uint8_t* ip = out + kEthHeaderLen;
   const size_t udp_len = kUdpHeaderLen + udp_payload_len;
   ip[0] = 0x45;
-  ip[1] = 0;  // DSCP/ECN
+  ip[1] = cls.tos;  // DSCP, ECN
   store_be16(ip + 2, static_cast<uint32_t>(kIpv4HeaderLen + udp_len));
   store_be16(ip + 4, 0);  // identification: 0, as the unconnected DF socket sends
   store_be16(ip + 6, kIpv4FlagDf);
-  ip[8] = kFrameIpv4Ttl;
+  ip[8] = cls.ttl;
   ip[9] = kIpProtoUdp;
   store_be16(ip + 10, 0);
   store_be32(ip + 12, src.ipv4);
@@ -126,7 +126,7 @@ void write_roce_encap(uint8_t* out, const Endpoint& src, const Endpoint& dst,
 
 size_t build_roce_frame(const Endpoint& src, const Endpoint& dst, const uint8_t* datagram,
                         size_t len, uint8_t* out, size_t out_capacity,
-                        UdpChecksum checksum) noexcept {
+                        UdpChecksum checksum, IpClass ip) noexcept {
   if (len < kBthLen || len > kMaxDatagramLen) [[unlikely]]
     return 0;
   const size_t frame_len = kRoceEncapLen + len + kIcrcLen;
@@ -135,7 +135,7 @@ size_t build_roce_frame(const Endpoint& src, const Endpoint& dst, const uint8_t*
   uint8_t* payload = out + kRoceEncapLen;
   std::memcpy(payload, datagram, len);
   store_icrc(payload + len, roce_icrc(src, dst, datagram, len));
-  write_roce_encap(out, src, dst, len + kIcrcLen, checksum, payload);
+  write_roce_encap(out, src, dst, len + kIcrcLen, checksum, payload, ip);
   return frame_len;
 }
 

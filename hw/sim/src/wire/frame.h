@@ -3,8 +3,9 @@
 // Used for the pcap capture and by wires that carry whole frames.
 //
 // Built frames use locally administered MACs derived from the IPv4 address
-// (02:00:a:b:c:d for a.b.c.d), ethertype 0x0800, an IPv4 header with IHL 5, TOS 0, ID 0,
-// DF set, TTL 64 and a correct header checksum (the header an unconnected IP_PMTUDISC_DO
+// (02:00:a:b:c:d for a.b.c.d), ethertype 0x0800, an IPv4 header with IHL 5, ID 0, DF set,
+// the TOS and TTL of the sender's IpClass (0 and 64 unless a QP sets them) and a correct
+// header checksum (the header an unconnected IP_PMTUDISC_DO
 // socket sends, which is what the ICRC is computed over), and a UDP header whose checksum is
 // 0 ("no checksum", RFC 768) unless asked to compute it. Zero is what Linux rxe sends; the
 // ICRC masks the field either way and protects the whole datagram.
@@ -39,14 +40,14 @@ enum class UdpChecksum : uint8_t { zero, compute };
 // most kMaxWireDatagramLen.
 void write_roce_encap(uint8_t* out, const Endpoint& src, const Endpoint& dst,
                       size_t udp_payload_len, UdpChecksum checksum = UdpChecksum::zero,
-                      const uint8_t* udp_payload = nullptr) noexcept;
+                      const uint8_t* udp_payload = nullptr, IpClass ip = {}) noexcept;
 
 // Builds a whole frame: headers, `datagram` (BTH..pad, `len` bytes) and its ICRC. Returns
 // the frame length, or 0 when len is outside [kBthLen, kMaxDatagramLen] or the frame does not
 // fit in `out_capacity`.
 size_t build_roce_frame(const Endpoint& src, const Endpoint& dst, const uint8_t* datagram,
                         size_t len, uint8_t* out, size_t out_capacity,
-                        UdpChecksum checksum = UdpChecksum::zero) noexcept;
+                        UdpChecksum checksum = UdpChecksum::zero, IpClass ip = {}) noexcept;
 
 // RFC 1071 Internet checksum of an IPv4 header (20 bytes); 0 when the header verifies.
 uint16_t ipv4_header_checksum(const uint8_t* header) noexcept;

@@ -47,7 +47,8 @@ class InprocWire final : public WireBase {
   WireKind kind() const override { return WireKind::inproc; }
   Result<Endpoint> attach(Endpoint local, WireSink* sink) override;
   void detach(Endpoint local) override;
-  void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) override;
+  void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len,
+                IpClass ip) override;
   size_t poll(const Endpoint& local, size_t budget) override;
   uint64_t next_delivery_ns(const Endpoint& local) const override;
 
@@ -124,9 +125,9 @@ void InprocWire::detach(Endpoint local) {
 }
 
 void InprocWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
-                          size_t len) {
+                          size_t len, IpClass ip) {
   TxFrame tx;
-  if (!begin_transmit(src, dst, data, len, &tx)) return;
+  if (!begin_transmit(src, dst, data, len, ip, &tx)) return;
   EndpointTable<InprocPort>::Ref port;
   ports_.find(tx.dst, &port);
   const bool held = tx.held();

@@ -49,6 +49,28 @@ constexpr int kSocketBufferBytes = 8 << 20;
 constexpr uint32_t kLoopbackNet = 0x7F000000u;  // 127.0.0.0
 constexpr uint32_t kFirstAutoHost = 2, kLastAutoHost = 254;
 
+// The IP header fields a QP's address vector sets, as ancillary data for sendmsg (IP_TOS,
+// IP_TTL), in `control`; none when they are the socket's own (TOS 0, TTL 64).
+struct IpClassControl {
+  alignas(cmsghdr) uint8_t bytes[CMSG_SPACE(sizeof(int)) * 2];
+};
+
+void set_ip_class(msghdr* msg, IpClass ip, IpClassControl* control) {
+  if (ip == IpClass{}) return;
+  msg->msg_control = control->bytes;
+  msg->msg_controllen = sizeof(control->bytes);
+  cmsghdr* c = CMSG_FIRSTHDR(msg);
+  const int values[2] = {ip.tos, ip.ttl};
+  const int types[2] = {IP_TOS, IP_TTL};
+  for (int i = 0; i < 2; ++i) {
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = types[i];
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &values[i], sizeof(int));
+    c = CMSG_NXTHDR(msg, c);
+  }
+}
+
 sockaddr_in to_sockaddr(const Endpoint& ep) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
@@ -157,7 +179,8 @@ class UdpWire final : public WireBase {
   WireKind kind() const override { return WireKind::udp; }
   Result<Endpoint> attach(Endpoint local, WireSink* sink) override;
   void detach(Endpoint local) override;
-  void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) override;
+  void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len,
+                IpClass ip) override;
   size_t poll(const Endpoint& local, size_t budget) override;
   uint64_t next_delivery_ns(const Endpoint& local) const override;
   int wait_fd(const Endpoint& local) const override;
@@ -271,9 +294,10 @@ void UdpWire::detach(Endpoint local) {
   retired_.dropped_send_error += lost;
 }
 
-void UdpWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
+void UdpWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len,
+                       IpClass ip) {
   TxFrame tx;
-  if (!begin_transmit(src, dst, data, len, &tx)) return;
+  if (!begin_transmit(src, dst, data, len, ip, &tx)) return;
   EndpointTable<UdpPort>::Ref port;
   ports_.find(tx.src, &port);
   if (!port) [[unlikely]] {  // nothing to send from
@@ -299,6 +323,8 @@ void UdpWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* 
   msg.msg_namelen = sizeof(to);
   msg.msg_iov = parts;
   msg.msg_iovlen = static_cast<size_t>(tx.gather(parts));
+  IpClassControl control;
+  set_ip_class(&msg, tx.ip, &control);
   for (uint8_t copy = 0; copy < tx.plan.copies; ++copy) {
     // Never blocks: the socket is non-blocking, and a full buffer is a dropped frame.
     if (!send_frame(*port, msg)) [[unlikely]] {
@@ -371,6 +397,8 @@ void UdpWire::release_held(UdpPort& p) {
       msg.msg_namelen = sizeof(to);
       msg.msg_iov = &part;
       msg.msg_iovlen = 1;
+      IpClassControl control;
+      set_ip_class(&msg, f->ip(), &control);
       if (!send_frame(p, msg)) [[unlikely]] {
         bump(tx_counters().dropped_send_error);
       } else {

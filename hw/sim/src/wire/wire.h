@@ -25,6 +25,14 @@ struct Endpoint {
   bool operator==(const Endpoint&) const = default;
 };
 
+// The IP header's per-packet fields a QP's address vector sets (traffic class, hop limit):
+// the TOS byte (DSCP in bits 7..2, ECN in 1..0) and the TTL. The ICRC masks both (IBA A17.3).
+struct IpClass {
+  uint8_t tos = 0;
+  uint8_t ttl = 64;
+  bool operator==(const IpClass&) const = default;
+};
+
 // Source of time for the wire and the engine: virtual (deterministic) or CLOCK_MONOTONIC.
 class Clock {
  public:
@@ -98,8 +106,12 @@ class Wire {
 
   // Sends one datagram (BTH..pad, no ICRC; at most 4096 + 64 bytes). Never blocks; a frame
   // the wire cannot queue is dropped and counted, as a link would.
+  // `cls` is what the frame's IP header carries (on the UDP wire, the kernel's header).
   virtual void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
-                        size_t len) = 0;
+                        size_t len, IpClass cls) = 0;
+  void transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
+    transmit(src, dst, data, len, IpClass{});
+  }
 
   // Delivers to `local`'s sink up to `budget` datagrams addressed to `local` whose delivery
   // time has come, and sends any of `local`'s held-back (delayed) frames that are due.

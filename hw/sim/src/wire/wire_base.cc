@@ -68,6 +68,8 @@ void TxFrame::fill(WireFrame* frame, uint8_t copy, uint8_t flags) const noexcept
   frame->due_ns = due_ns;
   frame->sequence = sequence + copy;
   frame->set_route(src, dst);
+  frame->ip_tos = ip.tos;
+  frame->ip_ttl = ip.ttl;
   frame->len = static_cast<uint32_t>(wire_len());
   frame->flags = flags;
   copy_to(frame->bytes);
@@ -91,7 +93,7 @@ WireBase::WireBase(const WireConfig& config, std::unique_ptr<PcapWriter> pcap)
       pcap_(std::move(pcap)) {}
 
 bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
-                              size_t len, TxFrame* tx) noexcept {
+                              size_t len, IpClass ip, TxFrame* tx) noexcept {
   if (data == nullptr || len < kBthLen || len > kMaxDatagramLen) [[unlikely]] {
     bump(tx_.dropped_malformed);
     return false;
@@ -100,6 +102,7 @@ bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const ui
   bump(tx_.bytes, len);
   tx->src = resolve(src);
   tx->dst = resolve(dst);
+  tx->ip = ip;
   tx->data = data;
   tx->len = len;
   store_icrc(tx->icrc, roce_icrc(tx->src, tx->dst, data, len));
@@ -132,7 +135,7 @@ bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const ui
 void WireBase::capture(const TxFrame& tx, uint64_t timestamp_ns) noexcept {
   if (!pcap_) return;
   uint8_t encap[kRoceEncapLen];
-  write_roce_encap(encap, tx.src, tx.dst, tx.wire_len());
+  write_roce_encap(encap, tx.src, tx.dst, tx.wire_len(), UdpChecksum::zero, nullptr, tx.ip);
   iovec parts[1 + 4];
   parts[0] = {encap, sizeof(encap)};
   const int n = 1 + tx.gather(parts + 1);
@@ -142,7 +145,8 @@ void WireBase::capture(const TxFrame& tx, uint64_t timestamp_ns) noexcept {
 void WireBase::capture(const WireFrame& frame, uint64_t timestamp_ns) noexcept {
   if (!pcap_) return;
   uint8_t encap[kRoceEncapLen];
-  write_roce_encap(encap, frame.src(), frame.dst(), frame.len);
+  write_roce_encap(encap, frame.src(), frame.dst(), frame.len, UdpChecksum::zero, nullptr,
+                   frame.ip());
   iovec parts[2] = {{encap, sizeof(encap)}, {const_cast<uint8_t*>(frame.bytes), frame.len}};
   pcap_->write(timestamp_ns, parts, 2);
 }

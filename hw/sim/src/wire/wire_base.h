@@ -52,6 +52,7 @@ struct EndpointRxCounters {
 // byte changed by a corruption fault.
 struct TxFrame {
   Endpoint src, dst;  // ports resolved (0 means the wire's UDP port)
+  IpClass ip;
   const uint8_t* data = nullptr;
   size_t len = 0;
   uint8_t icrc[kIcrcLen] = {};
@@ -97,7 +98,7 @@ class WireBase : public Wire {
   // The transmit() prologue: checks the length, counts, computes the ICRC and draws faults.
   // False when the frame goes no further (malformed or dropped by a fault); it is counted.
   bool begin_transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len,
-                      TxFrame* tx) noexcept;
+                      IpClass ip, TxFrame* tx) noexcept;
 
   // Writes a frame going on the link to the pcap (no-op without one).
   void capture(const TxFrame& tx, uint64_t timestamp_ns) noexcept;

@@ -22,12 +22,14 @@ struct WireFrame {
   uint64_t sequence;  // transmit order; breaks ties between equal due times
   uint32_t src_ipv4, dst_ipv4;
   uint16_t src_port, dst_port;
+  uint8_t ip_tos, ip_ttl;  // the IpClass it was sent with
   uint32_t len;  // bytes used in `bytes`: datagram + ICRC
   uint8_t flags;
   uint8_t bytes[kMaxWireDatagramLen];
 
   Endpoint src() const noexcept { return Endpoint{src_ipv4, src_port}; }
   Endpoint dst() const noexcept { return Endpoint{dst_ipv4, dst_port}; }
+  IpClass ip() const noexcept { return IpClass{ip_tos, ip_ttl}; }
   void set_route(const Endpoint& s, const Endpoint& d) noexcept {
     src_ipv4 = s.ipv4;
     src_port = s.port;
