@@ -168,6 +168,7 @@ Status ConnectionCore::move_qp(hw::QpState target) {
     case hw::QpState::init:
       attr.access_flags = options.remote_access;
       mask |= hw::qp_attr::access_flags;
+      if (mask & hw::qp_attr::port) attr.pkey_index = options.pkey_index;
       break;
     case hw::QpState::rtr:
       // The CM gives what the peer allows; this side may want fewer (librdmacm's
@@ -175,6 +176,12 @@ Status ConnectionCore::move_qp(hw::QpState target) {
       attr.max_dest_rd_atomic = std::min(attr.max_dest_rd_atomic, options.responder_resources);
       attr.min_rnr_timer = options.min_rnr_timer;
       mask |= hw::qp_attr::max_dest_rd_atomic | hw::qp_attr::min_rnr_timer;
+      if (mask & hw::qp_attr::av) {
+        attr.traffic_class = options.traffic_class;
+        attr.hop_limit = options.hop_limit;
+        attr.flow_label = options.flow_label;
+        attr.sl = options.sl;
+      }
       break;
     case hw::QpState::rts:
       attr.max_rd_atomic = std::min(attr.max_rd_atomic, options.initiator_depth);
@@ -320,7 +327,7 @@ Result<Connection> Connection::connect(QueuePair& qp, const std::string& address
     // INIT now, so that receives can be posted before the REP arrives.
     hw::QpAttr attr;
     attr.state = hw::QpState::init;
-    attr.pkey_index = 0;
+    attr.pkey_index = options.pkey_index;
     attr.port_num = 1;
     attr.access_flags = options.remote_access;
     if (Status st =

@@ -112,6 +112,17 @@ Status QueuePair::to_error() {
   return modify(attr, hw::qp_attr::state);
 }
 
+Status QueuePair::set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes,
+                                 uint16_t typical_pkt_bytes) {
+  if (core_->is_moved_from()) return moved_from("set_rate_limit");
+  hw::RateLimit limit;
+  limit.kbps = kbps;
+  limit.max_burst_bytes = max_burst_bytes;
+  limit.typical_pkt_bytes = typical_pkt_bytes;
+  std::lock_guard control(core_->control_mutex);
+  return core_->hw_qp->set_rate_limit(limit);
+}
+
 Status QueuePair::reset() {
   hw::QpAttr attr;
   attr.state = hw::QpState::reset;

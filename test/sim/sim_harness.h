@@ -250,6 +250,10 @@ struct ConnectOptions {
   uint8_t min_rnr_timer = 1;  // 10 us
   uint8_t max_rd_atomic = 16;
   uint8_t max_dest_rd_atomic = 16;
+  uint8_t traffic_class = 0;  // the address vector's class (RTR)
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;
+  uint8_t sl = 0;
   uint32_t access = hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
 };
 
@@ -269,6 +273,10 @@ inline void to_rtr(Host& h, const Host& peer, const ConnectOptions& o = {}) {
   a.max_dest_rd_atomic = o.max_dest_rd_atomic;
   a.min_rnr_timer = o.min_rnr_timer;
   a.remote_gid = hw::Gid::from_ipv4(peer.dev->ipv4());
+  a.traffic_class = o.traffic_class;
+  a.hop_limit = o.hop_limit;
+  a.flow_label = o.flow_label;
+  a.sl = o.sl;
   must_ok(h.modify(a, hw::qp_attr::state | hw::qp_attr::av | hw::qp_attr::path_mtu |
                           hw::qp_attr::dest_qpn | hw::qp_attr::rq_psn |
                           hw::qp_attr::max_dest_rd_atomic | hw::qp_attr::min_rnr_timer));

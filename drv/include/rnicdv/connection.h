@@ -64,6 +64,15 @@ struct ConnectionOptions {
   uint8_t rnr_retry_count = 7;          // RNR retries the peer uses toward us; 7 = infinite
   uint8_t ack_timeout = 14;             // local ACK timeout, 4.096 us * 2^t (active sets both)
   uint8_t min_rnr_timer = 12;           // RNR NAK timer this side advertises
+  // What this side's packets carry (its QP's address vector at RTR; hw::QpAttr): the IP
+  // header's TOS byte (DSCP in bits 7..2, ECN in 1..0), the TTL or hop limit, the IPv6 flow
+  // label (a backend on an IPv4 path refuses a non-zero one), the service level; and the
+  // P_Key index (INIT). The backend refuses what is out of range, naming the value.
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;
+  uint8_t sl = 0;
+  uint16_t pkey_index = 0;
   uint32_t remote_access =              // INIT: what the peer may do to this QP's MRs
       hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
   // Passive: move the QP to RTS, releasing the work posted in RTR, the moment the backend

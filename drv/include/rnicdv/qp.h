@@ -133,6 +133,12 @@ class QueuePair {
                 uint8_t max_rd_atomic = 16);
   Status to_error();
   Status reset();
+  // The QP's send rate limit, in any state (ibv_modify_qp_rate_limit; hw::RateLimit): its
+  // request packets leave at no more than `kbps` kb/s of Ethernet frames, at most
+  // `max_burst_bytes` at once (0: the device's default). kbps 0 lifts the limit. A rate
+  // outside DeviceCaps' rate_limit_min_kbps..rate_limit_max_kbps is refused, naming both.
+  Status set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes = 0,
+                        uint16_t typical_pkt_bytes = 0);
 
   hw::QpState state() const noexcept;  // the driver's view
   uint32_t qpn() const noexcept;

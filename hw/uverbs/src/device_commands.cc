@@ -96,7 +96,8 @@ int get_context(Cmd& c) {
   m.cqe_version = std::min<uint8_t>(req.max_cqe_version, 1);
   // CREATE_AH answers with the destination MAC (mlx5_ib_create_ah_resp), so libmlx5 does not
   // resolve it itself through a netlink neighbour lookup that cannot see the simulated wire.
-  m.cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_CREATE_AH;
+  // libmlx5 then reads the driver's part of EX_QUERY_DEVICE (packet pacing's range).
+  m.cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_CREATE_AH | MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE;
   m.eth_min_inline = MLX5_USER_INLINE_MODE_NONE;  // no L2 header inline (raw QPs only)
   m.log_uar_size = 12;
   m.num_uars_per_page = 1;
@@ -175,7 +176,16 @@ int query_device_ex(Cmd& c) {
   r.timestamp_mask = ~uint64_t{0};
   r.hca_core_clock = 1000000;  // kHz
   r.response_length = static_cast<uint32_t>(std::min(sizeof r, c.resp_core_len));
-  return c.reply(&r, sizeof r);
+  // mlx5's part: packet pacing for RC QPs (ibv_modify_qp_rate_limit), with a burst size;
+  // nothing else is offered (no TSO, RSS, CQE compression, multi-packet WQEs or striding RQ).
+  const hw::DeviceCaps& caps = c.ctx.dev->dev->info().caps;
+  mlx5_ib_query_device_resp m{};
+  m.response_length = static_cast<uint32_t>(std::min(sizeof m, c.resp_drv_len));
+  m.packet_pacing_caps.qp_rate_limit_min = caps.rate_limit_min_kbps;
+  m.packet_pacing_caps.qp_rate_limit_max = caps.rate_limit_max_kbps;
+  m.packet_pacing_caps.supported_qpts = 1u << IBV_QPT_RC;
+  m.packet_pacing_caps.cap_flags = MLX5_IB_PP_SUPPORT_BURST;
+  return c.reply(&r, sizeof r, &m, sizeof m);
 }
 
 int query_port(Cmd& c) {

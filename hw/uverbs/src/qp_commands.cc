@@ -304,6 +304,10 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
     if (!attr->remote_gid.is_ipv4_mapped())
       return c.error(EOPNOTSUPP, "QP %#x: destination GID %s is not an IPv4-mapped address",
                      obj.qpn, attr->remote_gid.to_string().c_str());
+    attr->traffic_class = req.dest.traffic_class;
+    attr->hop_limit = req.dest.hop_limit;
+    attr->flow_label = req.dest.flow_label;
+    attr->sl = req.dest.sl;
     *mask |= hw::qp_attr::av;
   }
   if (m & IBV_QP_PATH_MTU) {
@@ -349,10 +353,25 @@ int modify_qp(Cmd& c) { return modify_qp_common(c, c.core_as<ib_uverbs_modify_qp
 
 int modify_qp_ex(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_ex_modify_qp>();
-  if (req.base.attr_mask & IBV_QP_RATE_LIMIT)
-    return c.error(EOPNOTSUPP, "QP handle %u: packet pacing (rate limit %u)", req.base.qp_handle,
-                   req.rate_limit);
-  if (int rc = modify_qp_common(c, req.base); rc != 0) return rc;
+  if (req.base.attr_mask & IBV_QP_RATE_LIMIT) {
+    // ibv_modify_qp_rate_limit: libmlx5 sends the rate alone, with the burst in its driver
+    // data (mlx5_ib_modify_qp's burst_info).
+    if (req.base.attr_mask & ~static_cast<uint32_t>(IBV_QP_RATE_LIMIT))
+      return c.error(EINVAL, "QP handle %u: a rate limit with other attributes (mask %#x)",
+                     req.base.qp_handle, req.base.attr_mask);
+    auto it = c.ctx.qps.find(req.base.qp_handle);
+    if (it == c.ctx.qps.end())
+      return c.error(EINVAL, "QP handle %u: no such QP", req.base.qp_handle);
+    const auto drv = c.drv_as<mlx5_ib_modify_qp>();
+    hw::RateLimit limit;
+    limit.kbps = req.rate_limit;
+    limit.max_burst_bytes = drv.burst_info.max_burst_sz;
+    limit.typical_pkt_bytes = drv.burst_info.typical_pkt_sz;
+    Status st = it->second.qp->set_rate_limit(limit);
+    if (!st) return sim_error(c, "QP " + hex_number(it->second.qpn), st);
+  } else if (int rc = modify_qp_common(c, req.base); rc != 0) {
+    return rc;
+  }
   ib_uverbs_ex_modify_qp_resp r{};
   r.response_length = static_cast<uint32_t>(std::min(sizeof r, c.resp_core_len));
   return c.reply(&r, sizeof r);
@@ -368,7 +387,10 @@ int query_qp(Cmd& c) {
   if (obj.type == hw::QpType::rc) {
     std::memcpy(r.dest.dgid, a.remote_gid.raw, 16);
     r.dest.is_global = 1;
-    r.dest.hop_limit = 64;
+    r.dest.hop_limit = a.hop_limit;
+    r.dest.traffic_class = a.traffic_class;
+    r.dest.flow_label = a.flow_label;
+    r.dest.sl = a.sl;
     r.dest.sgid_index = 3;  // ::ffff:<address>, RoCE v2
     r.dest.port_num = a.port_num;
   }

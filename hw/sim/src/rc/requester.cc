@@ -154,7 +154,10 @@ bool Requester::send_request_packet(QpObj& qp, SendWqe& w) {
   // messages, and when this packet fills the window (so the requester never stalls silently).
   ++qp.req.pkts_since_ack_req;
   const bool window_full = psn_diff(psn_add(p.bth.psn, 1), qp.comp.comp_psn) >= kPsnWindow;
-  p.bth.ack_req = last || qp.req.pkts_since_ack_req >= kAckReqInterval || window_full;
+  // A paced QP asks on every packet: at a low rate, kAckReqInterval packets can take longer
+  // than the local ACK timeout, which would then fire on packets the link is still carrying.
+  p.bth.ack_req = last || qp.req.pkts_since_ack_req >= kAckReqInterval || window_full ||
+                  qp.pacer.active();
   if (p.bth.ack_req) qp.req.pkts_since_ack_req = 0;
 
   uint8_t* frame = ctx_.frame();
