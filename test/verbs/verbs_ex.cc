@@ -258,3 +258,62 @@ TEST_CASE("ibv_create_qp_ex with create flags goes through the extended CREATE_Q
   CHECK(errno == EOPNOTSUPP);
   CHECK(ibv_destroy_cq(cq) == 0);
 }
+
+TEST_CASE("the address vector's traffic class, hop limit and SL reach the QP, and "
+          "ibv_query_qp reads them back; a flow label on an IPv4 path is refused") {
+  Device da("rnicsim0"), db("rnicsim1");
+  Endpoint a(da), b(db);
+  ibv_qp_attr x{};
+  x.qp_state = IBV_QPS_INIT;
+  x.port_num = 1;
+  x.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  REQUIRE(ibv_modify_qp(a.qp, &x, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                      IBV_QP_ACCESS_FLAGS) == 0);
+  x = {};
+  x.qp_state = IBV_QPS_RTR;
+  x.path_mtu = IBV_MTU_1024;
+  x.dest_qp_num = b.qp->qp_num;
+  x.max_dest_rd_atomic = 1;
+  x.min_rnr_timer = 12;
+  x.ah_attr.is_global = 1;
+  x.ah_attr.grh.dgid = port_gid(db.ctx);
+  x.ah_attr.grh.sgid_index = kGidIndex;
+  x.ah_attr.grh.traffic_class = 0x62;  // DSCP 24, ECN 10 (ECT(0))
+  x.ah_attr.grh.hop_limit = 9;
+  x.ah_attr.grh.flow_label = 0x1234;
+  x.ah_attr.sl = 3;
+  x.ah_attr.port_num = 1;
+  const int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  CHECK(ibv_modify_qp(a.qp, &x, mask) == EOPNOTSUPP);
+  x.ah_attr.grh.flow_label = 0;
+  REQUIRE(ibv_modify_qp(a.qp, &x, mask) == 0);
+  ibv_qp_attr q{};
+  ibv_qp_init_attr init{};
+  REQUIRE(ibv_query_qp(a.qp, &q, IBV_QP_AV, &init) == 0);
+  CHECK(q.ah_attr.grh.traffic_class == 0x62);
+  CHECK(q.ah_attr.grh.hop_limit == 9);
+  CHECK(q.ah_attr.sl == 3);
+}
+
+TEST_CASE("ibv_query_device_ex states packet pacing for RC QPs, and ibv_modify_qp_rate_limit "
+          "sets, refuses and lifts a QP's rate") {
+  Device da("rnicsim0");
+  ibv_device_attr_ex attr{};
+  REQUIRE(ibv_query_device_ex(da.ctx, nullptr, &attr) == 0);
+  CHECK(attr.packet_pacing_caps.qp_rate_limit_min == 1000);
+  CHECK(attr.packet_pacing_caps.qp_rate_limit_max == 100000000);
+  CHECK((attr.packet_pacing_caps.supported_qpts & (1u << IBV_QPT_RC)) != 0);
+  Endpoint a(da);
+  ibv_qp_rate_limit_attr r{};
+  r.rate_limit = 25000;  // kb/s
+  r.max_burst_sz = 8192;
+  r.typical_pkt_sz = 1024;
+  CHECK(ibv_modify_qp_rate_limit(a.qp, &r) == 0);
+  r.rate_limit = 500;  // below the device's range
+  r.max_burst_sz = 0;
+  r.typical_pkt_sz = 0;
+  CHECK(ibv_modify_qp_rate_limit(a.qp, &r) == EINVAL);
+  r.rate_limit = 0;  // no limit
+  CHECK(ibv_modify_qp_rate_limit(a.qp, &r) == 0);
+}
