@@ -16,6 +16,9 @@
 //   send_bw    a handshake once the receives are posted (per size with -a, and one after
 //              each size then), a last handshake; "done"
 //
+// With --reversed (both sides given it) the server posts and the client is posted to, as
+// perftest swaps its "machine"; each exchange keeps its TCP order.
+//
 // Nothing is negotiated, as between two perftest ends: both are given the same size (or -a)
 // and iterations. perftest's exchange has no room for rnicperf's extras (early posting,
 // first reply), nor for -b, -D, -q and -R, which perftest exchanges differently.
