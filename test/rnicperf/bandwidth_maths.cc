@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The bandwidth table's figures against hand-computed values.
+// The bandwidth table's figures against hand-computed values, and the receive refill.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
+#include "run_context.h"
 #include "stats.h"
 
 using rnicperf::best_ticks_per_message;
@@ -58,4 +59,36 @@ TEST_CASE("bidirectional results are the sum of both directions", "[bw]") {
   CHECK(s.bw_avg == Approx(130));
   CHECK(s.msg_rate == Approx(0.75));
   CHECK(s.iterations == 1000);
+}
+
+TEST_CASE("receives are refilled in whole lists once a list's worth is consumed, up to the "
+          "count the run expects",
+          "[bw][recv_post_list]") {
+  // perftest's run_iter_bw_server: 32 posted at the start (4 lists of 8), 96 expected.
+  rnicperf::RecvRefill refill(8, 32, 96);
+  std::vector<uint64_t> lists_at;  // the completion after which a list is posted
+  for (uint64_t done = 1; done <= 96; ++done)
+    if (refill.completed()) lists_at.push_back(done);
+  CHECK(lists_at == std::vector<uint64_t>{8, 16, 24, 32, 40, 48, 56, 64});
+  CHECK(refill.posted() == 96);  // never more than the run consumes
+
+  // One at a time (the default) is the old behaviour: a receive for each one consumed.
+  rnicperf::RecvRefill single(1, 4, 10);
+  int posts = 0;
+  for (int done = 0; done < 10; ++done) posts += single.completed() ? 1 : 0;
+  CHECK(posts == 6);
+  CHECK(single.posted() == 10);
+
+  // Duration mode expects no end: every list's worth consumed is posted again.
+  rnicperf::RecvRefill endless(4, 8, UINT64_MAX);
+  int lists = 0;
+  for (int done = 0; done < 1000; ++done) lists += endless.completed() ? 1 : 0;
+  CHECK(lists == 250);
+
+  // A last partial list is not posted: the run expects fewer than a list more.
+  rnicperf::RecvRefill tail(4, 8, 14);
+  int tail_lists = 0;
+  for (int done = 0; done < 14; ++done) tail_lists += tail.completed() ? 1 : 0;
+  CHECK(tail_lists == 1);
+  CHECK(tail.posted() == 12);
 }

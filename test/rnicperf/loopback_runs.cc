@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -460,4 +461,203 @@ TEST_CASE("--report-both prints the sum, then the local and the remote direction
   CHECK(sum[3] == Approx(mine[3] + theirs[3]).epsilon(0.01));
   CHECK(r.out.find(rows[1]) > local);
   CHECK(r.out.find(rows[2]) > remote);
+}
+
+namespace {
+// The blocks of "<n>, <value>" lines under each "#, <unit>" line of a -U or -H dump.
+std::vector<std::vector<double>> dump_blocks(const std::string& out, const std::string& unit) {
+  std::vector<std::vector<double>> blocks;
+  std::istringstream in(out);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "#, " + unit) {
+      blocks.emplace_back();
+      inside = true;
+      continue;
+    }
+    const size_t comma = line.find(", ");
+    if (!inside || comma == std::string::npos || line[0] < '0' || line[0] > '9') {
+      inside = false;
+      continue;
+    }
+    // Numbered from 1, in order.
+    CHECK(std::stoul(line.substr(0, comma)) == blocks.back().size() + 1);
+    blocks.back().push_back(std::stod(line.substr(comma + 2)));
+  }
+  return blocks;
+}
+}  // namespace
+
+TEST_CASE("--reversed: the server posts every bandwidth test's operations, the client is "
+          "posted to",
+          "[e2e][reversed]") {
+  for (const char* test : {"write_bw", "read_bw", "atomic_bw", "send_bw"}) {
+    const bool atomic = std::string(test) == "atomic_bw";
+    const bool send = std::string(test) == "send_bw";
+    std::string json = tmp_json((std::string("reversed_") + test).c_str());
+    std::vector<std::string> args = {test, "--loopback", "--reversed", "-n", "100",
+                                     "--timeout=20", "--out_json_file=" + json};
+    if (!atomic) args.insert(args.end(), {"-s", "4096"});
+    ProcessResult r = run_rnicperf(args, 120);
+    INFO(test << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    // The loopback process prints its client's report: the side that does not post, so its
+    // header has no TX depth (and a SEND receiver's RX depth), as perftest's SERVER machine.
+    CHECK(r.out.find(" TX depth ") == std::string::npos);
+    CHECK(count_lines_starting(r.out, atomic ? " 8 " : " 4096 ") == 1);
+    CHECK(json_query(json, "d['results'][0]['BW_average'] > 0") == "True");
+    if (send) {
+      CHECK(r.out.find(" RX depth        : 100\n") != std::string::npos);
+      // It received them: 100 receives, one post call each without --recv_post_list.
+      CHECK(json_query(json, "d['test_info']['Receive_post_calls']") == "100");
+    }
+    std::remove(json.c_str());
+  }
+  // Not reversed, the same client posts.
+  ProcessResult plain = run_rnicperf({"send_bw", "--loopback", "-n", "100", "-s", "4096"}, 120);
+  INFO(plain.out << plain.err);
+  REQUIRE(plain.exit_code == 0);
+  CHECK(plain.out.find(" TX depth        : 100\n") != std::string::npos);
+  CHECK(plain.out.find(" RX depth ") == std::string::npos);
+}
+
+TEST_CASE("--reversed runs endless and duration-mode runs the other way round",
+          "[e2e][reversed]") {
+  ProcessResult endless = run_rnicperf({"write_bw", "--loopback", "--reversed",
+                                        "--run_infinitely", "-D", "1", "--stop-after=2", "-s",
+                                        "1024", "--timeout=20"},
+                                       120);
+  INFO(endless.out << endless.err);
+  REQUIRE(endless.exit_code == 0);
+  // The client waits on its channel and is told of the end, as perftest's server is.
+  CHECK(endless.out.find(" Client closed connection") != std::string::npos);
+
+  ProcessResult duration = run_rnicperf(
+      {"send_bw", "--loopback", "--reversed", "-D", "2", "-s", "1024", "--timeout=20"}, 120);
+  INFO(duration.out << duration.err);
+  REQUIRE(duration.exit_code == 0);
+  CHECK(count_lines_starting(duration.out, " 1024 ") == 1);
+}
+
+TEST_CASE("--recv_post_list posts the receives in lists, one call each", "[e2e][recv_post_list]") {
+  // The client receives (--reversed) and writes the report: 32 receives at the start in 4
+  // lists of 8, then 64 more in 8 lists as they are consumed: 12 calls for 96 receives.
+  std::string json = tmp_json("recv_list");
+  ProcessResult r = run_rnicperf({"send_bw", "--loopback", "--reversed", "-n", "96", "-r", "32",
+                                  "-s", "1024", "--recv_post_list=8", "--timeout=20",
+                                  "--out_json_file=" + json},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" Recv Post List  : 8\n RX depth        : 32\n") != std::string::npos);
+  CHECK(count_lines_starting(r.out, " 1024 ") == 1);
+  CHECK(json_query(json, "d['test_info']['Recv_Post_List']") == "8");
+  CHECK(json_query(json, "d['test_info']['Receive_post_calls']") == "12");
+  CHECK(json_query(json, "d['results'][0]['n_iterations']") == "96");
+
+  // One receive per call without it: 96.
+  ProcessResult one = run_rnicperf({"send_bw", "--loopback", "--reversed", "-n", "96", "-r", "32",
+                                    "-s", "1024", "--timeout=20", "--out_json_file=" + json},
+                                   120);
+  INFO(one.out << one.err);
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.out.find("Recv Post List") == std::string::npos);
+  CHECK(json_query(json, "d['test_info']['Receive_post_calls']") == "96");
+
+  // A sweep, both sides receiving (-b): each size starts with 8 receives (2 lists of 4) and
+  // refills 12 more in 3 lists: 5 calls a size, 30 for the six sizes.
+  ProcessResult sweep = run_rnicperf({"send_bw", "--loopback", "-b", "-a", "--sweep-max=64",
+                                      "-n", "20", "-r", "8", "--recv_post_list=4", "--timeout=20",
+                                      "--out_json_file=" + json},
+                                     120);
+  INFO(sweep.out << sweep.err);
+  REQUIRE(sweep.exit_code == 0);
+  CHECK(json_query(json, "[r['MsgSize'] for r in d['results']]") == "[2, 4, 8, 16, 32, 64]");
+  CHECK(json_query(json, "d['test_info']['Receive_post_calls']") == "30");
+
+  // Duration mode refills lists for as long as the run lasts (7 does not divide the depth).
+  ProcessResult dur = run_rnicperf({"send_bw", "--loopback", "--reversed", "-D", "2", "-s",
+                                    "1024", "-r", "30", "--recv_post_list=7", "--timeout=20"},
+                                   120);
+  INFO(dur.out << dur.err);
+  REQUIRE(dur.exit_code == 0);
+  CHECK(count_lines_starting(dur.out, " 1024 ") == 1);
+  std::remove(json.c_str());
+}
+
+TEST_CASE("-U and -H dump the samples before the row, as perftest's print_report_lat",
+          "[e2e][dumps]") {
+  for (const char* test : {"write_lat", "read_lat"}) {
+    std::string json = tmp_json((std::string("dumps_") + test).c_str());
+    ProcessResult r = run_rnicperf({test, "--loopback", "-n", "40", "-U", "-H", "--timeout=20",
+                                    "--out_json_file=" + json},
+                                   120);
+    INFO(test << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto blocks = dump_blocks(r.out, "usec");
+    REQUIRE(blocks.size() == 2);
+    // -U: all 39 samples in the order taken; -H: sorted, the two largest left out.
+    REQUIRE(blocks[0].size() == 39);
+    REQUIRE(blocks[1].size() == 37);
+    CHECK(std::is_sorted(blocks[1].begin(), blocks[1].end()));
+    std::vector<double> sorted = blocks[0];
+    std::sort(sorted.begin(), sorted.end());
+    sorted.resize(37);
+    CHECK(sorted == blocks[1]);
+    // The table header, the dumps, the table header again and the row.
+    CHECK(r.out.find(" #bytes #iterations") < r.out.find("#, usec"));
+    CHECK(count_lines_starting(r.out, " #bytes #iterations    t_min[usec]") == 2);
+    const size_t last_sample = r.out.rfind("\n37, ");
+    CHECK(r.out.find(std::string(87, '-') + "\n #bytes #iterations", last_sample) !=
+          std::string::npos);
+    CHECK(r.out.find("\n 2       40 ", last_sample) != std::string::npos);
+    // The figures are those of the dumped samples (t_min the smallest; %g keeps 6 digits).
+    CHECK(std::stod(json_query(json, "d['results'][0]['t_min']")) ==
+          Approx(blocks[1].front()).epsilon(1e-5));
+    std::remove(json.c_str());
+  }
+  // With --output, perftest prints the dump and then its one number, without the table.
+  ProcessResult out = run_rnicperf(
+      {"send_lat", "--loopback", "-n", "20", "-U", "--output=latency", "--timeout=20"}, 120);
+  INFO(out.out << out.err);
+  REQUIRE(out.exit_code == 0);
+  CHECK(out.out.rfind("#, usec\n1, ", 0) == 0);
+  CHECK(dump_blocks(out.out, "usec").at(0).size() == 19);
+  CHECK(std::count(out.out.begin(), out.out.end(), '\n') == 1 + 19 + 1);
+}
+
+TEST_CASE("-C reports the latency figures in TSC cycles, or says why it cannot",
+          "[e2e][dumps]") {
+  std::string json = tmp_json("cycles");
+  ProcessResult r = run_rnicperf({"write_lat", "--loopback", "-n", "40", "-C", "-H",
+                                  "--timeout=20", "--out_json_file=" + json},
+                                 120);
+  INFO(r.out << r.err);
+  if (r.err.find("-C reports TSC cycles") != std::string::npos) {
+    // A machine without an invariant TSC: refused before anything runs.
+    CHECK(r.exit_code == 1);
+  } else {
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(" Clock           : TSC ") != std::string::npos);
+    const auto blocks = dump_blocks(r.out, "cycles");
+    REQUIRE(blocks.size() == 1);
+    REQUIRE(blocks[0].size() == 37);
+    // Whole ticks halved (write_lat reports half the round trip): no fraction but .5.
+    for (double v : blocks[0]) CHECK(v * 2 == std::floor(v * 2));
+    CHECK(json_query(json, "d['test_info']['Latency_unit']") == "cycles");
+    CHECK(std::stod(json_query(json, "d['results'][0]['t_min']")) ==
+          Approx(blocks[0].front()).epsilon(1e-5));
+    // Half a round trip through two simulated HCAs takes far more than 100 cycles.
+    CHECK(blocks[0].front() > 100);
+  }
+  std::remove(json.c_str());
+
+  setenv("RNICPERF_CLOCK", "monotonic", 1);
+  ProcessResult mono = run_rnicperf({"write_lat", "--loopback", "-n", "20", "-C"}, 60);
+  unsetenv("RNICPERF_CLOCK");
+  INFO(mono.out << mono.err);
+  CHECK(mono.exit_code == 1);
+  CHECK(mono.err ==
+        "rnicperf: -C reports TSC cycles, and this run's clock is CLOCK_MONOTONIC_RAW (no "
+        "invariant TSC, or RNICPERF_CLOCK=monotonic): use usec (no -C)\n");
 }

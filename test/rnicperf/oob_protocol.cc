@@ -75,6 +75,9 @@ TEST_CASE("parameter mismatches name the parameter and both values", "[oob]") {
   b.iterations = 50;
   CHECK(params_mismatch(a, b) == "iterations local=1000 remote=50");
   b = a;
+  b.reversed = 1;  // one side sends with --reversed, the other would too: both would wait
+  CHECK(params_mismatch(a, b) == "reversed (--reversed) local=off remote=on");
+  b = a;
   b.mtu = 4096;  // negotiated, not a mismatch
   CHECK(params_mismatch(a, b).empty());
   uint8_t wire[kTestParamsWireSize];
@@ -82,6 +85,10 @@ TEST_CASE("parameter mismatches name the parameter and both values", "[oob]") {
   TestParams c = decode_params(wire);
   CHECK(params_mismatch(a, c).empty());
   CHECK(c.mtu == 1024);
+  // --reversed crosses the wire.
+  a.reversed = 1;
+  encode_params(a, wire);
+  CHECK(decode_params(wire).reversed == 1);
 }
 
 namespace {

@@ -400,3 +400,129 @@ TEST_CASE("-h lists --run_infinitely, --cpu_util and --report-both, not --stop-a
   CHECK(help.find("      --report-both         With -b:") != std::string::npos);
   CHECK(help.find("stop-after") == std::string::npos);
 }
+
+TEST_CASE("--reversed turns a bandwidth test around: the server posts the operations",
+          "[options][reversed]") {
+  for (const char* test : {"write_bw", "send_bw", "read_bw", "atomic_bw"}) {
+    INFO(test);
+    auto server = parse({test, "--reversed"});
+    REQUIRE(server.is_ok());
+    CHECK(server->reversed);
+    CHECK(server->is_server());
+    CHECK(server->posts_operations(false));
+    auto client = parse({test, "--reversed", "10.0.0.1"});
+    REQUIRE(client.is_ok());
+    CHECK_FALSE(client->posts_operations(true));
+  }
+  // Without it the client posts, as before.
+  auto plain = parse({"write_bw"});
+  REQUIRE(plain.is_ok());
+  CHECK_FALSE(plain->reversed);
+  CHECK(plain->posts_operations(true));
+  CHECK_FALSE(plain->posts_operations(false));
+  // With -D, -a, -q, -l, -R and an endless run it is the same run the other way round.
+  CHECK(parse({"send_bw", "--reversed", "-D", "3", "-q", "2"}).is_ok());
+  CHECK(parse({"write_bw", "--reversed", "-a", "-l", "4", "-n", "64"}).is_ok());
+  CHECK(parse({"read_bw", "--reversed", "-R"}).is_ok());
+  CHECK(parse({"write_bw", "--reversed", "--run_infinitely"}).is_ok());
+}
+
+TEST_CASE("--reversed is refused in one line where it has no meaning", "[options][reversed]") {
+  CHECK(error_of({"write_lat", "--reversed"}) ==
+        "write_lat: --reversed applies to bandwidth tests (the server sends, the client "
+        "receives)");
+  CHECK(error_of({"read_lat", "--reversed"}).find("applies to bandwidth tests") !=
+        std::string::npos);
+  CHECK(error_of({"send_bw", "--reversed", "-b"}) ==
+        "send_bw: --reversed turns a one-way test around; with -b both sides send already");
+  CHECK(error_of({"write_bw", "--reversed", "--early-post=8"}) ==
+        "--early-post: the client posts in RTR; not with --reversed");
+  CHECK(error_of({"write_bw", "--reversed=1"}) == "option '--reversed' takes no value");
+}
+
+TEST_CASE("--recv_post_list follows perftest: SEND bandwidth tests, a divisor of the "
+          "iterations, within the RX depth",
+          "[options][recv_post_list]") {
+  auto d = parse({"send_bw"});
+  REQUIRE(d.is_ok());
+  CHECK(d->recv_post_list == 1);  // perftest's default: one receive per post call
+  auto r = parse({"send_bw", "--recv_post_list=8", "-n", "800"});
+  REQUIRE(r.is_ok());
+  CHECK(r->recv_post_list == 8);
+  CHECK(parse({"send_bw", "--recv_post_list", "16", "-b", "-n", "1600"})->recv_post_list == 16);
+  // Duration mode has no count to divide.
+  CHECK(parse({"send_bw", "--recv_post_list=7", "-D", "3"}).is_ok());
+  CHECK(error_of({"send_bw", "--recv_post_list=8", "-n", "100"}) ==
+        "-n 100: iterations must be a multiple of the receive post list size 8");
+  CHECK(error_of({"send_bw", "--recv_post_list=3"}) ==
+        "-n 1000: iterations must be a multiple of the receive post list size 3");
+  CHECK(error_of({"send_bw", "--recv_post_list=64", "-r", "32", "-n", "640"}) ==
+        "--recv_post_list=64: more than the RX depth 32 (-r): no list would ever be posted");
+  CHECK(error_of({"send_lat", "--recv_post_list=2"}) ==
+        "send_lat: --recv_post_list: receive post lists are supported in bandwidth tests only");
+  CHECK(error_of({"write_bw", "--recv_post_list=2"}) ==
+        "write_bw: --recv_post_list: only SEND tests post receives (send_bw)");
+}
+
+TEST_CASE("--recv_post_list refuses values that are not a list size", "[options][recv_post_list]") {
+  CHECK(error_of({"send_bw", "--recv_post_list=0"}) ==
+        "--recv_post_list 0: must be between 1 and 16384");
+  CHECK(error_of({"send_bw", "--recv_post_list=16385"}) ==
+        "--recv_post_list 16385: must be between 1 and 16384");
+  CHECK(error_of({"send_bw", "--recv_post_list=-4"}) == "--recv_post_list '-4': not a number");
+  CHECK(error_of({"send_bw", "--recv_post_list=four"}) ==
+        "--recv_post_list 'four': not a number");
+  CHECK(error_of({"send_bw", "--recv_post_list"}) == "option '--recv_post_list' needs a value");
+}
+
+TEST_CASE("-H, -U and -C are perftest's latency report options", "[options][dumps]") {
+  auto r = parse({"write_lat", "-H", "-U", "-C"});
+  REQUIRE(r.is_ok());
+  CHECK(r->report_histogram);
+  CHECK(r->report_unsorted);
+  CHECK(r->report_cycles);
+  auto l = parse({"read_lat", "--report-histogram", "--report-unsorted", "--report-cycles"});
+  REQUIRE(l.is_ok());
+  CHECK(l->report_histogram);
+  CHECK(l->report_unsorted);
+  CHECK(l->report_cycles);
+  // Grouped, as getopt takes them; none is rnicperf's --histogram.
+  auto g = parse({"send_lat", "-HUC"});
+  REQUIRE(g.is_ok());
+  CHECK((g->report_histogram && g->report_unsorted && g->report_cycles));
+  CHECK_FALSE(g->histogram);
+  // The passive server of read_lat takes them and prints nothing, as perftest's.
+  CHECK(parse({"read_lat", "-H", "-U"}).is_ok());
+}
+
+TEST_CASE("-H, -U and -C are refused in one line where there are no samples",
+          "[options][dumps]") {
+  CHECK(error_of({"write_bw", "-H"}) ==
+        "write_bw: -H (--report-histogram) is available only on latency tests");
+  CHECK(error_of({"send_bw", "-U"}) ==
+        "send_bw: -U (--report-unsorted) is available only on latency tests");
+  CHECK(error_of({"read_bw", "--report-cycles"}) ==
+        "read_bw: -C (--report-cycles) is available only on latency tests");
+  CHECK(error_of({"write_lat", "-H", "-D", "2"}) ==
+        "write_lat: -H (--report-histogram) needs the samples, which -D does not keep (use -n)");
+  CHECK(error_of({"send_lat", "-C", "-D", "2"}).find("needs the samples") != std::string::npos);
+  CHECK(error_of({"write_lat", "-C", "--histogram"}) ==
+        "-C reports cycles; --histogram and --plot are drawn in usec: not together");
+  CHECK(error_of({"write_lat", "-C", "--plot=x.svg"}).find("not together") != std::string::npos);
+  CHECK(error_of({"write_lat", "-H1"}) == "unknown option '-1' (try 'rnicperf -h')");
+  CHECK(error_of({"write_lat", "--report-cycles=1"}) == "option '--report-cycles' takes no value");
+}
+
+TEST_CASE("-h lists --reversed, --recv_post_list, -H, -U and -C", "[options][help]") {
+  const std::string help = rnicperf::usage_text();
+  CHECK(help.find("      --reversed            Reverse traffic direction - Server send to "
+                  "client\n") != std::string::npos);
+  CHECK(help.find("      --recv_post_list=<n>  Post receives in lists of <n> WRs") !=
+        std::string::npos);
+  CHECK(help.find("  -H, --report-histogram    Latency: print every sample, sorted") !=
+        std::string::npos);
+  CHECK(help.find("  -U, --report-unsorted     Latency: print every sample in the order") !=
+        std::string::npos);
+  CHECK(help.find("  -C, --report-cycles       Latency: report times in TSC cycles") !=
+        std::string::npos);
+}

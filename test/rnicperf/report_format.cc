@@ -2,7 +2,9 @@
 // Golden-format checks: the header block, address lines and both tables against literal text.
 #include <catch2/catch.hpp>
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "cpu_util.h"
 #include "report.h"
@@ -286,4 +288,33 @@ TEST_CASE("--report-both prints the local and the remote rows under perftest's t
   const std::string cpu = format_report_both(mine, theirs, BwUnit::mib_per_sec, 12.5);
   CHECK(cpu.find("MsgRate[Mpps]    CPU_Util[%]\n 4096       100 ") != std::string::npos);
   CHECK(cpu.find("0.500000\t    12.50\n") != std::string::npos);
+}
+
+TEST_CASE("--recv_post_list adds perftest's Recv Post List line after the post list",
+          "[format][recv_post_list]") {
+  HeaderInfo h;
+  h.test = {Verb::send, Kind::bandwidth};
+  h.initiator = false;
+  h.server = true;
+  h.rx_depth = 512;
+  h.recv_post_list = 8;
+  h.device = "sim0";
+  const std::string text = format_header(h);
+  CHECK(text.find(" Recv Post List  : 8\n RX depth        : 512\n") != std::string::npos);
+  h.recv_post_list = 1;
+  CHECK(format_header(h).find("Recv Post List") == std::string::npos);
+}
+
+TEST_CASE("-U and -H dumps are perftest's '#, usec' block: numbered lines of %g values",
+          "[format][dumps]") {
+  CHECK(rnicperf::sample_dump_header("usec") == "#, usec\n");
+  CHECK(rnicperf::sample_dump_header("cycles") == "#, cycles\n");
+  // Ticks over ticks per unit: at 1000 ticks/usec and a round trip halved (2000 ticks a unit).
+  const std::vector<uint64_t> ticks = {5000, 2500, 123456789, 3};
+  CHECK(rnicperf::format_sample_dump(ticks, 2000.0, 1) ==
+        "1, 2.5\n2, 1.25\n3, 61728.4\n4, 0.0015\n");
+  // A dump formatted in parts goes on numbering where the last part stopped.
+  CHECK(rnicperf::format_sample_dump(std::span(ticks).subspan(2), 1.0, 3) ==
+        "3, 1.23457e+08\n4, 3\n");
+  CHECK(rnicperf::format_sample_dump({}, 1.0, 1).empty());
 }

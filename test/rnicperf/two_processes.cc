@@ -5,9 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <string>
 #include <thread>
 
+#include "json_check.h"
 #include "subprocess.h"
 
 using namespace rnicperf_test;
@@ -186,4 +189,82 @@ TEST_CASE("an endless write_bw: the client prints interval rows, its server 'Cli
   // perftest's write_bw server prints the table header and this line, no row.
   CHECK(p.server.out.find("MsgRate[Mpps]\n Client closed connection\n---") != std::string::npos);
   CHECK(count_lines_starting(p.server.out, " 2048 ") == 0);
+}
+
+TEST_CASE("--reversed as two processes: the server posts and prints its row, the client prints "
+          "the row it is sent",
+          "[e2e][udp][reversed]") {
+  for (bool cm : {false, true}) {
+    std::vector<std::string> args = {"write_bw", "--reversed", "-n", "100", "-s", "4096"};
+    if (cm) args.push_back("-R");  // the CM roles stay the TCP roles
+    Pair p = run_pair(args, args);
+    INFO("-R " << cm << "\nserver:\n"
+               << p.server.out << p.server.err << "\nclient:\n"
+               << p.client.out << p.client.err);
+    REQUIRE(p.client.exit_code == 0);
+    REQUIRE(p.server.exit_code == 0);
+    CHECK(p.server.out.find("* Waiting for client to connect... *") != std::string::npos);
+    CHECK(p.server.out.find(" TX depth        : 100\n") != std::string::npos);
+    CHECK(p.client.out.find(" TX depth ") == std::string::npos);
+    CHECK(count_lines_starting(p.server.out, " 4096 ") == 1);
+    CHECK(count_lines_starting(p.client.out, " 4096 ") == 1);
+  }
+}
+
+TEST_CASE("--reversed send_bw: the client receives, in lists with --recv_post_list",
+          "[e2e][udp][reversed][recv_post_list]") {
+  const std::string server_json = tmp_json("reversed_server");
+  const std::string client_json = tmp_json("reversed_client");
+  const std::vector<std::string> args = {"send_bw", "--reversed", "-n", "100", "-s", "1024",
+                                         "-r", "20", "--recv_post_list=4"};
+  std::vector<std::string> server = args, client = args;
+  server.push_back("--out_json_file=" + server_json);
+  client.push_back("--out_json_file=" + client_json);
+  Pair p = run_pair(server, client);
+  INFO("server:\n" << p.server.out << p.server.err << "\nclient:\n" << p.client.out << p.client.err);
+  REQUIRE(p.client.exit_code == 0);
+  REQUIRE(p.server.exit_code == 0);
+  CHECK(p.client.out.find(" Recv Post List  : 4\n RX depth        : 20\n") != std::string::npos);
+  CHECK(p.server.out.find(" RX depth ") == std::string::npos);
+  // 20 receives in 5 lists at the start, then 80 in 20 lists as they are consumed.
+  CHECK(json_query(client_json, "d['test_info']['Receive_post_calls']") == "25");
+  CHECK(json_query(client_json, "d['results'][0]['n_iterations']") == "100");
+  CHECK(json_query(server_json, "'Receive_post_calls' in d['test_info']") == "False");
+  CHECK(count_lines_starting(p.server.out, " 1024 ") == 1);
+  CHECK(count_lines_starting(p.client.out, " 1024 ") == 1);
+  std::remove(server_json.c_str());
+  std::remove(client_json.c_str());
+}
+
+TEST_CASE("--reversed on one side only is a mismatch named on both sides", "[e2e][errors]") {
+  Pair p = run_pair({"write_bw", "--reversed"}, {"write_bw"});
+  CHECK(p.server.exit_code == 1);
+  CHECK(p.client.exit_code == 1);
+  CHECK(p.server.err == "rnicperf: parameter mismatch: reversed (--reversed) local=on remote=off\n");
+  CHECK(p.client.err == "rnicperf: parameter mismatch: reversed (--reversed) local=off remote=on\n");
+}
+
+TEST_CASE("an endless --reversed write_bw: the server stops cleanly on SIGINT, its client "
+          "prints 'Client closed connection'",
+          "[two_processes][run_infinitely][reversed]") {
+  const std::string port = std::to_string(free_port());
+  Child server({rnicperf_bin(), "write_bw", "--reversed", "--run_infinitely", "-D", "1", "-s",
+                "2048", "-p", port, "--timeout=20"});
+  Child client({rnicperf_bin(), "write_bw", "--reversed", "--run_infinitely", "-D", "1", "-s",
+                "2048", "-p", port, "--timeout=20", "--retry-connect", "127.0.0.1"});
+  // The server posts and prints the interval rows: two of them, then the signal.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (count_lines_starting(server.out_so_far(), " 2048 ") < 2 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server.signal(SIGINT);
+  ProcessResult s = server.wait(60);
+  ProcessResult c = client.wait(60);
+  INFO("server:\n" << s.out << s.err << "\nclient:\n" << c.out << c.err);
+  REQUIRE_FALSE(s.timed_out);
+  CHECK(s.exit_code == 0);
+  CHECK(c.exit_code == 0);
+  CHECK(count_lines_starting(s.out, " 2048 ") >= 2);
+  CHECK(s.out.find("\n User stopped traffic\n") != std::string::npos);
+  CHECK(c.out.find("MsgRate[Mpps]\n Client closed connection\n---") != std::string::npos);
 }

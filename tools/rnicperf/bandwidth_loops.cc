@@ -87,7 +87,9 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     }
     tx[q].until_signal = cq_mod;
   }
-  std::vector<uint64_t> recvs_posted(receiver ? nqp : 0, c.ep.rx_depth());
+  // Each run (size) starts with receives_at_start() posted per QP (refill_receives).
+  std::vector<RecvRefill> refill(receiver ? nqp : 0,
+                                 RecvRefill(c.ep.recv_list(), c.ep.receives_at_start(), per_qp));
 
   StallGuard guard(c.clock, c.stall_ticks);
   const DurationWindow window =
@@ -192,10 +194,9 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
             return completion_error(test, wc[i]);
           const size_t q = wc[i].wr_id;
           c.ep.recv_completed(q);
-          if (recvs_posted[q] < per_qp) {
-            if (Errc e = c.ep.post_recv(q); e != Errc::ok) [[unlikely]]
+          if (refill[q].completed()) {
+            if (Errc e = c.ep.post_recv_list(q); e != Errc::ok) [[unlikely]]
               return post_error(test, "post receive", c.ep.qp(q).qpn(), e);
-            ++recvs_posted[q];
           }
         }
         tot_received += static_cast<uint64_t>(n);

@@ -221,8 +221,28 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   recvs_done_.assign(o.num_qps, 0);
   if (receives) {
     recv_size_ = std::max<uint64_t>(max_size, 1);
+    // --recv_post_list: every QP's list of receives, built once (options.cc keeps the list
+    // within the RX depth).
+    recv_list_ = std::clamp<uint32_t>(o.recv_post_list, 1, std::max<uint32_t>(rx_depth_, 1));
+    recv_sges_.clear();
+    recv_wrs_.clear();
+    recv_sges_.reserve(size_t{o.num_qps} * recv_list_);
+    recv_wrs_.reserve(size_t{o.num_qps} * recv_list_);
     for (uint32_t i = 0; i < o.num_qps; ++i)
-      for (uint32_t k = 0; k < rx_depth_ + extra_recvs; ++k)
+      for (uint32_t k = 0; k < recv_list_; ++k)
+        recv_sges_.push_back(regions_[i].mr->sge(half_, static_cast<uint32_t>(recv_size_)));
+    for (uint32_t i = 0; i < o.num_qps; ++i)
+      for (uint32_t k = 0; k < recv_list_; ++k) {
+        rnicdv::RecvWr wr;
+        wr.wr_id = i;
+        wr.sg_list = &recv_sges_[size_t{i} * recv_list_ + k];
+        wr.num_sge = 1;
+        recv_wrs_.push_back(wr);
+      }
+    RNICDV_TRY(refill_receives());
+    // Early-posted sends' extra receives, beyond the RX depth.
+    for (uint32_t i = 0; i < o.num_qps; ++i)
+      for (uint32_t k = 0; k < extra_recvs; ++k)
         if (Errc e = post_recv(i); e != Errc::ok)
           return Status::error(e, "post receive on QP %#x: %s", qps_[i].qpn(),
                                rnicdv::errc_name(e));
@@ -237,15 +257,26 @@ rnicdv::Errc TestEndpoint::post_recv(size_t i) noexcept {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   const Errc e = qps_[i].post_recv(wr);
+  ++recv_post_calls_;
   if (e == Errc::ok) ++recvs_posted_[i];
+  return e;
+}
+
+rnicdv::Errc TestEndpoint::post_recv_list(size_t i) noexcept {
+  size_t bad = recv_list_;
+  const Errc e = qps_[i].post_recv(std::span(&recv_wrs_[i * recv_list_], recv_list_), &bad);
+  ++recv_post_calls_;
+  // The WRs before the bad one were posted (libibverbs' bad_wr rule).
+  recvs_posted_[i] += e == Errc::ok ? recv_list_ : std::min<size_t>(bad, recv_list_);
   return e;
 }
 
 Status TestEndpoint::refill_receives() {
   if (recv_size_ == 0) return Status::ok();
+  const uint32_t target = receives_at_start();
   for (size_t i = 0; i < qps_.size(); ++i) {
-    while (recvs_posted_[i] - recvs_done_[i] < rx_depth_) {
-      if (Errc e = post_recv(i); e != Errc::ok)
+    while (recvs_posted_[i] - recvs_done_[i] + recv_list_ <= target) {
+      if (Errc e = post_recv_list(i); e != Errc::ok)
         return Status::error(e, "post receive on QP %#x: %s", qps_[i].qpn(),
                              rnicdv::errc_name(e));
     }

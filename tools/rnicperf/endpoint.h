@@ -80,10 +80,20 @@ class TestEndpoint {
   // Posts one receive into QP i's receive half, as large as the largest message of the run,
   // so a receive left over from one size of a sweep (-a) takes any later size.
   rnicdv::Errc post_recv(size_t i) noexcept;
+  // --recv_post_list: recv_list() such receives in one post call (a chained list, as
+  // perftest's ibv_post_recv of its rwr array). The WRs are built once, in create().
+  rnicdv::Errc post_recv_list(size_t i) noexcept;
+  uint32_t recv_list() const { return recv_list_; }
+  // Receives outstanding on each QP when a run (one size) starts: the RX depth in whole
+  // lists, as perftest's ctx_set_recv_wqes posts rx_depth / recv_post_list lists.
+  uint32_t receives_at_start() const { return rx_depth_ / recv_list_ * recv_list_; }
+  // Receive post calls made on all QPs (each list is one).
+  uint64_t recv_post_calls() const { return recv_post_calls_; }
   // A receive of QP i completed (the loops call this for every receive completion).
   void recv_completed(size_t i) noexcept { ++recvs_done_[i]; }
-  // Brings every QP back to rx_depth outstanding receives: before each size of a sweep, as
-  // perftest re-posts its receive queue per size. The loops assume rx_depth are posted.
+  // Brings every QP back to receives_at_start() outstanding receives, in lists of
+  // recv_list(): before each size of a sweep, as perftest re-posts its receive queue per
+  // size. The loops assume that many are posted.
   rnicdv::Status refill_receives();
 
   ~TestEndpoint();
@@ -112,6 +122,10 @@ class TestEndpoint {
   uint32_t rx_depth_ = 0;
   uint64_t recv_size_ = 0;
   std::vector<uint64_t> recvs_posted_, recvs_done_;  // per QP, over the whole run
+  uint32_t recv_list_ = 1;
+  std::vector<rnicdv::Sge> recv_sges_;     // QP i's list: [i * recv_list_, (i + 1) * recv_list_)
+  std::vector<rnicdv::RecvWr> recv_wrs_;  // likewise
+  uint64_t recv_post_calls_ = 0;
   uint8_t qp_timeout_ = 14;
   bool dpdk_memory_ = false;
   bool hugepages_ = false;

@@ -160,9 +160,11 @@ int main(int argc, char** argv) {
     if (Status st = rnicperf::report_first_reply(o, r.value()); !st) return fail(st);
     return 0;
   }
-  // The server of an endless run waits on its control channel for the client's end, and a
-  // signal there has its default effect, as in perftest.
-  if (o.run_infinitely && (o.loopback || !o.server.empty())) install_stop_handlers();
+  // The passive end of an endless run (the server; the client with --reversed) waits on its
+  // control channel for the sender's end, and a signal there has its default effect, as in
+  // perftest.
+  if (o.run_infinitely && (o.loopback || o.posts_operations(!o.server.empty())))
+    install_stop_handlers();
   if (!o.plot.empty()) return run_and_plot(o, device);
   return run(o, device);
 }

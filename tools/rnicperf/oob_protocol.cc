@@ -107,19 +107,20 @@ TestParams params_from_options(const Options& o, uint32_t mtu_bytes) {
   p.early_post = o.early_post;
   p.mtu = mtu_bytes;
   p.post_list = o.post_list;
+  p.reversed = o.reversed;
   return p;
 }
 
 void encode_params(const TestParams& p, uint8_t out[kTestParamsWireSize]) {
-  const uint64_t fields[14] = {p.verb,       p.kind,       p.size,     p.all_sizes, p.sweep_max,
+  const uint64_t fields[15] = {p.verb,       p.kind,       p.size,     p.all_sizes, p.sweep_max,
                                p.iterations, p.duration_s, p.margin_s, p.num_qps,   p.bidirectional,
-                               p.rdma_cm,    p.early_post, p.mtu,      p.post_list};
-  for (int i = 0; i < 14; ++i) put_be64(out + 8 * i, fields[i]);
+                               p.rdma_cm,    p.early_post, p.mtu,      p.post_list, p.reversed};
+  for (int i = 0; i < 15; ++i) put_be64(out + 8 * i, fields[i]);
 }
 
 TestParams decode_params(const uint8_t in[kTestParamsWireSize]) {
-  uint64_t f[14];
-  for (int i = 0; i < 14; ++i) f[i] = get_be64(in + 8 * i);
+  uint64_t f[15];
+  for (int i = 0; i < 15; ++i) f[i] = get_be64(in + 8 * i);
   TestParams p;
   p.verb = static_cast<uint32_t>(f[0]);
   p.kind = static_cast<uint32_t>(f[1]);
@@ -135,6 +136,7 @@ TestParams decode_params(const uint8_t in[kTestParamsWireSize]) {
   p.early_post = static_cast<uint32_t>(f[11]);
   p.mtu = static_cast<uint32_t>(f[12]);
   p.post_list = static_cast<uint32_t>(f[13]);
+  p.reversed = static_cast<uint32_t>(f[14]);
   return p;
 }
 
@@ -164,6 +166,7 @@ std::string params_mismatch(const TestParams& l, const TestParams& r) {
   if (l.bidirectional != r.bidirectional)
     return on_off("bidirectional (-b)", l.bidirectional, r.bidirectional);
   if (l.rdma_cm != r.rdma_cm) return on_off("rdma_cm (-R)", l.rdma_cm, r.rdma_cm);
+  if (l.reversed != r.reversed) return on_off("reversed (--reversed)", l.reversed, r.reversed);
   return {};
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace rnicperf {
 
@@ -65,6 +66,11 @@ enum class Opt : uint8_t {
   run_infinitely,
   cpu_util,
   report_both,
+  reversed,
+  recv_post_list,
+  report_histogram,
+  report_unsorted,
+  report_cycles,
   stop_after,
 };
 
@@ -92,6 +98,8 @@ constexpr OptSpec kOpts[] = {
      "Measure bidirectional bandwidth (default unidirectional)"},
     {'c', "connection", true, Opt::connection, Section::perftest, "<type>",
      "Connection type: RC (the only one)"},
+    {'C', "report-cycles", false, Opt::report_cycles, Section::perftest, nullptr,
+     "Latency: report times in TSC cycles instead of usec"},
     {'d', "ib-dev", true, Opt::device, Section::perftest, "<dev>",
      "Use device <dev> (default: first real device, else sim0)"},
     {'D', "duration", true, Opt::duration, Section::perftest, "<sec>",
@@ -104,6 +112,8 @@ constexpr OptSpec kOpts[] = {
      "Do not warn when the CPU frequency is not at its maximum"},
     {'h', "help", false, Opt::help, Section::perftest, nullptr,
      "Show this help screen"},
+    {'H', "report-histogram", false, Opt::report_histogram, Section::perftest, nullptr,
+     "Latency: print every sample, sorted (the two largest left\nout), before the result row"},
     {'I', "inline_size", true, Opt::inline_size, Section::perftest, "<size>",
      "Max size of message to be sent inline (lat: 220 write, 236 send)"},
     {'l', "post_list", true, Opt::post_list, Section::perftest, "<n>",
@@ -130,12 +140,18 @@ constexpr OptSpec kOpts[] = {
      "Send queue depth (default 128 bw, 1 lat)"},
     {'u', "qp-timeout", true, Opt::qp_timeout, Section::perftest, "<t>",
      "QP ACK timeout 4.096 us * 2^t (default 14)"},
+    {'U', "report-unsorted", false, Opt::report_unsorted, Section::perftest, nullptr,
+     "Latency: print every sample in the order taken, before the\nresult row"},
     {'V', "version", false, Opt::version, Section::perftest, nullptr,
      "Show the version"},
     {'x', "gid-index", true, Opt::gid_index, Section::perftest, "<n>",
      "GID index to use: the device's own (printed as GID index)"},
     {0, "report_gbits", false, Opt::report_gbits, Section::perftest, nullptr,
      "Report bandwidth in Gb/sec instead of MB/sec (2^20 B)"},
+    {0, "recv_post_list", true, Opt::recv_post_list, Section::perftest, "<n>",
+     "Post receives in lists of <n> WRs, one call each (send_bw)"},
+    {0, "reversed", false, Opt::reversed, Section::perftest, nullptr,
+     "Reverse traffic direction - Server send to client\n(bandwidth tests)"},
     {0, "output", true, Opt::output, Section::perftest, "<what>",
      "Print only one number per size: bandwidth or message_rate\n(bandwidth tests), latency (latency tests: t_typical)"},
     {0, "use_hugepages", false, Opt::use_hugepages, Section::perftest, nullptr,
@@ -420,6 +436,20 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
     case Opt::report_both:
       opts.report_both = true;
       return Status::ok();
+    case Opt::reversed:
+      opts.reversed = true;
+      return Status::ok();
+    case Opt::recv_post_list:
+      return number(1, kMaxRxDepth, opts.recv_post_list);
+    case Opt::report_histogram:
+      opts.report_histogram = true;
+      return Status::ok();
+    case Opt::report_unsorted:
+      opts.report_unsorted = true;
+      return Status::ok();
+    case Opt::report_cycles:
+      opts.report_cycles = true;
+      return Status::ok();
     case Opt::stop_after:
       return number(1, 1000000, opts.stop_after);
   }
@@ -654,6 +684,63 @@ Status resolve_defaults(Options& o) {
                          "%s: -e is not an option of the write tests (their loops poll memory "
                          "and the send CQ, as perftest's do)",
                          name);
+  // -H, -U, -C: perftest takes -C in latency tests only and refuses -H and -U in bandwidth
+  // tests; all three read the samples of an iteration run, which -D does not keep (perftest
+  // ignores them there).
+  for (const auto& [given, spelled] :
+       {std::pair{o.report_histogram, "-H (--report-histogram)"},
+        std::pair{o.report_unsorted, "-U (--report-unsorted)"},
+        std::pair{o.report_cycles, "-C (--report-cycles)"}}) {
+    if (!given) continue;
+    if (bw)
+      return Status::error(Errc::invalid_argument, "%s: %s is available only on latency tests",
+                           name, spelled);
+    if (o.duration_s > 0)
+      return Status::error(Errc::invalid_argument,
+                           "%s: %s needs the samples, which -D does not keep (use -n)", name,
+                           spelled);
+  }
+  if (o.report_cycles && (o.histogram || !o.plot.empty()))
+    return Status::error(Errc::invalid_argument,
+                         "-C reports cycles; --histogram and --plot are drawn in usec: not together");
+
+  if (o.recv_post_list > 1) {
+    if (!bw)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --recv_post_list: receive post lists are supported in bandwidth "
+                           "tests only",
+                           name);
+    if (o.test.verb != Verb::send)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --recv_post_list: only SEND tests post receives (send_bw)", name);
+    if (o.duration_s == 0 && o.iterations % o.recv_post_list != 0)
+      return Status::error(Errc::invalid_argument,
+                           "-n %llu: iterations must be a multiple of the receive post list size "
+                           "%u",
+                           static_cast<unsigned long long>(o.iterations), o.recv_post_list);
+    if (o.recv_post_list > o.rx_depth)
+      return Status::error(Errc::invalid_argument,
+                           "--recv_post_list=%u: more than the RX depth %u (-r): no list would "
+                           "ever be posted",
+                           o.recv_post_list, o.rx_depth);
+  }
+
+  if (o.reversed) {
+    if (!bw)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --reversed applies to bandwidth tests (the server sends, the "
+                           "client receives)",
+                           name);
+    if (o.bidirectional)
+      return Status::error(Errc::invalid_argument,
+                           "%s: --reversed turns a one-way test around; with -b both sides send "
+                           "already",
+                           name);
+    if (o.early_post > 0)
+      return Status::error(Errc::invalid_argument,
+                           "--early-post: the client posts in RTR; not with --reversed");
+  }
+
   if (o.use_hugepages && o.dpdk_mem)
     return Status::error(Errc::invalid_argument, "--use_hugepages and --dpdk-mem exclude each other");
   if (o.output == Options::Output::latency && bw)

@@ -81,6 +81,16 @@ struct Options {
   uint32_t stop_after = 0;  // hidden --stop-after: stop after this many intervals (tests)
   bool cpu_util = false;     // --cpu_util: CPU_Util[%] column (duration mode)
   bool report_both = false;  // --report-both: with -b, the local and remote rows as well
+  // --reversed: the server sends and the client receives (bandwidth tests). The side that
+  // posts the test's operations is then the one without a server address (perftest swaps its
+  // "machine"); the TCP roles, and the CM's with -R, stay as they are.
+  bool reversed = false;
+  uint32_t recv_post_list = 1;  // --recv_post_list: receives posted in lists of n (send_bw)
+  // -H, -U, -C (latency tests): perftest's raw sample dumps, sorted and unsorted, and every
+  // latency figure of the run in TSC cycles instead of usec.
+  bool report_histogram = false;
+  bool report_unsorted = false;
+  bool report_cycles = false;
 
   // What the user set explicitly (a default may depend on it).
   bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;
@@ -90,6 +100,9 @@ struct Options {
   bool version = false;
 
   bool is_server() const { return server.empty() && !loopback; }
+  // Whether the side with this TCP role posts the test's operations: perftest's CLIENT
+  // "machine", the TCP client unless --reversed.
+  bool posts_operations(bool tcp_client) const { return tcp_client != reversed; }
 };
 
 // Parses `rnicperf <test> [options] [server]`. argv[0] is the program name. Errors are one

@@ -16,6 +16,9 @@
 //   send_bw    a handshake once the receives are posted (per size with -a, and one after
 //              each size then), a last handshake; "done"
 //
+// With --reversed (both sides given it) the server posts and the client is posted to, as
+// perftest swaps its "machine"; each exchange keeps its TCP order.
+//
 // Nothing is negotiated, as between two perftest ends: both are given the same size (or -a)
 // and iterations. perftest's exchange has no room for rnicperf's extras (early posting,
 // first reply), nor for -b, -D, -q and -R, which perftest exchanges differently.
@@ -100,6 +103,7 @@ Status Session::run_with_perftest() {
     st = perftest_send_bw(sizes, base);
   if (!st) return st;
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
+  if (ep_->recv_post_calls() > 0) json_.set_receive_post_calls(ep_->recv_post_calls());
   if (o_.out_json && !s_.quiet) RNICDV_TRY(json_.write(o_.json_path));
   return Status::ok();
 }
@@ -129,7 +133,7 @@ Status Session::perftest_write_bw(const std::vector<uint64_t>& sizes, RunContext
   const PeerRecord mine = ep_->local_records()[0];
   PeerRecord theirs;
   print(bandwidth_table_header(unit_));
-  if (s_.client) {
+  if (sends()) {
     for (uint64_t size : sizes) {
       RunContext c = base;
       c.size = size;
@@ -162,7 +166,7 @@ Status Session::perftest_send_bw(const std::vector<uint64_t>& sizes, RunContext&
     c.size = size;
     // The server's receives are posted before it answers this handshake: the client sends
     // as soon as it has the answer.
-    if (!s_.client) RNICDV_TRY(ep_->refill_receives());
+    if (!sends()) RNICDV_TRY(ep_->refill_receives());
     RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
     progress_.store(0, std::memory_order_relaxed);
     RNICDV_TRY(bandwidth_size(c));

@@ -84,6 +84,7 @@ std::string format_header(const HeaderInfo& h) {
   out += kv("ibv_wr* API", "OFF") + "\n";
   if (h.initiator) out += kv("TX depth", std::to_string(h.tx_depth)) + "\n";
   if (h.post_list > 1) out += kv("Post List", std::to_string(h.post_list)) + "\n";
+  if (h.recv_post_list > 1) out += kv("Recv Post List", std::to_string(h.recv_post_list)) + "\n";
   if (h.test.verb == Verb::send && h.rx_depth > 0 && (h.server || h.bidirectional))
     out += kv("RX depth", std::to_string(h.rx_depth)) + "\n";
   if (bw) out += kv("CQ Moderation", std::to_string(h.cq_mod)) + "\n";
@@ -218,6 +219,20 @@ std::string format_histogram(const Histogram& h, int rtt_factor) {
     out += std::string(bar_len, '#');
     out += '\n';
   }
+  return out;
+}
+
+std::string sample_dump_header(const char* unit) {
+  return fmt("#, %s\n", unit);
+}
+
+std::string format_sample_dump(std::span<const uint64_t> ticks, double ticks_per_unit,
+                               uint64_t first_number) {
+  std::string out;
+  out.reserve(ticks.size() * 16);
+  for (size_t i = 0; i < ticks.size(); ++i)
+    out += fmt("%llu, %g\n", static_cast<unsigned long long>(first_number + i),
+               static_cast<double>(ticks[i]) / ticks_per_unit);
   return out;
 }
 

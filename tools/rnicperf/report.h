@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "stats.h"
@@ -28,6 +29,7 @@ struct HeaderInfo {
   std::string transport_type = "IB";  // perftest prints IB for RoCE as well
   uint32_t tx_depth = 1;
   uint32_t post_list = 1;
+  uint32_t recv_post_list = 1;  // --recv_post_list: a "Recv Post List" line above 1
   uint32_t rx_depth = 0;  // SEND tests on the receiving side
   uint32_t cq_mod = 1;
   uint32_t mtu_bytes = 1024;
@@ -93,6 +95,14 @@ inline constexpr const char* kClientClosed = " Client closed connection\n";
 
 // --histogram.
 std::string format_histogram(const Histogram& h, int rtt_factor);
+
+// -U and -H: perftest's raw sample dumps (print_report_lat). A header line naming the unit,
+// "#, usec" ("#, cycles" with -C), then one line per sample, "<number>, <value>", the value
+// the sample's ticks over `ticks_per_unit` (%g, as perftest prints it), numbered from
+// `first_number` (1 for the first sample; a long dump is formatted in parts).
+std::string sample_dump_header(const char* unit);
+std::string format_sample_dump(std::span<const uint64_t> ticks, double ticks_per_unit,
+                               uint64_t first_number);
 
 // --early-post: the batch posted in RTR beside the same batch posted after establishment.
 struct EarlyPostRow {

@@ -91,6 +91,7 @@ std::string JsonReport::text() const {
   w.field("Using_SRQ", "OFF");
   if (h.initiator) w.field("TX_depth", h.tx_depth);
   if (h.post_list > 1) w.field("Post_List", h.post_list);
+  if (h.recv_post_list > 1) w.field("Recv_Post_List", h.recv_post_list);
   if (h.test.verb == Verb::send && h.rx_depth > 0 && (h.server || h.bidirectional))
     w.field("RX_depth", h.rx_depth);
   if (h.test.kind == Kind::bandwidth) w.field("CQ_Moderation", h.cq_mod);
@@ -109,11 +110,12 @@ std::string JsonReport::text() const {
   if (!h.buffers.empty()) w.field("Buffers", h.buffers);
   if (!h.clock.empty()) w.field("Clock", h.clock);
   if (completion_events_) w.field("Completion_events", *completion_events_);
+  if (receive_post_calls_) w.field("Receive_post_calls", *receive_post_calls_);
   if (!date_.empty()) w.field("Date", date_);
   if (h.test.kind == Kind::bandwidth)
     w.field("BW_unit", unit_ == BwUnit::mib_per_sec ? "MiB/sec" : "Gb/sec");
   else
-    w.field("Latency_unit", "usec");
+    w.field("Latency_unit", latency_unit_);
   w.end_object();
 
   w.key("local_address").begin_array();

@@ -29,6 +29,11 @@ class JsonReport {
   void set_completion_events(uint64_t n) { completion_events_ = n; }
   // When the run started, "2026-12-06 17:30:05 UTC" (test_info's Date; left out when unset).
   void set_date(std::string date) { date_ = std::move(date); }
+  // A receiving side: its receive post calls over the run (test_info's Receive_post_calls),
+  // which --recv_post_list divides by its list size.
+  void set_receive_post_calls(uint64_t n) { receive_post_calls_ = n; }
+  // -C: the latency figures are in cycles (test_info's Latency_unit; "usec" by default).
+  void set_latency_unit(std::string unit) { latency_unit_ = std::move(unit); }
 
   std::string text() const;
   // Writes atomically (a temporary file renamed over `path`).
@@ -52,8 +57,10 @@ class JsonReport {
   std::string early_op_;
   uint64_t early_size_ = 0;
   std::optional<uint64_t> completion_events_;
+  std::optional<uint64_t> receive_post_calls_;
   std::string error_;
   std::string date_;
+  std::string latency_unit_ = "usec";
 };
 
 // Writes `doc` to `path` through a temporary file and a rename (never a half-written report).

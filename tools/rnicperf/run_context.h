@@ -101,6 +101,35 @@ class StallGuard {
   uint64_t since_ = 0;
 };
 
+// A receiving QP's refill in a bandwidth run (perftest's run_iter_bw_server): receives are
+// posted in lists of `list` WRs, one post call each (--recv_post_list; 1 by default). Each
+// receive completion leaves one more slot unused; once `list` are unused, and the run still
+// expects that many receives beyond those posted, one list is posted.
+class RecvRefill {
+ public:
+  // `posted`: receives posted for this run so far (those outstanding at its start);
+  // `expected`: receives the run consumes in all (UINT64_MAX in duration mode).
+  RecvRefill(uint32_t list, uint64_t posted, uint64_t expected) noexcept
+      : list_(list), posted_(posted), expected_(expected) {}
+  // One receive completed; true when a list of list() WRs is to be posted now (counted as
+  // posted: a failed post ends the run).
+  bool completed() noexcept {
+    ++unused_;
+    if (unused_ < list_ || posted_ > expected_ || expected_ - posted_ < list_) return false;
+    unused_ -= list_;
+    posted_ += list_;
+    return true;
+  }
+  uint32_t list() const noexcept { return list_; }
+  uint64_t posted() const noexcept { return posted_; }
+
+ private:
+  uint32_t list_;
+  uint64_t posted_;
+  uint64_t expected_;
+  uint64_t unused_ = 0;
+};
+
 // Cold-path errors.
 rnicdv::Status completion_error(const char* test, const rnicdv::Completion& wc);
 rnicdv::Status post_error(const char* test, const char* what, uint32_t qpn, rnicdv::Errc e);

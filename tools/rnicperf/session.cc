@@ -51,6 +51,18 @@ Status Session::connect_control() {
 }
 
 Status Session::run() {
+  if (o_.report_cycles) {
+    // perftest's cycles are its get_cycles(), the TSC: rnicperf's ticks are that only when
+    // the clock is the TSC (they are nanoseconds otherwise).
+    if (clock_.source() != Clock::Source::tsc) {
+      s_.channel = OobChannel();  // a loopback peer waiting for the hello stops now
+      return Status::error(Errc::invalid_argument,
+                           "-C reports TSC cycles, and this run's clock is %s (no invariant "
+                           "TSC, or RNICPERF_CLOCK=monotonic): use usec (no -C)",
+                           clock_.description());
+    }
+    json_.set_latency_unit("cycles");
+  }
   if (!s_.quiet && !o_.cpu_freq_f) {
     std::string warning = cpu_frequency_warning(read_cpuinfo());
     if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
@@ -135,18 +147,20 @@ Status Session::run() {
 
   RNICDV_TRY(oob_->barrier(kFinished));
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
+  if (ep_->recv_post_calls() > 0) json_.set_receive_post_calls(ep_->recv_post_calls());
   if (o_.out_json && !s_.quiet) RNICDV_TRY(json_.write(o_.json_path));
   return Status::ok();
 }
 
 Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_t mtu) {
   const bool receives = o_.test.verb == Verb::send &&
-                        (o_.test.kind == Kind::latency || !s_.client || o_.bidirectional);
+                        (o_.test.kind == Kind::latency || !sends() || o_.bidirectional);
   RNICDV_TRY(ep_->create(o_, max_size, receives, early_recvs));
   header_.test = o_.test;
   header_.bidirectional = o_.bidirectional;
   header_.initiator = initiator();
-  header_.server = !s_.client;
+  header_.server = !sends();  // perftest's header follows the "machine", not the TCP role
+  header_.recv_post_list = o_.recv_post_list;
   header_.num_qps = o_.num_qps;
   header_.tx_depth = o_.tx_depth;
   header_.post_list = o_.post_list;
@@ -256,14 +270,22 @@ Status Session::latency_size(RunContext& c) {
   const size_t n = c.iterations;
   deltas_.resize(n - 1);
   deltas_from_posts(std::span(tposted_.data(), n), deltas_);
+  // -C: every figure in clock ticks, which are TSC cycles (Session::run checks the clock).
+  const double ticks_per_unit = o_.report_cycles ? 1.0 : clock_.ticks_per_us();
+  // -U: every sample in the order taken, before they are sorted (perftest's print_report_lat).
+  if (o_.report_unsorted) dump_samples(deltas_, ticks_per_unit * rtt);
   // The distribution goes to the JSON with --histogram (which also prints the histogram) and
   // with --plot (which draws it from the JSON).
   const bool keep_distribution = o_.histogram || !o_.plot.empty();
   std::optional<Histogram> hist;
   if (keep_distribution) hist = make_histogram(deltas_, clock_.ticks_per_us(), rtt);
-  LatencyResult r = compute_latency(deltas_, clock_.ticks_per_us(), rtt, c.size, c.iterations);
+  LatencyResult r = compute_latency(deltas_, ticks_per_unit, rtt, c.size, c.iterations);
   std::optional<Cdf> cdf;  // compute_latency left deltas_ sorted
   if (keep_distribution) cdf = make_cdf(deltas_, clock_.ticks_per_us(), rtt);
+  // -H: the sorted samples the figures are over (the two largest left out, as perftest).
+  if (o_.report_histogram) dump_samples(std::span(deltas_.data(), r.samples), ticks_per_unit * rtt);
+  // After a dump, perftest prints the table's header again above the row.
+  if (o_.report_unsorted || o_.report_histogram) print(result_line() + latency_table_header());
   print(format_latency_row(r));
   print_value(Options::Output::latency, r.t_typical);
   json_.add(r, hist ? &*hist : nullptr, cdf ? &*cdf : nullptr);
@@ -288,7 +310,7 @@ Status Session::bandwidth_size(RunContext& c) {
     return Status::ok();
   }
   const bool sender = initiator();
-  const bool receiver = o_.test.verb == Verb::send && (!s_.client || o_.bidirectional);
+  const bool receiver = o_.test.verb == Verb::send && (!sends() || o_.bidirectional);
   if (o_.warm_up && sender && !o_.duration_s) {
     // perftest's --perform_warm_up: one TX depth of one-sided posts, completed and not
     // measured, so the first measured posts find warm caches and translations.

@@ -4,10 +4,12 @@
 // perftest peer (perftest_peer.cc: perftest's exchange, message for message).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,18 @@ class Session {
     std::fputs(text.c_str(), s_.out);
     std::fflush(s_.out);
   }
+  // -U, -H: perftest prints its sample dumps whatever --output says; the quiet loopback end
+  // prints nothing. Written in parts, so a long run's dump needs no text of its full size.
+  void dump_samples(std::span<const uint64_t> ticks, double ticks_per_unit) {
+    if (s_.quiet) return;
+    constexpr size_t kPart = 4096;
+    std::fputs(sample_dump_header(o_.report_cycles ? "cycles" : "usec").c_str(), s_.out);
+    for (size_t at = 0; at < ticks.size(); at += kPart) {
+      const auto part = ticks.subspan(at, std::min(kPart, ticks.size() - at));
+      std::fputs(format_sample_dump(part, ticks_per_unit, at + 1).c_str(), s_.out);
+    }
+    std::fflush(s_.out);
+  }
   // --output: the one number perftest prints per size instead of the tables ("%lf").
   void print_value(Options::Output what, double value) {
     if (s_.quiet || o_.output != what) return;
@@ -87,16 +101,20 @@ class Session {
     print_value(Options::Output::bandwidth, r.bw_avg);
     print_value(Options::Output::message_rate, r.msg_rate);
   }
-  bool initiator() const { return s_.client || o_.bidirectional; }
+  // This side posts the test's operations (perftest's CLIENT "machine"): the client, or the
+  // server with --reversed. s_.client itself is the TCP role: who connects and who writes
+  // first in each exchange.
+  bool sends() const { return o_.posts_operations(s_.client); }
+  bool initiator() const { return sends() || o_.bidirectional; }
   // The peer waits on the control channel while this side measures.
   bool peer_is_passive() const {
-    if (!s_.client || o_.bidirectional || perftest_peer_) return false;
+    if (!sends() || o_.bidirectional || perftest_peer_) return false;
     if (o_.test.kind == Kind::latency)
       return o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
     return o_.test.verb != Verb::send;
   }
   bool this_is_passive() const {
-    if (s_.client || o_.bidirectional) return false;
+    if (sends() || o_.bidirectional) return false;
     if (o_.test.kind == Kind::latency)
       return o_.test.verb == Verb::read || o_.test.verb == Verb::atomic;
     return o_.test.verb != Verb::send;
