@@ -66,8 +66,8 @@ struct ConnectionOptions {
   uint8_t min_rnr_timer = 12;           // RNR NAK timer this side advertises
   // What this side's packets carry (its QP's address vector at RTR; hw::QpAttr): the IP
   // header's TOS byte (DSCP in bits 7..2, ECN in 1..0), the TTL or hop limit, the IPv6 flow
-  // label (a backend on an IPv4 path refuses a non-zero one), the service level; and the
-  // P_Key index (INIT). The backend refuses what is out of range, naming the value.
+  // label (20 bits; an IPv4 header has no field for it), the service level; and the P_Key
+  // index (INIT). The backend refuses what is out of range, naming the value.
   uint8_t traffic_class = 0;
   uint8_t hop_limit = 64;
   uint32_t flow_label = 0;

@@ -306,7 +306,9 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
                      obj.qpn, attr->remote_gid.to_string().c_str());
     attr->traffic_class = req.dest.traffic_class;
     attr->hop_limit = req.dest.hop_limit;
-    attr->flow_label = req.dest.flow_label;
+    // 20 bits, as mlx5 stores it (UCX passes ~0 for "any"). On the fabric's IPv4 path it is
+    // kept and read back; a ConnectX would make it the UDP source port.
+    attr->flow_label = req.dest.flow_label & 0xFFFFF;
     attr->sl = req.dest.sl;
     *mask |= hw::qp_attr::av;
   }

@@ -114,7 +114,7 @@ struct QpAttr {
   // RTR, with remote_gid (qp_attr::av), as in ibv_ah_attr's GRH and SL:
   uint8_t traffic_class = 0;          // the IP header's TOS byte: DSCP (bits 7..2), ECN (1..0)
   uint8_t hop_limit = 64;             // IPv4 TTL (IPv6 hop limit); 0 = 64
-  uint32_t flow_label = 0;            // IPv6 flow label, 20 bits; an IPv4 path has none
+  uint32_t flow_label = 0;            // IPv6 flow label, 20 bits (kept on an IPv4 path)
   uint8_t sl = 0;                     // service level 0..15 (on RoCE, a VLAN tag's priority)
   uint16_t pkey_index = 0;            // INIT
   uint8_t port_num = 1;               // INIT

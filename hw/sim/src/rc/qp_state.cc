@@ -180,10 +180,6 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
   if ((mask & a::av) && attr.flow_label > 0xFFFFF)
     return fail(Errc::invalid_argument,
                 ("flow_label " + std::to_string(attr.flow_label) + " is wider than 20 bits").c_str());
-  if ((mask & a::av) && attr.flow_label != 0)
-    return fail(Errc::unsupported, ("flow_label " + std::to_string(attr.flow_label) +
-                                    ": an IPv4 path has no flow label (IPv6 only)")
-                                       .c_str());
   return Status::ok();
 }
 
