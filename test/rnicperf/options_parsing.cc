@@ -185,11 +185,16 @@ TEST_CASE("-h is generated from the option table: every option listed is one the
     if (line.rfind("Options (", 0) == 0) in_options = true;
     if (!in_options || line.empty() || line.back() == ':') continue;
     INFO(line);
-    REQUIRE(line.size() > 28);
+    REQUIRE(line.size() > 26);
     if (line.compare(0, 28, std::string(28, ' ')) == 0) continue;  // a continuation line
-    // "  -X, --name[=<arg>]" or "      --name[=<arg>]", padded to column 28, then the text.
-    CHECK(line[27] == ' ');
-    CHECK(line[28] != ' ');
+    // "  -X, --name[=<arg>]" or "      --name[=<arg>]", padded to column 28, then the text;
+    // or, when longer than 26 characters, alone on its line with the text under it.
+    if (line.find(' ', 6) == std::string::npos && line.size() > 26) {
+      CHECK((line.rfind("  -", 0) == 0 || line.rfind("      --", 0) == 0));
+    } else {
+      CHECK(line[27] == ' ');
+      CHECK(line[28] != ' ');
+    }
     const size_t dashes = line.find("--");
     REQUIRE(dashes != std::string::npos);
     const std::string name = line.substr(dashes + 2, line.find_first_of("= ", dashes) - dashes - 2);
@@ -525,4 +530,111 @@ TEST_CASE("-h lists --reversed, --recv_post_list, -H, -U and -C", "[options][hel
         std::string::npos);
   CHECK(help.find("  -C, --report-cycles       Latency: report times in TSC cycles") !=
         std::string::npos);
+}
+
+TEST_CASE("QP attribute options take perftest's names and ranges", "[options][qos]") {
+  auto o = parse({"write_bw", "-S", "15", "--tclass=0xb8", "--pkey_index", "3", "--retry_count=0",
+                  "--flow_label=1,0x2,0xfffff"});
+  REQUIRE(o.is_ok());
+  CHECK(o->sl == 15);
+  CHECK(o->traffic_class == 0xb8);
+  CHECK(o->resolved_traffic_class() == 0xb8);
+  CHECK(o->pkey_index == 3);
+  CHECK(o->retry_count == 0);
+  REQUIRE(o->flow_labels == std::vector<uint32_t>{1, 2, 0xfffff});
+  CHECK(o->flow_label_of(3) == 1);  // round robin over the QPs
+  CHECK(o->flow_label_of(5) == 0xfffff);
+  CHECK(o->resolved_hop_limit() == 255);  // perftest's GRH hop limit
+
+  auto cm = parse({"write_bw", "-R", "-T", "106", "--hop_limit", "9"});
+  REQUIRE(cm.is_ok());
+  CHECK(cm->resolved_traffic_class() == 106);
+  CHECK(cm->resolved_hop_limit() == 9);
+  CHECK(parse({"write_bw", "-R"})->resolved_hop_limit() == 64);
+  CHECK(parse({"write_bw"})->retry_count == 7);
+
+  CHECK(error_of({"write_bw", "-S", "16"}) == "-S 16: must be between 0 and 15");
+  CHECK(error_of({"write_bw", "--tclass=256"}) == "--tclass 256: must be between 0 and 255");
+  CHECK(error_of({"write_bw", "-L", "300"}) == "-L 300: must be between 0 and 255");
+  CHECK(error_of({"write_bw", "--retry_count=8"}) == "--retry_count 8: must be between 0 and 7");
+  CHECK(error_of({"write_bw", "--pkey_index=70000"}) ==
+        "--pkey_index 70000: must be between 0 and 65535");
+  CHECK(error_of({"write_bw", "--flow_label=1,,2"}) == "--flow_label '': not a number");
+  CHECK(error_of({"write_bw", "--flow_label=0x100000"}) ==
+        "--flow_label 1048576: must be between 0 and 1048575");
+  CHECK(error_of({"write_bw", "-T", "10"}).find("-T 10: the TOS is rdma_cm's (add -R)") == 0);
+  CHECK(error_of({"write_bw", "-R", "-T", "10", "--tclass=11"}) ==
+        "-T 10 and --tclass 11: with -R the TOS is the traffic class; give one");
+  CHECK(error_of({"write_bw", "-R", "--flow_label=1,2"}) ==
+        "--flow_label: -R connects one QP; give one flow label");
+}
+
+TEST_CASE("the rate limiter follows perftest's rules and units", "[options][rate_limit]") {
+  using Type = Options::RateLimitType;
+  // A rate alone asks for the HW limiter, in Gb/s.
+  auto hw = parse({"write_bw", "--rate_limit=2.5"});
+  REQUIRE(hw.is_ok());
+  CHECK(hw->rate_limit_type == Type::hw);
+  CHECK(hw->device_rate_kbps() == 2'500'000);
+  CHECK(hw->burst_size == 0);
+  auto mib = parse({"read_lat", "--rate_limit=10", "--rate_units=M"});
+  REQUIRE(mib.is_ok());
+  CHECK(mib->device_rate_kbps() == 83'886);  // 10 x 2^20 x 8 bits
+
+  // PP: MiB/s times 8 x 1024, a burst in bytes and a typical packet size, as perftest.
+  auto pp = parse({"write_bw", "--rate_limit_type=PP", "--rate_units=M", "--rate_limit=10",
+                   "--burst_size=8192", "--typical_pkt_size=1024"});
+  REQUIRE(pp.is_ok());
+  CHECK(pp->rate_limit_type == Type::pp);
+  CHECK(pp->device_rate_kbps() == 81'920);
+  CHECK(pp->burst_size == 8192);
+  CHECK(pp->typical_pkt_size == 1024);
+
+  // SW: bursts of a TX depth unless told, messages per second from the rate and the size.
+  auto sw = parse({"write_bw", "-s", "4096", "--rate_limit_type=SW", "--rate_limit=1"});
+  REQUIRE(sw.is_ok());
+  CHECK(sw->rate_limit_type == Type::sw);
+  CHECK(sw->device_rate_kbps() == 0);
+  CHECK(sw->burst_size == sw->tx_depth);
+  CHECK(sw->sw_rate_pps(4096) == Approx(1e9 / (4096 * 8)));
+  auto swm = parse({"send_bw", "--rate_limit_type=SW", "--rate_units=M", "--rate_limit=4",
+                    "--burst_size=10"});
+  REQUIRE(swm.is_ok());
+  CHECK(swm->sw_rate_pps(1024) == Approx(4096));
+  CHECK(parse({"write_bw", "--rate_limit_type=SW", "--rate_units=p", "--rate_limit=500"})
+            ->sw_rate_pps(65536) == Approx(500));
+
+  CHECK(error_of({"write_bw", "--rate_limit=0"}) ==
+        "--rate_limit '0': the rate must be a positive number");
+  CHECK(error_of({"write_bw", "--rate_limit=-1"}) ==
+        "--rate_limit '-1': the rate must be a positive number");
+  CHECK(error_of({"write_bw", "--rate_units=k"}) ==
+        "--rate_units=k: invalid rate limit units, use M (MiB/s), g (Gb/s) or p (packets/s)");
+  CHECK(error_of({"write_bw", "--rate_limit_type=XX"}) ==
+        "--rate_limit_type=XX: invalid rate limit type, use HW, SW or PP");
+  CHECK(error_of({"write_bw", "--rate_limit_type=SW"}) ==
+        "--rate_limit_type=SW: must specify a rate limit (--rate_limit=<rate>)");
+  CHECK(error_of({"write_bw", "--burst_size=4"}).find("--burst_size: can't enable burst mode") ==
+        0);
+  CHECK(error_of({"write_bw", "--rate_limit=1", "--typical_pkt_size=64"})
+            .find("--typical_pkt_size: typical packet size only supports the PP") == 0);
+  CHECK(error_of({"write_bw", "--rate_limit=1", "--rate_units=p"})
+            .find("--rate_units=p: pps rate limit units is not supported when setting HW") == 0);
+  CHECK(error_of({"write_bw", "--rate_limit=1", "--burst_size=4"})
+            .find("--burst_size: the HW limiter paces with the device's own burst") == 0);
+  CHECK(error_of({"write_bw", "--rate_limit_type=PP", "--rate_limit=1"}) ==
+        "--rate_limit_type=PP: packet pacing only supports MiB/s (--rate_units=M)");
+  CHECK(error_of({"atomic_bw", "--rate_limit_type=SW", "--rate_limit=1"})
+            .find("atomic_bw: the SW rate limiter runs in bandwidth tests only") == 0);
+  CHECK(error_of({"send_bw", "-b", "--rate_limit_type=SW", "--rate_limit=1"})
+            .find("send_bw: the SW rate limiter") == 0);
+  CHECK(error_of({"write_lat", "--rate_limit_type=SW", "--rate_limit=1"})
+            .find("write_lat: the SW rate limiter") == 0);
+  CHECK(error_of({"write_bw", "-l", "4", "--rate_limit_type=SW", "--rate_limit=1",
+                  "--burst_size=6"}) == "--burst_size 6: a burst is whole post lists of 4 (-l)");
+  CHECK(error_of({"write_bw", "--run_infinitely", "--rate_limit=1"}) ==
+        "--run_infinitely does not support the rate limiter (--rate_limit)");
+  CHECK(error_of({"write_bw", "--rate_limit=5000"}) ==
+        "--rate_limit 5000: 5000000000 kb/s is outside what a QP's rate limit holds (1 kb/s to "
+        "4.29 Tb/s)");
 }

@@ -6,6 +6,10 @@
 # that prints one (write_bw prints the client's, send_bw and write_lat their own).
 #
 #   run_perftest_interop.sh SHIM RNICPERF PORT rnicperf-server|perftest-server TEST [ARGS...]
+#
+# With QOS_TCLASS=<tos> (the ARGS give both sides the same --tclass), each side also writes a
+# pcap, and tshark must find that TOS byte and perftest's GRH hop limit, 255, in the IP header
+# of every RoCE frame of the test's QPs in both (the CM's MADs, on QP1, carry neither).
 set -u
 . "$(dirname "$0")/listening.sh"
 shim=$1 rnicperf=$2 port=$3 mode=$4 test=$5
@@ -17,6 +21,11 @@ if ! command -v "$prog" >/dev/null; then
 fi
 work=$(mktemp -d)
 trap 'kill $server_pid 2>/dev/null; rm -rf "$work"' EXIT
+qos=${QOS_TCLASS:-}
+if [ -n "$qos" ] && ! command -v tshark >/dev/null; then
+  echo "tshark not found (Debian package tshark)" >&2
+  exit 77
+fi
 perftest=(env LD_PRELOAD="$shim" RNICDV_UVERBS_DEVICES=1 "$prog")
 ours=(env RNICDV_SIM_WIRE=udp "$rnicperf" "$test")
 case $mode in
@@ -24,10 +33,11 @@ case $mode in
   perftest-server) server=("${perftest[@]}") client=("${ours[@]}") ;;
   *) echo "mode: rnicperf-server or perftest-server" >&2; exit 2 ;;
 esac
-timeout 120 "${server[@]}" -p "$port" "$@" >"$work/server.out" 2>&1 &
+pcap() { [ -n "$qos" ] && echo "RNICDV_PCAP=$work/$1.pcap" || echo "RNICDV_PCAP="; }
+timeout 120 env "$(pcap server)" "${server[@]}" -p "$port" "$@" >"$work/server.out" 2>&1 &
 server_pid=$!
 wait_listening "$port" $server_pid
-timeout 120 "${client[@]}" -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
+timeout 120 env "$(pcap client)" "${client[@]}" -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
 client_rc=$?
 wait $server_pid
 server_rc=$?
@@ -43,5 +53,18 @@ grep -Eq "$row" "$work/client.out" || { echo "the client printed no result row" 
 if [ "$test" != read_lat ] && ! grep -Eq "$row" "$work/server.out"; then
   echo "the server printed no result row" >&2
   status=1
+fi
+if [ -n "$qos" ]; then
+  for side in server client; do
+    # One line per frame: TOS, TTL, destination QP. Frames to QP1 are the CM's.
+    tshark -r "$work/$side.pcap" -Y 'infiniband.bth.destqp != 1' \
+      -T fields -e ip.dsfield -e ip.ttl >"$work/$side.qos" 2>"$work/$side.tshark" || {
+      echo "$side: tshark cannot read the pcap" >&2; cat "$work/$side.tshark"; status=1; }
+    frames=$(wc -l <"$work/$side.qos")
+    wrong=$(awk -v tos="$qos" '$1 != tos || $2 != 255' "$work/$side.qos" | sort | uniq -c)
+    echo "===== $side pcap: $frames RoCE frames of the test's QPs"
+    [ "$frames" -gt 0 ] || { echo "$side: no RoCE frame in its pcap" >&2; status=1; }
+    [ -z "$wrong" ] || { echo "$side: frames without TOS $qos and TTL 255:" >&2; echo "$wrong" >&2; status=1; }
+  done
 fi
 exit $status

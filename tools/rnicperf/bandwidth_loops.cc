@@ -91,6 +91,17 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   std::vector<RecvRefill> refill(receiver ? nqp : 0,
                                  RecvRefill(c.ep.recv_list(), c.ep.receives_at_start(), per_qp));
 
+  // --rate_limit_type=SW (perftest's limiter): bursts of burst_size WRs across the QPs, each
+  // starting a gap after the one before; a late burst is sent at once, to catch up.
+  const bool sw_rate = sender && o.rate_limit_type == Options::RateLimitType::sw;
+  uint64_t gap_ticks = 0, gap_deadline = 0;
+  uint64_t burst_left = 0;
+  if (sw_rate) {
+    const double bursts_per_s = o.sw_rate_pps(c.size) / o.burst_size;
+    gap_ticks = static_cast<uint64_t>(c.clock.ticks_per_sec() / bursts_per_s);
+    gap_deadline = c.clock.now();
+  }
+
   StallGuard guard(c.clock, c.stall_ticks);
   const DurationWindow window =
       duration ? DurationWindow::from(c.clock, c.clock.now(), o.duration_s, o.margin_s)
@@ -131,6 +142,13 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       for (size_t q = 0; q < tx.size() && posting; ++q) {
         QpTx& t = tx[q];
         while (t.posted < per_qp && t.posted + post_list <= t.completed + tx_depth) {
+          if (sw_rate && burst_left == 0) [[unlikely]] {
+            // Waiting for the next burst is not a stall.
+            progressed = true;
+            if (c.clock.now() < gap_deadline) break;
+            gap_deadline += gap_ticks;
+            burst_left = o.burst_size;
+          }
           for (uint32_t k = 0; k < post_list; ++k) {
             const uint64_t number = t.posted + k + 1;
             rnicdv::SendWr& wr = t.wrs[k];
@@ -155,6 +173,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
               return post_error(test, "post send", qp.qpn(), e);
           t.posted += post_list;
           tot_posted += post_list;
+          if (sw_rate) burst_left -= post_list;
           progressed = true;
         }
         if (!duration && t.posted >= per_qp && q + 1 == tx.size()) {

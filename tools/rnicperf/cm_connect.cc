@@ -49,6 +49,15 @@ Status wait_established(rnicdv::Connection& conn, std::chrono::milliseconds time
 
 }  // namespace
 
+void apply_path_options(const Options& o, rnicdv::ConnectionOptions* c) {
+  c->sl = o.sl;
+  c->traffic_class = o.resolved_traffic_class();
+  c->hop_limit = o.resolved_hop_limit();
+  c->flow_label = o.flow_label_of(0);
+  c->pkey_index = o.pkey_index;
+  c->retry_count = o.retry_count;
+}
+
 Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool client,
                   uint32_t mtu_bytes, std::optional<rnicdv::Connection>* conn) {
   const std::chrono::milliseconds timeout(o.timeout_s * 1000u);
@@ -58,6 +67,7 @@ Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool clie
   options.responder_resources = static_cast<uint8_t>(ep.out_reads());
   options.initiator_depth = static_cast<uint8_t>(ep.out_reads());
   options.ack_timeout = o.qp_timeout;
+  apply_path_options(o, &options);
 
   if (!client) {
     RNICDV_ASSIGN_OR_RETURN(rnicdv::Listener listener,

@@ -14,6 +14,10 @@
 
 namespace rnicperf {
 
+// The attributes the CM sets on this side's QP from the options: -S, --tclass or -T, -L,
+// --flow_label (QP 0's), --pkey_index and --retry_count.
+void apply_path_options(const Options& o, rnicdv::ConnectionOptions* c);
+
 // Connects QP 0 of `ep` (in INIT; the peer's records already set). On success the QP is in
 // RTS and `*conn` owns the connection (destroy it before the QP).
 rnicdv::Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool client,

@@ -113,6 +113,11 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   const auto& info = dev_->info();
   const auto& caps = info.caps;
   qp_timeout_ = o.qp_timeout;
+  sl_ = o.sl;
+  traffic_class_ = o.resolved_traffic_class();
+  hop_limit_ = o.resolved_hop_limit();
+  retry_count_ = o.retry_count;
+  flow_labels_ = o.flow_labels;
   // The driver sends from the device's one GID: -x may only name it.
   if (o.gid_index >= 0 && o.gid_index != info.gid_index)
     return Status::error(Errc::invalid_argument,
@@ -176,7 +181,23 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     RNICDV_ASSIGN_OR_RETURN(rnicdv::QueuePair qp,
                             dev_->create_qp(*pd_, *send_cq_, *recv_cq_, config));
     qps_.push_back(std::move(qp));
-    RNICDV_TRY(qps_.back().to_init());
+    hw::QpAttr init;
+    init.state = hw::QpState::init;
+    init.access_flags =
+        hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
+    init.pkey_index = o.pkey_index;
+    if (Status s = qps_.back().modify(
+            init, hw::qp_attr::state | hw::qp_attr::access_flags | hw::qp_attr::port);
+        !s)
+      return o.pkey_index ? s.prepend("--pkey_index") : s;
+    // HW and PP rate limiters: the device paces the QP from the start.
+    if (const uint32_t kbps = o.device_rate_kbps(); kbps != 0) {
+      const bool pp = o.rate_limit_type == Options::RateLimitType::pp;
+      RNICDV_TRY(qps_.back()
+                     .set_rate_limit(kbps, pp ? o.burst_size : 0,
+                                     static_cast<uint16_t>(pp ? o.typical_pkt_size : 0))
+                     .prepend("--rate_limit"));
+    }
 
     Region r;
     r.bytes = 2 * half_;
@@ -313,12 +334,22 @@ Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu
                              bool stay_in_rtr) {
   RNICDV_TRY(set_remote(remote));
   for (size_t i = 0; i < qps_.size(); ++i) {
-    rnicdv::QpEndpoint peer;
-    peer.qpn = remote[i].qpn;
-    peer.psn = remote[i].psn;
-    std::memcpy(peer.gid.raw, remote[i].gid, 16);
-    const uint8_t dest_rd = static_cast<uint8_t>(std::min<uint32_t>(out_reads_, 16));
-    RNICDV_TRY(qps_[i].to_rtr(peer, mtu_code(mtu_bytes), dest_rd));
+    hw::QpAttr rtr;
+    rtr.state = hw::QpState::rtr;
+    rtr.path_mtu = mtu_code(mtu_bytes);
+    rtr.dest_qpn = remote[i].qpn;
+    rtr.rq_psn = remote[i].psn;
+    std::memcpy(rtr.remote_gid.raw, remote[i].gid, 16);
+    rtr.max_dest_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(out_reads_, 16));
+    rtr.min_rnr_timer = 12;
+    // The address vector as perftest's GRH: its traffic class, hop limit, flow label and SL.
+    rtr.traffic_class = traffic_class_;
+    rtr.hop_limit = hop_limit_;
+    rtr.flow_label = flow_labels_.empty() ? 0 : flow_labels_[i % flow_labels_.size()];
+    rtr.sl = sl_;
+    namespace a = hw::qp_attr;
+    RNICDV_TRY(qps_[i].modify(rtr, a::state | a::path_mtu | a::dest_qpn | a::rq_psn | a::av |
+                                       a::max_dest_rd_atomic | a::min_rnr_timer));
     if (!stay_in_rtr) RNICDV_TRY(to_rts(i));
   }
   return Status::ok();
@@ -327,7 +358,7 @@ Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu
 Status TestEndpoint::to_rts(size_t i) {
   const uint8_t rd = static_cast<uint8_t>(
       std::min<uint32_t>(remote_[i].out_reads ? remote_[i].out_reads : 1, out_reads_));
-  return qps_[i].to_rts(regions_[i].psn, qp_timeout_, 7, 7, rd);
+  return qps_[i].to_rts(regions_[i].psn, qp_timeout_, retry_count_, 7, rd);
 }
 
 void TestEndpoint::describe(HeaderInfo* h) const {

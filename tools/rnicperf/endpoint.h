@@ -127,6 +127,9 @@ class TestEndpoint {
   std::vector<rnicdv::RecvWr> recv_wrs_;  // likewise
   uint64_t recv_post_calls_ = 0;
   uint8_t qp_timeout_ = 14;
+  // What the QPs carry (-S, --tclass, -L, --flow_label, --retry_count): applied at RTR and RTS.
+  uint8_t sl_ = 0, traffic_class_ = 0, hop_limit_ = 255, retry_count_ = 7;
+  std::vector<uint32_t> flow_labels_;
   bool dpdk_memory_ = false;
   bool hugepages_ = false;
 };

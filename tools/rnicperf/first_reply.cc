@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "clock.h"
+#include "cm_connect.h"
 #include "json.h"
 #include "report_json.h"
 #include "rnicdv/connection.h"
@@ -104,6 +105,7 @@ rnicdv::ConnectionOptions cm_options(const Options& o) {
   c.timeout = std::chrono::milliseconds(o.timeout_s * 1000u);
   c.responder_resources = 1;
   c.initiator_depth = 1;
+  apply_path_options(o, &c);
   return c;
 }
 

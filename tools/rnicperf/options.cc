@@ -71,6 +71,18 @@ enum class Opt : uint8_t {
   report_histogram,
   report_unsorted,
   report_cycles,
+  sl,
+  tclass,
+  tos,
+  hop_limit,
+  flow_label,
+  pkey_index,
+  retry_count,
+  rate_limit,
+  rate_units,
+  rate_limit_type,
+  burst_size,
+  typical_pkt_size,
   stop_after,
 };
 
@@ -118,6 +130,8 @@ constexpr OptSpec kOpts[] = {
      "Max size of message to be sent inline (lat: 220 write, 236 send)"},
     {'l', "post_list", true, Opt::post_list, Section::perftest, "<n>",
      "Post lists of <n> send WQEs with one doorbell (bandwidth)"},
+    {'L', "hop_limit", true, Opt::hop_limit, Section::perftest, "<n>",
+     "Hop limit (IPv4 TTL) of this side's packets, 0..255 (default\n255, 64 with -R)"},
     {'m', "mtu", true, Opt::mtu, Section::perftest, "<mtu>",
      "MTU 256..4096 (default: the device's active MTU)"},
     {'n', "iters", true, Opt::iters, Section::perftest, "<n>",
@@ -136,8 +150,12 @@ constexpr OptSpec kOpts[] = {
      "Connect the QP through the connection manager (IB CM)"},
     {'s', "size", true, Opt::size, Section::perftest, "<size>",
      "Message size (default 2 lat, 65536 bw); K/M suffixes"},
+    {'S', "sl", true, Opt::sl, Section::perftest, "<sl>",
+     "Service level 0..15 (default 0)"},
     {'t', "tx-depth", true, Opt::tx_depth, Section::perftest, "<n>",
      "Send queue depth (default 128 bw, 1 lat)"},
+    {'T', "tos", true, Opt::tos, Section::perftest, "<tos>",
+     "With -R: the connection's type of service 0..255 (the IP\nheader's TOS byte: DSCP << 2 | ECN)"},
     {'u', "qp-timeout", true, Opt::qp_timeout, Section::perftest, "<t>",
      "QP ACK timeout 4.096 us * 2^t (default 14)"},
     {'U', "report-unsorted", false, Opt::report_unsorted, Section::perftest, nullptr,
@@ -172,6 +190,24 @@ constexpr OptSpec kOpts[] = {
      "Show CPU Utilization in report, valid only in Duration mode"},
     {0, "report-both", false, Opt::report_both, Section::perftest, nullptr,
      "With -b: report the local and the remote results as well"},
+    {0, "pkey_index", true, Opt::pkey_index, Section::perftest, "<n>",
+     "P_Key index to use for the QP (default 0)"},
+    {0, "retry_count", true, Opt::retry_count, Section::perftest, "<n>",
+     "Transport retries 0..7 before a retry-exceeded error\n(default 7)"},
+    {0, "tclass", true, Opt::tclass, Section::perftest, "<tc>",
+     "Traffic class 0..255 of this side's packets (the IP header's\nTOS byte; default 0)"},
+    {0, "flow_label", true, Opt::flow_label, Section::perftest, "<fl0,fl1,..>",
+     "Flow label for each QP, round robin (20 bits; an IPv4\npath carries none)"},
+    {0, "burst_size", true, Opt::burst_size, Section::perftest, "<n>",
+     "Rate limiter burst: SW, messages (default the TX depth);\nPP, bytes (default the device's)"},
+    {0, "typical_pkt_size", true, Opt::typical_pkt_size, Section::perftest, "<bytes>",
+     "PP rate limiter: the typical packet size 0..65535"},
+    {0, "rate_limit", true, Opt::rate_limit, Section::perftest, "<rate>",
+     "Maximum send rate, in --rate_units (default Gb/s); turns\non the HW limiter unless --rate_limit_type says otherwise"},
+    {0, "rate_units", true, Opt::rate_units, Section::perftest, "<M|g|p>",
+     "Rate limit in MiB/s (M), Gb/s (g) or packets/s (p; SW only)"},
+    {0, "rate_limit_type", true, Opt::rate_limit_type, Section::perftest, "<SW|HW|PP>",
+     "SW: this side's loop spaces bursts (bandwidth tests);\nHW: the device paces each QP; PP: HW with packet-pacing\nparameters (MiB/s, --burst_size bytes, --typical_pkt_size)"},
     {0, "early-post", true, Opt::early_post, Section::own, "<n>",
      "Client: post <n> writes (sends) in RTR before establishment\nand time them from the move to RTS; compare with <n> after"},
     {0, "first-reply", true, Opt::first_reply, Section::own, "<n>",
@@ -450,6 +486,79 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
     case Opt::report_cycles:
       opts.report_cycles = true;
       return Status::ok();
+    case Opt::sl:
+      return number(0, 15, opts.sl);
+    case Opt::tclass:
+      return number(0, 255, opts.traffic_class);
+    case Opt::tos:
+      return number(0, 255, opts.tos);
+    case Opt::hop_limit:
+      return number(0, 255, opts.hop_limit);
+    case Opt::pkey_index:
+      return number(0, 0xffff, opts.pkey_index);
+    case Opt::retry_count:
+      return number(0, 7, opts.retry_count);
+    case Opt::flow_label: {
+      opts.flow_labels.clear();
+      size_t start = 0;
+      for (;;) {
+        const size_t comma = value.find(',', start);
+        const std::string one =
+            value.substr(start, comma == std::string::npos ? comma : comma - start);
+        auto v = parse_uint(o, one, 0, 0xfffff);
+        if (!v) return v.status();
+        opts.flow_labels.push_back(static_cast<uint32_t>(*v));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      return Status::ok();
+    }
+    case Opt::rate_limit: {
+      char* end = nullptr;
+      errno = 0;
+      const double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || errno != 0 || *end != '\0' || !(v > 0) || v > 1e12)
+        return Status::error(Errc::invalid_argument,
+                             "--rate_limit '%s': the rate must be a positive number",
+                             value.c_str());
+      opts.rate_limit = v;
+      // perftest: a rate with no type asks for the HW limiter.
+      if (opts.rate_limit_type == Options::RateLimitType::disabled)
+        opts.rate_limit_type = Options::RateLimitType::hw;
+      return Status::ok();
+    }
+    case Opt::rate_units:
+      if (value == "M") {
+        opts.rate_units = Options::RateUnits::mibps;
+      } else if (value == "g") {
+        opts.rate_units = Options::RateUnits::gbps;
+      } else if (value == "p") {
+        opts.rate_units = Options::RateUnits::pps;
+      } else {
+        return Status::error(Errc::invalid_argument,
+                             "--rate_units=%s: invalid rate limit units, use M (MiB/s), g (Gb/s) "
+                             "or p (packets/s)",
+                             value.c_str());
+      }
+      return Status::ok();
+    case Opt::rate_limit_type:
+      if (value == "SW") {
+        opts.rate_limit_type = Options::RateLimitType::sw;
+      } else if (value == "HW") {
+        opts.rate_limit_type = Options::RateLimitType::hw;
+      } else if (value == "PP") {
+        opts.rate_limit_type = Options::RateLimitType::pp;
+      } else {
+        return Status::error(Errc::invalid_argument,
+                             "--rate_limit_type=%s: invalid rate limit type, use HW, SW or PP",
+                             value.c_str());
+      }
+      opts.rate_limit_type_set = true;
+      return Status::ok();
+    case Opt::burst_size:
+      return number(0, 1u << 30, opts.burst_size);
+    case Opt::typical_pkt_size:
+      return number(0, 0xffff, opts.typical_pkt_size);
     case Opt::stop_after:
       return number(1, 1000000, opts.stop_after);
   }
@@ -564,6 +673,117 @@ Result<Options> parse_options(int argc, const char* const* argv) {
                          opts.server.c_str());
   RNICDV_TRY(resolve_defaults(opts));
   return opts;
+}
+
+namespace {
+
+// -T, --tclass and the rate limiter: perftest's rules (force_dependecies), with each refusal
+// naming the option.
+Status resolve_qos(Options& o, const char* name) {
+  using Type = Options::RateLimitType;
+  using Units = Options::RateUnits;
+  if (o.tos >= 0 && !o.rdma_cm)
+    return Status::error(Errc::invalid_argument,
+                         "-T %d: the TOS is rdma_cm's (add -R); without it, set the traffic "
+                         "class with --tclass",
+                         o.tos);
+  if (o.tos >= 0 && o.traffic_class != 0 && o.tos != o.traffic_class)
+    return Status::error(Errc::invalid_argument,
+                         "-T %d and --tclass %u: with -R the TOS is the traffic class; give one",
+                         o.tos, o.traffic_class);
+  if (o.rdma_cm && o.flow_labels.size() > 1)
+    return Status::error(Errc::invalid_argument,
+                         "--flow_label: -R connects one QP; give one flow label");
+
+  if (o.burst_size > 0 && o.rate_limit_type == Type::disabled)
+    return Status::error(Errc::invalid_argument,
+                         "--burst_size: can't enable burst mode when rate limiter is off (add "
+                         "--rate_limit)");
+  if (o.typical_pkt_size > 0 && o.rate_limit_type != Type::pp)
+    return Status::error(Errc::invalid_argument,
+                         "--typical_pkt_size: typical packet size only supports the PP rate "
+                         "limiter (--rate_limit_type=PP)");
+  if (o.rate_limit_type == Type::disabled) return Status::ok();
+  if (o.rate_limit <= 0)
+    return Status::error(Errc::invalid_argument,
+                         "--rate_limit_type=%s: must specify a rate limit (--rate_limit=<rate>)",
+                         o.rate_limit_type == Type::sw ? "SW"
+                         : o.rate_limit_type == Type::hw ? "HW"
+                                                         : "PP");
+  if (o.run_infinitely)
+    return Status::error(Errc::invalid_argument,
+                         "--run_infinitely does not support the rate limiter (--rate_limit)");
+  if (o.first_reply > 0)
+    return Status::error(Errc::invalid_argument,
+                         "--first-reply times single replies; not with --rate_limit");
+  switch (o.rate_limit_type) {
+    case Type::sw:
+      if (o.test.kind != Kind::bandwidth || o.test.verb == Verb::atomic ||
+          (o.test.verb == Verb::send && o.bidirectional))
+        return Status::error(Errc::invalid_argument,
+                             "%s: the SW rate limiter runs in bandwidth tests only, not atomic "
+                             "or bidirectional SEND ones (use --rate_limit_type=HW)",
+                             name);
+      if (o.burst_size == 0) o.burst_size = o.tx_depth;  // perftest: a TX depth per burst
+      if (o.burst_size % o.post_list != 0)
+        return Status::error(Errc::invalid_argument,
+                             "--burst_size %u: a burst is whole post lists of %u (-l)",
+                             o.burst_size, o.post_list);
+      break;
+    case Type::hw:
+      if (o.rate_units == Units::pps)
+        return Status::error(Errc::invalid_argument,
+                             "--rate_units=p: pps rate limit units is not supported when setting "
+                             "HW rate limit (use g or M, or --rate_limit_type=SW)");
+      if (o.burst_size > 0)
+        return Status::error(Errc::invalid_argument,
+                             "--burst_size: the HW limiter paces with the device's own burst; "
+                             "set one in bytes with --rate_limit_type=PP");
+      break;
+    case Type::pp:
+      if (o.rate_units != Units::mibps)
+        return Status::error(Errc::invalid_argument,
+                             "--rate_limit_type=PP: packet pacing only supports MiB/s "
+                             "(--rate_units=M)");
+      break;
+    case Type::disabled:
+      break;
+  }
+  if (o.rate_limit_type != Type::sw) {
+    const double kbps = o.device_rate_kbps_exact();
+    if (kbps < 1 || kbps > 4294967295.0)
+      return Status::error(Errc::invalid_argument,
+                           "--rate_limit %g: %.0f kb/s is outside what a QP's rate limit holds "
+                           "(1 kb/s to 4.29 Tb/s)",
+                           o.rate_limit, kbps);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+double Options::device_rate_kbps_exact() const {
+  if (rate_limit_type == RateLimitType::pp) return rate_limit * 8 * 1024;  // perftest's PP
+  if (rate_units == RateUnits::mibps) return rate_limit * 8 * 1048576 / 1000;
+  return rate_limit * 1e6;  // Gb/s
+}
+
+uint32_t Options::device_rate_kbps() const {
+  if (rate_limit_type != RateLimitType::hw && rate_limit_type != RateLimitType::pp) return 0;
+  return static_cast<uint32_t>(device_rate_kbps_exact() + 0.5);
+}
+
+double Options::sw_rate_pps(uint64_t msg_size) const {
+  // perftest's run_iter_bw: messages per second from the rate and the message size.
+  switch (rate_units) {
+    case RateUnits::mibps:
+      return rate_limit * 1048576 / static_cast<double>(msg_size);
+    case RateUnits::gbps:
+      return rate_limit * 1e9 / (static_cast<double>(msg_size) * 8);
+    case RateUnits::pps:
+      return rate_limit;
+  }
+  return rate_limit;
 }
 
 Status resolve_defaults(Options& o) {
@@ -741,6 +961,8 @@ Status resolve_defaults(Options& o) {
                            "--early-post: the client posts in RTR; not with --reversed");
   }
 
+  RNICDV_TRY(resolve_qos(o, name));
+
   if (o.use_hugepages && o.dpdk_mem)
     return Status::error(Errc::invalid_argument, "--use_hugepages and --dpdk-mem exclude each other");
   if (o.output == Options::Output::latency && bw)
@@ -821,6 +1043,11 @@ void append_help(std::string* out, Section section) {
     std::string head = o.short_name ? std::string("  -") + o.short_name + ", --" : "      --";
     head += o.long_name;
     if (o.arg) head += std::string("=") + o.arg;
+    // A head too long for the column stands on its own line, the text under it.
+    if (head.size() + 2 > kHelpColumn) {
+      *out += head + "\n";
+      head.clear();
+    }
     head.resize(std::max(head.size() + 2, kHelpColumn), ' ');
     *out += head;
     for (const char* p = o.help; *p; ++p) {

@@ -4,6 +4,7 @@
 // --dpdk-mem, --plot, --plot-compare).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -92,6 +93,32 @@ struct Options {
   bool report_unsorted = false;
   bool report_cycles = false;
 
+  // QP attributes (perftest's -S, --tclass, -T, -L, --flow_label, --pkey_index, --retry_count):
+  // what this side's QPs carry, set at INIT (P_Key index), RTR (the address vector) and RTS
+  // (retry count), or through the connection manager with -R.
+  uint8_t sl = 0;              // -S: service level 0..15
+  uint8_t traffic_class = 0;   // --tclass: the GRH traffic class (the IP header's TOS byte)
+  int32_t tos = -1;            // -T: rdma_cm's TOS (with -R only, as perftest); -1: not given
+  // -L: the hop limit (TTL). -1: perftest's own, 255 in a connection it sets up itself (its
+  // GRH's hop_limit) and 64 through the CM (the kernel's IPv4 default).
+  int32_t hop_limit = -1;
+  std::vector<uint32_t> flow_labels;  // --flow_label: one per QP, round robin (20 bits)
+  uint16_t pkey_index = 0;     // --pkey_index
+  uint8_t retry_count = 7;     // --retry_count: transport retries 0..7
+  // The rate limiter (perftest's --rate_limit family). SW: this side's loop sends bursts of
+  // burst_size messages spaced to the rate (bandwidth tests). HW: the device paces each QP
+  // (QueuePair::set_rate_limit; mlx5's packet pacing), at a rate in Gb/s or MiB/s. PP: the
+  // same with perftest's packet-pacing parameters: MiB/s (times 8 * 1024 kb/s, as perftest
+  // converts), a burst in bytes and a typical packet size.
+  enum class RateLimitType : uint8_t { disabled, sw, hw, pp };
+  enum class RateUnits : uint8_t { gbps, mibps, pps };
+  RateLimitType rate_limit_type = RateLimitType::disabled;
+  bool rate_limit_type_set = false;
+  double rate_limit = 0;  // in rate_units; 0: not given
+  RateUnits rate_units = RateUnits::gbps;
+  uint32_t burst_size = 0;        // SW: messages (default tx_depth); PP: bytes (0: device's)
+  uint32_t typical_pkt_size = 0;  // PP only
+
   // What the user set explicitly (a default may depend on it).
   bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;
   bool margin_set = false;
@@ -100,6 +127,24 @@ struct Options {
   bool version = false;
 
   bool is_server() const { return server.empty() && !loopback; }
+  // The hop limit this side's packets carry (-L, or perftest's default for the path).
+  uint8_t resolved_hop_limit() const {
+    return static_cast<uint8_t>(hop_limit >= 0 ? hop_limit : (rdma_cm ? 64 : 255));
+  }
+  // The traffic class: -T's TOS with -R, else --tclass.
+  uint8_t resolved_traffic_class() const {
+    return static_cast<uint8_t>(tos >= 0 ? tos : traffic_class);
+  }
+  // The flow label of QP q (--flow_label's list, round robin; 0 without one).
+  uint32_t flow_label_of(size_t q) const {
+    return flow_labels.empty() ? 0 : flow_labels[q % flow_labels.size()];
+  }
+  // HW and PP: the device's per-QP limit in kb/s (0: none).
+  uint32_t device_rate_kbps() const;
+  double device_rate_kbps_exact() const;
+  // SW: the messages of msg_size bytes per second the loop is held to (perftest's
+  // rate_limit_pps).
+  double sw_rate_pps(uint64_t msg_size) const;
   // Whether the side with this TCP role posts the test's operations: perftest's CLIENT
   // "machine", the TCP client unless --reversed.
   bool posts_operations(bool tcp_client) const { return tcp_client != reversed; }
