@@ -433,6 +433,68 @@ TEST_CASE("ibv_create_ah gets the destination MAC from the device, or a clear er
   CHECK(errno == EINVAL);
 }
 
+TEST_CASE("a source GID that is RoCE v1, empty or beyond the table is refused with the kernel's "
+          "errno at RTR and at ibv_create_ah, never sent as RoCE v2") {
+  Device d("rnicsim0");
+  Endpoint e(d);
+  // GID types as sysfs shows them: v1 at the even indexes, v2 at the odd ones.
+  for (int idx : {0, 2}) {
+    char type[32] = {};
+    std::ifstream f(std::string("/sys/class/infiniband/rnicsim0/ports/1/gid_attrs/types/") +
+                    std::to_string(idx));
+    if (f) f.getline(type, sizeof type);
+    INFO("index " << idx << ": " << type);
+    if (f) CHECK(std::string(type) == "IB/RoCE v1");
+  }
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  REQUIRE(ibv_modify_qp(e.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                      IBV_QP_ACCESS_FLAGS) == 0);
+  ibv_ah_attr ah{};
+  ah.is_global = 1;
+  ah.port_num = 1;
+  ah.grh.dgid = e.gid();  // IPv4-mapped, so only the source index is at fault
+  ah.grh.hop_limit = 64;
+  for (auto [index, err] : {std::pair{0, EOPNOTSUPP}, std::pair{2, EOPNOTSUPP},
+                            std::pair{4, ENODATA}, std::pair{7, ENODATA}, std::pair{8, EINVAL},
+                            std::pair{255, EINVAL}}) {
+    INFO("source GID index " << index);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = e.qp->qp_num;
+    a.rq_psn = 1;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr = ah;
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(index);
+    CHECK(ibv_modify_qp(e.qp, &a,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) ==
+          err);
+    ibv_qp_attr now{};
+    ibv_qp_init_attr init{};
+    REQUIRE(ibv_query_qp(e.qp, &now, IBV_QP_STATE, &init) == 0);
+    CHECK(now.qp_state == IBV_QPS_INIT);  // nothing changed
+    ibv_ah_attr h = ah;
+    h.grh.sgid_index = static_cast<uint8_t>(index);
+    errno = 0;
+    ibv_ah* refused = ibv_create_ah(d.pd, &h);
+    CHECK(refused == nullptr);
+    // Beyond the table libmlx5 refuses by itself (it reads the GID's type first), with its
+    // own errno; the command would get EINVAL.
+    if (index < 8) CHECK(errno == err);
+    if (refused) ibv_destroy_ah(refused);
+  }
+  // The RoCE v2 entry of the same address works.
+  ah.grh.sgid_index = 3;
+  ibv_ah* ok = ibv_create_ah(d.pd, &ah);
+  CHECK(ok != nullptr);
+  if (ok) CHECK(ibv_destroy_ah(ok) == 0);
+}
+
 TEST_CASE("a UAR page mapped by a direct system call is the page the shim maps") {
   // UCX's memory hooks patch mmap, so libmlx5's UAR mappings reach the kernel on the command
   // descriptor without the shim's mmap. The descriptor's own pages are the UAR pages.

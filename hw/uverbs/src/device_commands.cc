@@ -255,9 +255,9 @@ int create_ah(Cmd& c) {
     return c.error(EINVAL, "AH on PD %u: port %u does not exist (one port)", pdh, a.port_num);
   if (!a.is_global)
     return c.error(EINVAL, "AH on PD %u: no GRH: RoCE address handles need one (is_global)", pdh);
-  if (a.grh.sgid_index >= kGidTableLen)
-    return c.error(EINVAL, "AH on PD %u: source GID index %u is outside the GID table (%u entries)",
-                   pdh, a.grh.sgid_index, kGidTableLen);
+  if (const GidRefusal* no = source_gid_refusal(a.grh.sgid_index))
+    return c.error(no->err, "AH on PD %u: source GID index %u %s", pdh, a.grh.sgid_index,
+                   no->reason);
   static constexpr uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   if (std::memcmp(a.grh.dgid, kV4Prefix, sizeof kV4Prefix) != 0)
     return c.error(EINVAL,

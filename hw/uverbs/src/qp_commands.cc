@@ -298,8 +298,9 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
   if (m & IBV_QP_AV) {
     if (!req.dest.is_global)
       return c.error(EINVAL, "QP %#x: RoCE needs a GRH (is_global) in the address vector", obj.qpn);
-    if (req.dest.sgid_index >= kGidTableLen)
-      return c.error(EINVAL, "QP %#x: source GID index %u", obj.qpn, req.dest.sgid_index);
+    if (const GidRefusal* no = source_gid_refusal(req.dest.sgid_index))
+      return c.error(no->err, "QP %#x: source GID index %u %s", obj.qpn, req.dest.sgid_index,
+                     no->reason);
     std::memcpy(attr->remote_gid.raw, req.dest.dgid, 16);
     if (!attr->remote_gid.is_ipv4_mapped())
       return c.error(EOPNOTSUPP, "QP %#x: destination GID %s is not an IPv4-mapped address",

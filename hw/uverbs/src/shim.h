@@ -13,6 +13,8 @@
 // an older kernel would, which makes libibverbs 44 use the write() commands throughout.
 #pragma once
 
+#include <cerrno>
+
 #include <sys/types.h>
 
 #include <atomic>
@@ -58,6 +60,31 @@ inline constexpr uint32_t kUverbsMajor = 231;       // the kernel's infiniband_v
 inline constexpr uint32_t kUverbsMinorBase = 192;   // uverbs0
 inline constexpr uint32_t kMaxDevices = 8;
 inline constexpr uint32_t kGidTableLen = 8;
+// The GID table (sysfs.cc): for each of the device's two addresses, link-local fe80:: and
+// IPv4-mapped, a RoCE v1 entry then a RoCE v2 one; the rest empty.
+inline constexpr uint32_t kGidEntriesInUse = 4;
+
+// Why a QP's or an AH's address vector may not send from GID index `index`, with the errno the
+// kernel gives (rdma_get_gid_attr: EINVAL beyond the table, ENODATA for an empty entry); null
+// when it may. A RoCE v1 entry is refused with EOPNOTSUPP: a ConnectX would send RoCE v1
+// frames (Ethertype 0x8915, a GRH, no IP header) from it, which the simulated fabric does not
+// carry, and sending RoCE v2 instead would be a silent change of protocol.
+struct GidRefusal {
+  int err;
+  const char* reason;
+};
+inline const GidRefusal* source_gid_refusal(uint32_t index) {
+  static constexpr GidRefusal kBeyond{EINVAL, "is outside the GID table (8 entries)"};
+  static constexpr GidRefusal kEmpty{ENODATA, "is an empty entry of the GID table"};
+  static constexpr GidRefusal kRoceV1{
+      EOPNOTSUPP,
+      "is a RoCE v1 entry; the simulated fabric carries RoCE v2 only (the next index is the "
+      "same address's RoCE v2 entry)"};
+  if (index >= kGidTableLen) return &kBeyond;
+  if (index >= kGidEntriesInUse) return &kEmpty;
+  if (index % 2 == 0) return &kRoceV1;
+  return nullptr;
+}
 inline constexpr uint16_t kPkeyTableLen = 1;
 
 // ---- libc entry points (interpose.cc) ----
