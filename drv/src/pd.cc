@@ -51,6 +51,21 @@ Result<MemoryRegion> ProtectionDomain::reg_mr(void* addr, size_t length, uint32_
   });
 }
 
+Result<AddressHandle> ProtectionDomain::create_ah(const hw::AhAttr& attr) {
+  auto ah = dev_->hw->create_ah(*pd_, attr);
+  if (!ah) return ah.status();
+  return AddressHandle(dev_, pd_, std::move(ah.value()));
+}
+
+AddressHandle::AddressHandle(std::shared_ptr<detail::DeviceCore> dev, std::shared_ptr<hw::Pd> pd,
+                             std::unique_ptr<hw::Ah> ah)
+    : dev_(std::move(dev)), pd_(std::move(pd)), ah_(std::move(ah)) {}
+
+// The hw::Ah goes before the PD it belongs to.
+AddressHandle::~AddressHandle() {
+  ah_.reset();
+}
+
 MemoryRegion::MemoryRegion(std::shared_ptr<detail::DeviceCore> dev, std::shared_ptr<hw::Pd> pd,
                            std::unique_ptr<hw::Mr> mr)
     : dev_(std::move(dev)),

@@ -59,6 +59,11 @@ constexpr RequiredAttr kToRts[] = {{attr_bit::sq_psn, "sq_psn"},
                                    {attr_bit::rnr_retry, "rnr_retry"},
                                    {attr_bit::max_rd_atomic, "max_rd_atomic"}};
 
+// A UD QP's (IBA 10.3.1): the Q_Key where RC takes its remote access, nothing for RTR (each
+// send carries its address), the send PSN for RTS.
+constexpr RequiredAttr kUdToInit[] = {{attr_bit::port, "port"}, {attr_bit::qkey, "qkey"}};
+constexpr RequiredAttr kUdToRts[] = {{attr_bit::sq_psn, "sq_psn"}};
+
 template <size_t N>
 const char* first_missing(const RequiredAttr (&required)[N], uint32_t mask) {
   for (const auto& r : required)
@@ -66,7 +71,12 @@ const char* first_missing(const RequiredAttr (&required)[N], uint32_t mask) {
   return nullptr;
 }
 
-const char* missing_attribute(QpState from, QpState to, uint32_t mask) {
+const char* missing_attribute(QpState from, QpState to, uint32_t mask, bool datagram) {
+  if (datagram) {
+    if (from == QpState::reset && to == QpState::init) return first_missing(kUdToInit, mask);
+    if (from == QpState::rtr && to == QpState::rts) return first_missing(kUdToRts, mask);
+    return nullptr;
+  }
   if (from == QpState::reset && to == QpState::init) return first_missing(kToInit, mask);
   if (from == QpState::init && to == QpState::rtr) return first_missing(kToRtr, mask);
   if (from == QpState::rtr && to == QpState::rts) return first_missing(kToRts, mask);
@@ -86,10 +96,10 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
                          hw::qp_state_name(from), hw::qp_state_name(to));
   if (to == QpState::sqe)
     return Status::error(Errc::unsupported,
-                         "qp %#x: modify %s->SQE: an RC queue pair enters ERR, not SQE "
-                         "(IBA 10.3.1)",
+                         "qp %#x: modify %s->SQE: only the device moves a queue pair to SQE "
+                         "(IBA 10.3.1; an RC one enters ERR instead)",
                          qpn, hw::qp_state_name(from));
-  if (const char* missing = missing_attribute(from, to, mask))
+  if (const char* missing = missing_attribute(from, to, mask, datagram))
     return Status::error(Errc::invalid_argument, "qp %#x: modify %s->%s: %s not set", qpn,
                          hw::qp_state_name(from), hw::qp_state_name(to), missing);
 
@@ -209,8 +219,9 @@ void QpCore::reset_locked() noexcept {
 PostGate QpCore::gate_in_rts() const noexcept {
   // The lock-free path builds with the plain encoder: not for a scanning device, which needs
   // each WQE's bookkeeping published before its bytes (post_ready_scanning). A QP that cannot
-  // take one SGE goes the slow way, where post_send's checks report it.
-  if (scanning_device || limits.max_sge == 0) return kGateSlow;
+  // take one SGE goes the slow way, where post_send's checks report it, and so does a UD QP,
+  // whose WRs encode_wrs checks for their datagram.
+  if (scanning_device || datagram || limits.max_sge == 0) return kGateSlow;
   return threading == Threading::thread_safe ? kGateOpenUnderLock : kGateOpen;
 }
 

@@ -138,11 +138,22 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
     return Status::error(Errc::invalid_argument,
                          "%s: create_qp: the shared receive queue belongs to another device",
                          dev_info.name.c_str());
-  auto created = srq ? core_->hw->create_qp_on_srq(pd.hw(), *send_cq.core()->hw_cq,
-                                                   *recv_cq.core()->hw_cq, *srq->hw_srq,
-                                                   config.caps)
-                     : core_->hw->create_qp(pd.hw(), *send_cq.core()->hw_cq,
-                                            *recv_cq.core()->hw_cq, config.caps);
+  const bool ud = config.type == hw::QpType::ud;
+  if (config.type != hw::QpType::rc && !ud)
+    return Status::error(Errc::invalid_argument, "%s: create_qp: unknown QP type %u",
+                         dev_info.name.c_str(), static_cast<unsigned>(config.type));
+  if (ud && srq)
+    return Status::error(Errc::unsupported,
+                         "%s: create_qp: a UD QP takes its receives from its own queue, not a "
+                         "shared receive queue",
+                         dev_info.name.c_str());
+  auto created = srq  ? core_->hw->create_qp_on_srq(pd.hw(), *send_cq.core()->hw_cq,
+                                                    *recv_cq.core()->hw_cq, *srq->hw_srq,
+                                                    config.caps)
+                 : ud ? core_->hw->create_ud_qp(pd.hw(), *send_cq.core()->hw_cq,
+                                                *recv_cq.core()->hw_cq, config.caps)
+                      : core_->hw->create_qp(pd.hw(), *send_cq.core()->hw_cq,
+                                             *recv_cq.core()->hw_cq, config.caps);
   RNICDV_ASSIGN_OR_RETURN(std::unique_ptr<hw::Qp> hw_qp, std::move(created));
   const hw::QpView& view = hw_qp->view();
   RNICDV_TRY(check_view(view));
@@ -157,6 +168,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   qp->threading = config.threading;
   qp->early_post = early_post;
   qp->scanning_device = dev_info.profile.fetches_beyond_dbr;
+  qp->datagram = ud;
   qp->sig_all_bits = config.sq_sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
   qp->granted = view.granted;
   qp->limits = wqe::SqLimits{view.granted.max_send_sge, view.granted.max_inline_data};

@@ -526,3 +526,64 @@ TEST_CASE("the transition table requires exactly the IB attributes", "[modify]")
   CHECK(rc_transition_rule(QpState::sqd, QpState::rts).valid);
   CHECK_FALSE(rc_transition_rule(QpState::rtr, QpState::init).valid);
 }
+
+TEST_CASE("a UD QP's transitions take the Q_Key, no address vector or connection attributes, "
+          "as IBA 10.3.1's UD column has them",
+          "[modify][ud]") {
+  Fixture f;
+  auto ud = [&](QpState current, uint8_t port = 1) {
+    ModifyContext c = f.ctx(current, port);
+    c.type = QpType::ud;
+    return c;
+  };
+  QpAttr a;
+  a.state = QpState::init;
+  a.port_num = 1;
+  a.qkey = 0x11111111;
+  auto init = translate_modify(a, qp_attr::state | qp_attr::port | qp_attr::qkey,
+                               ud(QpState::reset, 0));
+  REQUIRE(init.is_ok());
+  CHECK(init->mask == (IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_QKEY));
+  CHECK(init->attr.qkey == 0x11111111);
+
+  auto no_qkey = translate_modify(a, qp_attr::state | qp_attr::port, ud(QpState::reset, 0));
+  REQUIRE_FALSE(no_qkey.is_ok());
+  CHECK(no_qkey.status().message() == "qp 0x1c: modify RESET->INIT: qkey not set");
+  auto access = translate_modify(a, qp_attr::state | qp_attr::port | qp_attr::qkey |
+                                        qp_attr::access_flags,
+                                 ud(QpState::reset, 0));
+  REQUIRE_FALSE(access.is_ok());
+  CHECK(access.status().message() ==
+        "qp 0x1c: modify RESET->INIT: access_flags not accepted by this transition");
+
+  QpAttr rtr;
+  rtr.state = QpState::rtr;
+  auto to_rtr = translate_modify(rtr, qp_attr::state, ud(QpState::init));
+  REQUIRE(to_rtr.is_ok());
+  CHECK(to_rtr->mask == IBV_QP_STATE);
+  auto rc_like = translate_modify(rtr_attr(), kRtrMask, ud(QpState::init));
+  REQUIRE_FALSE(rc_like.is_ok());
+  CHECK(rc_like.status().message().find("not accepted by this transition") != std::string::npos);
+
+  QpAttr rts;
+  rts.state = QpState::rts;
+  rts.sq_psn = 7;
+  auto to_rts = translate_modify(rts, qp_attr::state | qp_attr::sq_psn, ud(QpState::rtr));
+  REQUIRE(to_rts.is_ok());
+  CHECK(to_rts->mask == (IBV_QP_STATE | IBV_QP_SQ_PSN));
+  // SQE->RTS exists for UD (not for RC).
+  CHECK(translate_modify(rts, qp_attr::state, ud(QpState::sqe)).is_ok());
+  auto rc_sqe = translate_modify(rts, qp_attr::state, f.ctx(QpState::sqe));
+  REQUIRE_FALSE(rc_sqe.is_ok());
+  CHECK(rc_sqe.status().message() ==
+        "qp 0x1c: modify SQE->RTS: not a valid transition for an RC QP (IBA 10.3.1)");
+  // An RC QP refuses the Q_Key.
+  QpAttr rc_init = a;
+  rc_init.access_flags = access::remote_write;
+  auto rc_qkey = translate_modify(rc_init, qp_attr::state | qp_attr::port | qp_attr::access_flags |
+                                               qp_attr::qkey,
+                                  f.ctx(QpState::reset, 0));
+  REQUIRE_FALSE(rc_qkey.is_ok());
+  CHECK(rc_qkey.status().message() ==
+        "qp 0x1c: modify RESET->INIT: qkey not accepted by this transition");
+}

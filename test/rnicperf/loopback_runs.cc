@@ -661,3 +661,30 @@ TEST_CASE("-C reports the latency figures in TSC cycles, or says why it cannot",
         "rnicperf: -C reports TSC cycles, and this run's clock is CLOCK_MONOTONIC_RAW (no "
         "invariant TSC, or RNICPERF_CLOCK=monotonic): use usec (no -C)\n");
 }
+
+TEST_CASE("send_lat and send_bw run over UD: datagrams of at most the MTU, the header says UD",
+          "[e2e][ud]") {
+  check_run("send_lat", {"-c", "UD", "-n", "50", "-s", "512"}, true);
+  check_run("send_bw", {"-c", "UD", "-n", "2000", "-s", "1024", "-q", "2"}, false);
+
+  const std::string json = tmp_json("ud_sweep");
+  ProcessResult r = run_rnicperf({"send_bw", "--loopback", "-c", "UD", "-a", "-n", "20", "-m",
+                                  "1024", "--timeout=20", "--out_json_file=" + json},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" Connection type : UD") != std::string::npos);
+  // 2 B to the 1024-byte MTU: one packet per datagram, as perftest sweeps UD.
+  CHECK(json_query(json, "[x['MsgSize'] for x in d['results']]") ==
+        "[2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]");
+  std::remove(json.c_str());
+
+  // A size above the MTU becomes the MTU, as perftest does, and says so.
+  r = run_rnicperf({"send_lat", "--loopback", "-c", "UD", "-n", "20", "-m", "1024", "-s", "4096",
+                    "--timeout=20"},
+                   120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find(" Max msg size in UD is MTU 1024\n Changing to this MTU\n") != std::string::npos);
+  CHECK(r.out.find(" 1024    20 ") != std::string::npos);
+}

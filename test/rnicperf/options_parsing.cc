@@ -246,9 +246,8 @@ TEST_CASE("perftest's -c, -x, --output, --dont_xchg_versions and --mr_per_qp are
   CHECK(parse({"send_bw", "--output=message_rate"})->output == Options::Output::message_rate);
   CHECK(parse({"read_lat", "--output=latency"})->output == Options::Output::latency);
   CHECK(parse({"read_lat"})->gid_index == -1);
-  CHECK(error_of({"write_bw", "-c", "UD"}) ==
-        "-c UD: rnicdv connects RC queue pairs only (UC, UD, XRC, DC and SRD are not "
-        "implemented)");
+  CHECK(error_of({"write_bw", "-c", "XRC"}) ==
+        "-c XRC: rnicdv's QPs are RC or UD (UC, XRC, DC and SRD are not implemented)");
   CHECK(error_of({"write_bw", "--output=everything"}) ==
         "--output=everything: one of bandwidth, message_rate, latency");
   CHECK(error_of({"write_bw", "--output=latency"}) ==
@@ -637,4 +636,31 @@ TEST_CASE("the rate limiter follows perftest's rules and units", "[options][rate
   CHECK(error_of({"write_bw", "--rate_limit=5000"}) ==
         "--rate_limit 5000: 5000000000 kb/s is outside what a QP's rate limit holds (1 kb/s to "
         "4.29 Tb/s)");
+}
+
+TEST_CASE("-c UD is taken by the SEND tests, and refused with the reason elsewhere", "[options][ud]") {
+  auto lat = parse({"send_lat", "-c", "UD"});
+  REQUIRE(lat.is_ok());
+  CHECK(lat->ud);
+  auto bw = parse({"send_bw", "--connection=UD", "-q", "2", "-b"});
+  REQUIRE(bw.is_ok());
+  CHECK(bw->ud);
+  CHECK_FALSE(parse({"send_bw", "-c", "RC"})->ud);
+  // A datagram finding no receive is dropped: the receive queue holds the whole run (perftest).
+  CHECK(parse({"send_bw", "-c", "UD", "-n", "2000"})->rx_depth == 2000);
+  CHECK(parse({"send_bw", "-c", "UD", "-n", "100000"})->rx_depth == 16000);
+  CHECK(parse({"send_bw", "-c", "UD", "-n", "2000", "-r", "64"})->rx_depth == 64);
+  CHECK(parse({"send_bw", "-n", "2000"})->rx_depth == 512);
+
+  CHECK(error_of({"write_bw", "-c", "UD"}) ==
+        "write_bw: -c UD: unreliable datagrams carry SENDs only (send_lat, send_bw)");
+  CHECK(error_of({"read_lat", "-c", "UD"}).find("read_lat: -c UD: unreliable datagrams") == 0);
+  CHECK(error_of({"send_lat", "-c", "UC"}) ==
+        "-c UC: rnicdv's QPs are RC or UD (UC, XRC, DC and SRD are not implemented)");
+  CHECK(error_of({"send_lat", "-c", "UD", "-R"}) ==
+        "-c UD with -R: rdma_cm's UD port space (SIDR) is not implemented");
+  CHECK(error_of({"send_lat", "-c", "UD", "--early-post=4"}).find("-c UD: --early-post") == 0);
+  CHECK(error_of({"send_bw", "-c", "UD", "--rate_limit=1"}) ==
+        "-c UD: the device paces RC QPs only (use --rate_limit_type=SW)");
+  CHECK(parse({"send_bw", "-c", "UD", "--rate_limit_type=SW", "--rate_limit=1"}).is_ok());
 }

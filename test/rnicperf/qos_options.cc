@@ -154,3 +154,17 @@ TEST_CASE("a rate the device cannot pace at and a P_Key index it does not have a
   CHECK(r.err.find("rnicperf: --pkey_index: qp 0x") != std::string::npos);
   CHECK(r.err.find("only port 1 and P_Key index 0 exist") != std::string::npos);
 }
+
+TEST_CASE("-c UD datagrams carry the address handle's traffic class and hop limit",
+          "[e2e][qos][ud]") {
+  skip_without_tshark();
+  const std::string pcap = "/tmp/rnicperf-" + std::to_string(::getpid()) + "-ud.pcap";
+  ProcessResult r = run_captured(pcap, {"send_lat", "--loopback", "-c", "UD", "-n", "20", "-s",
+                                        "256", "--tclass=0x48", "-L", "9", "--timeout=20"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto seen = tos_ttl_of(pcap);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen.begin()->first == "0x48 9");
+  std::remove(pcap.c_str());
+}

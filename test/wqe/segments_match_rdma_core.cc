@@ -126,3 +126,99 @@ TEST_CASE("encoded WQEs equal the WQE rdma-core's helpers build, at every ring o
     pi += enc.bbs;
   }
 }
+
+// libmlx5's UD send (providers/mlx5/qp.c, set_datagram_seg): ctrl, then the address handle's
+// mlx5_wqe_av with the destination QP (and MLX5_EXTENDED_UD_AV) and the Q_Key written over
+// it, then the data segments or the inline payload.
+TEST_CASE("a UD SEND carries the address vector, destination QP and Q_Key as libmlx5 lays "
+          "them out, and a datagram is refused on any other opcode",
+          "[wqe][ud]") {
+  mlx5_wqe_av av;
+  std::memset(&av, 0, sizeof av);
+  av.stat_rate_sl = 3 << 1;
+  av.tclass = 0x68;
+  av.hop_limit = 64;
+  av.grh_gid_fl = htobe32((3u << 20) | 0x12345);
+  const uint8_t rmac[6] = {0x02, 0, 10, 0, 0, 2};
+  std::memcpy(av.rmac, rmac, 6);
+  const uint8_t rgid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 2};
+  std::memcpy(av.rgid, rgid, 16);
+  av.key.qkey.qkey = htobe32(0xdeadbeef);  // overwritten by the WR's Q_Key
+  av.dqp_dct = htobe32(0x777);             // overwritten by the WR's QPN
+
+  const Sge sge{0x1000200030004000ull, 512, 0x4242};
+  for (uint32_t pi : {0u, 5u, 7u}) {  // 7: the payload starts at the ring's start
+    INFO("pi " << pi);
+    rnicdv::test::TestSq sq(8);
+    SendWr wr;
+    wr.wr_id = 1;
+    wr.opcode = WrOpcode::send_imm;
+    wr.imm_data = 0xabcdef01;
+    wr.flags = send_flags::signaled;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.av = &av;
+    wr.remote_qpn = 0x123456;
+    wr.remote_qkey = 0x11111111;
+    wqe::EncodedWqe enc;
+    REQUIRE(wqe::encode_send_wqe(sq.ring, pi, 8, 0xabc, wr, wqe::SqLimits{1, 0}, 0, &enc) ==
+            Errc::ok);
+    CHECK(enc.ds == 5);  // ctrl + datagram (3) + data
+    CHECK(enc.bbs == 2);
+
+    uint8_t expect[80] = {};
+    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(expect), static_cast<uint16_t>(pi),
+                        MLX5_OPCODE_SEND_IMM, 0, 0xabc, MLX5_WQE_CTRL_CQ_UPDATE, 5, 0,
+                        htobe32(0xabcdef01));
+    mlx5_wqe_datagram_seg dg;
+    std::memcpy(&dg.av, &av, sizeof av);
+    dg.av.dqp_dct = htobe32(0x123456 | MLX5_EXTENDED_UD_AV);
+    dg.av.key.qkey.qkey = htobe32(0x11111111);
+    std::memcpy(expect + 16, &dg, sizeof dg);
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(expect + 64), 512, 0x4242,
+                        0x1000200030004000ull);
+    const uint8_t* first = sq.ring.bb(pi);
+    const uint8_t* second = sq.ring.bb(pi + 1);
+    INFO(hex_dump(first, 64) << "\n" << hex_dump(second, 16));
+    CHECK(std::memcmp(first, expect, 64) == 0);
+    CHECK(std::memcmp(second, expect + 64, 16) == 0);
+  }
+
+  rnicdv::test::TestSq sq(8);
+  for (WrOpcode op : {WrOpcode::rdma_write, WrOpcode::rdma_write_imm, WrOpcode::rdma_read,
+                      WrOpcode::atomic_fetch_add, WrOpcode::atomic_cmp_swap, WrOpcode::nop}) {
+    INFO("opcode " << static_cast<int>(op));
+    const Sge eight{0x1000, 8, 1};
+    SendWr wr;
+    wr.opcode = op;
+    wr.sg_list = &eight;
+    wr.num_sge = 1;
+    wr.remote_addr = 0x2000;
+    wr.av = &av;
+    wqe::EncodedWqe enc;
+    uint8_t ds = 0;
+    CHECK(wqe::send_wqe_size(wr, wqe::SqLimits{1, 0}, &ds) == Errc::invalid_argument);
+    CHECK(wqe::encode_send_wqe(sq.ring, 0, 8, 1, wr, wqe::SqLimits{1, 0}, 0, &enc) ==
+          Errc::invalid_argument);
+    CHECK(rnicdv::test::all_bytes_are(sq.mem.data(), sq.mem.size(), rnicdv::test::kCanary));
+  }
+
+  // Inline: the payload after the datagram segment, sized with it.
+  const char text[] = "datagram payload";
+  const Sge inl{reinterpret_cast<uint64_t>(text), sizeof text, 0};
+  SendWr wr;
+  wr.opcode = WrOpcode::send;
+  wr.flags = send_flags::inline_data;
+  wr.sg_list = &inl;
+  wr.num_sge = 1;
+  wr.av = &av;
+  uint8_t ds = 0;
+  REQUIRE(wqe::send_wqe_size(wr, wqe::SqLimits{1, 64}, &ds) == Errc::ok);
+  CHECK(ds == 4 + (4 + sizeof text + 15) / 16);
+  wqe::EncodedWqe enc;
+  REQUIRE(wqe::encode_send_wqe(sq.ring, 2, 8, 1, wr, wqe::SqLimits{1, 64}, 0, &enc) == Errc::ok);
+  CHECK(enc.ds == ds);
+  const uint8_t* payload = sq.ring.bb(3);
+  CHECK(be32toh(*reinterpret_cast<const uint32_t*>(payload)) == (sizeof text | MLX5_INLINE_SEG));
+  CHECK(std::memcmp(payload + 4, text, sizeof text) == 0);
+}

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "bandwidth_loops.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <vector>
 
 #include "typed_post.h"
@@ -80,6 +82,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       wr.remote_addr = peer.vaddr;
       wr.rkey = peer.rkey;
       wr.compare_add = 1;
+      c.ep.address(q, &wr);  // -c UD: the datagram's destination
       wr.flags = (c.size <= c.ep.inline_size() &&
                   (o.test.verb == Verb::send || o.test.verb == Verb::write))
                      ? send_flags::inline_data
@@ -110,6 +113,11 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   uint64_t peer_count = duration ? UINT64_MAX : expected_rx;  // SENDs the peer will make
   bool posting = sender;
   bool told_peer = false;
+  // -c UD (RunContext::datagram_done): the peer's DONE, and when the last datagram came.
+  const bool ud_done = c.datagram_done && !duration && !infinite;
+  bool heard_done = false;
+  bool gave_up = false;  // UD: the peer is done and nothing more arrived for kUdQuietMs
+  uint64_t quiet_since = 0;
   std::array<Completion, kPollBatch> wc;
 
   auto tx_done = [&] {
@@ -119,7 +127,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       if (t.completed < t.last_signaled) return false;
     return true;
   };
-  auto rx_done = [&] { return !receiver || tot_received >= peer_count; };
+  auto rx_done = [&] { return !receiver || tot_received >= peer_count || gave_up; };
 
   while (!(tx_done() && rx_done())) {
     bool progressed = false;
@@ -180,6 +188,10 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
           bool all = true;
           for (const auto& x : tx) all &= x.posted >= per_qp;
           if (all) posting = false;
+          if (all && ud_done && peer_receives && !told_peer) {
+            RNICDV_TRY(c.oob.send_done(tot_posted));
+            told_peer = true;
+          }
         }
       }
     }
@@ -230,6 +242,26 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       guard.progressed();
       continue;
     }
+    // UD: once the peer has said how many it sent, a receiver waits kUdQuietMs past the
+    // last datagram, then reports what came.
+    if (ud_done && receiver && !rx_done() && guard.checkpoint()) [[unlikely]] {
+      const uint64_t now = c.clock.now();
+      if (!heard_done) {
+        RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
+        if (ready) {
+          uint64_t count = 0;
+          RNICDV_TRY(c.oob.recv_done(&count, 0));
+          peer_count = count;
+          heard_done = true;
+          quiet_since = std::max(now, out->t_last_recv);
+        }
+      } else if (out->t_last_recv > quiet_since) {
+        quiet_since = out->t_last_recv;
+      } else if (now - quiet_since > c.clock.from_us(kUdQuietMs * 1000.0)) {
+        gave_up = true;
+        continue;
+      }
+    }
     if (!guard.idle()) [[unlikely]]
       return stall_error(test, receiver && !rx_done() ? "message from the peer" : "completion",
                          o.timeout_s);
@@ -247,6 +279,19 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       }
     }
   }
+  // UD: the peer's DONE is read once whatever happened (the next control message is the
+  // run's report).
+  if (ud_done && receiver && !heard_done) {
+    uint64_t count = 0;
+    RNICDV_TRY(c.oob.recv_done(&count, o.timeout_s * 1000u));
+    peer_count = count;
+  }
+  if (ud_done && receiver && tot_received < peer_count)
+    std::fprintf(stderr,
+                 "rnicperf: %s: %llu of %llu datagrams arrived (UD does not retransmit what a "
+                 "full receive queue or the wire dropped)\n",
+                 test, static_cast<unsigned long long>(tot_received),
+                 static_cast<unsigned long long>(peer_count));
   out->sent = tot_completed;
   out->received = tot_received;
   return Status::ok();

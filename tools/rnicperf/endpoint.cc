@@ -41,7 +41,7 @@ hw::Mtu mtu_code(uint32_t bytes) {
 uint32_t default_inline(const Options& o) {
   if (o.test.kind == Kind::bandwidth) return 0;
   if (o.test.verb == Verb::write) return 220;
-  if (o.test.verb == Verb::send) return 236;
+  if (o.test.verb == Verb::send) return o.ud ? 188 : 236;  // perftest DEF_INLINE_SEND_UD / _RC
   return 0;
 }
 
@@ -113,6 +113,7 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   const auto& info = dev_->info();
   const auto& caps = info.caps;
   qp_timeout_ = o.qp_timeout;
+  ud_ = o.ud;
   sl_ = o.sl;
   traffic_class_ = o.resolved_traffic_class();
   hop_limit_ = o.resolved_hop_limit();
@@ -165,7 +166,9 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
         return Status::error(e, "-e: cannot arm a completion queue for its first event");
   }
 
-  half_ = std::max<size_t>(kPage, (max_size + kPage - 1) & ~(kPage - 1));
+  // UD: a receive holds the 40-byte GRH before the message.
+  const uint64_t recv_bytes = max_size + (ud_ ? kUdGrhBytes : 0);
+  half_ = std::max<size_t>(kPage, (recv_bytes + kPage - 1) & ~(kPage - 1));
   const uint32_t access = hw::access::local_write | hw::access::remote_write |
                           hw::access::remote_read | hw::access::remote_atomic;
   for (uint32_t i = 0; i < o.num_qps; ++i) {
@@ -178,6 +181,7 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     // One thread posts, polls and moves the QP: no locks on the fast path.
     config.threading = rnicdv::Threading::single;
     config.early_post = rnicdv::EarlyPost::automatic;
+    config.type = ud_ ? hw::QpType::ud : hw::QpType::rc;
     RNICDV_ASSIGN_OR_RETURN(rnicdv::QueuePair qp,
                             dev_->create_qp(*pd_, *send_cq_, *recv_cq_, config));
     qps_.push_back(std::move(qp));
@@ -186,9 +190,12 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     init.access_flags =
         hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
     init.pkey_index = o.pkey_index;
-    if (Status s = qps_.back().modify(
-            init, hw::qp_attr::state | hw::qp_attr::access_flags | hw::qp_attr::port);
-        !s)
+    init.qkey = kUdQkey;
+    // A UD QP takes a Q_Key where an RC one takes its remote access (IBA 10.3.1).
+    const uint32_t init_mask =
+        hw::qp_attr::state | hw::qp_attr::port |
+        (ud_ ? hw::qp_attr::qkey : hw::qp_attr::access_flags);
+    if (Status s = qps_.back().modify(init, init_mask); !s)
       return o.pkey_index ? s.prepend("--pkey_index") : s;
     // HW and PP rate limiters: the device paces the QP from the start.
     if (const uint32_t kbps = o.device_rate_kbps(); kbps != 0) {
@@ -241,7 +248,7 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   recvs_posted_.assign(o.num_qps, 0);
   recvs_done_.assign(o.num_qps, 0);
   if (receives) {
-    recv_size_ = std::max<uint64_t>(max_size, 1);
+    recv_size_ = std::max<uint64_t>(recv_bytes, 1);
     // --recv_post_list: every QP's list of receives, built once (options.cc keeps the list
     // within the RX depth).
     recv_list_ = std::clamp<uint32_t>(o.recv_post_list, 1, std::max<uint32_t>(rx_depth_, 1));
@@ -333,6 +340,7 @@ Status TestEndpoint::set_remote(const std::vector<PeerRecord>& remote) {
 Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu_bytes,
                              bool stay_in_rtr) {
   RNICDV_TRY(set_remote(remote));
+  if (ud_) return connect_datagrams(stay_in_rtr);
   for (size_t i = 0; i < qps_.size(); ++i) {
     hw::QpAttr rtr;
     rtr.state = hw::QpState::rtr;
@@ -355,7 +363,34 @@ Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu
   return Status::ok();
 }
 
+// UD: RTR takes nothing but the state; each QP sends through an address handle towards its
+// peer, made with the attributes an RC QP's address vector would carry.
+Status TestEndpoint::connect_datagrams(bool stay_in_rtr) {
+  ahs_.clear();
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    hw::QpAttr rtr;
+    rtr.state = hw::QpState::rtr;
+    RNICDV_TRY(qps_[i].modify(rtr, hw::qp_attr::state));
+    hw::AhAttr attr;
+    std::memcpy(attr.remote_gid.raw, remote_[i].gid, 16);
+    attr.traffic_class = traffic_class_;
+    attr.hop_limit = hop_limit_;
+    attr.flow_label = flow_labels_.empty() ? 0 : flow_labels_[i % flow_labels_.size()];
+    attr.sl = sl_;
+    RNICDV_ASSIGN_OR_RETURN(rnicdv::AddressHandle ah, pd_->create_ah(attr));
+    ahs_.push_back(std::move(ah));
+    if (!stay_in_rtr) RNICDV_TRY(to_rts(i));
+  }
+  return Status::ok();
+}
+
 Status TestEndpoint::to_rts(size_t i) {
+  if (ud_) {
+    hw::QpAttr rts;
+    rts.state = hw::QpState::rts;
+    rts.sq_psn = regions_[i].psn;
+    return qps_[i].modify(rts, hw::qp_attr::state | hw::qp_attr::sq_psn);
+  }
   const uint8_t rd = static_cast<uint8_t>(
       std::min<uint32_t>(remote_[i].out_reads ? remote_[i].out_reads : 1, out_reads_));
   return qps_[i].to_rts(regions_[i].psn, qp_timeout_, retry_count_, 7, rd);
@@ -367,6 +402,7 @@ void TestEndpoint::describe(HeaderInfo* h) const {
   h->gid_index = info.gid_index;
   h->inline_size = inline_size_;
   h->out_reads = out_reads_;
+  h->connection = ud_ ? "UD" : "RC";
   if (info.kind == "sim") {
     std::string t = info.transport;
     if (t.rfind("sim ", 0) == 0) t = t.substr(4);

@@ -75,6 +75,15 @@ class TestEndpoint {
   uint8_t* recv_buf(size_t i) const { return regions_[i].base + half_; }
   uint32_t lkey(size_t i) const { return regions_[i].mr->lkey(); }
   const PeerRecord& remote(size_t i) const { return remote_[i]; }
+  // -c UD: sets `wr`'s datagram (QP i's address handle towards its peer, the peer's QPN and
+  // perftest's Q_Key); nothing for RC. After connect().
+  void address(size_t i, rnicdv::SendWr* wr) const {
+    if (!ud_) return;
+    wr->av = ahs_[i].av();
+    wr->remote_qpn = remote_[i].qpn;
+    wr->remote_qkey = kUdQkey;
+  }
+  bool ud() const { return ud_; }
   uint32_t rx_depth() const { return rx_depth_; }
 
   // Posts one receive into QP i's receive half, as large as the largest message of the run,
@@ -100,6 +109,7 @@ class TestEndpoint {
 
  private:
   TestEndpoint() = default;
+  rnicdv::Status connect_datagrams(bool stay_in_rtr);
   struct Region {
     uint8_t* base = nullptr;
     size_t bytes = 0;
@@ -127,6 +137,8 @@ class TestEndpoint {
   std::vector<rnicdv::RecvWr> recv_wrs_;  // likewise
   uint64_t recv_post_calls_ = 0;
   uint8_t qp_timeout_ = 14;
+  bool ud_ = false;                          // -c UD
+  std::vector<rnicdv::AddressHandle> ahs_;  // UD: QP i's handle towards its peer
   // What the QPs carry (-S, --tclass, -L, --flow_label, --retry_count): applied at RTR and RTS.
   uint8_t sl_ = 0, traffic_class_ = 0, hop_limit_ = 255, retry_count_ = 7;
   std::vector<uint32_t> flow_labels_;

@@ -115,6 +115,7 @@ Status run_send_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
   wr.flags = send_flags::signaled | (c.size <= c.ep.inline_size() ? send_flags::inline_data : 0);
   wr.sg_list = &sge;
   wr.num_sge = 1;
+  c.ep.address(0, &wr);  // -c UD: the datagram's destination
 
   // Receives were pre-posted (rx depth); each one consumed is replaced while more will come.
   uint64_t recvs_posted = c.ep.rx_depth();

@@ -108,19 +108,21 @@ TestParams params_from_options(const Options& o, uint32_t mtu_bytes) {
   p.mtu = mtu_bytes;
   p.post_list = o.post_list;
   p.reversed = o.reversed;
+  p.ud = o.ud;
   return p;
 }
 
 void encode_params(const TestParams& p, uint8_t out[kTestParamsWireSize]) {
-  const uint64_t fields[15] = {p.verb,       p.kind,       p.size,     p.all_sizes, p.sweep_max,
-                               p.iterations, p.duration_s, p.margin_s, p.num_qps,   p.bidirectional,
-                               p.rdma_cm,    p.early_post, p.mtu,      p.post_list, p.reversed};
-  for (int i = 0; i < 15; ++i) put_be64(out + 8 * i, fields[i]);
+  const uint64_t fields[kTestParamsFields] = {
+      p.verb,       p.kind,    p.size,       p.all_sizes, p.sweep_max, p.iterations,
+      p.duration_s, p.margin_s, p.num_qps,   p.bidirectional, p.rdma_cm, p.early_post,
+      p.mtu,        p.post_list, p.reversed, p.ud};
+  for (size_t i = 0; i < kTestParamsFields; ++i) put_be64(out + 8 * i, fields[i]);
 }
 
 TestParams decode_params(const uint8_t in[kTestParamsWireSize]) {
-  uint64_t f[15];
-  for (int i = 0; i < 15; ++i) f[i] = get_be64(in + 8 * i);
+  uint64_t f[kTestParamsFields];
+  for (size_t i = 0; i < kTestParamsFields; ++i) f[i] = get_be64(in + 8 * i);
   TestParams p;
   p.verb = static_cast<uint32_t>(f[0]);
   p.kind = static_cast<uint32_t>(f[1]);
@@ -137,6 +139,7 @@ TestParams decode_params(const uint8_t in[kTestParamsWireSize]) {
   p.mtu = static_cast<uint32_t>(f[12]);
   p.post_list = static_cast<uint32_t>(f[13]);
   p.reversed = static_cast<uint32_t>(f[14]);
+  p.ud = static_cast<uint32_t>(f[15]);
   return p;
 }
 
@@ -167,6 +170,9 @@ std::string params_mismatch(const TestParams& l, const TestParams& r) {
     return on_off("bidirectional (-b)", l.bidirectional, r.bidirectional);
   if (l.rdma_cm != r.rdma_cm) return on_off("rdma_cm (-R)", l.rdma_cm, r.rdma_cm);
   if (l.reversed != r.reversed) return on_off("reversed (--reversed)", l.reversed, r.reversed);
+  if (l.ud != r.ud)
+    return std::string("connection type (-c) local=") + (l.ud ? "UD" : "RC") +
+           " remote=" + (r.ud ? "UD" : "RC");
   return {};
 }
 

@@ -27,7 +27,7 @@
 namespace rnicperf {
 
 inline constexpr char kPerftestVersion[] = "6.06";  // what Debian's perftest 4.5 sends
-inline constexpr char kRnicperfMark[] = "rnicperf/4";
+inline constexpr char kRnicperfMark[] = "rnicperf/5";
 enum class PeerKind : uint8_t { rnicperf, perftest };
 
 // The parameters both ends must agree on (and the MTU, which they negotiate).
@@ -47,8 +47,10 @@ struct TestParams {
   uint32_t mtu = 0;         // bytes; negotiated to the smaller
   uint32_t post_list = 0;   // informational
   uint32_t reversed = 0;    // --reversed: the server sends
+  uint32_t ud = 0;          // -c UD
 };
-inline constexpr size_t kTestParamsWireSize = 15 * 8;
+inline constexpr size_t kTestParamsFields = 16;
+inline constexpr size_t kTestParamsWireSize = kTestParamsFields * 8;
 
 TestParams params_from_options(const Options& o, uint32_t mtu_bytes);
 void encode_params(const TestParams& p, uint8_t out[kTestParamsWireSize]);

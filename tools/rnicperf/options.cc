@@ -109,7 +109,7 @@ constexpr OptSpec kOpts[] = {
     {'b', "bidirectional", false, Opt::bidirectional, Section::perftest, nullptr,
      "Measure bidirectional bandwidth (default unidirectional)"},
     {'c', "connection", true, Opt::connection, Section::perftest, "<type>",
-     "Connection type: RC (the only one)"},
+     "Connection type RC (default) or UD (send_lat, send_bw)"},
     {'C', "report-cycles", false, Opt::report_cycles, Section::perftest, nullptr,
      "Latency: report times in TSC cycles instead of usec"},
     {'d', "ib-dev", true, Opt::device, Section::perftest, "<dev>",
@@ -325,6 +325,7 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       opts.cq_mod_set = true;
       return number(1, kMaxCqMod, opts.cq_mod);
     case Opt::rx_depth:
+      opts.rx_depth_set = true;
       return number(1, kMaxRxDepth, opts.rx_depth);
     case Opt::rdma_cm:
       opts.rdma_cm = true;
@@ -380,10 +381,13 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       opts.retry_connect = true;
       return Status::ok();
     case Opt::connection:
-      if (value == "RC") return Status::ok();
+      if (value == "RC" || value == "UD") {
+        opts.ud = value == "UD";
+        return Status::ok();
+      }
       return Status::error(Errc::invalid_argument,
-                           "-c %s: rnicdv connects RC queue pairs only (UC, UD, XRC, DC and SRD "
-                           "are not implemented)",
+                           "-c %s: rnicdv's QPs are RC or UD (UC, XRC, DC and SRD are not "
+                           "implemented)",
                            value.c_str());
     case Opt::gid_index:
       return number(0, 255, opts.gid_index);
@@ -962,6 +966,29 @@ Status resolve_defaults(Options& o) {
   }
 
   RNICDV_TRY(resolve_qos(o, name));
+
+  if (o.ud) {
+    // A datagram that finds no receive posted is dropped, not retried: as perftest does, the
+    // receive queue holds every message of an iteration run (up to 16000) unless -r says.
+    if (!o.rx_depth_set && o.duration_s == 0)
+      o.rx_depth = static_cast<uint32_t>(std::min<uint64_t>(o.iterations, kUdMaxRxDepth));
+    // perftest runs UD in the SEND tests only: a datagram carries no remote address.
+    if (o.test.verb != Verb::send)
+      return Status::error(Errc::invalid_argument,
+                           "%s: -c UD: unreliable datagrams carry SENDs only (send_lat, send_bw)",
+                           name);
+    if (o.rdma_cm)
+      return Status::error(Errc::invalid_argument,
+                           "-c UD with -R: rdma_cm's UD port space (SIDR) is not implemented");
+    if (o.early_post > 0 || o.first_reply > 0)
+      return Status::error(Errc::invalid_argument,
+                           "-c UD: --early-post and --first-reply time a connection; a UD QP "
+                           "has none");
+    if (o.rate_limit_type == Options::RateLimitType::hw ||
+        o.rate_limit_type == Options::RateLimitType::pp)
+      return Status::error(Errc::invalid_argument,
+                           "-c UD: the device paces RC QPs only (use --rate_limit_type=SW)");
+  }
 
   if (o.use_hugepages && o.dpdk_mem)
     return Status::error(Errc::invalid_argument, "--use_hugepages and --dpdk-mem exclude each other");

@@ -24,7 +24,11 @@ inline constexpr uint32_t kMaxTxDepth = 15000;
 inline constexpr uint32_t kMaxCqMod = 1024;
 inline constexpr uint32_t kMaxRxDepth = 16384;
 inline constexpr uint64_t kPeakMaxIters = 20000;  // perftest measures peak BW up to this
-inline constexpr uint32_t kDefaultDuration = 5;   // perftest DEF_DURATION: --run_infinitely's interval
+inline constexpr uint32_t kDefaultDuration = 5;
+inline constexpr uint32_t kUdQkey = 0x11111111;  // perftest DEF_QKEY
+inline constexpr uint32_t kUdGrhBytes = 40;      // perftest UD_ADDITION: the GRH before a receive
+inline constexpr uint32_t kUdMaxRxDepth = 16000;  // perftest UC_MAX_RX
+inline constexpr uint32_t kUdMaxInline = 1024;   // perftest MAX_INLINE_UD   // perftest DEF_DURATION: --run_infinitely's interval
 
 struct Options {
   TestId test;
@@ -51,6 +55,10 @@ struct Options {
   bool no_peak = false;        // -N, or implied (-D, > 20000 iterations)
   bool report_gbits = false;
   bool rdma_cm = false;  // -R
+  // -c UD: unreliable datagrams (send_lat, send_bw): each SEND is one packet of at most the
+  // MTU, addressed by an address handle, the peer's QPN and perftest's Q_Key; each receive
+  // buffer holds the 40-byte GRH in front of the message.
+  bool ud = false;
   bool out_json = false;
   std::string json_path = "perftest_out.json";
   uint32_t early_post = 0;  // --early-post=N
@@ -122,6 +130,7 @@ struct Options {
   // What the user set explicitly (a default may depend on it).
   bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;
   bool margin_set = false;
+  bool rx_depth_set = false;
 
   bool help = false;
   bool version = false;

@@ -78,7 +78,7 @@ std::string format_header(const HeaderInfo& h) {
   if (h.events) out += " Test with events. Using " + h.device + "_comp0\n";
   out += kv2("Dual-port", "OFF", "Device", h.device);
   out += kv2("Number of qps", std::to_string(h.num_qps), "Transport type", h.transport_type);
-  out += kv2("Connection type", "RC", "Using SRQ", "OFF");
+  out += kv2("Connection type", h.connection, "Using SRQ", "OFF");
   // rnicdv registers no memory with relaxed ordering and does not post through ibv_wr_*.
   out += kv("PCIe relax order", "OFF") + "\n";
   out += kv("ibv_wr* API", "OFF") + "\n";

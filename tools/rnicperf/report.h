@@ -27,6 +27,7 @@ struct HeaderInfo {
   std::string device;
   uint32_t num_qps = 1;
   std::string transport_type = "IB";  // perftest prints IB for RoCE as well
+  std::string connection = "RC";      // -c
   uint32_t tx_depth = 1;
   uint32_t post_list = 1;
   uint32_t recv_post_list = 1;  // --recv_post_list: a "Recv Post List" line above 1

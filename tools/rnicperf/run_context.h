@@ -28,7 +28,14 @@ struct RunContext {
   std::atomic<uint64_t>* progress = nullptr;  // completed operations, for the reporter thread
   // --run_infinitely: the loop posts until this is set (by a signal or the interval printer).
   const std::atomic<bool>* stop = nullptr;
+  // -c UD against an rnicperf peer: a datagram may be lost (a full receive queue or wire
+  // drops it), so a sender of SENDs tells its peer its count (DONE) once it has posted
+  // everything, and a receiver that has that count stops when nothing more arrives for
+  // kUdQuietMs instead of waiting for datagrams that will never come.
+  bool datagram_done = false;
 };
+
+inline constexpr uint32_t kUdQuietMs = 200;
 
 // Duration mode (-D): warm-up margin, measured window, closing margin (perftest's states).
 struct DurationWindow {

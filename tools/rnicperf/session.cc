@@ -95,7 +95,7 @@ Status Session::run() {
     return st;
   if (!s_.client) o_.early_post = remote.early_post;  // the client chooses
 
-  const std::vector<uint64_t> sizes = sizes_of(o_);
+  const std::vector<uint64_t> sizes = sizes_of(o_, mtu);
   const uint32_t early_recvs = (!s_.client && o_.test.verb == Verb::send) ? 2 * o_.early_post : 0;
   RNICDV_TRY(create_endpoint(sizes.back(), early_recvs, mtu));
 
@@ -110,6 +110,7 @@ Status Session::run() {
   }
   print_addresses();
   RunContext base = base_context(sizes.front());
+  base.datagram_done = o_.ud;  // the peer is rnicperf: it tells its count (DONE)
   EarlyPostResult early_result;
   if (early) {
     Status st = s_.client ? run_early_post_client(base, o_.early_post, &early_result)

@@ -33,13 +33,19 @@ inline constexpr uint32_t kConnected = 1;
 inline constexpr uint32_t kSizeBase = 100;
 inline constexpr uint32_t kFinished = 0xfffffff0;
 
-inline std::vector<uint64_t> sizes_of(const Options& o) {
+// The run's message sizes. With -c UD (`mtu` the negotiated MTU) a message is one packet, so
+// perftest sweeps -a up to the MTU and turns a larger -s into the MTU (saying so on stderr).
+inline std::vector<uint64_t> sizes_of(const Options& o, uint32_t mtu = 0) {
+  const uint64_t largest = o.ud && mtu ? mtu : UINT64_MAX;
   std::vector<uint64_t> sizes;
   if (!o.all_sizes) {
-    sizes.push_back(o.size);
+    if (o.size > largest)
+      std::fprintf(stderr, " Max msg size in UD is MTU %llu\n Changing to this MTU\n",
+                   static_cast<unsigned long long>(largest));
+    sizes.push_back(std::min(o.size, largest));
     return sizes;
   }
-  for (uint64_t s = 2; s <= o.sweep_max; s *= 2) sizes.push_back(s);
+  for (uint64_t s = 2; s <= o.sweep_max && s <= largest; s *= 2) sizes.push_back(s);
   return sizes;
 }
 

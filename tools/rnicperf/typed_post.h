@@ -17,7 +17,8 @@ inline rnicdv::Errc post_typed(rnicdv::QueuePair& qp, const rnicdv::SendWr& wr,
                                bool ring) noexcept {
   using rnicdv::WrOpcode;
   namespace send_flags = rnicdv::send_flags;
-  if (wr.num_sge != 1 || wr.sg_list == nullptr) [[unlikely]]
+  // A datagram (-c UD) and anything but one SGE: post_send, which builds every shape.
+  if (wr.av != nullptr || wr.num_sge != 1 || wr.sg_list == nullptr) [[unlikely]]
     return ring ? qp.post_send(wr) : qp.stage_send(wr);
   const rnicdv::Sge& sge = *wr.sg_list;
   const bool inl = (wr.flags & send_flags::inline_data) != 0;

@@ -17,6 +17,7 @@ struct DeviceCore;
 }
 
 class MemoryRegion;
+class AddressHandle;
 
 class ProtectionDomain {
  public:
@@ -28,6 +29,9 @@ class ProtectionDomain {
   // allowed). Errors: invalid_argument (null/zero length, remote_write or remote_atomic
   // without local_write, as IB requires), no_resources (device MR limit).
   Result<MemoryRegion> reg_mr(void* addr, size_t length, uint32_t access);
+  // An address handle towards `attr.remote_gid` (ibv_create_ah). Errors name the device and
+  // why the destination cannot be reached (on the simulated fabric: not IPv4-mapped).
+  Result<AddressHandle> create_ah(const hw::AhAttr& attr);
 
   uint32_t pdn() const;
   hw::Pd& hw() { return *pd_; }
@@ -38,6 +42,26 @@ class ProtectionDomain {
   std::shared_ptr<detail::DeviceCore> dev_;
   // Shared with the MRs and QPs created in it, so that the PD may be destroyed first.
   std::shared_ptr<hw::Pd> pd_;
+};
+
+// Where UD sends go: an address vector the device resolved once (on RoCE, the destination's
+// MAC too), copied into each datagram's WQE (SendWr::av). Valid while it lives; it keeps its
+// PD and device alive.
+class AddressHandle {
+ public:
+  AddressHandle(AddressHandle&&) noexcept = default;
+  AddressHandle& operator=(AddressHandle&&) noexcept = default;
+  ~AddressHandle();
+
+  const mlx5_wqe_av* av() const { return &ah_->av(); }
+
+ private:
+  friend class ProtectionDomain;
+  AddressHandle(std::shared_ptr<detail::DeviceCore> dev, std::shared_ptr<hw::Pd> pd,
+                std::unique_ptr<hw::Ah> ah);
+  std::shared_ptr<detail::DeviceCore> dev_;
+  std::shared_ptr<hw::Pd> pd_;
+  std::unique_ptr<hw::Ah> ah_;
 };
 
 class MemoryRegion {

@@ -36,6 +36,11 @@ const char* threading_name(Threading t) noexcept;
 class SharedReceiveQueue;
 
 struct QpConfig {
+  // RC, or UD: a UD QP sends datagrams (SEND and SEND_IMM, each with an AddressHandle, the
+  // destination QP and its Q_Key: SendWr::av, remote_qpn, remote_qkey) and its receives start
+  // with the packet's 40-byte GRH (wc_flags::grh). Its posts always take the gated path (the
+  // typed calls are RC's and are refused). No SRQ.
+  hw::QpType type = hw::QpType::rc;
   hw::QpCaps caps;          // queue sizes; the device may round up
   // Receives come from this shared receive queue (of the same device); the QP's own receive
   // queue is then empty (caps.max_recv_* ignored) and QueuePair::post_recv is refused.

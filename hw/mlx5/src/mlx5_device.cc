@@ -134,6 +134,26 @@ Result<std::unique_ptr<Qp>> Mlx5Device::create_qp(Pd& pd, Cq& send_cq, Cq& recv_
   return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps);
 }
 
+Result<std::unique_ptr<Qp>> Mlx5Device::create_ud_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                     const QpCaps& caps) {
+  auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
+  auto* mlx5_send = as_mlx5<Mlx5Cq>(send_cq);
+  auto* mlx5_recv = as_mlx5<Mlx5Cq>(recv_cq);
+  if (!mlx5_pd || !mlx5_send || !mlx5_recv) {
+    return Status(Errc::invalid_argument,
+                  info_.name + ": create ud qp: the PD or a CQ is not an mlx5 object");
+  }
+  return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps, nullptr, QpType::ud);
+}
+
+Result<std::unique_ptr<Ah>> Mlx5Device::create_ah(Pd& pd, const AhAttr& attr) {
+  auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
+  if (!mlx5_pd)
+    return Status(Errc::invalid_argument, info_.name + ": create ah: the PD is not an mlx5 object");
+  RNICDV_ASSIGN_OR_RETURN(std::unique_ptr<Mlx5Ah> ah, Mlx5Ah::create(*core_, *mlx5_pd, attr));
+  return std::unique_ptr<Ah>(std::move(ah));
+}
+
 Result<std::unique_ptr<Srq>> Mlx5Device::create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) {
   auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
   if (!mlx5_pd)

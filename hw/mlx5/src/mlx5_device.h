@@ -35,6 +35,9 @@ class Mlx5Device final : public Device {
   Result<std::unique_ptr<Srq>> create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) override;
   Result<std::unique_ptr<Qp>> create_qp_on_srq(Pd& pd, Cq& send_cq, Cq& recv_cq, Srq& srq,
                                                const QpCaps& caps) override;
+  Result<std::unique_ptr<Qp>> create_ud_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                           const QpCaps& caps) override;
+  Result<std::unique_ptr<Ah>> create_ah(Pd& pd, const AhAttr& attr) override;
 
   // Readable while an async event is pending: an epoll descriptor over the verbs context's
   // async fd (non-blocking) and the queue the event thread fills while a QP has a COMM_EST

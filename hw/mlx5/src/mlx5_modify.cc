@@ -96,6 +96,8 @@ const char* qp_attr_bit_name(uint32_t bit) noexcept {
       return "rnr_retry";
     case qp_attr::av:
       return "av";
+    case qp_attr::qkey:
+      return "qkey";
   }
   return "?";
 }
@@ -139,6 +141,38 @@ QpState from_ibv_state(ibv_qp_state s) noexcept {
       break;
   }
   return QpState::err;
+}
+
+TransitionRule ud_transition_rule(QpState from, QpState to) noexcept {
+  using S = QpState;
+  namespace a = qp_attr;
+  if (to == S::reset) return {true, 0, 0};
+  if (to == S::err) return {from != S::reset, 0, 0};
+  switch (from) {
+    case S::reset:
+      if (to == S::init) return {true, a::port | a::qkey, 0};
+      break;
+    case S::init:
+      if (to == S::init) return {true, 0, a::port | a::qkey};
+      if (to == S::rtr) return {true, 0, a::qkey};
+      break;
+    case S::rtr:
+      if (to == S::rts) return {true, a::sq_psn, a::qkey};
+      break;
+    case S::rts:
+      if (to == S::rts) return {true, 0, a::qkey};
+      if (to == S::sqd) return {true, 0, 0};
+      break;
+    case S::sqd:
+      if (to == S::rts || to == S::sqd) return {true, 0, a::qkey};
+      break;
+    case S::sqe:
+      if (to == S::rts) return {true, 0, a::qkey};
+      break;
+    case S::err:
+      break;
+  }
+  return {};
 }
 
 namespace {
@@ -190,9 +224,12 @@ Result<VerbsModify> translate_modify(const QpAttr& attr, uint32_t mask, const Mo
     std::snprintf(buf, sizeof buf, "unknown attribute bits 0x%x", unknown);
     return fail(Errc::invalid_argument, buf);
   }
-  const TransitionRule rule = rc_transition_rule(ctx.current, target);
+  const bool ud = ctx.type == QpType::ud;
+  const TransitionRule rule =
+      ud ? ud_transition_rule(ctx.current, target) : rc_transition_rule(ctx.current, target);
   if (!rule.valid) {
-    return fail(Errc::bad_state, "not a valid transition for an RC QP (IBA 10.3.1)");
+    return fail(Errc::bad_state, ud ? "not a valid transition for a UD QP (IBA 10.3.1)"
+                                    : "not a valid transition for an RC QP (IBA 10.3.1)");
   }
   const uint32_t given = mask & ~qp_attr::state;
   if (const uint32_t missing = rule.required & ~given; missing != 0) {
@@ -369,6 +406,10 @@ Result<VerbsModify> translate_modify(const QpAttr& attr, uint32_t mask, const Mo
       ah.grh.flow_label = attr.flow_label;
     }
     out.mask |= IBV_QP_AV;
+  }
+  if (given & qp_attr::qkey) {
+    out.attr.qkey = attr.qkey;
+    out.mask |= IBV_QP_QKEY;
   }
   return out;
 }

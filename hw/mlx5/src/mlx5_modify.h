@@ -42,6 +42,7 @@ struct ModifyContext {
   std::span<const PortAddressing> ports;  // index i describes port i + 1
   uint8_t max_rd_atomic = 0;              // device max_qp_init_rd_atom
   uint8_t max_dest_rd_atomic = 0;         // device max_qp_rd_atom
+  QpType type = QpType::rc;               // which table of transitions applies
 };
 
 struct VerbsModify {
@@ -52,7 +53,7 @@ struct VerbsModify {
 };
 
 // All qp_attr::* bits this backend understands.
-inline constexpr uint32_t kKnownQpAttrBits = (qp_attr::av << 1) - 1;
+inline constexpr uint32_t kKnownQpAttrBits = (qp_attr::qkey << 1) - 1;
 
 // The qp_attr bits a transition requires / accepts besides `state` (RC rows of the table above).
 // valid == false: IB defines no such transition.
@@ -62,6 +63,9 @@ struct TransitionRule {
   uint32_t optional = 0;
 };
 TransitionRule rc_transition_rule(QpState from, QpState to) noexcept;
+// The same for a UD QP (IBA 10.3.1, table 91's UD column): the Q_Key where an RC QP takes
+// its connection attributes, no address vector (each send carries one), and SQE->RTS.
+TransitionRule ud_transition_rule(QpState from, QpState to) noexcept;
 
 // "sq_psn", "timeout", ... for one qp_attr bit; "?" for an unknown one.
 const char* qp_attr_bit_name(uint32_t bit) noexcept;

@@ -57,10 +57,10 @@ Status check_caps(const DeviceCore& core, const QpCaps& caps, const std::string&
 }
 
 ibv_qp* create_in(ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq,
-                  const QpCaps& caps, ibv_srq* srq) {
+                  const QpCaps& caps, ibv_srq* srq, QpType type) {
   ibv_qp_init_attr_ex init;
   std::memset(&init, 0, sizeof init);
-  init.qp_type = IBV_QPT_RC;
+  init.qp_type = type == QpType::ud ? IBV_QPT_UD : IBV_QPT_RC;
   init.send_cq = send_cq;
   init.recv_cq = recv_cq;
   init.cap.max_send_wr = caps.max_send_wr;
@@ -84,7 +84,7 @@ ibv_qp* create_in(ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq
 
 Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core, Mlx5Pd& pd,
                                          Mlx5Cq& send_cq, Mlx5Cq& recv_cq, const QpCaps& caps,
-                                         std::shared_ptr<SrqHandle> srq) {
+                                         std::shared_ptr<SrqHandle> srq, QpType type) {
   const std::string what = create_context(*core, caps);
   ibv_context* ctx = core->ctx.get();
   if (pd.handle()->ctx.get() != ctx || send_cq.handle()->ctx.get() != ctx ||
@@ -99,6 +99,7 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
   qp->send_cq_ = send_cq.handle();
   qp->recv_cq_ = recv_cq.handle();
   qp->srq_ = srq;
+  qp->type_ = type;
   ibv_srq* shared = srq ? srq->srq.get() : nullptr;
   if (srq && srq->ctx.get() != ctx)
     return Status(Errc::invalid_argument, what + ": the SRQ belongs to another device");
@@ -123,7 +124,7 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
     if (!qp->parent_domain_) {
       qp->shared_bfreg_reason_ = "ibv_alloc_parent_domain: " + errno_text(errno);
     } else {
-      qp->qp_.reset(create_in(ctx, qp->parent_domain_.get(), scq, rcq, caps, shared));
+      qp->qp_.reset(create_in(ctx, qp->parent_domain_.get(), scq, rcq, caps, shared, type));
       if (!qp->qp_) {
         qp->shared_bfreg_reason_ = "ibv_create_qp_ex in a parent domain: " + errno_text(errno);
       }
@@ -133,7 +134,7 @@ Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
     // Fall back to the plain PD and a static, possibly shared, bfreg.
     qp->parent_domain_.reset();
     qp->thread_domain_.reset();
-    qp->qp_.reset(create_in(ctx, pd.handle()->pd.get(), scq, rcq, caps, shared));
+    qp->qp_.reset(create_in(ctx, pd.handle()->pd.get(), scq, rcq, caps, shared, type));
     if (!qp->qp_) return verbs_failure(errno, what, "ibv_create_qp_ex");
     qp->view_.bf_shared = true;
   }
@@ -187,6 +188,7 @@ Status Mlx5Qp::modify(const QpAttr& attr, uint32_t mask) {
   mc.ports = core_->ports;
   mc.max_rd_atomic = core_->caps.max_qp_init_rd_atom;
   mc.max_dest_rd_atomic = core_->caps.max_qp_rd_atom;
+  mc.type = type_;
   RNICDV_ASSIGN_OR_RETURN(VerbsModify request, translate_modify(attr, mask, mc));
 
   errno = 0;
@@ -273,6 +275,51 @@ Status Mlx5Srq::arm_limit(uint32_t limit) {
     return verbs_failure(rc, "srq " + std::to_string(handle_->srqn) + ": arm limit",
                          "ibv_modify_srq");
   return Status::ok();
+}
+
+}  // namespace rnicdv::hw::mlx5
+
+namespace rnicdv::hw::mlx5 {
+
+Result<std::unique_ptr<Mlx5Ah>> Mlx5Ah::create(const DeviceCore& core, Mlx5Pd& pd,
+                                               const AhAttr& attr) {
+  const std::string what = core.name + ": create ah to " + attr.remote_gid.to_string();
+  if (pd.handle()->ctx.get() != core.ctx.get())
+    return Status(Errc::invalid_argument, what + ": the PD belongs to another device");
+  if (core.ports.empty() || !core.ports[0].source_gid)
+    return Status(Errc::unsupported,
+                  what + ": port 1 has no usable source GID (no IP address on its interface?)");
+  if (attr.flow_label > 0xfffff || attr.sl > 15)
+    return Status(Errc::invalid_argument,
+                  what + ": flow label " + std::to_string(attr.flow_label) + " (20 bits) or SL " +
+                      std::to_string(attr.sl) + " (0..15) out of range");
+  ibv_ah_attr a;
+  std::memset(&a, 0, sizeof a);
+  a.port_num = 1;
+  a.sl = attr.sl;
+  a.is_global = 1;
+  std::memcpy(a.grh.dgid.raw, attr.remote_gid.raw, sizeof a.grh.dgid.raw);
+  a.grh.sgid_index = static_cast<uint8_t>(core.ports[0].source_gid->index);
+  a.grh.hop_limit = attr.hop_limit ? attr.hop_limit : 64;
+  a.grh.traffic_class = attr.traffic_class;
+  a.grh.flow_label = attr.flow_label;
+  std::unique_ptr<Mlx5Ah> ah(new Mlx5Ah());
+  ah->pd_ = pd.handle();
+  errno = 0;
+  ah->ah_ = ibv_create_ah(pd.handle()->pd.get(), &a);
+  if (!ah->ah_) return verbs_failure(errno, what, "ibv_create_ah");
+  mlx5dv_ah dv{};
+  mlx5dv_obj obj{};
+  obj.ah.in = ah->ah_;
+  obj.ah.out = &dv;
+  if (int rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH); rc != 0 || !dv.av)
+    return verbs_failure(rc ? rc : EINVAL, what, "mlx5dv_init_obj(AH)");
+  ah->av_ = *dv.av;
+  return ah;
+}
+
+Mlx5Ah::~Mlx5Ah() {
+  if (ah_ && ibv_destroy_ah(ah_) != 0) note_teardown_failure();
 }
 
 }  // namespace rnicdv::hw::mlx5

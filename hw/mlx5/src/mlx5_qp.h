@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// RC QP of the mlx5 backend.
+// RC and UD QPs, and address handles, of the mlx5 backend.
 //
 // The QP is created in a parent domain with its own thread domain when libmlx5 allows it
 // (ibv_alloc_td + ibv_alloc_parent_domain): libmlx5 then gives the QP a dedicated BlueFlame
@@ -51,7 +51,7 @@ class Mlx5Qp final : public Qp {
   friend Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core,
                                                   Mlx5Pd& pd, Mlx5Cq& send_cq, Mlx5Cq& recv_cq,
                                                   const QpCaps& caps,
-                                                  std::shared_ptr<SrqHandle> srq);
+                                                  std::shared_ptr<SrqHandle> srq, QpType type);
   Mlx5Qp() = default;
 
   // Declaration order is destruction order reversed: the QP goes first, then its parent
@@ -71,12 +71,31 @@ class Mlx5Qp final : public Qp {
   mutable std::mutex mu_;  // serialises modify(); guards the two fields below
   QpState state_ = QpState::reset;
   uint8_t port_ = 0;  // set by RESET->INIT
+  QpType type_ = QpType::rc;
 };
 
-// Creates an RC QP in RESET, on `srq` if given. Errors name the device and the sizes.
+// Creates an RC QP (or, with `type`, a UD one) in RESET, on `srq` if given. Errors name the
+// device and the sizes.
 Result<std::unique_ptr<Qp>> create_rc_qp(std::shared_ptr<const DeviceCore> core, Mlx5Pd& pd,
                                          Mlx5Cq& send_cq, Mlx5Cq& recv_cq, const QpCaps& caps,
-                                         std::shared_ptr<SrqHandle> srq = nullptr);
+                                         std::shared_ptr<SrqHandle> srq = nullptr,
+                                         QpType type = QpType::rc);
+
+// An address handle (ibv_create_ah, whose address vector mlx5dv_init_obj exposes: the one
+// libmlx5 copies into a UD WQE, the destination MAC resolved by the kernel).
+class Mlx5Ah final : public Ah {
+ public:
+  static Result<std::unique_ptr<Mlx5Ah>> create(const DeviceCore& core, Mlx5Pd& pd,
+                                                const AhAttr& attr);
+  ~Mlx5Ah() override;
+  const mlx5_wqe_av& av() const override { return av_; }
+
+ private:
+  Mlx5Ah() = default;
+  std::shared_ptr<PdHandle> pd_;
+  ibv_ah* ah_ = nullptr;
+  mlx5_wqe_av av_{};
+};
 
 // A shared receive queue (ibv_create_srq, seen through mlx5dv_init_obj).
 class Mlx5Srq final : public Srq {

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // sim::Device: the hw::Device a simulated HCA presents to the driver.
+#include <endian.h>
+
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "cm/sim_cm.h"
+#include "wire/frame.h"
 #include "completion_channel.h"
 #include "device_impl.h"
 #include "handles.h"
@@ -117,10 +121,11 @@ class SimSrq final : public hw::Srq {
   SrqObj* srq_;
 };
 
-// An RC QP of `hca` on its own objects, with its receives from `srq` if given.
+// A QP of `hca` on its own objects, with its receives from `srq` if given.
 Result<std::unique_ptr<hw::Qp>> make_qp(const std::shared_ptr<Hca>& hca, hw::Pd& pd,
                                         hw::Cq& send_cq, hw::Cq& recv_cq, hw::Srq* srq,
-                                        const hw::QpCaps& caps) {
+                                        const hw::QpCaps& caps,
+                                        hw::QpType type = hw::QpType::rc) {
   const SimPd* p = sim_pd(*hca, pd);
   if (!p) return foreign(*hca, "create_qp", "PD");
   CqObj* scq = sim_cq(*hca, send_cq);
@@ -132,15 +137,59 @@ Result<std::unique_ptr<hw::Qp>> make_qp(const std::shared_ptr<Hca>& hca, hw::Pd&
     if (!s || s->hca() != hca.get()) return foreign(*hca, "create_qp", "SRQ");
     shared = s->obj();
   }
-  RNICDV_ASSIGN_OR_RETURN(QpObj* const qp, hca->create_qp(p->pdn(), scq, rcq, caps, shared));
+  RNICDV_ASSIGN_OR_RETURN(QpObj* const qp,
+                          hca->create_qp(p->pdn(), scq, rcq, caps, shared, type));
   return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp));
 }
+
+// An address vector as libmlx5 builds one for a RoCE v2 GID (mlx5_create_ah): SL in bits 3..1
+// of stat_rate_sl, no GRH bit (reserved on RoCE), the source GID index in grh_gid_fl, and the
+// destination MAC the fabric gives the destination's IPv4 address.
+class SimAh final : public hw::Ah {
+ public:
+  explicit SimAh(const mlx5_wqe_av& av) : av_(av) {}
+  const mlx5_wqe_av& av() const override { return av_; }
+
+ private:
+  mlx5_wqe_av av_;
+};
 
 }  // namespace
 
 Result<std::unique_ptr<hw::Qp>> Device::create_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
                                                   const hw::QpCaps& caps) {
   return make_qp(impl_->hca, pd, send_cq, recv_cq, nullptr, caps);
+}
+
+Result<std::unique_ptr<hw::Qp>> Device::create_ud_qp(hw::Pd& pd, hw::Cq& send_cq,
+                                                     hw::Cq& recv_cq, const hw::QpCaps& caps) {
+  return make_qp(impl_->hca, pd, send_cq, recv_cq, nullptr, caps, hw::QpType::ud);
+}
+
+Result<std::unique_ptr<hw::Ah>> Device::create_ah(hw::Pd& pd, const hw::AhAttr& attr) {
+  Hca& hca = *impl_->hca;
+  if (!sim_pd(hca, pd)) return foreign(hca, "create_ah", "PD");
+  const char* name = hca.info().name.c_str();
+  if (!attr.remote_gid.is_ipv4_mapped())
+    return Status::error(Errc::unsupported,
+                         "%s: create_ah: destination GID %s is not an IPv4-mapped address (the "
+                         "simulated fabric carries RoCE v2 over IPv4)",
+                         name, attr.remote_gid.to_string().c_str());
+  if (attr.flow_label > 0xfffff || attr.sl > 7)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_ah: flow label %#x (20 bits) or SL %u (0..7 on RoCE) out of "
+                         "range",
+                         name, attr.flow_label, attr.sl);
+  mlx5_wqe_av av;
+  std::memset(&av, 0, sizeof av);
+  av.stat_rate_sl = static_cast<uint8_t>((attr.sl & 0x7) << 1);
+  av.tclass = attr.traffic_class;
+  av.hop_limit = attr.hop_limit ? attr.hop_limit : 64;
+  av.grh_gid_fl = htobe32((uint32_t{hca.info().gid_index} << 20) | attr.flow_label);
+  std::memcpy(av.rgid, attr.remote_gid.raw, sizeof av.rgid);
+  const MacAddress mac = mac_for_ipv4(attr.remote_gid.ipv4());
+  std::memcpy(av.rmac, mac.data(), sizeof av.rmac);
+  return std::unique_ptr<hw::Ah>(std::make_unique<SimAh>(av));
 }
 
 Result<std::unique_ptr<hw::Srq>> Device::create_srq(hw::Pd& pd, uint32_t max_wr, uint32_t max_sge) {

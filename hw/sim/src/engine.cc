@@ -453,7 +453,8 @@ void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
   activate_locked(*qp);
 }
 
-void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len) {
+void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len,
+                   IpClass ip) {
   if (!port_up_.load(std::memory_order_relaxed)) [[unlikely]] {
     // The port is down (link.cc): the frame does not leave, and the transport, which cannot
     // tell, recovers it as a loss (retransmission) or gives up (RETRY_EXC_ERR).
@@ -468,7 +469,7 @@ void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t le
     tx_tap_(dst_ipv4, frame, len);
   if (attached_)
     shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, frame, len,
-                           qp.ip_class);
+                           ip);
   // A port-down (or fatal) after=N takes effect as its Nth frame goes out.
   if (count_link_frame()) [[unlikely]]
     apply_link_events_locked(now());

@@ -125,7 +125,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Result<CqObj*> create_cq_external(const ExternalCqMemory& mem);
   void release_cq(CqObj* cq);
   Result<QpObj*> create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq, const hw::QpCaps& caps,
-                           SrqObj* srq = nullptr);
+                           SrqObj* srq = nullptr, hw::QpType type = hw::QpType::rc);
   // Shared receive queues (srq.cc).
   Result<SrqObj*> create_srq(uint32_t pdn, uint32_t max_wr, uint32_t max_sge);
   Result<SrqObj*> create_srq_external(uint32_t pdn, const ExternalSrqMemory& mem);
@@ -233,7 +233,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void forget_qp_locked(QpObj& qp);
   void deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len);
   bool deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_t len);
-  void transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len);
+  void transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len, IpClass ip);
 
   // link.cc: the link rules of the fault specification (port-down, port-up, fatal) that
   // concern this device, as events due at a time or after a number of transmitted frames.

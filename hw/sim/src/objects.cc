@@ -242,7 +242,7 @@ uint32_t Hca::alloc_qpn() {
 }
 
 Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
-                              const hw::QpCaps& caps, SrqObj* srq) {
+                              const hw::QpCaps& caps, SrqObj* srq, hw::QpType type) {
   RNICDV_TRY(check_owner("create_qp"));
   RNICDV_TRY(check_alive("create_qp"));
   std::lock_guard<std::mutex> lock(mu_);
@@ -263,10 +263,17 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   if (caps.max_inline_data > dev.max_inline_data)
     return too_big("max_inline_data", caps.max_inline_data, dev.max_inline_data);
 
-  // The largest WQE this QP may post, in 16-byte units: RDMA with all its SGEs, an atomic
-  // (ctrl + raddr + atomic + data = 4), or inline data after ctrl + raddr.
-  uint32_t ds = std::max<uint32_t>(2 + std::max<uint32_t>(caps.max_send_sge, 1), 4);
-  if (caps.max_inline_data) ds = std::max<uint32_t>(ds, 2 + (caps.max_inline_data + 4 + 15) / 16);
+  const bool ud = type == hw::QpType::ud;
+  if (ud && srq)
+    return Status::error(Errc::unsupported, "%s: create_qp: a UD QP on a shared receive queue",
+                         name);
+  // The largest WQE this QP may post, in 16-byte units. RC: RDMA with all its SGEs, an atomic
+  // (ctrl + raddr + atomic + data = 4), or inline data after ctrl + raddr. UD: SEND after ctrl
+  // and the 48-byte datagram segment (4 units), with its SGEs or its inline data.
+  const uint32_t header = ud ? 4 : 2;
+  uint32_t ds = std::max<uint32_t>(header + std::max<uint32_t>(caps.max_send_sge, 1), 4);
+  if (caps.max_inline_data)
+    ds = std::max<uint32_t>(ds, header + (caps.max_inline_data + 4 + 15) / 16);
   const uint32_t wqe_bbs = (ds + 3) / 4;
   // max_send_wr 0: no send queue, as mlx5 gives it (a QP that only receives and answers).
   const bool has_sq = caps.max_send_wr != 0;
@@ -294,10 +301,17 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   hw::QpCaps& g = qp->caps;
   g.max_send_wr = sq_bbs / wqe_bbs;
   g.max_recv_wr = rq_cnt;
-  g.max_send_sge = has_sq ? std::min(dev.max_send_sge, wqe_bbs * 4 - 2) : 0;
+  g.max_send_sge = has_sq ? std::min(dev.max_send_sge, wqe_bbs * 4 - header) : 0;
   g.max_recv_sge = std::min(dev.max_recv_sge, rq_stride / 16);
-  g.max_inline_data =
-      has_sq && caps.max_inline_data ? std::min(dev.max_inline_data, wqe_bbs * 64 - 32 - 4) : 0;
+  g.max_inline_data = has_sq && caps.max_inline_data
+                          ? std::min(dev.max_inline_data, wqe_bbs * 64 - header * 16 - 4)
+                          : 0;
+  qp->type = type;
+  if (ud) {
+    // A datagram is one packet: the port's MTU bounds it, and no path MTU is ever set.
+    qp->mtu = hw::mtu_bytes(info_.caps.active_mtu);
+    qp->mtu_shift = 7 + static_cast<uint32_t>(info_.caps.active_mtu);
+  }
   if (srq) {
     // Receives come from the SRQ; the QP's own receive queue stays empty.
     qp->srq = srq;

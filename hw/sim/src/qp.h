@@ -51,6 +51,8 @@ struct SendWqe {
   uint32_t ud_dest_qpn = 0;
   uint32_t ud_qkey = 0;
   uint32_t ud_ipv4 = 0;
+  uint8_t ud_tclass = 0;      // the AV's traffic class and hop limit: the frame's TOS and TTL
+  uint8_t ud_hop_limit = 64;
   std::vector<LocalSeg> segs;        // gather (SEND/WRITE) or scatter (READ/atomic) list
   std::vector<uint8_t> inline_data;  // backing store of inline segments
 

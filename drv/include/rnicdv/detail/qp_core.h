@@ -228,7 +228,10 @@ struct QpCore {
   // bytes reach the SQ, so that its CQE can never arrive before the poller knows it.
   bool scanning_device = false;
   uint8_t sig_all_bits = 0;  // MLX5_WQE_CTRL_CQ_UPDATE when sq_sig_all
-  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core
+  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core or UD QP
+  // A UD QP: every WR carries a datagram (SendWr::av), and posts take the gated path, where
+  // encode_wrs checks it; the typed calls' fixed RC layouts are never built for it.
+  bool datagram = false;
   wqe::SqLimits limits;
   wqe::SqRing sq;      // the ring the device reads
   wqe::SqRing shadow;  // EarlyPost::shadow: the driver's ring; buf null otherwise

@@ -78,6 +78,12 @@ inline size_t QpCore::encode_wrs(const wqe::SqRing& ring, const SendWr* wrs, siz
   wqe::EncodedWqe enc;
   for (; i < count; ++i) {
     const SendWr& wr = wrs[i];
+    // A datagram on a UD QP, and only there: an RC QP's device would misread one, and a UD
+    // send without an address has nowhere to go.
+    if ((wr.av != nullptr) != datagram) [[unlikely]] {
+      err = Errc::invalid_argument;
+      break;
+    }
     if constexpr (P == Publish::before_bytes) {
       // The size comes from send_wqe_size, which writes nothing.
       uint8_t ds = 0;

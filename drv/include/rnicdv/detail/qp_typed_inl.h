@@ -251,6 +251,9 @@ template <class Op>
 // post_send's one-WR fast path: a request with one SGE goes through the op of the typed call
 // for its opcode, so its WQE is built from the same layout, byte for byte.
 inline bool QpCore::post_one_fixed(const SendWr& wr, bool ring) noexcept {
+  // A datagram has no fixed layout here (and on an RC QP it is an error post_ready reports).
+  if (wr.av != nullptr) [[unlikely]]
+    return false;
   if (wr.flags & send_flags::inline_data) return post_one_inline(wr, ring);
   if (wr.num_sge != 1 || wr.sg_list == nullptr) [[unlikely]]
     return false;

@@ -152,6 +152,25 @@ struct RateLimit {
 // send WQEs carry their own address vector (mlx5_wqe_datagram_seg).
 enum class QpType : uint8_t { rc, ud };
 
+// Where a UD send goes (ibv_ah_attr's GRH on RoCE): the destination's GID and what its
+// packets carry. The destination QP and Q_Key go with each send (SendWr::remote_qpn,
+// remote_qkey).
+struct AhAttr {
+  Gid remote_gid;
+  uint8_t traffic_class = 0;  // the IP header's TOS byte
+  uint8_t hop_limit = 64;     // IPv4 TTL; 0 = 64
+  uint32_t flow_label = 0;    // 20 bits
+  uint8_t sl = 0;             // 0..7 on RoCE (the VLAN priority)
+};
+
+// An address handle: the address vector (mlx5dv's mlx5_wqe_av) that a UD send WQE's datagram
+// segment carries, resolved once (on RoCE the destination MAC too). Valid while it lives.
+class Ah {
+ public:
+  virtual ~Ah() = default;
+  virtual const mlx5_wqe_av& av() const = 0;
+};
+
 // Requested queue sizes; the backend may round up (reported back in QpView).
 struct QpCaps {
   uint32_t max_send_wr = 128;
@@ -318,6 +337,13 @@ class Device {
   virtual Result<std::unique_ptr<Srq>> create_srq(Pd& pd, uint32_t max_wr, uint32_t max_sge) = 0;
   virtual Result<std::unique_ptr<Qp>> create_qp_on_srq(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                                        Srq& srq, const QpCaps& caps) = 0;
+  // A UD QP in RESET: its send WQEs carry a datagram segment (an Ah's address vector, the
+  // destination QP and Q_Key), and each receive starts with the packet's 40-byte GRH.
+  virtual Result<std::unique_ptr<Qp>> create_ud_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                   const QpCaps& caps) = 0;
+  // An address handle towards `attr.remote_gid` on port 1. The error names the device and
+  // what the destination lacks (e.g. an address the fabric cannot reach).
+  virtual Result<std::unique_ptr<Ah>> create_ah(Pd& pd, const AhAttr& attr) = 0;
 
   // Asynchronous events. `async_fd()` is readable (poll/epoll) while events are pending.
   virtual int async_fd() const = 0;

@@ -213,6 +213,8 @@ void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
     w.ud_dest_qpn = d.av.dest_qpn;
     w.ud_qkey = d.av.qkey;
     w.ud_ipv4 = gid.ipv4();
+    w.ud_tclass = d.av.tclass;
+    w.ud_hop_limit = d.av.hop_limit ? d.av.hop_limit : 64;
   }
 
   // READ and atomic results are written into the local list: it needs LOCAL_WRITE.

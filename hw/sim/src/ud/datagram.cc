@@ -78,7 +78,7 @@ void Datagram::send_one(QpObj& qp, SendWqe& w) {
     return;
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
   qp.req.next_psn = psn_add(qp.req.next_psn, 1);
-  ctx_.transmit_to(qp, w.ud_ipv4, frame, len);
+  ctx_.transmit_to(qp, w.ud_ipv4, frame, len, IpClass{w.ud_tclass, w.ud_hop_limit});
 }
 
 // A send WQE that cannot execute: its error CQE, the rest of the SQ flushed, the QP in SQE.

@@ -184,10 +184,14 @@ inline void cqe_to_completion(const mlx5_cqe64* cqe, Completion* out) noexcept {
       return;
   }
   out->byte_len = be32toh(cqe->byte_cnt);
-  out->src_qp = be32toh(cqe->flags_rqpn) & kCqeQpnMask;
+  const uint32_t flags_rqpn = be32toh(cqe->flags_rqpn);
+  out->src_qp = flags_rqpn & kCqeQpnMask;
   if (responder_flags) out->imm_data = be32toh(cqe->imm_inval_pkey);
+  // Bits 29..28 of flags_rqpn: the L3 header the device put in front of a UD receive (GRH,
+  // IPv6 or IPv4), as libmlx5 reads IBV_WC_GRH.
   out->flags = static_cast<uint8_t>(responder_flags |
-                                    ((op_own & kCqeSolicitedBit) ? wc_flags::solicited : 0));
+                                    ((op_own & kCqeSolicitedBit) ? wc_flags::solicited : 0) |
+                                    (((flags_rqpn >> 28) & 3) ? wc_flags::grh : 0));
 }
 
 }  // namespace rnicdv::wqe

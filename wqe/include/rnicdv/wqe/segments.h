@@ -99,6 +99,20 @@ constexpr uint64_t ctrl_op_bits(uint8_t opcode, uint8_t ds) noexcept {
   store64(at + 8, uint64_t{htobe32(rkey)});
 }
 
+// Datagram segment (mlx5_wqe_datagram_seg) of a UD send WQE: the address handle's address
+// vector with the destination QP (and the extended-AV bit, as libmlx5 sets it) and its Q_Key
+// in place. 48 bytes right after the ctrl segment: it ends the WQE's first block, so it never
+// wraps.
+inline constexpr uint8_t kDatagramDs = sizeof(mlx5_wqe_datagram_seg) / 16;
+static_assert(sizeof(mlx5_wqe_datagram_seg) == 48);
+[[gnu::always_inline]] inline void put_datagram(uint8_t* at, const mlx5_wqe_av& av,
+                                                uint32_t remote_qpn, uint32_t qkey) noexcept {
+  mlx5_wqe_av seg = av;
+  seg.key.qkey.qkey = htobe32(qkey);
+  seg.dqp_dct = htobe32((remote_qpn & 0xffffff) | MLX5_EXTENDED_UD_AV);
+  std::memcpy(at, &seg, sizeof seg);
+}
+
 // Atomic operand segment (mlx5_wqe_atomic_seg). Compare-and-swap: swap_add = swap, compare =
 // compare. Fetch-and-add: swap_add = the addend, compare unused and written as zero.
 [[gnu::always_inline]] inline void put_atomic(uint8_t* at, uint64_t swap_add,

@@ -92,11 +92,20 @@ struct PointerOrInlineSize {
 // `room` blocks, and sizes it: the one set of checks of send_wqe_size and encode_send_wqe.
 // Without Exact, a pointer WQE is sized by one segment per SGE when that fits (empty SGEs,
 // which take no segment, are counted only when it does not): the encoder writes the exact DS.
+// A datagram (wr.av set) is a SEND or SEND_IMM whose header adds the datagram segment.
+[[gnu::always_inline]] inline uint32_t header_ds_of(OpcodeLayout layout, const SendWr& wr) noexcept {
+  return layout.header_ds() + (wr.av != nullptr ? kDatagramDs : 0u);
+}
+
 template <bool Exact>
 [[gnu::always_inline]] inline Errc size_pointer_or_inline(OpcodeLayout layout, const SendWr& wr,
                                                           const SqLimits& limits, uint32_t room,
                                                           PointerOrInlineSize* out) noexcept {
   const bool is_inline = (wr.flags & send_flags::inline_data) != 0;
+  // Only a SEND carries a datagram: WRITE and READ name remote memory, which UD has not.
+  if (wr.av != nullptr && layout.has_raddr()) [[unlikely]]
+    return Errc::invalid_argument;
+  const uint32_t header_ds = header_ds_of(layout, wr);
   // READ scatters into local memory: there is nothing to send inline.
   if (is_inline && layout.kind() == OpcodeKind::scatter) [[unlikely]]
     return Errc::invalid_argument;
@@ -108,7 +117,7 @@ template <bool Exact>
     const uint64_t payload = inline_payload(wr);
     if (payload > limits.max_inline) [[unlikely]]
       return Errc::inline_too_large;
-    const uint32_t ds = layout.header_ds() + inline_ds(payload);
+    const uint32_t ds = header_ds + inline_ds(payload);
     if (ds > kMaxWqeDs) [[unlikely]]
       return Errc::inline_too_large;
     if (bbs_for(ds) > room) [[unlikely]]
@@ -116,9 +125,9 @@ template <bool Exact>
     *out = {ds, static_cast<uint32_t>(payload)};
     return Errc::ok;
   }
-  uint32_t ds = layout.header_ds() + wr.num_sge;
+  uint32_t ds = header_ds + wr.num_sge;
   if (Exact || ds > kMaxWqeDs || bbs_for(ds) > room) [[unlikely]] {
-    ds = layout.header_ds() + non_empty_sges(wr);
+    ds = header_ds + non_empty_sges(wr);
     if (ds > kMaxWqeDs) return Errc::too_many_sge;
     if (bbs_for(ds) > room) return Errc::queue_full;
   }
@@ -131,7 +140,7 @@ template <bool Exact>
 inline Errc send_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_out) noexcept {
   const OpcodeLayout layout = layout_of(wr.opcode);
   if (!layout.is_pointer_or_inline()) [[unlikely]]
-    return detail::fixed_wqe_size(wr, limits, ds_out);
+    return wr.av != nullptr ? Errc::invalid_argument : detail::fixed_wqe_size(wr, limits, ds_out);
   detail::PointerOrInlineSize size;
   const Errc err = detail::size_pointer_or_inline<true>(layout, wr, limits, ~0u, &size);
   if (err == Errc::ok) *ds_out = static_cast<uint8_t>(size.ds);
@@ -143,8 +152,10 @@ inline Errc send_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_
                                                   const SqLimits& limits, uint8_t force_fm_ce_se,
                                                   EncodedWqe* out) noexcept {
   const OpcodeLayout layout = layout_of(wr.opcode);
-  if (!layout.is_pointer_or_inline()) [[unlikely]]
+  if (!layout.is_pointer_or_inline()) [[unlikely]] {
+    if (wr.av != nullptr) return Errc::invalid_argument;  // atomics and NOPs are not datagrams
     return detail::encode_fixed_wqe(ring, pi, free_bbs, qpn, wr, limits, force_fm_ce_se, out);
+  }
   // Size first: nothing is written unless the whole WQE is valid and fits.
   detail::PointerOrInlineSize size;
   const uint32_t room = free_bbs < ring.bb_count ? free_bbs : ring.bb_count;
@@ -156,8 +167,15 @@ inline Errc send_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_
   uint8_t* const end = ring.end();
   uint8_t* const wqe = ring.bb(pi);
   // The ctrl segment is written last, once DS is known.
-  uint8_t* const seg = put_header(wqe, layout, wr.remote_addr, wr.rkey);
+  uint8_t* seg = put_header(wqe, layout, wr.remote_addr, wr.rkey);
   uint32_t ds = layout.header_ds();
+  if (wr.av != nullptr) [[unlikely]] {
+    // SEND's header is the ctrl segment alone: the datagram fills the rest of the first
+    // block, and the payload starts at the next one (the ring's start if this was its last).
+    put_datagram(seg, *wr.av, wr.remote_qpn, wr.remote_qkey);
+    seg = wqe + kBbBytes == end ? begin : wqe + kBbBytes;
+    ds += kDatagramDs;
+  }
   if (wr.flags & send_flags::inline_data) {
     if (size.inline_total != 0) {
       detail::put_inline_sges(seg, wr, size.inline_total, begin, end);

@@ -96,6 +96,12 @@ struct SendWr {
   uint32_t rkey = 0;         // RDMA and atomics
   uint64_t compare_add = 0;  // ATOMIC_CS: compare value; ATOMIC_FA: value to add
   uint64_t swap = 0;         // ATOMIC_CS: swap value
+  // UD QPs (SEND and SEND_IMM): where the datagram goes. `av` is an address handle's address
+  // vector (AddressHandle::av(), mlx5dv's mlx5_wqe_av), copied into the WQE's datagram
+  // segment with the destination QP and its Q_Key. Null on an RC QP, and required on a UD one.
+  const mlx5_wqe_av* av = nullptr;
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
 };
 
 // A receive-queue request.
@@ -110,6 +116,9 @@ namespace wc_flags {
 inline constexpr uint8_t with_imm = 1u << 0;   // imm_data is valid
 inline constexpr uint8_t solicited = 1u << 1;  // the sender set SE
 inline constexpr uint8_t with_inv = 1u << 2;   // imm_data holds the invalidated rkey (SEND_INV)
+// UD receive: the buffer starts with the packet's 40-byte GRH (on RoCE v2 over IPv4, the IPv4
+// header in its last 20 bytes), counted in byte_len, before the payload (IBV_WC_GRH).
+inline constexpr uint8_t grh = 1u << 3;
 }  // namespace wc_flags
 
 // A decoded completion. 32 bytes; an array of them is what Cq::poll fills.

@@ -175,6 +175,9 @@ class Device : public hw::Device {
                                               uint32_t max_sge) override;
   Result<std::unique_ptr<hw::Qp>> create_qp_on_srq(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
                                                    hw::Srq& srq, const hw::QpCaps& caps) override;
+  Result<std::unique_ptr<hw::Qp>> create_ud_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
+                                               const hw::QpCaps& caps) override;
+  Result<std::unique_ptr<hw::Ah>> create_ah(hw::Pd& pd, const hw::AhAttr& attr) override;
   int async_fd() const override;
   bool next_async_event(hw::AsyncEvent* out) override;
   hw::ProgressHook progress_hook() override;
