@@ -3,16 +3,17 @@
 // achieves in real time on this machine, beside the limit it was given (docs/performance.md,
 // "Packet pacing in real time").
 //
-//   rnicdv-bench-pacer [--smoke] [--seconds S] [--poll busy|sleep]
+//   rnicdv-bench-pacer [--smoke] [--seconds S] [--poll busy|sleep] [--burst BYTES]
 //
 // Two threaded simulated HCAs on the in-process wire, one RC QP pair in RTS at MTU 1024. For
-// no limit and for 10 Mb/s, 100 Mb/s, 1 Gb/s and 10 Gb/s (QueuePair::set_rate_limit, the
-// device's default burst), the sender streams signaled 4 KiB RDMA WRITEs, keeping 32 of them
-// (the requester's window of 128 packets) posted, for a warm-up and then S seconds (4; 0.15
-// with --smoke). The achieved rate is the Ethernet frame bytes of the WRITEs completed between
-// the first completion after the warm-up and the first one S seconds later, over the
-// steady_clock time between the two, in Mb/s (10^6 bits per second). Frame bytes are what
-// the pacer counts: per packet Ethernet 14, IPv4 20, UDP 8, BTH 12 and ICRC 4 bytes (no FCS,
+// no limit and for 10 Mb/s, 100 Mb/s, 1 Gb/s and 10 Gb/s (QueuePair::set_rate_limit with a
+// burst allowance of BYTES, by default none: the device's default of one packet), the
+// sender streams signaled 4 KiB RDMA WRITEs, keeping 32 of them (the requester's window of
+// 128 packets) posted, for a warm-up and then S seconds (4; 0.15 with --smoke). The achieved
+// rate is the Ethernet frame bytes of the WRITEs completed between the first completion
+// after the warm-up and the first one S seconds later, over the steady_clock time between
+// the two, in Mb/s (10^6 bits per second). Frame bytes are what the pacer counts: per packet
+// Ethernet 14, IPv4 20, UDP 8, BTH 12 and ICRC 4 bytes (no FCS,
 // preamble or gap) around the payload, and a RETH of 16 on a WRITE's first packet.
 //
 // Then the burst: with a burst allowance of 64 KiB at 10 Mb/s, 90 signaled 1 KiB WRITEs (one
@@ -92,10 +93,11 @@ class Stream {
            std::to_string(burst_bytes) + "): " + st.message());
   }
 
-  // Achieved Mb/s of frame bytes with the limit `kbps` (0: none), measured for `measure_s`
+  // Achieved Mb/s of frame bytes with the limit `kbps` (0: none) and a burst allowance of
+  // `burst_bytes`, measured for `measure_s`
   // seconds after `warm_s` seconds of the same stream.
-  double rate_mbps(uint32_t kbps, double warm_s, double measure_s) {
-    set_limit(kbps, 0);
+  double rate_mbps(uint32_t kbps, uint32_t burst_bytes, double warm_s, double measure_s) {
+    set_limit(kbps, burst_bytes);
     const Clock::time_point start = Clock::now();
     bool counting = false;
     Clock::time_point t0{}, t1{};
@@ -199,6 +201,7 @@ int main(int argc, char** argv) {
   bool smoke = false;
   bool sleep_when_empty = false;
   uint32_t seconds = 4;
+  uint32_t burst = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
     if (opt == "--smoke") {
@@ -206,13 +209,16 @@ int main(int argc, char** argv) {
     } else if (opt == "--seconds" && i + 1 < argc) {
       seconds = rnicdv::bench::parse_count(argv[i], argv[i + 1], 3600);
       ++i;
+    } else if (opt == "--burst" && i + 1 < argc) {
+      burst = rnicdv::bench::parse_count(argv[i], argv[i + 1], 1u << 20);
+      ++i;
     } else if (opt == "--poll" && i + 1 < argc) {
       const std::string how = argv[++i];
       if (how != "busy" && how != "sleep") fail("--poll: expected busy or sleep, got '" + how + "'");
       sleep_when_empty = how == "sleep";
     } else {
-      fail("usage: rnicdv-bench-pacer [--smoke] [--seconds S] [--poll busy|sleep] (unknown or "
-           "incomplete option '" + opt + "')");
+      fail("usage: rnicdv-bench-pacer [--smoke] [--seconds S] [--poll busy|sleep] "
+           "[--burst BYTES] (unknown or incomplete option '" + opt + "')");
     }
   }
   const double warm_s = smoke ? 0.05 : 0.5;
@@ -220,12 +226,12 @@ int main(int argc, char** argv) {
 
   Stream stream(sleep_when_empty);
   std::vector<rnicdv::bench::Record> out;
-  const double unpaced = stream.rate_mbps(0, warm_s, measure_s);
+  const double unpaced = stream.rate_mbps(0, 0, warm_s, measure_s);
   out.push_back({"sim_pacer_rate_unpaced", unpaced, "Mb/s", "", 0});
   double at_10g = 0;
   for (uint32_t kbps : {10'000u, 100'000u, 1'000'000u, 10'000'000u}) {
     const std::string label = limit_label(kbps);
-    const double mbps = stream.rate_mbps(kbps, warm_s, measure_s);
+    const double mbps = stream.rate_mbps(kbps, burst, warm_s, measure_s);
     out.push_back({"sim_pacer_rate_" + label, mbps, "Mb/s", "sim_pacer_limit_" + label,
                    kbps / 1000.0});
     at_10g = mbps;
