@@ -500,7 +500,7 @@ def fmt(v):
 
 
 def table(records):
-    rows = [("name", "value", "unit", "baseline", "baseline value", "ratio", "target")]
+    rows = [("name", "value", "unit", "baseline", "baseline value", "ratio", "target or note")]
     notes = pacer_notes(records)
     for r in records:
         t = TARGETS.get(r["name"])
