@@ -214,7 +214,8 @@ int main(int argc, char** argv) {
       ++i;
     } else if (opt == "--poll" && i + 1 < argc) {
       const std::string how = argv[++i];
-      if (how != "busy" && how != "sleep") fail("--poll: expected busy or sleep, got '" + how + "'");
+      if (how != "busy" && how != "sleep")
+        fail("--poll: expected busy or sleep, got '" + how + "'");
       sleep_when_empty = how == "sleep";
     } else {
       fail("usage: rnicdv-bench-pacer [--smoke] [--seconds S] [--poll busy|sleep] "
