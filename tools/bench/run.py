@@ -16,7 +16,8 @@ tools/bench/rnicdv-bench-pacer for the simulated HCA's packet pacer in real time
 JSON array of records {"name", "value", "unit", "baseline_name", "baseline_value", "ratio"}
 (ratio = value / baseline_value, lower is better; for the pacer's rates, 1 is exact), checks
 it against that schema and the list of expected records, and prints a table. --smoke runs
-every case for a few iterations only: a test of the tool, whose figures mean nothing. Exit status 1 on any failure, with the reason on stderr.
+every case for a few iterations only: a test of the tool, whose figures mean nothing. Exit
+status 1 on any failure, with the reason on stderr.
 """
 
 import argparse
