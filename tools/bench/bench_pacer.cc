@@ -22,7 +22,7 @@
 // the rate alone allows since the posts, max_i (bytes completed by t_i - rate * t_i): the
 // bytes that left back to back beyond the rate. A completion follows its frame's departure
 // (by the peer's ACK), so this measure can only fall short of the true excess, by the rate
-// times that delay (about 100 bytes per 100 us at 10 Mb/s). The median of 3 trials (1 with
+// times that delay (125 bytes per 100 us at 10 Mb/s). The median of 3 trials (1 with
 // --smoke).
 //
 // --poll busy (the default) polls the CQ without pause, as perftest and rnicperf do; each poll
@@ -32,7 +32,6 @@
 // completion.
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
