@@ -688,3 +688,257 @@ TEST_CASE("send_lat and send_bw run over UD: datagrams of at most the MTU, the h
   CHECK(r.err.find(" Max msg size in UD is MTU 1024\n Changing to this MTU\n") != std::string::npos);
   CHECK(r.out.find(" 1024    20 ") != std::string::npos);
 }
+
+TEST_CASE("-w and -y: a run that reaches its limits exits 0, one that cannot exits 1 with "
+          "perftest's line",
+          "[e2e][limits]") {
+  for (const char* test : {"write_bw", "send_bw", "read_bw", "atomic_bw"}) {
+    INFO(test);
+    const std::vector<std::string> base = {test, "--loopback", "--timeout=20", "-n", "100"};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> args = base;
+      args.insert(args.end(), extra.begin(), extra.end());
+      return run_rnicperf(args, 120);
+    };
+    // Any bandwidth reaches 0, and a simulated HCA reaches no 10^9 MB/sec nor 10^9 Mpps.
+    ProcessResult met = with({"-w", "0", "-y", "0"});
+    INFO(met.out << met.err);
+    REQUIRE_FALSE(met.timed_out);
+    CHECK(met.exit_code == 0);
+    CHECK(met.err.find("Error:") == std::string::npos);
+
+    ProcessResult bw = with({"-w", "1e9", "-y", "1e9"});
+    INFO(bw.out << bw.err);
+    CHECK(bw.exit_code == 1);
+    // The result is still reported, and only the first limit missed is named, as perftest.
+    CHECK(bw.out.find(" #bytes     #iterations    BW peak[") != std::string::npos);
+    CHECK(bw.err.find("Error: BW result is below bw limit\n") != std::string::npos);
+    CHECK(bw.err.find("Msg rate") == std::string::npos);
+    CHECK(bw.err.find("rnicperf:") == std::string::npos);
+
+    ProcessResult rate = with({"--limit_msgrate=1e9"});
+    INFO(rate.out << rate.err);
+    CHECK(rate.exit_code == 1);
+    CHECK(rate.err.find("Error: Msg rate  is below msg_rate limit\n") != std::string::npos);
+  }
+}
+
+namespace {
+// A loopback write_bw run with a JSON report: its exit status and each row's BW_average.
+struct LimitRun {
+  int exit_code = -1;
+  std::string err;
+  std::vector<double> bw;
+};
+LimitRun limit_run(std::vector<std::string> extra) {
+  const std::string json = tmp_json("limits");
+  std::vector<std::string> args = {"write_bw", "--loopback", "--timeout=20", "-n", "100",
+                                   "--out_json_file=" + json};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProcessResult r = run_rnicperf(args, 120);
+  LimitRun out;
+  out.exit_code = r.exit_code;
+  out.err = r.err;
+  std::istringstream rows(json_query(json, "' '.join(str(r['BW_average']) for r in d['results'])"));
+  for (double v; rows >> v;) out.bw.push_back(v);
+  std::remove(json.c_str());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("-w is in the report's unit (Gb/sec with --report_gbits), and with -a a limit any "
+          "row reaches is met",
+          "[e2e][limits]") {
+  // A run's bandwidth in Gb/sec is 1/119 of its figure in MB/sec (2^20 B): a limit 11 times
+  // below the MB/sec figure is met in MB/sec and missed in Gb/sec, with a margin of 11 times
+  // for the runs' noise.
+  const LimitRun reference = limit_run({"-s", "65536"});
+  REQUIRE(reference.exit_code == 0);
+  REQUIRE(reference.bw.size() == 1);
+  const std::string limit = std::to_string(reference.bw[0] / 11);
+  INFO("limit " << limit);
+  const LimitRun mbytes = limit_run({"-s", "65536", "-w", limit});
+  INFO(mbytes.err);
+  CHECK(mbytes.exit_code == 0);
+  const LimitRun gbits = limit_run({"-s", "65536", "--report_gbits", "-w", limit});
+  INFO(gbits.err);
+  REQUIRE(gbits.bw.size() == 1);
+  CHECK(gbits.bw[0] < std::stod(limit));
+  CHECK(gbits.exit_code == 1);
+
+  // A sweep's 2-byte row has a small fraction of its 4 KiB row's bandwidth: a limit between
+  // the two (their geometric mean) passes, as perftest ORs the rows' verdicts.
+  const LimitRun sweep = limit_run({"-a", "--sweep-max=4096"});
+  REQUIRE(sweep.exit_code == 0);
+  REQUIRE(sweep.bw.size() == 12);
+  const double between = std::sqrt(sweep.bw.front() * sweep.bw.back());
+  const LimitRun some = limit_run({"-a", "--sweep-max=4096", "-w", std::to_string(between)});
+  INFO(some.err << "limit " << between);
+  REQUIRE(some.bw.size() == 12);
+  CHECK(some.bw.front() < between);
+  CHECK(some.bw.back() >= between);
+  CHECK(some.exit_code == 0);
+  const LimitRun none =
+      limit_run({"-a", "--sweep-max=4096", "-w", std::to_string(sweep.bw.back() * 1000)});
+  CHECK(none.exit_code == 1);
+  CHECK(none.err.find("Error: BW result is below bw limit\n") != std::string::npos);
+}
+
+TEST_CASE("--use_old_post_send posts through post_send, one call per post list, in every test",
+          "[e2e][post_path]") {
+  struct Run {
+    const char* test;
+    std::vector<std::string> extra;
+    const char* calls;  // post_send calls the client's loops make
+  };
+  const Run runs[] = {
+      {"write_lat", {"-n", "100"}, "100"},
+      {"send_lat", {"-n", "100"}, "100"},
+      {"read_lat", {"-n", "100"}, "100"},
+      {"atomic_lat", {"-n", "100"}, "100"},
+      {"write_bw", {"-n", "100", "-s", "4096", "-l", "4"}, "25"},
+      {"send_bw", {"-n", "100", "-s", "4096", "-l", "4"}, "25"},
+      {"read_bw", {"-n", "100", "-s", "4096", "-l", "4"}, "25"},
+      {"atomic_bw", {"-n", "100", "-l", "5"}, "20"},
+  };
+  for (const Run& run : runs) {
+    INFO(run.test);
+    for (const bool old : {true, false}) {
+      std::string json = tmp_json((std::string("old_post_") + run.test).c_str());
+      std::vector<std::string> args = {run.test, "--loopback", "--timeout=20",
+                                       "--out_json_file=" + json};
+      args.insert(args.end(), run.extra.begin(), run.extra.end());
+      if (old) args.push_back("--use_old_post_send");
+      ProcessResult r = run_rnicperf(args, 120);
+      INFO("old " << old << "\n" << r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      const bool line = r.out.find(" Post calls      : post_send, a SendWr list per call\n") !=
+                        std::string::npos;
+      CHECK(line == old);
+      if (old) {
+        CHECK(json_query(json, "d['test_info']['Post_send_calls']") == run.calls);
+        CHECK(json_query(json, "d['test_info']['Post_calls']") ==
+              "post_send, a SendWr list per call");
+      } else {
+        CHECK(json_query(json, "'Post_send_calls' in d['test_info']") == "False");
+      }
+      CHECK(json_query(json, "d['results'][0]['MsgSize'] > 0") == "True");
+      std::remove(json.c_str());
+    }
+  }
+}
+
+TEST_CASE("--wait_destroy waits before releasing the resources, and says so", "[e2e][wait]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  ProcessResult r = run_rnicperf(
+      {"write_bw", "--loopback", "--timeout=20", "-n", "100", "--wait_destroy=2"}, 120);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(elapsed >= 2.0);
+  const size_t table = r.out.find(" #bytes     #iterations");
+  const size_t waiting = r.out.find(" Waiting 2 seconds before releasing resources...\n");
+  REQUIRE(table != std::string::npos);
+  REQUIRE(waiting != std::string::npos);
+  CHECK(waiting > table);
+  CHECK(count_lines_starting(r.out, " Waiting ") == 1);  // the quiet loopback end prints none
+}
+
+TEST_CASE("-i: port 1 runs, another is refused naming the device and its one port",
+          "[e2e][ib_port]") {
+  ProcessResult one = run_rnicperf({"write_lat", "--loopback", "--timeout=20", "-n", "50", "-i",
+                                    "1"},
+                                   120);
+  INFO(one.out << one.err);
+  CHECK(one.exit_code == 0);
+  ProcessResult two = run_rnicperf({"write_lat", "--loopback", "--timeout=20", "-n", "50",
+                                    "--ib-port=2"},
+                                   120);
+  INFO(two.out << two.err);
+  CHECK(two.exit_code == 1);
+  CHECK(count_lines_starting(two.err, "rnicperf: -i 2: Unable to query port 2 attributes: sim") ==
+        1);
+  CHECK(two.err.find(" has 1 port (port 1)\n") != std::string::npos);
+}
+
+namespace {
+// A file of `bytes` bytes, each `fill`; returns its path.
+std::string make_file(const char* tag, size_t bytes, char fill) {
+  const std::string path = "/tmp/rnicperf-" + std::to_string(::getpid()) + "-" + tag;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << std::string(bytes, fill);
+  return path;
+}
+}  // namespace
+
+TEST_CASE("--mmap: the buffers are the file's pages at --mmap-offset, shared", "[e2e][mmap]") {
+  // write_bw -s 4096: each QP's region is 8 KiB, its send half first. The file's first page
+  // is outside the mapping; both loopback ends map the same pages, so the client's writes copy
+  // the send half (the 'A's) over the receive half (the 'B's) of the file itself.
+  const std::string path = make_file("mmap-buffers", 4 * 4096, 'B');
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    f << std::string(4096, 'A');
+  }
+  ProcessResult r = run_rnicperf({"write_bw", "--loopback", "--timeout=20", "-n", "100", "-s",
+                                  "4096", "--mmap=" + path, "--mmap-offset=4096"},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(count_lines_starting(r.out, "allocated mmap buffer of size 8192 at 0x") == 1);
+  CHECK(r.out.find(" Buffers         : mmap of " + path + " from offset 4096, shared (--mmap)\n") !=
+        std::string::npos);
+  const std::string after = slurp(path);
+  REQUIRE(after.size() == 4 * 4096);
+  CHECK(after.substr(0, 4096) == std::string(4096, 'B'));      // before the offset: untouched
+  CHECK(after.substr(4096, 4096) == std::string(4096, 'A'));   // the send half
+  CHECK(after.substr(8192, 4096) == std::string(4096, 'A'));   // the receive half, written
+  CHECK(after.substr(12288, 4096) == std::string(4096, 'B'));  // past the region: untouched
+  std::remove(path.c_str());
+}
+
+TEST_CASE("--mmap: a file too small for the buffers, a missing one or a bad offset is refused",
+          "[e2e][mmap]") {
+  const std::string small = make_file("mmap-small", 8192, 0);
+  ProcessResult r = run_rnicperf({"write_bw", "--loopback", "--timeout=20", "-n", "100", "-s",
+                                  "4096", "-q", "2", "--mmap=" + small},
+                                 120);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("rnicperf: --mmap '" + small +
+                   "': 8192 bytes, too small for 2 QP buffers of 8192 bytes from offset 0 "
+                   "(needs 16384 bytes)\n") != std::string::npos);
+  std::remove(small.c_str());
+
+  ProcessResult missing = run_rnicperf(
+      {"write_bw", "--loopback", "--timeout=20", "-n", "100", "--mmap=/nonexistent/buffers"},
+      120);
+  INFO(missing.out << missing.err);
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.err.find("rnicperf: --mmap '/nonexistent/buffers': Unable to open: No such "
+                         "file or directory\n") != std::string::npos);
+
+  ProcessResult offset = run_rnicperf(
+      {"write_bw", "--loopback", "-n", "100", "--mmap=/tmp/x", "--mmap-offset=123"}, 60);
+  CHECK(offset.exit_code == 1);
+  CHECK(offset.err.find("rnicperf: --mmap-offset 123: not a multiple of the page size") == 0);
+}
+
+TEST_CASE("--force-link=Ethernet runs; --dlid is shown as the remote LID and changes nothing "
+          "else",
+          "[e2e][force_link]") {
+  ProcessResult r = run_rnicperf({"write_lat", "--loopback", "--timeout=20", "-n", "50",
+                                  "--force-link=Ethernet", "--dlid=0x1f"},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" Link type       : Ethernet\n") != std::string::npos);
+  CHECK(r.out.find(" local address: LID 0000 QPN ") != std::string::npos);
+  CHECK(r.out.find(" remote address: LID 0x1f QPN ") != std::string::npos);
+  ProcessResult ib =
+      run_rnicperf({"write_lat", "--loopback", "-n", "50", "--force-link=IB"}, 60);
+  CHECK(ib.exit_code == 1);
+  CHECK(ib.err.find("rnicperf: --force-link=IB: rnicdv's devices are RoCE devices") == 0);
+}

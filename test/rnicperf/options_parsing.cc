@@ -664,3 +664,104 @@ TEST_CASE("-c UD is taken by the SEND tests, and refused with the reason elsewhe
         "-c UD: the device paces RC QPs only (use --rate_limit_type=SW)");
   CHECK(parse({"send_bw", "-c", "UD", "--rate_limit_type=SW", "--rate_limit=1"}).is_ok());
 }
+
+TEST_CASE("-w and -y set perftest's verifier limits on bandwidth tests, 0 or more",
+          "[options][limits]") {
+  auto none = parse({"write_bw"});
+  REQUIRE(none.is_ok());
+  CHECK(none->limit_bw < 0);
+  CHECK(none->limit_msgrate < 0);
+  auto both = parse({"write_bw", "-w", "120.5", "--limit_msgrate=0.25"});
+  REQUIRE(both.is_ok());
+  CHECK(both->limit_bw == Approx(120.5));
+  CHECK(both->limit_msgrate == Approx(0.25));
+  CHECK(parse({"send_bw", "--limit_bw", "0"})->limit_bw == 0);
+  CHECK(parse({"atomic_bw", "-y3"})->limit_msgrate == Approx(3));
+
+  CHECK(error_of({"write_bw", "-w", "-1"}) ==
+        "-w -1: Invalid Minimum BW Limit (a limit is 0 or more)");
+  CHECK(error_of({"write_bw", "-y", "-0.5"}) ==
+        "-y -0.5: Invalid Minimum msgRate Limit (a limit is 0 or more)");
+  CHECK(error_of({"write_bw", "-w", "fast"}) == "-w 'fast': not a number");
+  CHECK(error_of({"write_bw", "-y", "1x"}) == "-y '1x': not a number");
+  CHECK(error_of({"write_bw", "--limit_bw=nan"}) == "-w 'nan': not a number");
+  CHECK(error_of({"write_lat", "-w", "1"}) ==
+        "write_lat: -w: the verifier limits check bandwidth results (perftest has them in "
+        "bandwidth tests only)");
+  CHECK(error_of({"read_lat", "-y", "1"}).find("read_lat: -y: the verifier limits") == 0);
+  CHECK(error_of({"write_bw", "--run_infinitely", "-y", "1"}) ==
+        "-y: --run_infinitely has no final result to verify");
+}
+
+TEST_CASE("--use_old_post_send, --wait_destroy, -i, --dlid and --force-link parse",
+          "[options][post_path]") {
+  auto d = parse({"write_lat"});
+  REQUIRE(d.is_ok());
+  CHECK_FALSE(d->old_post_send);
+  CHECK(d->wait_destroy_s == 0);
+  CHECK(d->ib_port == 1);
+  CHECK(d->dlid == 0);
+  CHECK(d->force_link == Options::Link::unset);
+
+  auto r = parse({"send_bw", "--use_old_post_send", "--wait_destroy=3", "-i", "1", "--dlid",
+                  "0x12", "--force-link=Ethernet"});
+  REQUIRE(r.is_ok());
+  CHECK(r->old_post_send);
+  CHECK(r->wait_destroy_s == 3);
+  CHECK(r->ib_port == 1);
+  CHECK(r->dlid == 0x12);
+  CHECK(r->force_link == Options::Link::ethernet);
+  CHECK(parse({"write_bw", "--force-link", "ethernet"})->force_link == Options::Link::ethernet);
+  // The port is checked against the device when it is opened; only 0 is refused here.
+  CHECK(parse({"write_bw", "--ib-port=2"})->ib_port == 2);
+
+  CHECK(error_of({"write_bw", "-i", "0"}) == "-i 0: IB Port can't be less than 1");
+  CHECK(error_of({"write_bw", "-i", "256"}) == "-i 256: must be between 0 and 255");
+  CHECK(error_of({"write_bw", "--wait_destroy=-1"}) == "--wait_destroy '-1': not a number");
+  CHECK(error_of({"write_bw", "--dlid=65536"}) == "--dlid 65536: must be between 0 and 65535");
+  CHECK(error_of({"write_bw", "--force-link=Infiniband"}) ==
+        "--force-link=Infiniband: Invalid link layer value should be IB or ETHERNET.");
+  CHECK(error_of({"write_bw", "--force-link=IB"}) ==
+        "--force-link=IB: rnicdv's devices are RoCE devices, whose link is Ethernet: there is no "
+        "InfiniBand link (no LIDs, no subnet manager) to run on");
+  CHECK(error_of({"send_lat", "--loopback", "--first-reply=2", "--use_old_post_send"}) ==
+        "--use_old_post_send: --first-reply's replies are posted its own way");
+}
+
+TEST_CASE("--mmap and --mmap-offset: a file and an offset in whole pages", "[options][mmap]") {
+  auto r = parse({"write_bw", "--mmap=/tmp/buffers", "--mmap-offset", "8192"});
+  REQUIRE(r.is_ok());
+  CHECK(r->mmap_file == "/tmp/buffers");
+  CHECK(r->mmap_offset == 8192);
+  CHECK(parse({"write_bw", "--mmap", "/tmp/buffers"})->mmap_offset == 0);
+
+  CHECK(error_of({"write_bw", "--mmap="}) == "--mmap: empty file name");
+  CHECK(error_of({"write_bw", "--mmap-offset=4096"}) == "--mmap-offset applies with --mmap only");
+  const std::string unaligned = error_of({"write_bw", "--mmap=/tmp/b", "--mmap-offset=100"});
+  CHECK(unaligned.find("--mmap-offset 100: not a multiple of the page size ") == 0);
+  CHECK(error_of({"write_bw", "--mmap=/tmp/b", "--mmap-offset=x"}) ==
+        "--mmap-offset 'x': not a number");
+  CHECK(error_of({"write_bw", "--mmap=/tmp/b", "--use_hugepages"}) ==
+        "--mmap and --use_hugepages exclude each other (both choose the buffers' memory)");
+  CHECK(error_of({"write_bw", "--mmap=/tmp/b", "--dpdk-mem"}) ==
+        "--mmap and --dpdk-mem exclude each other (both choose the buffers' memory)");
+}
+
+TEST_CASE("-h lists -w, -y, --use_old_post_send, --wait_destroy, -i, --mmap, --force-link and "
+          "--dlid",
+          "[options][help]") {
+  const std::string help = rnicperf::usage_text();
+  CHECK(help.find("  -w, --limit_bw=<value>    Set verifier limit for bandwidth") !=
+        std::string::npos);
+  CHECK(help.find("  -y, --limit_msgrate=<value>\n                            Set verifier "
+                  "limit for Msg Rate") != std::string::npos);
+  CHECK(help.find("      --use_old_post_send   Use old post send flow") != std::string::npos);
+  CHECK(help.find("      --wait_destroy=<seconds>\n                            Wait <seconds> "
+                  "before destroying") != std::string::npos);
+  CHECK(help.find("  -i, --ib-port=<port>      Use port <port> of the device") !=
+        std::string::npos);
+  CHECK(help.find("      --mmap=<file>         Use an mmap'd file") != std::string::npos);
+  CHECK(help.find("      --mmap-offset=<offset>\n") != std::string::npos);
+  CHECK(help.find("      --force-link=<value>  Force the link type") != std::string::npos);
+  CHECK(help.find("      --dlid=<lid>          Shown as the remote LID") != std::string::npos);
+}

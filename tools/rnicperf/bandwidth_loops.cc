@@ -173,12 +173,11 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
           if (tot_posted == 0) out->t_first_post = t_post;
           if (stamp)
             for (uint32_t k = 0; k < post_list; ++k) c.tposted[tot_posted + k] = t_post;
-          // The list as one doorbell: every WR but the last staged, the last posted.
+          // The list as one doorbell.
           rnicdv::QueuePair& qp = c.ep.qp(q);
-          for (uint32_t k = 0; k < post_list; ++k)
-            if (Errc e = post_typed(qp, t.wrs[k], k + 1 == post_list); e != Errc::ok)
-                [[unlikely]]
-              return post_error(test, "post send", qp.qpn(), e);
+          if (Errc e = post_wr_list(qp, t.wrs, o.old_post_send, &out->post_send_calls);
+              e != Errc::ok) [[unlikely]]
+            return post_error(test, "post send", qp.qpn(), e);
           t.posted += post_list;
           tot_posted += post_list;
           if (sw_rate) burst_left -= post_list;

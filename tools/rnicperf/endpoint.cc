@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "endpoint.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -49,6 +53,55 @@ uint32_t random_psn() {
   static std::mt19937 gen{std::random_device{}()};
   return gen() & 0xffffff;
 }
+
+// --mmap: the file the buffers are mapped from, open while they are.
+class BufferFile {
+ public:
+  BufferFile() = default;
+  BufferFile(const BufferFile&) = delete;
+  BufferFile& operator=(const BufferFile&) = delete;
+  ~BufferFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Opens `path` read-write (perftest's init_mmap) and checks that a regular file holds
+  // `regions` regions of `stride` bytes from `offset` (a device file is taken as it is).
+  Status open(const std::string& path, uint64_t offset, uint32_t regions, size_t stride) {
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd_ < 0)
+      return Status::error(Errc::invalid_argument, "--mmap '%s': Unable to open: %s",
+                           path.c_str(), std::strerror(errno));
+    struct stat st{};
+    if (::fstat(fd_, &st) != 0)
+      return Status::error(Errc::io_error, "--mmap '%s': cannot stat: %s", path.c_str(),
+                           std::strerror(errno));
+    const uint64_t needed = offset + uint64_t{regions} * stride;
+    if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < needed)
+      return Status::error(Errc::invalid_argument,
+                           "--mmap '%s': %lld bytes, too small for %u QP buffers of %zu bytes "
+                           "from offset %llu (needs %llu bytes)",
+                           path.c_str(), static_cast<long long>(st.st_size), regions, stride,
+                           static_cast<unsigned long long>(offset),
+                           static_cast<unsigned long long>(needed));
+    return Status::ok();
+  }
+
+  // `bytes` of the file from `at`, shared (perftest maps it MAP_SHARED).
+  Result<uint8_t*> map(uint64_t at, size_t bytes) const {
+    void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                       static_cast<off_t>(at));
+    if (mem == MAP_FAILED)
+      return Status::error(Errc::no_resources, "--mmap '%s': Unable to mmap %zu bytes at %llu: %s",
+                           path_.c_str(), bytes, static_cast<unsigned long long>(at),
+                           std::strerror(errno));
+    return static_cast<uint8_t*>(mem);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -169,6 +222,15 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   // UD: a receive holds the 40-byte GRH before the message.
   const uint64_t recv_bytes = max_size + (ud_ ? kUdGrhBytes : 0);
   half_ = std::max<size_t>(kPage, (recv_bytes + kPage - 1) & ~(kPage - 1));
+  // --mmap: QP i's region at --mmap-offset + i * stride of the file, in whole pages.
+  BufferFile file;
+  const size_t page = static_cast<size_t>(std::max(::sysconf(_SC_PAGESIZE), 1L));
+  const size_t stride = (2 * half_ + page - 1) / page * page;
+  if (!o.mmap_file.empty()) {
+    RNICDV_TRY(file.open(o.mmap_file, o.mmap_offset, o.num_qps, stride));
+    mmap_file_ = o.mmap_file;
+    mmap_offset_ = o.mmap_offset;
+  }
   const uint32_t access = hw::access::local_write | hw::access::remote_write |
                           hw::access::remote_read | hw::access::remote_atomic;
   for (uint32_t i = 0; i < o.num_qps; ++i) {
@@ -208,7 +270,15 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
 
     Region r;
     r.bytes = 2 * half_;
-    if (dpdk_memory_) {
+    if (!o.mmap_file.empty()) {
+      r.bytes = stride;
+      RNICDV_ASSIGN_OR_RETURN(r.base, file.map(o.mmap_offset + uint64_t{i} * stride, r.bytes));
+      // perftest's line for each buffer it maps.
+      char line[96];
+      std::snprintf(line, sizeof line, "allocated mmap buffer of size %zu at %p\n", r.bytes,
+                    static_cast<void*>(r.base));
+      mmap_notes_ += line;
+    } else if (dpdk_memory_) {
       auto mem = rnicdv::sim::dpdk_alloc(r.bytes, kPage);
       if (!mem) return mem.status().prepend("--dpdk-mem");
       r.base = static_cast<uint8_t*>(mem.value());
@@ -411,6 +481,9 @@ void TestEndpoint::describe(HeaderInfo* h) const {
   }
   if (dpdk_memory_) h->buffers = "DPDK heap, " + rnicdv::sim::dpdk_memory_mode();
   if (hugepages_) h->buffers = "2 MiB huge pages (--use_hugepages)";
+  if (!mmap_file_.empty())
+    h->buffers = "mmap of " + mmap_file_ + " from offset " + std::to_string(mmap_offset_) +
+                 ", shared (--mmap)";
 }
 
 AddressInfo TestEndpoint::local_address(size_t i) const {

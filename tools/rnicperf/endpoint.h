@@ -98,6 +98,8 @@ class TestEndpoint {
   uint32_t receives_at_start() const { return rx_depth_ / recv_list_ * recv_list_; }
   // Receive post calls made on all QPs (each list is one).
   uint64_t recv_post_calls() const { return recv_post_calls_; }
+  // --mmap: perftest's line for each buffer mapped from the file, printed before the header.
+  const std::string& mmap_notes() const { return mmap_notes_; }
   // A receive of QP i completed (the loops call this for every receive completion).
   void recv_completed(size_t i) noexcept { ++recvs_done_[i]; }
   // Brings every QP back to receives_at_start() outstanding receives, in lists of
@@ -144,6 +146,9 @@ class TestEndpoint {
   std::vector<uint32_t> flow_labels_;
   bool dpdk_memory_ = false;
   bool hugepages_ = false;
+  std::string mmap_file_;  // --mmap
+  uint64_t mmap_offset_ = 0;
+  std::string mmap_notes_;  // perftest's "allocated mmap buffer ..." line for each region
 };
 
 }  // namespace rnicperf

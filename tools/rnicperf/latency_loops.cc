@@ -91,7 +91,8 @@ Status run_write_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
       }
       ++scnt;
       *post_byte = static_cast<uint8_t>(scnt);
-      if (Errc e = post_typed(qp, wr, true); e != Errc::ok) [[unlikely]]
+      if (Errc e = post_wr_list(qp, {&wr, 1}, c.o.old_post_send, &out->post_send_calls);
+          e != Errc::ok) [[unlikely]]
         return post_error(test, "post RDMA write", qp.qpn(), e);
       if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
         return s;
@@ -157,7 +158,8 @@ Status run_send_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
         c.tposted[scnt] = now;
       }
       ++scnt;
-      if (Errc e = post_typed(qp, wr, true); e != Errc::ok) [[unlikely]]
+      if (Errc e = post_wr_list(qp, {&wr, 1}, c.o.old_post_send, &out->post_send_calls);
+          e != Errc::ok) [[unlikely]]
         return post_error(test, "post send", qp.qpn(), e);
       if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
         return s;
@@ -200,7 +202,8 @@ Status run_one_sided_latency(RunContext& c, LatencyRun* out) {
       c.tposted[scnt] = now;
     }
     ++scnt;
-    if (Errc e = post_typed(qp, wr, true); e != Errc::ok) [[unlikely]]
+    if (Errc e = post_wr_list(qp, {&wr, 1}, c.o.old_post_send, &out->post_send_calls);
+        e != Errc::ok) [[unlikely]]
       return post_error(test, atomic ? "post atomic" : "post RDMA read", qp.qpn(), e);
     if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
       return s;

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "options.h"
 
+#include <strings.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -84,6 +88,15 @@ enum class Opt : uint8_t {
   burst_size,
   typical_pkt_size,
   stop_after,
+  limit_bw,
+  limit_msgrate,
+  use_old_post_send,
+  wait_destroy,
+  ib_port,
+  mmap_file,
+  mmap_offset,
+  force_link,
+  dlid,
 };
 
 // Where -h lists an option: perftest's options, rnicperf's own, or nowhere (for tests).
@@ -232,6 +245,24 @@ constexpr OptSpec kOpts[] = {
      "After a latency run, draw its histogram and CDF with the\npercentile marks (python3-matplotlib); with --plot-compare,\nthe file the comparison is drawn to"},
     {0, "plot-compare", true, Opt::plot_compare, Section::own, "<a,b>",
      "Run no test: draw the JSON reports a,b,... (latency runs\nwith --histogram or --plot) over each other, to --plot's\nfile; each series is named after its file"},
+    {'w', "limit_bw", true, Opt::limit_bw, Section::perftest, "<value>",
+     "Set verifier limit for bandwidth: exit status 1 when no row\nreaches it (MB/sec; Gb/sec with --report_gbits)"},
+    {'y', "limit_msgrate", true, Opt::limit_msgrate, Section::perftest, "<value>",
+     "Set verifier limit for Msg Rate: exit status 1 when no row\nreaches it (Mpps)"},
+    {0, "use_old_post_send", false, Opt::use_old_post_send, Section::perftest, nullptr,
+     "Use old post send flow: one post_send call per post list\n(SendWr lists) instead of one typed call per WR"},
+    {0, "wait_destroy", true, Opt::wait_destroy, Section::perftest, "<seconds>",
+     "Wait <seconds> before destroying allocated resources\n(QP/CQ/PD/MR..)"},
+    {'i', "ib-port", true, Opt::ib_port, Section::perftest, "<port>",
+     "Use port <port> of the device (default 1, its only port)"},
+    {0, "mmap", true, Opt::mmap_file, Section::perftest, "<file>",
+     "Use an mmap'd file (shared) as the buffers: QP i's at\n--mmap-offset + i * its buffers' size"},
+    {0, "mmap-offset", true, Opt::mmap_offset, Section::perftest, "<offset>",
+     "Offset of the buffers in --mmap's file (whole pages)"},
+    {0, "force-link", true, Opt::force_link, Section::perftest, "<value>",
+     "Force the link type: Ethernet (RoCE; IB is refused)"},
+    {0, "dlid", true, Opt::dlid, Section::perftest, "<lid>",
+     "Shown as the remote LID; RoCE addresses by GID, not LID"},
     {0, "sweep-max", true, Opt::sweep_max, Section::hidden, nullptr, nullptr},  // for tests: caps the -a sweep
     // For tests: --run_infinitely stops by itself after <n> interval reports.
     {0, "stop-after", true, Opt::stop_after, Section::hidden, nullptr, nullptr},
@@ -270,6 +301,23 @@ Result<uint64_t> parse_uint(const OptSpec& o, const std::string& text, uint64_t 
                          spelled(o).c_str(), v, static_cast<unsigned long long>(lo),
                          static_cast<unsigned long long>(hi));
   return static_cast<uint64_t>(v);
+}
+
+// -w, -y: a limit of 0 or more (perftest reads it with strtof and refuses a negative one with
+// `negative`); the whole text must be the number.
+Status parse_limit(const OptSpec& o, const std::string& text, const char* negative,
+                   double* out) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || *end != '\0' || !std::isfinite(v))
+    return Status::error(Errc::invalid_argument, "%s '%s': not a number", spelled(o).c_str(),
+                         text.c_str());
+  if (v < 0)
+    return Status::error(Errc::invalid_argument, "%s %s: %s (a limit is 0 or more)",
+                         spelled(o).c_str(), text.c_str(), negative);
+  *out = v;
+  return Status::ok();
 }
 
 Status apply(Options& opts, const OptSpec& o, const std::string& value) {
@@ -565,6 +613,43 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return number(0, 0xffff, opts.typical_pkt_size);
     case Opt::stop_after:
       return number(1, 1000000, opts.stop_after);
+    case Opt::limit_bw:
+      return parse_limit(o, value, "Invalid Minimum BW Limit", &opts.limit_bw);
+    case Opt::limit_msgrate:
+      return parse_limit(o, value, "Invalid Minimum msgRate Limit", &opts.limit_msgrate);
+    case Opt::use_old_post_send:
+      opts.old_post_send = true;
+      return Status::ok();
+    case Opt::wait_destroy:
+      return number(0, 24 * 3600, opts.wait_destroy_s);
+    case Opt::ib_port: {
+      Status st = number(0, 255, opts.ib_port);
+      if (st && opts.ib_port < 1)
+        return Status::error(Errc::invalid_argument, "-i 0: IB Port can't be less than 1");
+      return st;
+    }
+    case Opt::mmap_file:
+      if (value.empty())
+        return Status::error(Errc::invalid_argument, "--mmap: empty file name");
+      opts.mmap_file = value;
+      return Status::ok();
+    case Opt::mmap_offset:
+      opts.mmap_offset_set = true;
+      return number(0, UINT64_MAX / 2, opts.mmap_offset);
+    case Opt::force_link:
+      // perftest's str_link_layer, without its prefix matching ("IBX" is no link type).
+      if (strcasecmp(value.c_str(), "IB") == 0) {
+        opts.force_link = Options::Link::infiniband;
+      } else if (strcasecmp(value.c_str(), "Ethernet") == 0) {
+        opts.force_link = Options::Link::ethernet;
+      } else {
+        return Status::error(Errc::invalid_argument,
+                             "--force-link=%s: Invalid link layer value should be IB or ETHERNET.",
+                             value.c_str());
+      }
+      return Status::ok();
+    case Opt::dlid:
+      return number(0, 0xffff, opts.dlid);
   }
   return Status::error(Errc::internal, "unhandled option");
 }
@@ -761,6 +846,43 @@ Status resolve_qos(Options& o, const char* name) {
                            "(1 kb/s to 4.29 Tb/s)",
                            o.rate_limit, kbps);
   }
+  return Status::ok();
+}
+
+// -w, -y, --use_old_post_send, --wait_destroy, --mmap, --force-link: their rules.
+Status resolve_run_extras(const Options& o, const char* name) {
+  const bool limits = o.limit_bw >= 0 || o.limit_msgrate >= 0;
+  const char* limit_opt = o.limit_bw >= 0 ? "-w" : "-y";
+  if (limits && o.test.kind != Kind::bandwidth)
+    return Status::error(Errc::invalid_argument,
+                         "%s: %s: the verifier limits check bandwidth results (perftest has "
+                         "them in bandwidth tests only)",
+                         name, limit_opt);
+  if (limits && o.run_infinitely)
+    return Status::error(Errc::invalid_argument,
+                         "%s: --run_infinitely has no final result to verify", limit_opt);
+  if (o.old_post_send && o.first_reply > 0)
+    return Status::error(Errc::invalid_argument,
+                         "--use_old_post_send: --first-reply's replies are posted its own way");
+  if (o.mmap_offset_set && o.mmap_file.empty())
+    return Status::error(Errc::invalid_argument, "--mmap-offset applies with --mmap only");
+  if (!o.mmap_file.empty()) {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (page > 0 && o.mmap_offset % static_cast<uint64_t>(page) != 0)
+      return Status::error(Errc::invalid_argument,
+                           "--mmap-offset %llu: not a multiple of the page size %ld (mmap maps "
+                           "whole pages)",
+                           static_cast<unsigned long long>(o.mmap_offset), page);
+    if (o.use_hugepages || o.dpdk_mem)
+      return Status::error(Errc::invalid_argument,
+                           "--mmap and %s exclude each other (both choose the buffers' memory)",
+                           o.use_hugepages ? "--use_hugepages" : "--dpdk-mem");
+  }
+  if (o.force_link == Options::Link::infiniband)
+    return Status::error(Errc::invalid_argument,
+                         "--force-link=IB: rnicdv's devices are RoCE devices, whose link is "
+                         "Ethernet: there is no InfiniBand link (no LIDs, no subnet manager) to "
+                         "run on");
   return Status::ok();
 }
 
@@ -966,6 +1088,7 @@ Status resolve_defaults(Options& o) {
   }
 
   RNICDV_TRY(resolve_qos(o, name));
+  RNICDV_TRY(resolve_run_extras(o, name));
 
   if (o.ud) {
     // A datagram that finds no receive posted is dropped, not retried: as perftest does, the

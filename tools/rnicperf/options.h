@@ -127,6 +127,24 @@ struct Options {
   uint32_t burst_size = 0;        // SW: messages (default tx_depth); PP: bytes (0: device's)
   uint32_t typical_pkt_size = 0;  // PP only
 
+  // perftest's verifier (-w, -y): after a bandwidth run, the exit status is 1 when no result
+  // row reached the limit (-w in the report's unit, MB/sec or Gb/sec; -y in Mpps). <0: off.
+  double limit_bw = -1;
+  double limit_msgrate = -1;
+  // --use_old_post_send: the loops post through QueuePair::post_send with SendWr lists (one
+  // call per post list, perftest's ibv_post_send) instead of the typed calls (its ibv_wr_*).
+  bool old_post_send = false;
+  uint32_t wait_destroy_s = 0;  // --wait_destroy: seconds to wait before releasing resources
+  uint32_t ib_port = 1;         // -i: the device's port (rnicdv drives port 1)
+  // --mmap, --mmap-offset: every QP's buffers from a shared mapping of this file, QP i's at
+  // offset + i * its region's size (perftest's mmap memory).
+  std::string mmap_file;
+  uint64_t mmap_offset = 0;
+  bool mmap_offset_set = false;
+  enum class Link : uint8_t { unset, ethernet, infiniband };
+  Link force_link = Link::unset;  // --force-link
+  uint16_t dlid = 0;              // --dlid: printed as the remote LID (RoCE addresses by GID)
+
   // What the user set explicitly (a default may depend on it).
   bool size_set = false, iters_set = false, tx_depth_set = false, cq_mod_set = false;
   bool margin_set = false;

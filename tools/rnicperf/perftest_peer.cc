@@ -104,6 +104,7 @@ Status Session::run_with_perftest() {
   if (!st) return st;
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
   if (ep_->recv_post_calls() > 0) json_.set_receive_post_calls(ep_->recv_post_calls());
+  if (o_.old_post_send) json_.set_post_send_calls(post_send_calls_);
   if (o_.out_json && !s_.quiet) RNICDV_TRY(json_.write(o_.json_path));
   return Status::ok();
 }

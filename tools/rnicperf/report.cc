@@ -99,6 +99,7 @@ std::string format_header(const HeaderInfo& h) {
   // The control channel is always TCP ("Ethernet"), with -R too (see cm_connect.h).
   out += kv("Data ex. method", "Ethernet") + "\n";
   if (!h.early_post.empty()) out += kv("Early post", h.early_post) + "\n";
+  if (!h.post_calls.empty()) out += kv("Post calls", h.post_calls) + "\n";
   if (!h.sim_wire.empty()) out += kv("Sim wire", h.sim_wire) + "\n";
   if (!h.device_profile.empty()) out += kv("Device profile", h.device_profile) + "\n";
   if (!h.buffers.empty()) out += kv("Buffers", h.buffers) + "\n";

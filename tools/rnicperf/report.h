@@ -43,6 +43,7 @@ struct HeaderInfo {
   bool events = false;  // -e: " Test with events. Using <device>_comp0"
   // rnicperf's additions; a line is printed only when its value is set.
   std::string early_post;      // "16 writes in RTR (withheld in_place)"
+  std::string post_calls;      // "post_send, a SendWr list per call" (--use_old_post_send)
   std::string sim_wire;        // "udp 127.0.0.2:4791"
   std::string device_profile;  // "mlx5 (keeps_rtr_doorbell)"
   std::string buffers;         // "DPDK heap, hugepages" (--dpdk-mem)

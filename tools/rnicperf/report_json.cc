@@ -105,12 +105,14 @@ std::string JsonReport::text() const {
   w.field("rdma_cm_QPs", h.rdma_cm ? "ON" : "OFF");
   w.field("Data_ex_method", "Ethernet");
   if (!h.early_post.empty()) w.field("Early_post", h.early_post);
+  if (!h.post_calls.empty()) w.field("Post_calls", h.post_calls);
   if (!h.sim_wire.empty()) w.field("Sim_wire", h.sim_wire);
   if (!h.device_profile.empty()) w.field("Device_profile", h.device_profile);
   if (!h.buffers.empty()) w.field("Buffers", h.buffers);
   if (!h.clock.empty()) w.field("Clock", h.clock);
   if (completion_events_) w.field("Completion_events", *completion_events_);
   if (receive_post_calls_) w.field("Receive_post_calls", *receive_post_calls_);
+  if (post_send_calls_) w.field("Post_send_calls", *post_send_calls_);
   if (!date_.empty()) w.field("Date", date_);
   if (h.test.kind == Kind::bandwidth)
     w.field("BW_unit", unit_ == BwUnit::mib_per_sec ? "MiB/sec" : "Gb/sec");

@@ -3,9 +3,11 @@
 #include "session_impl.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "bandwidth_loops.h"
@@ -85,6 +87,14 @@ Status Session::run() {
     return ep.status();
   }
   ep_ = std::move(ep.value());
+  if (o_.ib_port != 1) {
+    // rnicdv drives a device's one port; there is no other to query (perftest's check_link
+    // fails the same way on a port its device lacks).
+    s_.channel = OobChannel();
+    return Status::error(Errc::invalid_argument,
+                         "-i %u: Unable to query port %u attributes: %s has 1 port (port 1)",
+                         o_.ib_port, o_.ib_port, s_.device_name.c_str());
+  }
 
   RNICDV_TRY(connect_control());
   RNICDV_ASSIGN_OR_RETURN(const PeerKind peer, oob_->hello());
@@ -149,6 +159,7 @@ Status Session::run() {
   RNICDV_TRY(oob_->barrier(kFinished));
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
   if (ep_->recv_post_calls() > 0) json_.set_receive_post_calls(ep_->recv_post_calls());
+  if (o_.old_post_send) json_.set_post_send_calls(post_send_calls_);
   if (o_.out_json && !s_.quiet) RNICDV_TRY(json_.write(o_.json_path));
   return Status::ok();
 }
@@ -157,6 +168,7 @@ Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_
   const bool receives = o_.test.verb == Verb::send &&
                         (o_.test.kind == Kind::latency || !sends() || o_.bidirectional);
   RNICDV_TRY(ep_->create(o_, max_size, receives, early_recvs));
+  print(ep_->mmap_notes());
   header_.test = o_.test;
   header_.bidirectional = o_.bidirectional;
   header_.initiator = initiator();
@@ -173,6 +185,7 @@ Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_
   header_.duration_mode = o_.duration_s > 0;
   header_.clock = clock_.description();
   ep_->describe(&header_);
+  if (o_.old_post_send) header_.post_calls = "post_send, a SendWr list per call";
   if (s_.client && o_.early_post) {
     header_.early_post =
         std::to_string(o_.early_post) + (o_.test.verb == Verb::send ? " sends" : " writes") +
@@ -189,6 +202,9 @@ void Session::print_addresses() {
   for (size_t i = 0; i < ep_->num_qps(); ++i) {
     local_addr.push_back(ep_->local_address(i));
     remote_addr.push_back(ep_->remote_address(i));
+    // --dlid: perftest shows the given LID as the remote one; RoCE addresses by GID, so the
+    // connection does not change.
+    if (o_.dlid != 0) remote_addr.back().lid = o_.dlid;
     print(format_address("local", o_.test.verb, local_addr.back()));
   }
   for (const auto& a : remote_addr) print(format_address("remote", o_.test.verb, a));
@@ -250,6 +266,7 @@ Status Session::latency_size(RunContext& c) {
     }
     if (!st) return st;
   }
+  post_send_calls_ += run.post_send_calls;
   const bool pingpong = o_.test.verb == Verb::write || o_.test.verb == Verb::send;
   if (peer_is_passive() || (o_.duration_s && pingpong && s_.client)) {
     RNICDV_TRY(oob_->send_done(run.posts));
@@ -330,6 +347,7 @@ Status Session::bandwidth_size(RunContext& c) {
                       o_.duration_s, &progress_);
     RNICDV_TRY(run_bandwidth(c, sender, receiver, &run));
   }
+  post_send_calls_ += run.post_send_calls;
   const uint64_t total = c.iterations * o_.num_qps;
   BandwidthResult mine;
   if (sender) {
@@ -392,6 +410,7 @@ Status Session::bandwidth_infinitely(RunContext& c, bool sender, bool receiver) 
         });
     RNICDV_TRY(run_bandwidth(c, sender, receiver, &run));
   }
+  post_send_calls_ += run.post_send_calls;
   print(kUserStopped);
   if (peer_is_passive()) {
     RNICDV_TRY(oob_->send_done(run.sent));
@@ -402,12 +421,37 @@ Status Session::bandwidth_infinitely(RunContext& c, bool sender, bool receiver) 
   return Status::ok();
 }
 
+void Session::finish() {
+  // perftest checks the bandwidth limit first and reports only the first one missed.
+  const char* missed = nullptr;
+  if (o_.limit_bw >= 0 && !bw_limit_met_)
+    missed = "Error: BW result is below bw limit";
+  else if (o_.limit_msgrate >= 0 && !msgrate_limit_met_)
+    missed = "Error: Msg rate  is below msg_rate limit";  // perftest's two spaces
+  if (missed) {
+    s_.below_limit = true;
+    if (!s_.quiet) std::fprintf(stderr, "%s\n", missed);
+  }
+  if (o_.wait_destroy_s > 0) {
+    if (!s_.quiet) {
+      std::fprintf(s_.out, " Waiting %u seconds before releasing resources...\n",
+                   o_.wait_destroy_s);
+      std::fflush(s_.out);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(o_.wait_destroy_s));
+  }
+}
+
 }  // namespace detail
 
 Status run_session(SessionSetup& setup) {
   detail::Session session(setup);
   Status st = session.run();
-  if (!st) session.abort(st.message());
+  if (!st) {
+    session.abort(st.message());
+    return st;
+  }
+  session.finish();
   return st;
 }
 

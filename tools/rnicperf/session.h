@@ -32,6 +32,9 @@ struct SessionSetup {
   // --run_infinitely: set (by the program's SIGINT/SIGTERM handler) to stop the run; when
   // null the session uses a flag of its own, set only by --stop-after.
   std::atomic<bool>* stop = nullptr;
+  // Set by the run: -w or -y was given and no result row reached it (perftest's verifier).
+  // The run itself succeeded; the program's exit status is 1.
+  bool below_limit = false;
 };
 
 rnicdv::Status run_session(SessionSetup& setup);

@@ -57,6 +57,9 @@ class Session {
   void abort(const std::string& why) {
     if (oob_ && !perftest_peer_) oob_->send_abort(why);
   }
+  // After a successful run, before the resources go (perftest's end of main and destroy_ctx):
+  // the verifier's verdict (-w, -y) and --wait_destroy's wait.
+  void finish();
 
  private:
   Status connect_control();
@@ -106,6 +109,9 @@ class Session {
     print(cpu_percent >= 0 ? with_cpu_util(row, cpu_percent) : row);
     print_value(Options::Output::bandwidth, r.bw_avg);
     print_value(Options::Output::message_rate, r.msg_rate);
+    // perftest's print_full_bw_report: a limit is met when any row printed reaches it.
+    bw_limit_met_ |= !(o_.limit_bw > r.bw_avg);
+    msgrate_limit_met_ |= !(o_.limit_msgrate > r.msg_rate);
   }
   // This side posts the test's operations (perftest's CLIENT "machine"): the client, or the
   // server with --reversed. s_.client itself is the TCP role: who connects and who writes
@@ -140,6 +146,8 @@ class Session {
   std::atomic<bool> own_stop_{false};  // --run_infinitely without a SessionSetup::stop
   BandwidthResult last_bw_;     // the last row printed (what perftest's xchg_bw_reports sends)
   bool perftest_peer_ = false;  // the peer speaks perftest's exchange: no rnicperf messages
+  bool bw_limit_met_ = false, msgrate_limit_met_ = false;  // by a row printed (-w, -y)
+  uint64_t post_send_calls_ = 0;  // --use_old_post_send: over the measured loops
 };
 
 }  // namespace rnicperf::detail

@@ -2,10 +2,13 @@
 // rnicperf's posts: each one-SGE request through the QueuePair typed call for its operation
 // (post_write, post_send_inline, post_read, post_fetch_add, ...), whose cost is the stores'
 // (docs/driver.md, "Typed post calls"); anything else through post_send. The measurement loops
-// keep their SendWr, so the request a run describes is the one a typed call gets.
+// keep their SendWr, so the request a run describes is the one a typed call gets; with
+// --use_old_post_send they hand the SendWr lists to post_send instead (post_wr_list).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "rnicdv/qp.h"
 
@@ -54,6 +57,23 @@ inline rnicdv::Errc post_typed(rnicdv::QueuePair& qp, const rnicdv::SendWr& wr,
     default:
       return ring ? qp.post_send(wr) : qp.stage_send(wr);
   }
+}
+
+// Posts the list `wrs` with one doorbell. With old_post_send (--use_old_post_send, perftest's
+// ibv_post_send flow): one QueuePair::post_send call for the whole list, counted in
+// *post_send_calls. Otherwise each WR through its typed call (perftest's ibv_wr_* flow), every
+// one staged but the last, which rings.
+inline rnicdv::Errc post_wr_list(rnicdv::QueuePair& qp, std::span<const rnicdv::SendWr> wrs,
+                                 bool old_post_send, uint64_t* post_send_calls) noexcept {
+  if (old_post_send) {
+    ++*post_send_calls;
+    return qp.post_send(wrs);
+  }
+  for (size_t k = 0; k < wrs.size(); ++k)
+    if (rnicdv::Errc e = post_typed(qp, wrs[k], k + 1 == wrs.size()); e != rnicdv::Errc::ok)
+        [[unlikely]]
+      return e;
+  return rnicdv::Errc::ok;
 }
 
 }  // namespace rnicperf
