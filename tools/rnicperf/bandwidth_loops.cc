@@ -55,6 +55,10 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   const Options& o = c.o;
   // --run_infinitely: no window and no count; posting ends when c.stop is set.
   const bool infinite = o.run_infinitely && c.stop != nullptr;
+  if (infinite && receiver && !c.peer_stop)
+    return Status::error(Errc::invalid_argument,
+                         "%s: an endless receiver needs its peer's count to end (no peer loop)",
+                         test);
   const bool duration = o.duration_s > 0 && !infinite;
   const size_t nqp = c.ep.num_qps();
   const uint64_t per_qp = (duration || infinite) ? UINT64_MAX : c.iterations;
@@ -107,9 +111,11 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       duration ? DurationWindow::from(c.clock, c.clock.now(), o.duration_s, o.margin_s)
                : DurationWindow{};
   uint64_t tot_posted = 0, tot_completed = 0, tot_received = 0;
-  uint64_t peer_count = duration ? UINT64_MAX : expected_rx;  // SENDs the peer will make
+  // SENDs the peer will make: known at the start, or from its DONE (-D, --run_infinitely).
+  uint64_t peer_count = (duration || infinite) ? UINT64_MAX : expected_rx;
   bool posting = sender;
   bool told_peer = false;
+  bool stopping = false;  // --run_infinitely: a stop flag was seen
   std::array<Completion, kPollBatch> wc;
 
   auto tx_done = [&] {
@@ -123,8 +129,18 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
 
   while (!(tx_done() && rx_done())) {
     bool progressed = false;
-    if (infinite && posting && c.stop->load(std::memory_order_relaxed)) [[unlikely]]
+    if (infinite && !stopping &&
+        (c.stop->load(std::memory_order_relaxed) ||
+         (c.peer_stop && c.peer_stop->load(std::memory_order_relaxed)))) [[unlikely]] {
+      stopping = true;
       posting = false;
+      if (c.peer_stop) {
+        // The peer's loop runs too: it stops on this (if it has not already) and, as a
+        // receiver, takes every SEND posted here before it ends.
+        RNICDV_TRY(c.oob.send_done(tot_posted));
+        told_peer = true;
+      }
+    }
     if (posting) {
       uint64_t now = 0;
       if (duration) [[unlikely]] {
@@ -233,6 +249,12 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     if (!guard.idle()) [[unlikely]]
       return stall_error(test, receiver && !rx_done() ? "message from the peer" : "completion",
                          o.timeout_s);
+    // An endless run that is stopping: a receiver learns how many SENDs to expect from the
+    // peer's DONE, which comes once the peer stopped posting.
+    if (stopping && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
+      RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
+      if (ready) RNICDV_TRY(c.oob.recv_done(&peer_count, 0));
+    }
     // Duration mode: a receiver learns how many SENDs to expect from the peer's DONE.
     if (duration && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
       const uint64_t now = c.clock.now();
@@ -247,8 +269,12 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       }
     }
   }
+  // A peer that runs a loop too tells its count once it stops: a sender reads it here.
+  if (stopping && c.peer_stop && peer_count == UINT64_MAX) RNICDV_TRY(c.oob.recv_done(&peer_count, 0));
   out->sent = tot_completed;
+  out->posted = tot_posted;
   out->received = tot_received;
+  out->peer_count = peer_count;
   return Status::ok();
 }
 

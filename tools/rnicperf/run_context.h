@@ -28,6 +28,10 @@ struct RunContext {
   std::atomic<uint64_t>* progress = nullptr;  // completed operations, for the reporter thread
   // --run_infinitely: the loop posts until this is set (by a signal or the interval printer).
   const std::atomic<bool>* stop = nullptr;
+  // --run_infinitely when the peer runs a loop too (send_bw, -b): set when the peer said it
+  // stopped. Either flag ends this side's loop, which then tells the peer its posted count
+  // (DONE) and, as a SEND receiver, receives until the peer's own count has arrived.
+  const std::atomic<bool>* peer_stop = nullptr;
 };
 
 // Duration mode (-D): warm-up margin, measured window, closing margin (perftest's states).
