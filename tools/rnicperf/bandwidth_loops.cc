@@ -134,11 +134,13 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
          (c.peer_stop && c.peer_stop->load(std::memory_order_relaxed)))) [[unlikely]] {
       stopping = true;
       posting = false;
-      if (c.peer_stop) {
+      if (c.peer_stop && c.peer_tells_count) {
         // The peer's loop runs too: it stops on this (if it has not already) and, as a
         // receiver, takes every SEND posted here before it ends.
         RNICDV_TRY(c.oob.send_done(tot_posted));
         told_peer = true;
+      } else if (c.peer_stop) {
+        peer_count = tot_received;  // a perftest sender is gone, or sends on regardless
       }
     }
     if (posting) {
@@ -270,7 +272,8 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     }
   }
   // A peer that runs a loop too tells its count once it stops: a sender reads it here.
-  if (stopping && c.peer_stop && peer_count == UINT64_MAX) RNICDV_TRY(c.oob.recv_done(&peer_count, 0));
+  if (stopping && c.peer_stop && c.peer_tells_count && peer_count == UINT64_MAX)
+    RNICDV_TRY(c.oob.recv_done(&peer_count, 0));
   out->sent = tot_completed;
   out->posted = tot_posted;
   out->received = tot_received;

@@ -32,6 +32,10 @@ struct RunContext {
   // stopped. Either flag ends this side's loop, which then tells the peer its posted count
   // (DONE) and, as a SEND receiver, receives until the peer's own count has arrived.
   const std::atomic<bool>* peer_stop = nullptr;
+  // With peer_stop: the peer tells its count when it stops (rnicperf). perftest's endless
+  // run says nothing and never ends by itself: its control connection closing is its stop,
+  // and a receiver then ends with what has arrived.
+  bool peer_tells_count = true;
 };
 
 // Duration mode (-D): warm-up margin, measured window, closing margin (perftest's states).

@@ -377,17 +377,18 @@ Status Session::bandwidth_size(RunContext& c) {
 Status Session::bandwidth_infinitely(RunContext& c, bool sender, bool receiver) {
   // send_bw and -b: the peer runs a loop too, and either side's stop ends both (each tells
   // the other its count). Otherwise the peer waits on the channel for this side's result.
-  const bool peer_loops = !peer_is_passive();
+  const bool peer_loops = perftest_peer_ ? o_.test.verb == Verb::send : !peer_is_passive();
   // perftest's run_inf_bi_factor: a -b row (write, read, atomic) is this side's operations
   // counted for both directions, the bandwidth and message rate doubled.
   const double factor = o_.bidirectional ? 2.0 : 1.0;
   std::atomic<bool> peer_stop{false};
   if (peer_loops) c.peer_stop = &peer_stop;
+  c.peer_tells_count = !perftest_peer_;
   IntervalPrinter::Watch peer_ended;
   if (peer_loops) {
     peer_ended = [this, &peer_stop] {
       // The peer sends nothing during the run but its DONE (or its failure, or it closes the
-      // channel): anything there stops this side's loop, which reads it.
+      // channel, as a perftest peer's end does): anything there stops this side's loop.
       Result<bool> ready = oob_->channel().readable(0);
       if (ready && !ready.value()) return false;
       peer_stop.store(true, std::memory_order_relaxed);
