@@ -4,6 +4,7 @@
 // the errors: parameter mismatch (on both sides), unreachable server, port in use.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -335,4 +336,32 @@ TEST_CASE("an endless -b write_bw: both sides post and print rows, a SIGINT on e
           "[two_processes][run_infinitely]") {
   check_endless_pair({"write_bw", "-b"}, false);
   check_endless_pair({"write_bw", "-b"}, true);
+}
+
+TEST_CASE("an endless send_bw or -b run whose peer is killed ends with an error, not a hang",
+          "[two_processes][run_infinitely][errors]") {
+  for (const char* mode : {"send_bw", "-b"}) {
+    INFO(mode);
+    const std::string port = std::to_string(free_port());
+    std::vector<std::string> args = {rnicperf_bin(), std::string(mode) == "-b" ? "write_bw" : mode,
+                                     "--run_infinitely", "-D", "1", "-s", "2048", "-p", port,
+                                     "--timeout=10"};
+    if (std::string(mode) == "-b") args.push_back("-b");
+    Child server(args);
+    args.insert(args.end(), {"--retry-connect", "127.0.0.1"});
+    Child client(args);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (count_lines_starting(server.out_so_far(), " 2048 ") < 1 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    client.signal(SIGKILL);
+    ProcessResult c = client.wait(60), s = server.wait(60);
+    INFO("server:\n" << s.out << s.err);
+    REQUIRE_FALSE(s.timed_out);
+    CHECK(count_lines_starting(s.out, " 2048 ") >= 1);
+    CHECK(s.exit_code == 1);
+    // One line: what failed, and where.
+    CHECK(s.err.rfind("rnicperf: ", 0) == 0);
+    CHECK(std::count(s.err.begin(), s.err.end(), '\n') == 1);
+  }
 }

@@ -2,6 +2,7 @@
 #include "bandwidth_loops.h"
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "typed_post.h"
@@ -47,6 +48,13 @@ struct QpTx {
   std::vector<rnicdv::SendWr> wrs;  // one post list
   std::vector<rnicdv::Sge> sges;
 };
+
+// An endless run's end: the peer's count (its DONE), or why it did not come.
+Status peer_end(RunContext& c, uint64_t* count) {
+  Status st = c.oob.recv_done(count, 0);
+  if (!st) st.prepend(std::string(test_of(c.o)) + ": the peer's count at the endless run's end");
+  return st;
+}
 
 }  // namespace
 
@@ -137,7 +145,8 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       if (c.peer_stop && c.peer_tells_count) {
         // The peer's loop runs too: it stops on this (if it has not already) and, as a
         // receiver, takes every SEND posted here before it ends.
-        RNICDV_TRY(c.oob.send_done(tot_posted));
+        if (Status st = c.oob.send_done(tot_posted); !st)
+          return st.prepend(std::string(test) + ": telling the peer of the endless run's end");
         told_peer = true;
       } else if (c.peer_stop) {
         peer_count = tot_received;  // a perftest sender is gone, or sends on regardless
@@ -255,7 +264,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     // peer's DONE, which comes once the peer stopped posting.
     if (stopping && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
       RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
-      if (ready) RNICDV_TRY(c.oob.recv_done(&peer_count, 0));
+      if (ready) RNICDV_TRY(peer_end(c, &peer_count));
     }
     // Duration mode: a receiver learns how many SENDs to expect from the peer's DONE.
     if (duration && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
@@ -273,7 +282,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   }
   // A peer that runs a loop too tells its count once it stops: a sender reads it here.
   if (stopping && c.peer_stop && c.peer_tells_count && peer_count == UINT64_MAX)
-    RNICDV_TRY(c.oob.recv_done(&peer_count, 0));
+    RNICDV_TRY(peer_end(c, &peer_count));
   out->sent = tot_completed;
   out->posted = tot_posted;
   out->received = tot_received;
