@@ -11,21 +11,18 @@ namespace rnicperf {
 
 struct BandwidthRun {
   uint64_t sent = 0;      // WRs completed (credited by the signaled completions)
-  uint64_t posted = 0;    // WRs posted (all complete, the unsignaled tail without a CQE)
   uint64_t received = 0;  // receive completions (SEND)
   uint64_t t_first_post = 0, t_last_completion = 0;
   uint64_t t_first_recv = 0, t_last_recv = 0;
   WindowCount tx_window, rx_window;  // duration mode
-  uint64_t peer_count = UINT64_MAX;  // --run_infinitely with a peer loop: the peer's DONE
 };
 
 // `sender`: this side posts the test's operations. `receiver`: this side consumes SENDs
 // (send_bw server, or either side of a bidirectional send_bw). In duration mode a sender
 // whose peer receives tells it the count (DONE) as soon as it stops posting.
 // --run_infinitely with RunContext::peer_stop: once either flag is set, this side sends the
-// peer its posted count (DONE), drains its completions and, as a receiver, reads the peer's
-// DONE and receives up to its count; `peer_count` is then the peer's count (UINT64_MAX when
-// it is still to be read).
+// peer its posted count (DONE), drains its completions and reads the peer's DONE; a receiver
+// receives up to the peer's count before it ends.
 rnicdv::Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* out);
 
 }  // namespace rnicperf

@@ -398,10 +398,11 @@ Status Session::bandwidth_infinitely(RunContext& c, bool sender, bool receiver) 
   BandwidthRun run;
   {
     Reporter reporter(peer_is_passive() ? oob_.get() : nullptr, "", 0, &progress_);
-    // The quiet end of a loopback run shares the stop flag and counts no intervals: the
-    // printing end's --stop-after ends both.
+    // The quiet end of a loopback run shares the stop flag: when the printing end loops too,
+    // its --stop-after ends both and the quiet end counts no intervals.
     IntervalPrinter printer(
-        clock_, &progress_, o_.duration_s, s_.quiet ? 0 : o_.stop_after, o_.cpu_util,
+        clock_, &progress_, o_.duration_s, (s_.quiet && peer_loops) ? 0 : o_.stop_after,
+        o_.cpu_util,
         stop_flag(),
         [this, size = c.size, factor](uint64_t operations, uint64_t ticks, double cpu) {
           // perftest's print_report_bw in RUN_INFINITELY: the interval's operations over its
