@@ -68,11 +68,10 @@ if [ $mode = rnicperf-server ]; then
   rnicperf_rc=$?
 fi
 perftest_pid= rnicperf_pid=
+echo "===== perftest ($mode, exit $perftest_rc)" && cat "$work/perftest.out"
+echo "===== rnicperf ($mode, exit $rnicperf_rc)" && cat "$work/rnicperf.out"
 status=0
 for side in perftest rnicperf; do
-  rc_var=${side}_rc
-  echo "===== $side ($mode, exit ${!rc_var})"
-  cat "$work/$side.out"
   [ "$(rows $side)" -ge 2 ] || { echo "$side: fewer than two non-zero rows" >&2; status=1; }
 done
 [ $perftest_running = 1 ] || { echo "perftest ended before it was stopped" >&2; status=1; }
