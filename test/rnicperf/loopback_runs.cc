@@ -366,6 +366,65 @@ TEST_CASE("--run_infinitely prints a row every interval until stopped", "[e2e][r
   std::remove(json.c_str());
 }
 
+namespace {
+// An endless loopback run stopped by --stop-after=2 (-D 1, -s 1024 or atomics' 8): two
+// interval rows, each
+// with perftest's fields and no peak, then perftest's stop line, and the two rows in the
+// JSON. The first interval lasts at least its second (the printer never wakes early), so its
+// message rate over its operations is at most `factor` per second and, unless the wake was
+// late by as much again, above factor / 2: perftest doubles a -b row's rate (factor 2).
+void check_endless_loopback(std::vector<std::string> args, double factor) {
+  const std::string json = tmp_json("endless");
+  const std::string size = args[0] == "atomic_bw" ? "8" : "1024";
+  args.insert(args.end(), {"--loopback", "--run_infinitely", "-D", "1", "--stop-after=2", "-s",
+                           size, "--timeout=20", "--out_json_file=" + json});
+  ProcessResult r = run_rnicperf(args, 120);
+  INFO(r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  REQUIRE(r.exit_code == 0);
+  const auto rows = rows_of(r.out, size);
+  REQUIRE(rows.size() == 2);
+  for (const auto& row : rows) {
+    const auto f = fields_of(row);
+    REQUIRE(f.size() == 5);
+    CHECK(f[1] > 0);   // operations of the interval
+    CHECK(f[2] == 0);  // no peak
+    CHECK(f[3] > 0);
+    // The bandwidth is the message rate times the size, in MB (2^20 bytes).
+    CHECK(std::fabs(f[3] - f[4] * 1e6 * f[0] / 1048576.0) <= 0.01 * f[3] + 0.01);
+  }
+  const auto first = fields_of(rows[0]);
+  const double per_second = first[4] * 1e6 / first[1];
+  CHECK(per_second <= factor * 1.01);
+  CHECK(per_second > factor / 2);
+  const size_t stopped = r.out.find("\n User stopped traffic\n");
+  REQUIRE(stopped != std::string::npos);
+  CHECK(r.out.find(rows.back()) < stopped);
+  CHECK(json_query(json, "len(d['results'])") == "2");
+  CHECK(json_query(json, "all(x['BW_average'] > 0 and x['BW_peak'] == 0 for x in d['results'])") ==
+        "True");
+  std::remove(json.c_str());
+}
+}  // namespace
+
+TEST_CASE("an endless send_bw: the sender prints its rows, stopped, the receiver drains and ends",
+          "[e2e][run_infinitely]") {
+  // The client sends; the quiet loopback server receives, refilling its receive queue, and
+  // both end on the client's stop.
+  check_endless_loopback({"send_bw"}, 1.0);
+  // Reversed: the client receives and prints the rows of what arrives; its stop ends the
+  // server's sends.
+  check_endless_loopback({"send_bw", "--reversed", "-r", "64", "--recv_post_list=4"}, 1.0);
+}
+
+TEST_CASE("an endless -b run: both sides post, each row doubled as perftest's",
+          "[e2e][run_infinitely]") {
+  for (const char* test : {"write_bw", "read_bw", "atomic_bw"}) {
+    INFO(test);
+    check_endless_loopback({test, "-b"}, 2.0);
+  }
+}
+
 TEST_CASE("--run_infinitely stops cleanly on SIGINT and on SIGTERM", "[e2e][run_infinitely]") {
   for (int sig : {SIGINT, SIGTERM}) {
     Child c({rnicperf_bin(), "read_bw", "--loopback", "--run_infinitely", "-D", "1", "-s", "512",

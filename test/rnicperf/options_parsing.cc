@@ -345,16 +345,41 @@ TEST_CASE("--run_infinitely implies duration mode with perftest's 5 s interval a
   CHECK(parse({"atomic_bw", "--run_infinitely"}).is_ok());
 }
 
+TEST_CASE("--run_infinitely runs send_bw one way, and write, read and atomic bandwidth with -b",
+          "[options][run_infinitely]") {
+  for (const char* test : {"send_bw", "write_bw", "read_bw", "atomic_bw"}) {
+    INFO(test);
+    auto one_way = parse({test, "--run_infinitely", "-D", "1", "--stop-after=2"});
+    REQUIRE(one_way.is_ok());
+    CHECK(one_way->run_infinitely);
+    CHECK(one_way->duration_s == 1);
+    CHECK(one_way->no_peak);
+    auto reversed = parse({test, "--run_infinitely", "--reversed"});
+    REQUIRE(reversed.is_ok());
+    CHECK(reversed->reversed);
+  }
+  for (const char* test : {"write_bw", "read_bw", "atomic_bw"}) {
+    INFO(test);
+    auto both = parse({test, "--run_infinitely", "-b", "-q", "2"});
+    REQUIRE(both.is_ok());
+    CHECK(both->bidirectional);
+    CHECK(both->duration_s == 5);
+  }
+}
+
 TEST_CASE("--run_infinitely is refused where perftest refuses it, and where it is not built",
           "[options][run_infinitely]") {
   CHECK(error_of({"write_lat", "--run_infinitely"}) ==
         "write_lat: run_infinitely exists only in BW tests for now");
   CHECK(error_of({"read_bw", "--run_infinitely", "-e"}) ==
         "read_bw: run_infinitely does not support events feature yet (-e)");
-  CHECK(error_of({"send_bw", "--run_infinitely"}).find("SEND bandwidth runs are not implemented") !=
-        std::string::npos);
-  CHECK(error_of({"write_bw", "--run_infinitely", "-b"}).find("with -b is not implemented") !=
-        std::string::npos);
+  // perftest's force_dependecies: no endless bidirectional SEND.
+  CHECK(error_of({"send_bw", "--run_infinitely", "-b"}) ==
+        "send_bw: run_infinitely mode is not supported in SEND, SEND_IMM or WRITE_IMM "
+        "Bidirectional BW test (-b)");
+  CHECK(error_of({"write_bw", "--run_infinitely", "-b", "--report-both"}) ==
+        "--report-both and --run_infinitely exclude each other (an endless -b row is this "
+        "side's count for both directions)");
   CHECK(error_of({"write_bw", "--run_infinitely", "-a"}) ==
         "-a and --run_infinitely exclude each other (one size, reported every interval)");
   CHECK(error_of({"write_bw", "--run_infinitely", "-D", "4", "-f", "1"}).find("no margins") !=
@@ -663,6 +688,8 @@ TEST_CASE("-c UD is taken by the SEND tests, and refused with the reason elsewhe
   CHECK(error_of({"send_bw", "-c", "UD", "--rate_limit=1"}) ==
         "-c UD: the device paces RC QPs only (use --rate_limit_type=SW)");
   CHECK(parse({"send_bw", "-c", "UD", "--rate_limit_type=SW", "--rate_limit=1"}).is_ok());
+  CHECK(error_of({"send_bw", "-c", "UD", "--run_infinitely"}).find(
+            "-c UD with --run_infinitely: an endless receiver") == 0);
 }
 
 TEST_CASE("-w and -y set perftest's verifier limits on bandwidth tests, 0 or more",

@@ -4,6 +4,7 @@
 // the errors: parameter mismatch (on both sides), unreachable server, port in use.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -267,4 +268,103 @@ TEST_CASE("an endless --reversed write_bw: the server stops cleanly on SIGINT, i
   CHECK(count_lines_starting(s.out, " 2048 ") >= 2);
   CHECK(s.out.find("\n User stopped traffic\n") != std::string::npos);
   CHECK(c.out.find("MsgRate[Mpps]\n Client closed connection\n---") != std::string::npos);
+}
+
+namespace {
+// Starts an endless server and client of `args` (-D 1, -s 2048, JSON reports), waits until
+// each has printed two interval rows, then sends SIGINT to one of them. The signalled side
+// prints perftest's "User stopped traffic"; its peer, told over the control channel, ends
+// too and prints who stopped the run. Both end with status 0 and keep every row in the JSON.
+void check_endless_pair(std::vector<std::string> args, bool stop_the_client) {
+  const std::string port = std::to_string(free_port());
+  const std::string server_json = tmp_json("endless_server");
+  const std::string client_json = tmp_json("endless_client");
+  args.insert(args.end(), {"--run_infinitely", "-D", "1", "-s", "2048", "-p", port,
+                           "--timeout=20"});
+  std::vector<std::string> server = args, client = args;
+  server.insert(server.begin(), rnicperf_bin());
+  server.push_back("--out_json_file=" + server_json);
+  client.insert(client.begin(), rnicperf_bin());
+  client.insert(client.end(), {"--out_json_file=" + client_json, "--retry-connect", "127.0.0.1"});
+  Child s(server), c(client);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while ((count_lines_starting(s.out_so_far(), " 2048 ") < 2 ||
+          count_lines_starting(c.out_so_far(), " 2048 ") < 2) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  (stop_the_client ? c : s).signal(SIGINT);
+  ProcessResult sr = s.wait(60), cr = c.wait(60);
+  INFO("SIGINT to the " << (stop_the_client ? "client" : "server") << "\nserver:\n"
+                        << sr.out << sr.err << "\nclient:\n"
+                        << cr.out << cr.err);
+  REQUIRE_FALSE(sr.timed_out);
+  REQUIRE_FALSE(cr.timed_out);
+  CHECK(sr.exit_code == 0);
+  CHECK(cr.exit_code == 0);
+  const ProcessResult& stopped = stop_the_client ? cr : sr;
+  const ProcessResult& told = stop_the_client ? sr : cr;
+  CHECK(stopped.out.find("\n User stopped traffic\n---") != std::string::npos);
+  CHECK(told.out.find(stop_the_client ? "\n Client closed connection\n---"
+                                      : "\n Server closed connection\n---") !=
+        std::string::npos);
+  CHECK(told.out.find("User stopped traffic") == std::string::npos);
+  for (const auto& [r, json] : {std::pair{&sr, server_json}, std::pair{&cr, client_json}}) {
+    const int rows = count_lines_starting(r->out, " 2048 ");
+    CHECK(rows >= 2);
+    CHECK(json_query(json, "len(d['results'])") == std::to_string(rows));
+    CHECK(json_query(json, "all(x['BW_average'] > 0 and x['BW_peak'] == 0 for x in "
+                           "d['results'])") == "True");
+    std::remove(json.c_str());
+  }
+}
+}  // namespace
+
+TEST_CASE("an endless send_bw: the sender and the receiver print rows, a SIGINT on either "
+          "ends both",
+          "[two_processes][run_infinitely]") {
+  check_endless_pair({"send_bw"}, true);
+  check_endless_pair({"send_bw"}, false);
+}
+
+TEST_CASE("an endless send_bw --reversed: the server sends, a SIGINT on the receiving client "
+          "ends both",
+          "[two_processes][run_infinitely][reversed]") {
+  check_endless_pair({"send_bw", "--reversed"}, true);
+}
+
+TEST_CASE("an endless -b write_bw: both sides post and print rows, a SIGINT on either ends both",
+          "[two_processes][run_infinitely]") {
+  check_endless_pair({"write_bw", "-b"}, false);
+  check_endless_pair({"write_bw", "-b"}, true);
+}
+
+TEST_CASE("an endless send_bw or -b run whose peer is killed ends with an error, not a hang",
+          "[two_processes][run_infinitely][errors]") {
+  for (const std::vector<std::string>& test :
+       {std::vector<std::string>{"send_bw"}, std::vector<std::string>{"write_bw", "-b"}}) {
+    INFO(test.back());
+    const std::string port = std::to_string(free_port());
+    std::vector<std::string> args = {rnicperf_bin()};
+    args.insert(args.end(), test.begin(), test.end());
+    args.insert(args.end(), {"--run_infinitely", "-D", "1", "-s", "2048", "-p", port,
+                             "--timeout=10"});
+    Child server(args);
+    args.insert(args.end(), {"--retry-connect", "127.0.0.1"});
+    Child client(args);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (count_lines_starting(server.out_so_far(), " 2048 ") < 1 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    client.signal(SIGKILL);
+    client.wait(60);
+    ProcessResult s = server.wait(60);
+    INFO("server:\n" << s.out << s.err);
+    REQUIRE_FALSE(s.timed_out);
+    CHECK(count_lines_starting(s.out, " 2048 ") >= 1);
+    CHECK(s.exit_code == 1);
+    // One line, naming the test: the control channel's end or the QP's, whichever is seen
+    // first.
+    CHECK(s.err.rfind("rnicperf: " + test.front() + ": ", 0) == 0);
+    CHECK(std::count(s.err.begin(), s.err.end(), '\n') == 1);
+  }
 }

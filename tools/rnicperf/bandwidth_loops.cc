@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "typed_post.h"
@@ -50,6 +51,13 @@ struct QpTx {
   std::vector<rnicdv::Sge> sges;
 };
 
+// An endless run's end: the peer's count (its DONE), or why it did not come.
+Status peer_end(RunContext& c, uint64_t* count) {
+  Status st = c.oob.recv_done(count, 0);
+  if (!st) st.prepend(std::string(test_of(c.o)) + ": the peer's count at the endless run's end");
+  return st;
+}
+
 }  // namespace
 
 Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* out) {
@@ -57,6 +65,10 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   const Options& o = c.o;
   // --run_infinitely: no window and no count; posting ends when c.stop is set.
   const bool infinite = o.run_infinitely && c.stop != nullptr;
+  if (infinite && receiver && !c.peer_stop)
+    return Status::error(Errc::invalid_argument,
+                         "%s: an endless receiver needs its peer's count to end (no peer loop)",
+                         test);
   const bool duration = o.duration_s > 0 && !infinite;
   const size_t nqp = c.ep.num_qps();
   const uint64_t per_qp = (duration || infinite) ? UINT64_MAX : c.iterations;
@@ -110,7 +122,8 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       duration ? DurationWindow::from(c.clock, c.clock.now(), o.duration_s, o.margin_s)
                : DurationWindow{};
   uint64_t tot_posted = 0, tot_completed = 0, tot_received = 0;
-  uint64_t peer_count = duration ? UINT64_MAX : expected_rx;  // SENDs the peer will make
+  // SENDs the peer will make: known at the start, or from its DONE (-D, --run_infinitely).
+  uint64_t peer_count = (duration || infinite) ? UINT64_MAX : expected_rx;
   bool posting = sender;
   bool told_peer = false;
   // -c UD (RunContext::datagram_done): the peer's DONE, and when the last datagram came.
@@ -118,6 +131,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   bool heard_done = false;
   bool gave_up = false;  // UD: the peer is done and nothing more arrived for kUdQuietMs
   uint64_t quiet_since = 0;
+  bool stopping = false;  // --run_infinitely: a stop flag was seen
   std::array<Completion, kPollBatch> wc;
 
   auto tx_done = [&] {
@@ -131,8 +145,20 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
 
   while (!(tx_done() && rx_done())) {
     bool progressed = false;
-    if (infinite && posting && c.stop->load(std::memory_order_relaxed)) [[unlikely]]
+    if (infinite && !stopping &&
+        (c.stop->load(std::memory_order_relaxed) ||
+         (c.peer_stop && c.peer_stop->load(std::memory_order_relaxed)))) [[unlikely]] {
+      stopping = true;
       posting = false;
+      if (c.peer_stop && c.peer_tells_count) {
+        // The peer's loop runs too: it stops on this (if it has not already) and, as a
+        // receiver, takes every SEND posted here before it ends.
+        if (Status st = c.oob.send_done(tot_posted); !st)
+          return st.prepend(std::string(test) + ": telling the peer of the endless run's end");
+      } else if (c.peer_stop) {
+        peer_count = tot_received;  // a perftest sender is gone, or sends on regardless
+      }
+    }
     if (posting) {
       uint64_t now = 0;
       if (duration) [[unlikely]] {
@@ -264,6 +290,12 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     if (!guard.idle()) [[unlikely]]
       return stall_error(test, receiver && !rx_done() ? "message from the peer" : "completion",
                          o.timeout_s);
+    // An endless run that is stopping: a receiver learns how many SENDs to expect from the
+    // peer's DONE, which comes once the peer stopped posting.
+    if (stopping && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
+      RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
+      if (ready) RNICDV_TRY(peer_end(c, &peer_count));
+    }
     // Duration mode: a receiver learns how many SENDs to expect from the peer's DONE.
     if (duration && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
       const uint64_t now = c.clock.now();
@@ -291,6 +323,9 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
                  "full receive queue or the wire dropped)\n",
                  test, static_cast<unsigned long long>(tot_received),
                  static_cast<unsigned long long>(peer_count));
+  // A peer that runs a loop too tells its count once it stops: a sender reads it here.
+  if (stopping && c.peer_stop && c.peer_tells_count && peer_count == UINT64_MAX)
+    RNICDV_TRY(peer_end(c, &peer_count));
   out->sent = tot_completed;
   out->received = tot_received;
   return Status::ok();

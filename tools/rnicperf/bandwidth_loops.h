@@ -21,6 +21,9 @@ struct BandwidthRun {
 // `sender`: this side posts the test's operations. `receiver`: this side consumes SENDs
 // (send_bw server, or either side of a bidirectional send_bw). In duration mode a sender
 // whose peer receives tells it the count (DONE) as soon as it stops posting.
+// --run_infinitely with RunContext::peer_stop: once either flag is set, this side sends the
+// peer its posted count (DONE), drains its completions and reads the peer's DONE; a receiver
+// receives up to the peer's count before it ends.
 rnicdv::Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* out);
 
 }  // namespace rnicperf

@@ -28,9 +28,10 @@ using rnicdv::Status;
 using rnicperf::Options;
 
 // --run_infinitely: SIGINT or SIGTERM ends the run cleanly (the loop stops posting, drains
-// its completions, and the peer is told), as perftest's SIGINT handler does. Installed on the
-// side that runs the loop (client, loopback), once: a second signal has its default effect,
-// so a run that does not reach its loop can still be interrupted.
+// its completions, and the peer is told), as perftest's SIGINT handler does. Installed on a
+// side that runs a loop (the posting side, a send_bw receiver, either side of -b, loopback),
+// once: a second signal has its default effect, so a run that does not reach its loop can
+// still be interrupted.
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
 
@@ -160,11 +161,12 @@ int main(int argc, char** argv) {
     if (Status st = rnicperf::report_first_reply(o, r.value()); !st) return fail(st);
     return 0;
   }
-  // The passive end of an endless run (the server; the client with --reversed) waits on its
-  // control channel for the sender's end, and a signal there has its default effect, as in
-  // perftest.
-  if (o.run_infinitely && (o.loopback || o.posts_operations(!o.server.empty())))
-    install_stop_handlers();
+  // The passive end of an endless write, read or atomic run (the server; the client with
+  // --reversed) waits on its control channel for the sender's end, and a signal there has its
+  // default effect, as in perftest. A send_bw receiver and both ends of -b run loops.
+  const bool runs_loop = o.loopback || o.posts_operations(!o.server.empty()) ||
+                         o.bidirectional || o.test.verb == rnicperf::Verb::send;
+  if (o.run_infinitely && runs_loop) install_stop_handlers();
   if (!o.plot.empty()) return run_and_plot(o, device);
   return run(o, device);
 }

@@ -11,7 +11,9 @@
 //  3. per QP, perftest's fixed-format ASCII record LID:OUT:QPN:PSN:RKEY:VADDR:GID:SRQN (108
 //     bytes with the NUL); the GID carries the peer HCA's address, so a client needs only the
 //     server's TCP address;
-//  4. barriers (a tagged phase number) around each measurement, and results.
+//  4. barriers (a tagged phase number) around each measurement, and results. In an endless
+//     run where both sides loop (send_bw, -b) each side sends its DONE when it stops: one
+//     arriving during the run is what stops the other side.
 // Every exchange is symmetric: the client writes then reads, the server reads then writes.
 #pragma once
 

@@ -951,15 +951,15 @@ Status resolve_defaults(Options& o) {
     if (!bw)
       return Status::error(Errc::invalid_argument,
                            "%s: run_infinitely exists only in BW tests for now", name);
-    if (o.test.verb == Verb::send)
+    if (o.bidirectional && o.test.verb == Verb::send)
       return Status::error(Errc::invalid_argument,
-                           "%s: --run_infinitely: SEND bandwidth runs are not implemented "
-                           "(write_bw, read_bw, atomic_bw)",
+                           "%s: run_infinitely mode is not supported in SEND, SEND_IMM or "
+                           "WRITE_IMM Bidirectional BW test (-b)",
                            name);
-    if (o.bidirectional)
+    if (o.report_both)
       return Status::error(Errc::invalid_argument,
-                           "%s: --run_infinitely with -b is not implemented (one direction only)",
-                           name);
+                           "--report-both and --run_infinitely exclude each other (an endless "
+                           "-b row is this side's count for both directions)");
     if (o.all_sizes)
       return Status::error(Errc::invalid_argument,
                            "-a and --run_infinitely exclude each other (one size, reported "
@@ -1103,6 +1103,10 @@ Status resolve_defaults(Options& o) {
     if (o.rdma_cm)
       return Status::error(Errc::invalid_argument,
                            "-c UD with -R: rdma_cm's UD port space (SIDR) is not implemented");
+    if (o.run_infinitely)
+      return Status::error(Errc::invalid_argument,
+                           "-c UD with --run_infinitely: an endless receiver waits for the "
+                           "sender's count of datagrams, which UD may lose (not implemented)");
     if (o.early_post > 0 || o.first_reply > 0)
       return Status::error(Errc::invalid_argument,
                            "-c UD: --early-post and --first-reply time a connection; a UD QP "

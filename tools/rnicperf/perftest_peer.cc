@@ -14,14 +14,17 @@
 //   write_bw   the server waits in a handshake until the client has written; the client's
 //              last row goes over as 5 x 8 bytes, the server prints it; a handshake; "done"
 //   send_bw    a handshake once the receives are posted (per size with -a, and one after
-//              each size then), a last handshake; "done"
+//              each size then), a last handshake; "done". With --run_infinitely, nothing
+//              after the first handshake: each side runs until it is stopped, an rnicperf
+//              receiver until the perftest sender's connection closes
 //
 // With --reversed (both sides given it) the server posts and the client is posted to, as
 // perftest swaps its "machine"; each exchange keeps its TCP order.
 //
 // Nothing is negotiated, as between two perftest ends: both are given the same size (or -a)
 // and iterations. perftest's exchange has no room for rnicperf's extras (early posting,
-// first reply), nor for -b, -D, -q and -R, which perftest exchanges differently.
+// first reply), nor for -b, -D, -q and -R, which perftest exchanges differently (nor for an
+// endless run but send_bw's).
 #include "bandwidth_loops.h"
 #include "latency_loops.h"
 #include "session_impl.h"
@@ -56,8 +59,9 @@ Status check_supported(const Options& o) {
                          "write_lat, read_lat, write_bw and send_bw",
                          name);
   if (o.bidirectional) return refuse("-b");
-  if (o.run_infinitely) return refuse("--run_infinitely");
-  if (o.duration_s) return refuse("-D");
+  // perftest's endless send_bw has no exchange after the start: rnicperf's runs too (below).
+  if (o.run_infinitely && o.test.verb != Verb::send) return refuse("--run_infinitely");
+  if (o.duration_s && !o.run_infinitely) return refuse("-D");
   if (o.num_qps != 1) return refuse("-q");
   if (o.rdma_cm) return refuse("-R (perftest's -R exchanges over rdma_cm, not TCP)");
   if (o.early_post) return refuse("--early-post");
@@ -174,6 +178,10 @@ Status Session::perftest_send_bw(const std::vector<uint64_t>& sizes, RunContext&
     if (o_.all_sizes) RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
   }
   print(result_line());
+  // perftest's endless run ends by a signal, with no closing exchange: rnicperf's end closes
+  // the connection (a perftest receiver goes on until it is stopped; an rnicperf receiver
+  // ends when the perftest sender's connection closes).
+  if (o_.run_infinitely) return Status::ok();
   RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
   return oob_->perftest_done();
 }

@@ -91,9 +91,11 @@ std::string format_report_both(const BandwidthResult& local, const BandwidthResu
                                BwUnit unit, double cpu_percent = -1);
 
 // --run_infinitely: what perftest prints when the run is stopped, and what its passive server
-// prints instead of a row.
+// prints instead of a row. An endless run where both sides loop (send_bw, -b) prints the
+// second, or kServerClosed, on the side whose peer stopped the run.
 inline constexpr const char* kUserStopped = "\n User stopped traffic\n";
 inline constexpr const char* kClientClosed = " Client closed connection\n";
+inline constexpr const char* kServerClosed = " Server closed connection\n";
 
 // --histogram.
 std::string format_histogram(const Histogram& h, int rtt_factor);

@@ -42,14 +42,15 @@ void Reporter::run() {
 
 IntervalPrinter::IntervalPrinter(const Clock& clock, const std::atomic<uint64_t>* counter,
                                  uint32_t interval_s, uint32_t stop_after, bool cpu,
-                                 std::atomic<bool>* stop, Emit emit)
+                                 std::atomic<bool>* stop, Emit emit, Watch peer_ended)
     : clock_(clock),
       counter_(counter),
       interval_s_(interval_s),
       stop_after_(stop_after),
       cpu_(cpu),
       stop_flag_(stop),
-      emit_(std::move(emit)) {
+      emit_(std::move(emit)),
+      peer_ended_(std::move(peer_ended)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -75,6 +76,7 @@ void IntervalPrinter::run() {
     if (stop_flag_->load(std::memory_order_relaxed)) return;
     const auto wake = std::min(next, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
     if (cv_.wait_until(lock, wake, [this] { return stop_; })) return;
+    if (peer_ended_ && peer_ended_()) return;
     if (std::chrono::steady_clock::now() < next || stop_flag_->load(std::memory_order_relaxed))
       continue;
     next += std::chrono::seconds(interval_s_);

@@ -44,12 +44,16 @@ class Reporter {
 // completed operations and the clock, and hands `emit` the operations and ticks of that
 // interval (and, with `cpu`, the CPU utilization over it from /proc/stat); the measurement
 // loop itself only counts. After `stop_after` intervals (0: never) it sets `stop`, which is
-// what ends the loop, as a signal handler setting the same flag does.
+// what ends the loop, as a signal handler setting the same flag does. `peer_ended`, when
+// given, is asked at each wake (every 100 ms) whether the peer has stopped; once it says so
+// the printer prints no more rows and ends.
 class IntervalPrinter {
  public:
   using Emit = std::function<void(uint64_t operations, uint64_t ticks, double cpu_percent)>;
+  using Watch = std::function<bool()>;
   IntervalPrinter(const Clock& clock, const std::atomic<uint64_t>* counter, uint32_t interval_s,
-                  uint32_t stop_after, bool cpu, std::atomic<bool>* stop, Emit emit);
+                  uint32_t stop_after, bool cpu, std::atomic<bool>* stop, Emit emit,
+                  Watch peer_ended = {});
   ~IntervalPrinter();  // stops and joins
   IntervalPrinter(const IntervalPrinter&) = delete;
   IntervalPrinter& operator=(const IntervalPrinter&) = delete;
@@ -62,6 +66,7 @@ class IntervalPrinter {
   bool cpu_;
   std::atomic<bool>* stop_flag_;
   Emit emit_;
+  Watch peer_ended_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -33,6 +33,14 @@ struct RunContext {
   // everything, and a receiver that has that count stops when nothing more arrives for
   // kUdQuietMs instead of waiting for datagrams that will never come.
   bool datagram_done = false;
+  // --run_infinitely when the peer runs a loop too (send_bw, -b): set when the peer said it
+  // stopped. Either flag ends this side's loop, which then tells the peer its posted count
+  // (DONE) and, as a SEND receiver, receives until the peer's own count has arrived.
+  const std::atomic<bool>* peer_stop = nullptr;
+  // With peer_stop: the peer tells its count when it stops (rnicperf). perftest's endless
+  // run says nothing and never ends by itself: its control connection closing is its stop,
+  // and a receiver then ends with what has arrived.
+  bool peer_tells_count = true;
 };
 
 inline constexpr uint32_t kUdQuietMs = 200;

@@ -394,24 +394,56 @@ Status Session::bandwidth_size(RunContext& c) {
 }
 
 Status Session::bandwidth_infinitely(RunContext& c, bool sender, bool receiver) {
+  // send_bw and -b: the peer runs a loop too, and either side's stop ends both (each tells
+  // the other its count). Otherwise the peer waits on the channel for this side's result.
+  const bool peer_loops = perftest_peer_ ? o_.test.verb == Verb::send : !peer_is_passive();
+  // perftest's run_inf_bi_factor: a -b row (write, read, atomic) is this side's operations
+  // counted for both directions, the bandwidth and message rate doubled.
+  const double factor = o_.bidirectional ? 2.0 : 1.0;
+  std::atomic<bool> peer_stop{false};
+  if (peer_loops) c.peer_stop = &peer_stop;
+  c.peer_tells_count = !perftest_peer_;
+  IntervalPrinter::Watch peer_ended;
+  if (peer_loops) {
+    peer_ended = [this, &peer_stop] {
+      // The peer sends nothing during the run but its DONE (or its failure, or it closes the
+      // channel, as a perftest peer's end does): anything there stops this side's loop.
+      Result<bool> ready = oob_->channel().readable(0);
+      if (ready && !ready.value()) return false;
+      peer_stop.store(true, std::memory_order_relaxed);
+      return true;
+    };
+  }
   BandwidthRun run;
   {
     Reporter reporter(peer_is_passive() ? oob_.get() : nullptr, "", 0, &progress_);
+    // The quiet end of a loopback run shares the stop flag: when the printing end loops too,
+    // its --stop-after ends both and the quiet end counts no intervals.
     IntervalPrinter printer(
-        clock_, &progress_, o_.duration_s, o_.stop_after, o_.cpu_util, stop_flag(),
-        [this, size = c.size](uint64_t operations, uint64_t ticks, double cpu) {
+        clock_, &progress_, o_.duration_s, (s_.quiet && peer_loops) ? 0 : o_.stop_after,
+        o_.cpu_util,
+        stop_flag(),
+        [this, size = c.size, factor](uint64_t operations, uint64_t ticks, double cpu) {
           // perftest's print_report_bw in RUN_INFINITELY: the interval's operations over its
           // time, no peak.
           BandwidthResult r =
               compute_bandwidth(size, operations, ticks, clock_.ticks_per_sec(), unit_, 0);
+          r.bw_avg *= factor;
+          r.msg_rate *= factor;
           r.cpu_util = cpu;
           print_bandwidth(r, cpu);
           json_.add(r);  // the JSON keeps every row; the main thread reads it after the join
-        });
-    RNICDV_TRY(run_bandwidth(c, sender, receiver, &run));
+        },
+        std::move(peer_ended));
+    Status st = run_bandwidth(c, sender, receiver, &run);
+    c.peer_stop = nullptr;
+    if (!st) return st;
   }
   post_send_calls_ += run.post_send_calls;
-  print(kUserStopped);
+  if (stop_flag()->load(std::memory_order_relaxed) || !peer_loops)
+    print(kUserStopped);
+  else
+    print(s_.client ? kServerClosed : kClientClosed);
   if (peer_is_passive()) {
     RNICDV_TRY(oob_->send_done(run.sent));
     RNICDV_TRY(oob_->send_bw(compute_bandwidth(c.size, run.sent,
