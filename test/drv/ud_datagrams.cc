@@ -51,6 +51,13 @@ struct UdPair {
     attr.remote_gid = p.b.dev->info().gid;
     to_b.emplace(take(p.a.pd->create_ah(attr)));
   }
+  // Both QPs to RTS (a: the sender, b: the receiver).
+  void bring_up() {
+    ud_to_rtr(*p.a.qp);
+    ud_to_rtr(*p.b.qp);
+    ud_to_rts(*p.a.qp);
+    ud_to_rts(*p.b.qp);
+  }
   SendWr datagram(uint64_t wr_id, const Sge* sge, uint32_t qkey = kQkey) const {
     SendWr wr = send_wr(wr_id, sge, 1);
     wr.av = to_b->av();
@@ -73,10 +80,7 @@ struct UdPair {
 TEST_CASE("a UD datagram arrives behind its GRH, with its length, immediate and the sender's QPN",
           "[drv][ud]") {
   UdPair u;
-  ud_to_rtr(*u.p.a.qp);
-  ud_to_rtr(*u.p.b.qp);
-  ud_to_rts(*u.p.a.qp);
-  ud_to_rts(*u.p.b.qp);
+  u.bring_up();
   u.post_recv(7, kDst, 1024 + kGrh);
   fill(u.p.a.bytes(kSrc), 1000, 0x31);
   const Sge s = u.p.a.sge(kSrc, 1000);
@@ -119,10 +123,7 @@ TEST_CASE("a datagram with the wrong Q_Key is dropped by the receiver, and the s
           "completes",
           "[drv][ud]") {
   UdPair u;
-  ud_to_rtr(*u.p.a.qp);
-  ud_to_rtr(*u.p.b.qp);
-  ud_to_rts(*u.p.a.qp);
-  ud_to_rts(*u.p.b.qp);
+  u.bring_up();
   u.post_recv(1, kDst, 256 + kGrh);
   const Sge s = u.p.a.sge(kSrc, 64);
   REQUIRE(u.p.a.qp->post_send(u.datagram(1, &s, kQkey + 1)) == Errc::ok);
@@ -168,10 +169,7 @@ TEST_CASE("a UD QP refuses RC operations and typed calls, an RC QP refuses datag
           "datagram above the MTU completes with a local length error",
           "[drv][ud][errors]") {
   UdPair u;
-  ud_to_rtr(*u.p.a.qp);
-  ud_to_rtr(*u.p.b.qp);
-  ud_to_rts(*u.p.a.qp);
-  ud_to_rts(*u.p.b.qp);
+  u.bring_up();
   const Sge s = u.p.a.sge(kSrc, 64);
   SendWr write = u.datagram(1, &s);
   write.opcode = WrOpcode::rdma_write;

@@ -122,8 +122,8 @@ Result<std::unique_ptr<Cq>> Mlx5Device::create_evented_cq(uint32_t min_cqe,
   return mlx5::create_cq(*core_, min_cqe, ch->handle());
 }
 
-Result<std::unique_ptr<Qp>> Mlx5Device::create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
-                                                  const QpCaps& caps) {
+Result<std::unique_ptr<Qp>> Mlx5Device::create_typed_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                        const QpCaps& caps, QpType type) {
   auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
   auto* mlx5_send = as_mlx5<Mlx5Cq>(send_cq);
   auto* mlx5_recv = as_mlx5<Mlx5Cq>(recv_cq);
@@ -131,19 +131,17 @@ Result<std::unique_ptr<Qp>> Mlx5Device::create_qp(Pd& pd, Cq& send_cq, Cq& recv_
     return Status(Errc::invalid_argument,
                   info_.name + ": create qp: the PD or a CQ is not an mlx5 object");
   }
-  return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps);
+  return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps, nullptr, type);
+}
+
+Result<std::unique_ptr<Qp>> Mlx5Device::create_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                  const QpCaps& caps) {
+  return create_typed_qp(pd, send_cq, recv_cq, caps, QpType::rc);
 }
 
 Result<std::unique_ptr<Qp>> Mlx5Device::create_ud_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                                      const QpCaps& caps) {
-  auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
-  auto* mlx5_send = as_mlx5<Mlx5Cq>(send_cq);
-  auto* mlx5_recv = as_mlx5<Mlx5Cq>(recv_cq);
-  if (!mlx5_pd || !mlx5_send || !mlx5_recv) {
-    return Status(Errc::invalid_argument,
-                  info_.name + ": create ud qp: the PD or a CQ is not an mlx5 object");
-  }
-  return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps, nullptr, QpType::ud);
+  return create_typed_qp(pd, send_cq, recv_cq, caps, QpType::ud);
 }
 
 Result<std::unique_ptr<Ah>> Mlx5Device::create_ah(Pd& pd, const AhAttr& attr) {

@@ -58,6 +58,8 @@ class Mlx5Device final : public Device {
 
  private:
   explicit Mlx5Device(std::shared_ptr<DeviceCore> core) : core_(std::move(core)) {}
+  Result<std::unique_ptr<Qp>> create_typed_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                              const QpCaps& caps, QpType type);
 
   std::shared_ptr<DeviceCore> core_;
   DeviceInfo info_;
