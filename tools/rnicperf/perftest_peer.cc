@@ -79,7 +79,7 @@ Status Session::run_with_perftest() {
   uint8_t code = 0;
   RNICDV_TRY(oob_->perftest_mtu(mtu_code_of(ep_->mtu_bytes(o_)), &code));
   const uint32_t mtu = 128u << code;
-  const std::vector<uint64_t> sizes = sizes_of(o_, mtu);
+  const std::vector<uint64_t> sizes = sizes_of(o_, mtu, s_.quiet);
   RNICDV_TRY(create_endpoint(sizes.back(), 0, mtu));
 
   const PeerRecord mine = ep_->local_records()[0];

@@ -105,7 +105,7 @@ Status Session::run() {
     return st;
   if (!s_.client) o_.early_post = remote.early_post;  // the client chooses
 
-  const std::vector<uint64_t> sizes = sizes_of(o_, mtu);
+  const std::vector<uint64_t> sizes = sizes_of(o_, mtu, s_.quiet);
   const uint32_t early_recvs = (!s_.client && o_.test.verb == Verb::send) ? 2 * o_.early_post : 0;
   RNICDV_TRY(create_endpoint(sizes.back(), early_recvs, mtu));
 

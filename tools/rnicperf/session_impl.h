@@ -34,12 +34,13 @@ inline constexpr uint32_t kSizeBase = 100;
 inline constexpr uint32_t kFinished = 0xfffffff0;
 
 // The run's message sizes. With -c UD (`mtu` the negotiated MTU) a message is one packet, so
-// perftest sweeps -a up to the MTU and turns a larger -s into the MTU (saying so on stderr).
-inline std::vector<uint64_t> sizes_of(const Options& o, uint32_t mtu = 0) {
+// perftest sweeps -a up to the MTU and turns a larger -s into the MTU, saying so (on stderr,
+// unless `quiet`: the second end of a --loopback run).
+inline std::vector<uint64_t> sizes_of(const Options& o, uint32_t mtu = 0, bool quiet = false) {
   const uint64_t largest = o.ud && mtu ? mtu : UINT64_MAX;
   std::vector<uint64_t> sizes;
   if (!o.all_sizes) {
-    if (o.size > largest)
+    if (o.size > largest && !quiet)
       std::fprintf(stderr, " Max msg size in UD is MTU %llu\n Changing to this MTU\n",
                    static_cast<unsigned long long>(largest));
     sizes.push_back(std::min(o.size, largest));
