@@ -377,6 +377,15 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> cqe_seeds() {
   // Wrapped into the second lap: the owner bit flips.
   out.emplace_back("ring64-second-lap", ring_seed(64, 2, 2, {send_ok, recv_imm, flush, read_ok}));
   out.emplace_back("ring64-empty", ring_seed(64, 1, 0, {}));
+  // UD receives over RoCE v2: the GRH flag and the packet type (UDP, IPv4) in flags_rqpn.
+  wqe::CqeInit ud_recv = recv_imm;
+  ud_recv.cqe_opcode = MLX5_CQE_RESP_SEND;
+  ud_recv.imm = 0;
+  ud_recv.solicited = false;
+  ud_recv.byte_cnt = 40 + 64;
+  ud_recv.grh = true;
+  ud_recv.roce_pkt_type = 0xa;
+  out.emplace_back("ring64-ud-grh", ring_seed(64, 2, 0, {ud_recv, send_ok, ud_recv}));
   return out;
 }
 

@@ -135,6 +135,8 @@ int cqe_decoder(const uint8_t* data, size_t size) {
     init.byte_cnt = f.byte_cnt;
     init.imm = f.imm;
     init.solicited = f.solicited;
+    init.grh = f.grh;
+    init.roce_pkt_type = f.roce_pkt_type;
     wqe::write_cqe(ring2, ci, init);
     const mlx5_cqe64* back = wqe::cqe_for_sw(ring2, ci);
     FUZZ_REQUIRE("cqe_decoder", back != nullptr);
@@ -145,7 +147,8 @@ int cqe_decoder(const uint8_t* data, size_t size) {
                                     f.vendor_syndrome == g.vendor_syndrome &&
                                     f.wqe_counter == g.wqe_counter && f.qpn == g.qpn &&
                                     f.src_qpn == g.src_qpn && f.byte_cnt == g.byte_cnt &&
-                                    f.imm == g.imm && f.solicited == g.solicited);
+                                    f.imm == g.imm && f.solicited == g.solicited &&
+                                    f.grh == g.grh && f.roce_pkt_type == g.roce_pkt_type);
     Completion c2;
     wqe::cqe_to_completion(back, &c2);
     FUZZ_REQUIRE("cqe_decoder", c2.status == c.status && c2.opcode == c.opcode &&

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <endian.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -249,6 +250,41 @@ TEST_CASE("good CQEs put every field at its mlx5_cqe64 offset", "[wqe]") {
   REQUIRE(fields.wqe_counter == 0x99aa);
   REQUIRE(fields.solicited);
   REQUIRE(fields.syndrome == 0);
+  REQUIRE_FALSE(fields.grh);
+  REQUIRE(fields.roce_pkt_type == 0);
+}
+
+TEST_CASE("a UD receive's CQE carries the GRH flag and the RoCE packet type in flags_rqpn, "
+          "decoded as libmlx5 reads them",
+          "[wqe]") {
+  Cq cq;
+  wqe::CqeInit init = resp(MLX5_CQE_RESP_SEND);
+  init.grh = true;
+  init.roce_pkt_type = 0xa;  // a UDP header, then IPv4: RoCE v2 over IPv4
+  const uint32_t pi = cq.pi;
+  const Completion wc = cq.complete(init);
+  // flags_rqpn: bit 28 the GRH, bits 27:24 the packet type, then the source QPN.
+  const auto* bytes = reinterpret_cast<const uint8_t*>(cq.ring.cqe(pi));
+  REQUIRE(bytes[offsetof(mlx5_cqe64, flags_rqpn)] == 0x1a);
+  REQUIRE((wc.flags & wc_flags::grh) != 0);
+  REQUIRE(wc.src_qp == 0x123456);
+  wqe::CqeFields f;
+  wqe::decode_cqe(cq.ring.cqe(pi), &f);
+  REQUIRE(f.grh);
+  REQUIRE(f.roce_pkt_type == 0xa);
+  REQUIRE(f.src_qpn == 0x123456);
+
+  // Either L3 bit says a header leads the data (libmlx5: (flags_rqpn >> 28) & 3).
+  init.grh = false;
+  const Completion plain = cq.complete(init);
+  REQUIRE((plain.flags & wc_flags::grh) == 0);
+  mlx5_cqe64* cqe = cq.ring.cqe(pi + 1);
+  cqe->flags_rqpn = htobe32(be32toh(cqe->flags_rqpn) | (2u << 28));
+  Completion ipv4;
+  wqe::cqe_to_completion(cqe, &ipv4);
+  REQUIRE((ipv4.flags & wc_flags::grh) != 0);
+  wqe::decode_cqe(cqe, &f);
+  REQUIRE(f.grh);
 }
 
 TEST_CASE("CQE opcodes a QP never completes with become GENERAL_ERR", "[wqe]") {

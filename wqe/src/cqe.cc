@@ -103,11 +103,16 @@ void decode_cqe(const mlx5_cqe64* cqe, CqeFields* out) noexcept {
     out->src_qpn = 0;
     out->byte_cnt = 0;
     out->imm = 0;
+    out->grh = false;
+    out->roce_pkt_type = 0;
     return;
   }
   out->syndrome = 0;
   out->vendor_syndrome = 0;
-  out->src_qpn = be32toh(cqe->flags_rqpn) & kCqeQpnMask;
+  const uint32_t flags_rqpn = be32toh(cqe->flags_rqpn);
+  out->src_qpn = flags_rqpn & kCqeQpnMask;
+  out->grh = ((flags_rqpn >> 28) & 3) != 0;
+  out->roce_pkt_type = static_cast<uint8_t>((flags_rqpn >> 24) & 0xf);
   out->byte_cnt = be32toh(cqe->byte_cnt);
   out->imm = be32toh(cqe->imm_inval_pkey);
 }

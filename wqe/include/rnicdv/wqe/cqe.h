@@ -47,6 +47,8 @@ struct CqeFields {
   uint32_t byte_cnt;
   uint32_t imm;  // host order
   bool solicited;
+  bool grh;               // RESP: flags_rqpn bits 29:28 non-zero, an L3 header leads the data
+  uint8_t roce_pkt_type;  // RESP: flags_rqpn bits 27:24 (see CqeInit::roce_pkt_type)
 };
 
 // Decodes a software-owned CQE.
