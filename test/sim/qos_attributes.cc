@@ -9,7 +9,9 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <sstream>
+#include <vector>
 
+#include "rc/pacer.h"
 #include "sim_harness.h"
 #include "tshark.h"
 
@@ -233,4 +235,93 @@ TEST_CASE("rate limits outside the device's range are refused, naming the range"
   CHECK(st.code() == Errc::invalid_argument);
   CHECK_THAT(st.message(), Catch::Contains("burst of 1048577 bytes"));
   CHECK(p.a.qp->set_rate_limit(hw::RateLimit{1000, 1u << 20, 0}));
+}
+
+// The pacer alone, driven as a device that runs `late_ns` after each deadline it files.
+namespace {
+
+struct PacedRun {
+  uint64_t end_ns = 0;
+  std::vector<uint64_t> sent_at;
+};
+
+PacedRun run_pacer(rnicdv::sim::Pacer& pacer, uint32_t frames, uint32_t len, uint64_t late_ns) {
+  PacedRun run;
+  uint64_t t = 0;
+  for (uint32_t i = 0; i < frames; ++i) {
+    const uint64_t ready = pacer.ready_at();
+    if (ready > t) {
+      pacer.hold();
+      t = ready + late_ns;
+    }
+    pacer.sent(len, t);
+    run.sent_at.push_back(t);
+  }
+  run.end_ns = t;
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("a frame the pacer held is charged from when it was due, so a late device keeps the "
+          "rate and never sends more than the rate, the late allowance, the burst and a frame") {
+  using rnicdv::sim::Pacer;
+  const uint32_t kbps = 100'000;  // 100 Mb/s
+  const uint32_t len = 1024 + 12 + 4;
+  const uint64_t frame_ns = uint64_t{len + Pacer::kFrameOverhead} * 8'000'000 / kbps;
+  const uint32_t frames = 2000;
+  for (uint64_t late_ns : {uint64_t{0}, frame_ns / 2, 3 * frame_ns, 40 * frame_ns}) {
+    INFO("the device runs " << late_ns << " ns after each deadline; a frame takes " << frame_ns
+                            << " ns");
+    Pacer pacer;
+    pacer.set(kbps, 0, 0);
+    const PacedRun run = run_pacer(pacer, frames, len, late_ns);
+    // Charged from when each frame was due, the run takes its frames' time at the limit,
+    // whatever the lateness (below the allowance): were lateness charged, 40 frame times of it
+    // on every deadline would leave a fortieth of the rate.
+    const double expected = static_cast<double>(frames - 1) * frame_ns;
+    CHECK(static_cast<double>(run.end_ns) > expected * 0.99);
+    CHECK(static_cast<double>(run.end_ns) < expected * 1.01 + static_cast<double>(late_ns));
+    // No window holds more than its worth at the rate plus the allowance and one frame.
+    for (size_t i = 0; i < run.sent_at.size(); i += 7)
+      for (size_t j = i; j < run.sent_at.size(); j += 13) {
+        const uint64_t window = run.sent_at[j] - run.sent_at[i];
+        const uint64_t count = j - i + 1;
+        REQUIRE(count * frame_ns <= window + Pacer::kLateAllowanceNs + frame_ns);
+      }
+  }
+}
+
+TEST_CASE("an idle QP gains no late allowance, and lateness beyond the allowance is not made up") {
+  using rnicdv::sim::Pacer;
+  const uint32_t kbps = 10'000;  // 10 Mb/s
+  const uint32_t len = 1024 + 12 + 4;
+  const uint64_t frame_ns = uint64_t{len + Pacer::kFrameOverhead} * 8'000'000 / kbps;
+  Pacer pacer;
+  pacer.set(kbps, 0, 0);
+  (void)run_pacer(pacer, 10, len, 0);
+
+  // Held, run 5 ms late, one frame sent (the QP is still behind), and then its send queue
+  // runs empty. A second later it sends again: the next frame waits its full turn.
+  pacer.hold();
+  const uint64_t behind = pacer.ready_at() + 5'000'000;
+  pacer.sent(len, behind);
+  REQUIRE(pacer.ready_at() < behind);  // still behind: more could go at once
+  pacer.drop_hold();                   // the requester found nothing more to send
+  const uint64_t t = behind + 1'000'000'000;
+  pacer.sent(len, t);
+  CHECK(pacer.ready_at() == t + frame_ns);
+
+  // Held, and the device runs far beyond the allowance: what goes at once is the allowance's
+  // worth, not the whole delay's.
+  pacer.hold();
+  const uint64_t late = pacer.ready_at() + Pacer::kLateAllowanceNs + 50 * frame_ns;
+  uint32_t at_once = 0;
+  do {
+    pacer.sent(len, late);
+    ++at_once;
+  } while (pacer.ready_at() <= late);
+  const uint64_t allowance_frames = Pacer::kLateAllowanceNs / frame_ns;
+  CHECK(at_once >= allowance_frames);
+  CHECK(at_once <= allowance_frames + 1);
 }

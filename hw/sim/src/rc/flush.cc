@@ -43,6 +43,7 @@ void Flush::to_error(QpObj& qp) {
   qp.state = hw::QpState::err;
   qp.comp.retx_deadline = 0;
   qp.req.rnr_deadline = qp.req.pace_deadline = 0;
+  qp.pacer.drop_hold();
   qp.resp.resp_queue.clear();
   qp.resp.write.active = false;
   qp.resp.cur_op = 0;
@@ -125,6 +126,7 @@ void Flush::reset(QpObj& qp) {
   qp.req.next_psn = qp.comp.comp_psn = 0;
   qp.req.pkts_since_ack_req = 0;
   qp.comp.retx_deadline = qp.req.rnr_deadline = qp.req.pace_deadline = 0;
+  qp.pacer.drop_hold();
   qp.comp.gap_retry_armed = false;
   qp.comp.sq_drained_raised = false;
   qp.resp.epsn = qp.resp.msn = 0;

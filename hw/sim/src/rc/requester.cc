@@ -71,7 +71,10 @@ bool Requester::progress(QpObj& qp, uint32_t budget) {
   bool did = false;
   while (budget != 0) {
     if (qp.req.wq_send == qp.wq_tail) {
-      if (qp.state != hw::QpState::rts || !fetcher_.fetch_next(qp)) break;
+      if (qp.state != hw::QpState::rts || !fetcher_.fetch_next(qp)) {
+        qp.pacer.drop_hold();  // nothing left to send: the QP goes idle, not held
+        break;
+      }
       did = true;
     }
     SendWqe& w = qp.wqe_at(qp.req.wq_send);
@@ -96,6 +99,7 @@ bool Requester::progress(QpObj& qp, uint32_t budget) {
       const uint64_t ready = qp.pacer.ready_at();
       if (ready > ctx_.now()) {
         qp.req.pace_deadline = ready;  // the engine's timer brings the QP back then
+        qp.pacer.hold();
         break;
       }
     }
