@@ -750,6 +750,25 @@ TEST_CASE("send_lat and send_bw run over UD: datagrams of at most the MTU, the h
   CHECK(r.out.find(" 1024    20 ") != std::string::npos);
 }
 
+TEST_CASE("a UD receiver with -D or --run_infinitely ends once the sender's count is in and "
+          "nothing more arrives, whatever UD lost",
+          "[e2e][ud]") {
+  // 16 receives against a sender with 128 in flight: datagrams are lost, and a receiver that
+  // waited for the sender's count would wait out --timeout and fail.
+  const auto start = std::chrono::steady_clock::now();
+  ProcessResult r = run_rnicperf({"send_bw", "--loopback", "-c", "UD", "-D", "1", "-r", "16",
+                                  "-s", "1024", "--timeout=15"},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("no message from the peer") == std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+  CHECK(rows_of(r.out, "1024").size() == 1);
+
+  check_endless_loopback({"send_bw", "-c", "UD", "-r", "16"}, 1);
+}
+
 TEST_CASE("-w and -y: a run that reaches its limits exits 0, one that cannot exits 1 with "
           "perftest's line",
           "[e2e][limits]") {

@@ -126,8 +126,12 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   uint64_t peer_count = (duration || infinite) ? UINT64_MAX : expected_rx;
   bool posting = sender;
   bool told_peer = false;
-  // -c UD (RunContext::datagram_done): the peer's DONE, and when the last datagram came.
-  const bool ud_done = c.datagram_done && !duration && !infinite;
+  // -c UD (RunContext::datagram_done): once the peer's count is known, however it came (its
+  // DONE when it has posted an iteration run, after -D's window, or at an endless run's end),
+  // a receiver stops kUdQuietMs after the last datagram instead of waiting for datagrams that
+  // UD lost. ud_done: the DONE of an iteration run, which the loop itself watches for.
+  const bool ud = c.datagram_done;
+  const bool ud_done = ud && !duration && !infinite;
   bool heard_done = false;
   bool gave_up = false;  // UD: the peer is done and nothing more arrived for kUdQuietMs
   uint64_t quiet_since = 0;
@@ -142,6 +146,11 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     return true;
   };
   auto rx_done = [&] { return !receiver || tot_received >= peer_count || gave_up; };
+  auto count_known = [&](uint64_t count) {
+    peer_count = count;
+    heard_done = true;
+    quiet_since = std::max(c.clock.now(), out->t_last_recv);
+  };
 
   while (!(tx_done() && rx_done())) {
     bool progressed = false;
@@ -156,7 +165,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
         if (Status st = c.oob.send_done(tot_posted); !st)
           return st.prepend(std::string(test) + ": telling the peer of the endless run's end");
       } else if (c.peer_stop) {
-        peer_count = tot_received;  // a perftest sender is gone, or sends on regardless
+        count_known(tot_received);  // a perftest sender is gone, or sends on regardless
       }
     }
     if (posting) {
@@ -269,16 +278,16 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     }
     // UD: once the peer has said how many it sent, a receiver waits kUdQuietMs past the
     // last datagram, then reports what came.
-    if (ud_done && receiver && !rx_done() && guard.checkpoint()) [[unlikely]] {
+    if (ud && receiver && !rx_done() && guard.checkpoint()) [[unlikely]] {
       const uint64_t now = c.clock.now();
       if (!heard_done) {
-        RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
-        if (ready) {
-          uint64_t count = 0;
-          RNICDV_TRY(c.oob.recv_done(&count, 0));
-          peer_count = count;
-          heard_done = true;
-          quiet_since = std::max(now, out->t_last_recv);
+        if (ud_done) {
+          RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
+          if (ready) {
+            uint64_t count = 0;
+            RNICDV_TRY(c.oob.recv_done(&count, 0));
+            count_known(count);
+          }
         }
       } else if (out->t_last_recv > quiet_since) {
         quiet_since = out->t_last_recv;
@@ -294,7 +303,11 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     // peer's DONE, which comes once the peer stopped posting.
     if (stopping && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
       RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
-      if (ready) RNICDV_TRY(peer_end(c, &peer_count));
+      if (ready) {
+        uint64_t count = 0;
+        RNICDV_TRY(peer_end(c, &count));
+        count_known(count);
+      }
     }
     // Duration mode: a receiver learns how many SENDs to expect from the peer's DONE.
     if (duration && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
@@ -305,7 +318,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
         if (ready) {
           uint64_t count = 0;
           RNICDV_TRY(c.oob.recv_done(&count, 0));
-          peer_count = count;
+          count_known(count);
         }
       }
     }
@@ -315,9 +328,9 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   if (ud_done && receiver && !heard_done) {
     uint64_t count = 0;
     RNICDV_TRY(c.oob.recv_done(&count, o.timeout_s * 1000u));
-    peer_count = count;
+    count_known(count);
   }
-  if (ud_done && receiver && tot_received < peer_count)
+  if (ud && receiver && heard_done && tot_received < peer_count)
     std::fprintf(stderr,
                  "rnicperf: %s: %llu of %llu datagrams arrived (UD does not retransmit what a "
                  "full receive queue or the wire dropped)\n",

@@ -1103,10 +1103,6 @@ Status resolve_defaults(Options& o) {
     if (o.rdma_cm)
       return Status::error(Errc::invalid_argument,
                            "-c UD with -R: rdma_cm's UD port space (SIDR) is not implemented");
-    if (o.run_infinitely)
-      return Status::error(Errc::invalid_argument,
-                           "-c UD with --run_infinitely: an endless receiver waits for the "
-                           "sender's count of datagrams, which UD may lose (not implemented)");
     if (o.early_post > 0 || o.first_reply > 0)
       return Status::error(Errc::invalid_argument,
                            "-c UD: --early-post and --first-reply time a connection; a UD QP "
