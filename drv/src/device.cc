@@ -54,6 +54,10 @@ void Device::progress() {
   core_->progress();
 }
 
+Result<uint64_t> Device::read_port_counter(uint8_t port, const std::string& name) {
+  return core_->hw->read_port_counter(port, name);
+}
+
 int Device::process_events() {
   detail::DeviceCore& dev = *core_;
   int handled = 0;

@@ -273,6 +273,16 @@ TEST_CASE("a SEND written into the views reaches the peer and raises COMM_EST on
   require_ok(lb.to_rtr(*lb.a.qp, *lb.b.qp));
   require_ok(lb.to_rts(*lb.a.qp));
 
+  // The port's counters, from sysfs (through the uverbs shim, the simulated HCA's own).
+  auto counter = [&](const char* name) {
+    Result<uint64_t> v = lb.device->read_port_counter(1, name);
+    INFO(name << ": " << (v ? "" : v.status().message()));
+    REQUIRE(v);
+    return v.value();
+  };
+  const uint64_t xmit_packets = counter("counters/port_xmit_packets");
+  const uint64_t rcv_data = counter("counters/port_rcv_data");
+
   post_send(lb.a.qp->view(), **send_mr, send_buf.data(), static_cast<uint32_t>(send_buf.size()));
 
   uint32_t ci_a = 0, ci_b = 0;
@@ -284,6 +294,11 @@ TEST_CASE("a SEND written into the views reaches the peer and raises COMM_EST on
   CHECK(received.opcode == MLX5_CQE_RESP_SEND);
   CHECK(received.byte_cnt == send_buf.size());
   CHECK(recv_buf == send_buf);
+  CHECK(counter("counters/port_xmit_packets") > xmit_packets);
+  CHECK(counter("counters/port_rcv_data") >= rcv_data + send_buf.size() / 4);
+  Result<uint64_t> none = lb.device->read_port_counter(1, "counters/no_such_counter");
+  REQUIRE_FALSE(none);
+  CHECK(none.status().code() == Errc::invalid_argument);
 
   CHECK(wait_async(*lb.device, AsyncEventType::comm_est, lb.b.qp->view().qpn));
   CHECK(lb.b.qp->state() ==

@@ -1022,3 +1022,72 @@ TEST_CASE("--force-link=Ethernet runs; --dlid is shown as the remote LID and cha
   CHECK(ib.exit_code == 1);
   CHECK(ib.err.find("rnicperf: --force-link=IB: rnicdv's devices are RoCE devices") == 0);
 }
+
+namespace {
+// The values of `name` in a run's -W blocks ("\t<name>=<change>" lines), in order.
+std::vector<uint64_t> counter_lines(const std::string& out, const std::string& name) {
+  std::vector<uint64_t> v;
+  const std::string key = "\n\t" + name + "=";
+  for (size_t at = out.find(key); at != std::string::npos; at = out.find(key, at + 1))
+    v.push_back(std::stoull(out.substr(at + key.size())));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("-W prints each port counter's change after every result row, as perftest does",
+          "[e2e][counters]") {
+  ProcessResult r = run_rnicperf({"write_bw", "--loopback", "-n", "300", "-s", "1024",
+                                  "--timeout=20", "-W",
+                                  "counters/port_xmit_packets,hw_counters/out_of_buffer"},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // The row, then the block: one line per counter, in the order given, and an empty line.
+  const size_t row = r.out.find("\n 1024       300 ");
+  REQUIRE(row != std::string::npos);
+  const size_t block = r.out.find("\n\tcounters/port_xmit_packets=", row);
+  REQUIRE(block != std::string::npos);
+  CHECK(r.out.find('\n', row + 1) == block);
+  const size_t next = r.out.find("\n\thw_counters/out_of_buffer=0\n\n", block + 1);
+  CHECK(next == r.out.find('\n', block + 1));
+  // 300 one-packet WRITEs left this side (more only if some were sent again).
+  const auto xmit = counter_lines(r.out, "counters/port_xmit_packets");
+  REQUIRE(xmit.size() == 1);
+  CHECK(xmit[0] >= 300);
+  CHECK(xmit[0] < 600);
+
+  // A sweep: a block after each size's row, each the change since the one before.
+  r = run_rnicperf({"send_bw", "--loopback", "-a", "-n", "50", "-m", "1024", "--sweep-max=64",
+                    "--timeout=20", "-W", "counters/port_xmit_packets"},
+                   120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto per_size = counter_lines(r.out, "counters/port_xmit_packets");
+  REQUIRE(per_size.size() == 6);  // 2 to 64 bytes
+  for (uint64_t n : per_size) {
+    CHECK(n >= 50);
+    CHECK(n < 100);
+  }
+
+  // A latency test prints its block after its row too.
+  r = run_rnicperf({"send_lat", "--loopback", "-n", "100", "-s", "64", "--timeout=20", "-W",
+                    "counters/port_rcv_packets"},
+                   120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto rcv = counter_lines(r.out, "counters/port_rcv_packets");
+  REQUIRE(rcv.size() == 1);
+  CHECK(rcv[0] >= 100);  // the pongs (and ACKs) this side received
+}
+
+TEST_CASE("-W with a counter the device lacks fails before the test, naming it and what exists",
+          "[e2e][counters]") {
+  ProcessResult r = run_rnicperf(
+      {"write_bw", "--loopback", "-n", "10", "--timeout=20", "-W", "counters/symbol_error"}, 120);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("-W: Unable to access performance counters: sim") != std::string::npos);
+  CHECK(r.err.find("port 1 has no counter 'counters/symbol_error' (a simulated HCA keeps "
+                   "counters/port_xmit_data,") != std::string::npos);
+  CHECK(r.out.find("#bytes") == std::string::npos);
+}

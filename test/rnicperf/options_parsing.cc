@@ -792,3 +792,22 @@ TEST_CASE("-h lists -w, -y, --use_old_post_send, --wait_destroy, -i, --mmap, --f
   CHECK(help.find("      --force-link=<value>  Force the link type") != std::string::npos);
   CHECK(help.find("      --dlid=<lid>          Shown as the remote LID") != std::string::npos);
 }
+
+TEST_CASE("-W takes perftest's comma-separated counter names and refuses an empty one",
+          "[options][counters]") {
+  auto o = parse({"write_bw", "-W", "counters/port_xmit_data,hw_counters/out_of_buffer"});
+  REQUIRE(o.is_ok());
+  CHECK(o->counters ==
+        std::vector<std::string>{"counters/port_xmit_data", "hw_counters/out_of_buffer"});
+  o = parse({"send_lat", "--report-counters=counters/port_rcv_packets"});
+  REQUIRE(o.is_ok());
+  CHECK(o->counters == std::vector<std::string>{"counters/port_rcv_packets"});
+  CHECK(parse({"write_bw"})->counters.empty());
+  for (auto bad : {"", ",", "counters/a,", ",counters/a", "counters/a,,counters/b"}) {
+    INFO("-W '" << bad << "'");
+    CHECK(error_of({"write_bw", "-W", bad}).find("-W: an empty counter name in \"") == 0);
+  }
+  const std::string help = rnicperf::usage_text();
+  CHECK(help.find("  -W, --report-counters=<list>\n                            Report performance "
+                  "counter change after each result row") != std::string::npos);
+}

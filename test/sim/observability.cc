@@ -50,6 +50,50 @@ TEST_CASE("counters and snapshots follow the traffic; the dump names every objec
   CHECK(dump.find("psn next 0x3") != std::string::npos);
 }
 
+TEST_CASE("port counters under their sysfs names follow the traffic; unknown names and ports "
+          "are refused, naming what the device keeps") {
+  Pair p;
+  p.connect();
+  Buffer a = p.a.reg(4096, all_remote(), 1);
+  Buffer b = p.b.reg(4096);
+  auto counter = [](Host& s, const char* name) {
+    Result<uint64_t> v = s.dev->read_port_counter(1, name);
+    REQUIRE(v);
+    return v.value();
+  };
+  REQUIRE(counter(p.a, "counters/port_xmit_packets") == 0);
+  // A SEND with no receive posted: an RNR NAK, which is a packet dropped for want of a WQE.
+  Sge sge{a.addr(), 3000, a.lkey()};
+  REQUIRE(p.a.post_and_ring(make_wr(WrOpcode::send, &sge, 1)) == Errc::ok);
+  p.fabric->run_until([&] { return p.b.counters().rnr_naks_tx != 0; }, 1'000'000'000);
+  REQUIRE(p.b.post_recv(b, 0, 4096) == Errc::ok);
+  p.wait_recv(p.b);
+  p.wait_send(p.a);
+  const sim::DeviceCounters ca = p.a.counters();
+  const sim::DeviceCounters cb = p.b.counters();
+  CHECK(counter(p.a, "counters/port_xmit_packets") == ca.packets_tx);
+  CHECK(counter(p.a, "counters/port_xmit_packets") > 3);  // sent again after the RNR NAK
+  CHECK(counter(p.a, "counters/port_xmit_data") == ca.bytes_tx / 4);
+  CHECK(counter(p.b, "counters/port_rcv_packets") == cb.packets_rx);
+  CHECK(counter(p.b, "counters/port_rcv_data") == cb.bytes_rx / 4);
+  CHECK(counter(p.b, "hw_counters/out_of_buffer") == cb.rnr_naks_tx);
+  CHECK(counter(p.b, "hw_counters/out_of_buffer") >= 1);
+  CHECK(counter(p.a, "hw_counters/rnr_nak_retry_err") == ca.rnr_naks_rx);
+  CHECK(counter(p.a, "hw_counters/rnr_nak_retry_err") >= 1);
+  CHECK(counter(p.a, "hw_counters/local_ack_timeout_err") == ca.timeouts);
+  CHECK(counter(p.a, "counters/port_xmit_discards") == 0);
+
+  Result<uint64_t> bad = p.a.dev->read_port_counter(1, "counters/port_xmit_wait");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.status().code() == Errc::invalid_argument);
+  CHECK_THAT(bad.status().message(), Catch::Contains("no counter 'counters/port_xmit_wait'") &&
+                                         Catch::Contains("hw_counters/out_of_buffer"));
+  bad = p.a.dev->read_port_counter(2, "counters/port_xmit_data");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.status().message(), Catch::Contains("port 2: the device has port 1 only"));
+  CHECK(sim::port_counter_names().size() == 8);
+}
+
 TEST_CASE("a paused device records doorbells and executes them after resume") {
   Pair p;
   p.connect();

@@ -19,6 +19,7 @@ fi
 names='open|open64|openat|openat64|stat|stat64|fstat|fstat64|__xstat|__xstat64|__fxstat'
 names+='|__fxstat64|access|euidaccess|eaccess|faccessat|read|write|close|ioctl|dup|dup2|dup3'
 names+='|mmap|mmap64|munmap|mremap|mprotect|pkey_mprotect|brk|sbrk|socket|fcntl|fcntl64'
+names+='|realpath|__realpath_chk'
 # "binding file <shim> [0] to <libc> [0]: normal symbol `mprotect'": the shim's lookup.
 lookup="binding file [^ ]*$(basename "$shim") \[[0-9]+\] to [^ ]+ \[[0-9]+\]: normal symbol \`($names)'"
 before=$(echo "$trace" | sed -n '/^main starts$/q;p')

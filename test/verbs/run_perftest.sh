@@ -6,6 +6,9 @@
 # and atomic tests, whose server side only answers; it must still have connected).
 #
 #   run_perftest.sh SHIM PORT PROGRAM [ARGS...]
+#
+# PERFTEST_EXPECT_CLIENT, PERFTEST_EXPECT_SERVER: extended regular expressions, each of whose
+# `;`-separated parts must match a line of that side's output.
 set -u
 . "$(dirname "$0")/listening.sh"
 shim=$1 port=$2 prog=$3
@@ -40,6 +43,14 @@ for side in server client; do
     echo "$prog $side: no result table" >&2
     status=1
   fi
+  expect_var=PERFTEST_EXPECT_${side^^}
+  IFS=';' read -r -a expected <<<"${!expect_var:-}"
+  for re in "${expected[@]}"; do
+    if ! grep -Eq -- "$re" "$out"; then
+      echo "$prog $side: no line matches /$re/" >&2
+      status=1
+    fi
+  done
   echo "===== $prog $* ($side, exit ${!rc_var})"
   cat "$out"
 done

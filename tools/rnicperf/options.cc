@@ -97,6 +97,7 @@ enum class Opt : uint8_t {
   mmap_offset,
   force_link,
   dlid,
+  report_counters,
 };
 
 // Where -h lists an option: perftest's options, rnicperf's own, or nowhere (for tests).
@@ -175,6 +176,8 @@ constexpr OptSpec kOpts[] = {
      "Latency: print every sample in the order taken, before the\nresult row"},
     {'V', "version", false, Opt::version, Section::perftest, nullptr,
      "Show the version"},
+    {'W', "report-counters", true, Opt::report_counters, Section::perftest, "<list>",
+     "Report performance counter change after each result row\n(example: \"counters/port_xmit_data,hw_counters/out_of_buffer\")"},
     {'x', "gid-index", true, Opt::gid_index, Section::perftest, "<n>",
      "GID index to use: the device's own (printed as GID index)"},
     {0, "report_gbits", false, Opt::report_gbits, Section::perftest, nullptr,
@@ -650,6 +653,25 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return Status::ok();
     case Opt::dlid:
       return number(0, 0xffff, opts.dlid);
+    case Opt::report_counters: {
+      // perftest's list: names relative to the port's sysfs directory, comma separated.
+      opts.counters.clear();
+      size_t at = 0;
+      while (true) {
+        const size_t comma = std::min(value.find(',', at), value.size());
+        const std::string name = value.substr(at, comma - at);
+        if (name.empty())
+          return Status::error(Errc::invalid_argument,
+                               "-W: an empty counter name in \"%s\" (names are separated by "
+                               "single commas, e.g. counters/port_xmit_data,hw_counters/"
+                               "out_of_buffer)",
+                               value.c_str());
+        opts.counters.push_back(name);
+        if (comma == value.size()) break;
+        at = comma + 1;
+      }
+      return Status::ok();
+    }
   }
   return Status::error(Errc::internal, "unhandled option");
 }

@@ -131,6 +131,9 @@ struct Options {
   // row reached the limit (-w in the report's unit, MB/sec or Gb/sec; -y in Mpps). <0: off.
   double limit_bw = -1;
   double limit_msgrate = -1;
+  // -W: port counters (sysfs names under ports/<port>/) whose change is printed after each
+  // result row, as perftest prints them.
+  std::vector<std::string> counters;
   // --use_old_post_send: the loops post through QueuePair::post_send with SendWr lists (one
   // call per post list, perftest's ibv_post_send) instead of the typed calls (its ibv_wr_*).
   bool old_post_send = false;

@@ -96,6 +96,14 @@ Status Session::run() {
                          o_.ib_port, o_.ib_port, s_.device_name.c_str());
   }
 
+  if (!o_.counters.empty()) {
+    // perftest reads them first when it sets up its resources, and fails without them.
+    if (Status st = read_counters(&counter_values_); !st) {
+      s_.channel = OobChannel();
+      return st.prepend("-W: Unable to access performance counters");
+    }
+  }
+
   RNICDV_TRY(connect_control());
   RNICDV_ASSIGN_OR_RETURN(const PeerKind peer, oob_->hello());
   if (peer == PeerKind::perftest) return run_with_perftest();
@@ -197,6 +205,31 @@ Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_
   return Status::ok();
 }
 
+Status Session::read_counters(std::vector<uint64_t>* values) {
+  values->resize(o_.counters.size());
+  for (size_t i = 0; i < o_.counters.size(); ++i) {
+    RNICDV_ASSIGN_OR_RETURN((*values)[i],
+                            ep_->device().read_port_counter(o_.ib_port, o_.counters[i]));
+  }
+  return Status::ok();
+}
+
+void Session::print_counters() {
+  if (o_.counters.empty() || s_.quiet) return;
+  std::vector<uint64_t> now;
+  if (Status st = read_counters(&now); !st) {
+    std::fprintf(stderr, "rnicperf: -W: %s\n", st.message().c_str());
+    return;
+  }
+  std::string text;
+  for (size_t i = 0; i < now.size(); ++i)
+    text += "\t" + o_.counters[i] + "=" + std::to_string(now[i] - counter_values_[i]) + "\n";
+  text += "\n";
+  counter_values_ = std::move(now);
+  std::fputs(text.c_str(), s_.out);
+  std::fflush(s_.out);
+}
+
 void Session::print_addresses() {
   std::vector<AddressInfo> local_addr, remote_addr;
   for (size_t i = 0; i < ep_->num_qps(); ++i) {
@@ -282,6 +315,7 @@ Status Session::latency_size(RunContext& c) {
     const std::string row = format_latency_duration_row(r);
     print(o_.cpu_util ? with_cpu_util(row, r.cpu_util) : row);
     print_value(Options::Output::latency, r.t_avg);
+    print_counters();
     json_.add(r);
     return Status::ok();
   }
@@ -306,6 +340,7 @@ Status Session::latency_size(RunContext& c) {
   if (o_.report_unsorted || o_.report_histogram) print(result_line() + latency_table_header());
   print(format_latency_row(r));
   print_value(Options::Output::latency, r.t_typical);
+  print_counters();
   json_.add(r, hist ? &*hist : nullptr, cdf ? &*cdf : nullptr);
   if (hist && o_.histogram) {
     print(format_histogram(*hist, rtt));

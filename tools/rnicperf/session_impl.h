@@ -110,10 +110,17 @@ class Session {
     print(cpu_percent >= 0 ? with_cpu_util(row, cpu_percent) : row);
     print_value(Options::Output::bandwidth, r.bw_avg);
     print_value(Options::Output::message_rate, r.msg_rate);
+    print_counters();
     // perftest's print_full_bw_report: a limit is met when any row printed reaches it.
     bw_limit_met_ |= !(o_.limit_bw > r.bw_avg);
     msgrate_limit_met_ |= !(o_.limit_msgrate > r.msg_rate);
   }
+  // -W: each counter's value now, in the order given.
+  Status read_counters(std::vector<uint64_t>* values);
+  // -W, after a result row: each counter's change since the last reading, as perftest's
+  // counters_print ("\t<name>=<change>" lines and an empty one), whatever --output says.
+  void print_counters();
+  std::vector<uint64_t> counter_values_;
   // This side posts the test's operations (perftest's CLIENT "machine"): the client, or the
   // server with --reversed. s_.client itself is the TCP role: who connects and who writes
   // first in each exchange.

@@ -77,6 +77,12 @@ class Device {
   // deterministic mode); a no-op on real hardware. CompletionQueue::poll calls it itself.
   void progress();
 
+  // A port counter now, by the kernel's sysfs name under ports/<port>/
+  // ("counters/port_xmit_data", "hw_counters/out_of_buffer"): sysfs on a ConnectX, the
+  // device's own counters on a simulated HCA (rnicdv/sim/sim.h lists them). An unknown port or
+  // name is invalid_argument, naming the device, the port and the counter.
+  Result<uint64_t> read_port_counter(uint8_t port, const std::string& name);
+
   hw::Device& hw();
   std::shared_ptr<detail::DeviceCore> core() const { return core_; }
 

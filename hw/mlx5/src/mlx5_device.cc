@@ -12,6 +12,7 @@
 #include "mlx5_caps.h"
 #include "mlx5_event_thread.h"
 #include "mlx5_objects.h"
+#include "mlx5_port.h"
 #include "mlx5_qp.h"
 #include "mlx5_verbs.h"
 
@@ -142,6 +143,10 @@ Result<std::unique_ptr<Qp>> Mlx5Device::create_qp(Pd& pd, Cq& send_cq, Cq& recv_
 Result<std::unique_ptr<Qp>> Mlx5Device::create_ud_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                                      const QpCaps& caps) {
   return create_typed_qp(pd, send_cq, recv_cq, caps, QpType::ud);
+}
+
+Result<uint64_t> Mlx5Device::read_port_counter(uint8_t port, const std::string& name) {
+  return read_port_counter_file("/sys/class/infiniband", info_.name, port, name);
 }
 
 Result<std::unique_ptr<Ah>> Mlx5Device::create_ah(Pd& pd, const AhAttr& attr) {

@@ -49,6 +49,8 @@ class Mlx5Device final : public Device {
   bool next_async_event(AsyncEvent* out) override;
 
   ProgressHook progress_hook() override { return {}; }  // hardware progresses on its own
+  // Read from /sys/class/infiniband/<device>/ports/<port>/<name>, the kernel's own figure.
+  Result<uint64_t> read_port_counter(uint8_t port, const std::string& name) override;
   // librdmacm with a driver-managed QP (cm/rdmacm_cm.h).
   ConnectionManager* connection_manager() override { return cm_.get(); }
 

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "mlx5_port.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "mlx5_verbs.h"
@@ -144,6 +148,42 @@ Result<PortAddressing> query_port_addressing(ibv_context* ctx, uint8_t port_num)
   }
   port.source_gid = choose_roce_gid(candidates);
   return port;
+}
+
+Result<uint64_t> read_port_counter_file(const std::string& class_dir, const std::string& device,
+                                        uint8_t port, const std::string& name) {
+  const std::string what =
+      device + ": read_port_counter: port " + std::to_string(port) + " counter '" + name + "'";
+  // A name relative to the port's directory: no absolute path, no "..", nothing empty.
+  bool ok = !name.empty() && name.front() != '/' && name.back() != '/';
+  for (size_t at = 0; ok && at <= name.size();) {
+    const size_t slash = std::min(name.find('/', at), name.size());
+    const std::string part = name.substr(at, slash - at);
+    ok = !part.empty() && part != "." && part != "..";
+    at = slash + 1;
+  }
+  if (!ok)
+    return Status(Errc::invalid_argument,
+                  what + ": not a counter's name (e.g. counters/port_xmit_data)");
+  const std::string path =
+      class_dir + "/" + device + "/ports/" + std::to_string(port) + "/" + name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return Status(err == ENOENT ? Errc::invalid_argument : Errc::io_error,
+                  what + ": open " + path + ": " + std::strerror(err));
+  }
+  char text[32] = {};
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) return Status(Errc::io_error, what + ": read " + path + ": " + std::strerror(err));
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  if (end == text || errno != 0 || (*end != '\n' && *end != '\0'))
+    return Status(Errc::io_error, what + ": " + path + " does not hold a number");
+  return static_cast<uint64_t>(v);
 }
 
 }  // namespace rnicdv::hw::mlx5

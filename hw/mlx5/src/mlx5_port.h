@@ -58,4 +58,11 @@ std::string port_transport_name(const PortAddressing& port);
 // Queries port `port_num` of `ctx` and chooses its source GID.
 Result<PortAddressing> query_port_addressing(ibv_context* ctx, uint8_t port_num);
 
+// A port counter from sysfs: `class_dir`/<device>/ports/<port>/<name> (class_dir is
+// "/sys/class/infiniband" but for tests), where `name` is relative, such as
+// "counters/port_xmit_data" or "hw_counters/out_of_buffer", and never leaves the port's
+// directory. The error names the device, the port, the counter and the reason.
+Result<uint64_t> read_port_counter_file(const std::string& class_dir, const std::string& device,
+                                        uint8_t port, const std::string& name);
+
 }  // namespace rnicdv::hw::mlx5

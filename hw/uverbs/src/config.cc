@@ -28,7 +28,7 @@ std::string default_sysfs_root(uint32_t devices) {
   std::string dir = (base && *base) ? base : "/tmp";
   dir += "/rnicdv-uverbs-" + std::to_string(getuid());
   // The layout's version is part of the name: a tree an older shim wrote is never reused.
-  constexpr int kSysfsLayout = 3;
+  constexpr int kSysfsLayout = 4;
   dir += "/sysfs-v" + std::to_string(kSysfsLayout) + "-" + std::to_string(devices);
   return dir;
 }

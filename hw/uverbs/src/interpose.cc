@@ -117,6 +117,9 @@ void forget_special_fd(int fd) {
       ucma_close(fd);
       break;
     }
+    case FdKind::counter:
+      counter_file_close(fd);
+      break;
     case FdKind::none:
       break;
   }
@@ -344,6 +347,10 @@ ssize_t read(int fd, void* buf, size_t n) {
       // Neither cdev has a read method: the kernel answers EINVAL.
       errno = EINVAL;
       return -1;
+    case FdKind::counter: {
+      const ShimCall in(kInOpen);
+      return counter_file_read(fd, buf, n);
+    }
     case FdKind::none:
       break;
   }
@@ -382,6 +389,20 @@ int dup3(int oldfd, int newfd, int flags) {
 int close(int fd) {
   forget_special_fd(fd);
   return next_symbol(g_close, "close")(fd);
+}
+
+// A path a program builds under the real /sys/class/infiniband for a simulated device
+// (perftest's -W resolves its counters' paths first) resolves in the shim's tree, where the
+// device's files are.
+char* realpath(const char* path, char* resolved) {
+  std::string redirected;
+  if (redirect_real_sysfs_path(path, &redirected)) path = redirected.c_str();
+  return next_symbol(g_realpath, "realpath")(path, resolved);
+}
+char* __realpath_chk(const char* path, char* resolved, size_t resolved_len) {
+  std::string redirected;
+  if (redirect_real_sysfs_path(path, &redirected)) path = redirected.c_str();
+  return next_symbol(g_realpath_chk, "__realpath_chk")(path, resolved, resolved_len);
 }
 
 int ioctl(int fd, unsigned long request, ...) {

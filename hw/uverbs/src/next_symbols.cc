@@ -30,6 +30,8 @@ brk_fn g_brk;
 sbrk_fn g_sbrk;
 socket_fn g_socket;
 fcntl_fn g_fcntl, g_fcntl64;
+realpath_fn g_realpath;
+realpath_chk_fn g_realpath_chk;
 
 
 namespace {
@@ -75,6 +77,8 @@ __attribute__((constructor(101))) void resolve_next_symbols() {
   resolve(g_socket, "socket");
   resolve(g_fcntl, "fcntl");
   resolve(g_fcntl64, "fcntl64");
+  resolve(g_realpath, "realpath");
+  resolve(g_realpath_chk, "__realpath_chk");
 }
 
 }  // namespace

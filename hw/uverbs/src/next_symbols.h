@@ -49,6 +49,8 @@ using dup_fn = int (*)(int);
 using dup2_fn = int (*)(int, int);
 using dup3_fn = int (*)(int, int, int);
 using faccessat_fn = int (*)(int, const char*, int, int);
+using realpath_fn = char* (*)(const char*, char*);
+using realpath_chk_fn = char* (*)(const char*, char*, size_t);
 
 extern open_fn g_open, g_open64;
 extern access_fn g_access, g_euidaccess, g_eaccess;
@@ -74,6 +76,8 @@ extern brk_fn g_brk;
 extern sbrk_fn g_sbrk;
 extern socket_fn g_socket;
 extern fcntl_fn g_fcntl, g_fcntl64;
+extern realpath_fn g_realpath;
+extern realpath_chk_fn g_realpath_chk;
 
 // The cached next definition, or null before resolve_next_symbols ran (no lookup here: the
 // memory calls' callers may be signal handlers).

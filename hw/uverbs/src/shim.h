@@ -100,7 +100,8 @@ int munmap(void* addr, size_t len);
 
 // What a descriptor the shim created stands for. Looked up on every read/write/close/mmap of
 // any descriptor, so the table is a flat array of atomics.
-enum class FdKind : uint8_t { none = 0, command, event, ucma };
+// counter: a port counter's sysfs file (sysfs.cc), read afresh at offset 0.
+enum class FdKind : uint8_t { none = 0, command, event, ucma, counter };
 FdKind fd_kind(int fd) noexcept;
 void set_fd_kind(int fd, FdKind kind) noexcept;
 
@@ -143,6 +144,13 @@ Status write_sysfs_tree(const std::string& root, uint32_t devices);
 // a simulated device, as programs that do not read SYSFS_PATH build it (UCX), is the same
 // path in the shim's tree. -2 when `path` is neither.
 int open_dynamic_sysfs_file(const char* path, int flags);
+// A path under the real /sys/class/infiniband (or infiniband_verbs) that names a simulated
+// device: true, with the same path in the shim's tree in `out`.
+bool redirect_real_sysfs_path(const char* path, std::string* out);
+// A port counter's file (FdKind::counter) is what the kernel's is: each read at offset 0
+// (perftest's -W reads, seeks back and reads again) gives the device's figure at that moment.
+ssize_t counter_file_read(int fd, void* buf, size_t n);
+void counter_file_close(int fd);
 
 // ---- cdev and commands (cdev.cc, commands*.cc) ----
 // Parses "/dev/infiniband/uverbsN"; returns N, -1 for another path, -3 for a null one.

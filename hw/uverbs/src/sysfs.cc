@@ -15,13 +15,14 @@
 //                                                      address (127.0.0.x)
 //   .../infiniband/rnicsimN/{node_type,fw_ver,hca_type,device -> ../..}
 //   .../infiniband/rnicsimN/ports/1/...                state, link layer, pkeys, GID types and
-//                                                      their net devices
+//                                                      their net devices, the port counters
+//                                                      (counters/, hw_counters/)
 //   .../infiniband_verbs/uverbsN/{ibdev,dev,abi_version,device -> ../..}
 //
 // UCX finds the PCI function through realpath(ibdev_path), two levels up, as on a real host.
-// node_guid and the GID table are per process: they depend on the address the process's
-// simulated device took on the wire, so open() of those paths is answered from the device,
-// whichever way the path reaches them.
+// node_guid, the GID table and the port counters are per process: they depend on the address
+// the process's simulated device took on the wire, or count its traffic, so open() of those
+// paths is answered from the device, whichever way the path reaches them.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,7 +34,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "devices.h"
 #include "shim.h"
@@ -145,6 +149,11 @@ Status write_device(const std::string& root, uint32_t i) {
     if (g < 4) RNICDV_TRY(put(port + "/gid_attrs/ndevs/" + std::to_string(g), "lo"));
   }
   RNICDV_TRY(mkdirs(port + "/gids"));
+  // The port counters the device keeps (sim::port_counter_names): a file each, so that a
+  // program that lists the directory or resolves the path finds it; open() answers with the
+  // device's figure at that moment.
+  for (const std::string& counter : sim::port_counter_names())
+    RNICDV_TRY(put(port + "/" + counter, "0"));
   RNICDV_TRY(mkdirs(pci + "/net/lo"));
   RNICDV_TRY(link("../..", ib + "/device"));
   RNICDV_TRY(link("../..", uv + "/device"));
@@ -209,19 +218,73 @@ Status write_sysfs_tree(const std::string& root, uint32_t devices) {
   return Status::ok();
 }
 
+bool redirect_real_sysfs_path(const char* path, std::string* out) {
+  const std::string& root = config().sysfs_root;
+  if (root.empty() || !path || root == "/sys") return false;
+  static constexpr char kRealIb[] = "/sys/class/infiniband/rnicsim";
+  static constexpr char kRealVerbs[] = "/sys/class/infiniband_verbs/uverbs";
+  if (strncmp(path, kRealIb, sizeof kRealIb - 1) != 0 &&
+      strncmp(path, kRealVerbs, sizeof kRealVerbs - 1) != 0)
+    return false;
+  *out = root + (path + 4);
+  return true;
+}
+
+namespace {
+
+// The port counter each open counter file stands for, by descriptor.
+struct CounterFile {
+  uint32_t device = 0;
+  std::string name;
+};
+std::mutex g_counter_files_mu;
+std::unordered_map<int, CounterFile>& counter_files() {
+  static auto* files = new std::unordered_map<int, CounterFile>();  // outlives exit handlers
+  return *files;
+}
+
+std::string counter_text(uint32_t device, const std::string& name) {
+  uint64_t value = 0;
+  Result<SimDevice*> dev = device_for(device);
+  if (dev) (void)sim::port_counter_value(dev.value()->dev->counters(), name, &value);
+  return std::to_string(value);
+}
+
+}  // namespace
+
+ssize_t counter_file_read(int fd, void* buf, size_t n) {
+  if (::lseek(fd, 0, SEEK_CUR) == 0) {
+    CounterFile file;
+    {
+      std::lock_guard lock(g_counter_files_mu);
+      auto it = counter_files().find(fd);
+      if (it != counter_files().end()) file = it->second;
+    }
+    if (!file.name.empty()) {
+      const std::string line = counter_text(file.device, file.name) + "\n";
+      if (::ftruncate(fd, 0) != 0 ||
+          ::pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()))
+        return -1;
+    }
+  }
+  return libc::read(fd, buf, n);
+}
+
+void counter_file_close(int fd) {
+  {
+    std::lock_guard lock(g_counter_files_mu);
+    counter_files().erase(fd);
+  }
+  set_fd_kind(fd, FdKind::none);
+}
+
 int open_dynamic_sysfs_file(const char* path, int flags) {
   const std::string& root = config().sysfs_root;
   if (root.empty() || !path) return -2;
-  // A program that builds /sys/class/infiniband/<dev>/... itself (UCX) instead of reading
-  // SYSFS_PATH: a simulated device's files are in the shim's tree.
+  // A program that builds /sys/class/infiniband/<dev>/... itself (UCX, perftest's -W) instead
+  // of reading SYSFS_PATH: a simulated device's files are in the shim's tree.
   std::string redirected;
-  static constexpr char kRealIb[] = "/sys/class/infiniband/rnicsim";
-  static constexpr char kRealVerbs[] = "/sys/class/infiniband_verbs/uverbs";
-  if (root != "/sys" && (strncmp(path, kRealIb, sizeof kRealIb - 1) == 0 ||
-                         strncmp(path, kRealVerbs, sizeof kRealVerbs - 1) == 0)) {
-    redirected = root + (path + 4);
-    path = redirected.c_str();
-  }
+  if (redirect_real_sysfs_path(path, &redirected)) path = redirected.c_str();
   const auto not_dynamic = [&]() {
     if (redirected.empty()) return -2;
     return libc::open(redirected.c_str(), flags, 0);
@@ -244,7 +307,12 @@ int open_dynamic_sysfs_file(const char* path, int flags) {
   const bool guid = strcmp(rest, "/node_guid") == 0;
   static constexpr char kGids[] = "/ports/1/gids/";
   const bool gid = strncmp(rest, kGids, sizeof kGids - 1) == 0;
-  if (!guid && !gid) return not_dynamic();
+  static constexpr char kPort[] = "/ports/1/";
+  const std::vector<std::string>& counters = sim::port_counter_names();
+  const bool counter =
+      strncmp(rest, kPort, sizeof kPort - 1) == 0 &&
+      std::find(counters.begin(), counters.end(), rest + sizeof kPort - 1) != counters.end();
+  if (!guid && !gid && !counter) return not_dynamic();
   unsigned long gid_index = 0;
   if (gid) {
     const char* g = rest + sizeof kGids - 1;
@@ -261,6 +329,16 @@ int open_dynamic_sysfs_file(const char* path, int flags) {
     return -1;
   }
   const hw::DeviceInfo& info = dev.value()->dev->info();
+  if (counter) {
+    const std::string name = rest + sizeof kPort - 1;
+    const int fd = memfd_with(counter_text(static_cast<uint32_t>(index), name));
+    if (fd >= 0) {
+      std::lock_guard lock(g_counter_files_mu);
+      counter_files()[fd] = CounterFile{static_cast<uint32_t>(index), name};
+      set_fd_kind(fd, FdKind::counter);
+    }
+    return fd;
+  }
   if (guid) {
     char text[32];
     const uint64_t g = info.node_guid;

@@ -351,6 +351,12 @@ class Device {
 
   virtual ProgressHook progress_hook() { return {}; }
 
+  // A port counter now, named as the kernel's sysfs names it under ports/<port>/
+  // ("counters/port_xmit_data", "hw_counters/out_of_buffer"; perftest's -W takes these
+  // names). A port or name the device does not have is invalid_argument, and the message
+  // names the device and port, and for a simulated HCA lists the counters it keeps.
+  virtual Result<uint64_t> read_port_counter(uint8_t port, const std::string& name) = 0;
+
   // The connection manager for this device's fabric (IB CM on the simulated fabric,
   // librdmacm on real devices). Owned by the device.
   virtual ConnectionManager* connection_manager() = 0;

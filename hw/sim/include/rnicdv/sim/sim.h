@@ -118,6 +118,16 @@ struct DeviceCounters {
   uint64_t last_doorbell_ns = 0;
 };
 
+// The port counters a simulated HCA keeps, by their names under sysfs's ports/1/ (as
+// perftest's -W and the uverbs shim's sysfs files name them), each computed from
+// DeviceCounters: the RoCE packets' bytes (from the BTH to the end of the payload; the wire
+// adds the ICRC) in 4-byte words and their count each way, the frames not sent because the port was down, local ACK timeouts, RNR NAKs
+// received, and packets dropped for want of a receive WQE (an RNR NAK sent, or a UD datagram
+// lost).
+const std::vector<std::string>& port_counter_names();
+// The value of port counter `name` in `c`; false if the simulated HCA has no such counter.
+bool port_counter_value(const DeviceCounters& c, const std::string& name, uint64_t* out);
+
 // Per-QP view of the same counters plus the transport's state, for tests and dumps.
 struct QpSnapshot {
   uint32_t qpn = 0;
@@ -181,6 +191,7 @@ class Device : public hw::Device {
   int async_fd() const override;
   bool next_async_event(hw::AsyncEvent* out) override;
   hw::ProgressHook progress_hook() override;
+  Result<uint64_t> read_port_counter(uint8_t port, const std::string& name) override;
   hw::ConnectionManager* connection_manager() override;
 
   const DeviceConfig& config() const;
