@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <cstring>
@@ -493,6 +494,71 @@ TEST_CASE("a source GID that is RoCE v1, empty or beyond the table is refused wi
   ibv_ah* ok = ibv_create_ah(d.pd, &ah);
   CHECK(ok != nullptr);
   if (ok) CHECK(ibv_destroy_ah(ok) == 0);
+}
+
+namespace {
+const char* const kXmitPackets[] = {"/sys/class/infiniband/rnicsim0/ports/1/counters/port_xmit_packets",
+                                    "/sys/class/infiniband/rnicsim1/ports/1/counters/port_xmit_packets"};
+uint64_t read_counter_fd(int fd) {
+  char text[32] = {};
+  REQUIRE(::lseek(fd, 0, SEEK_SET) == 0);
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  REQUIRE(n > 0);
+  return std::stoull(text);
+}
+}  // namespace
+
+TEST_CASE("a port counter's sysfs file gives the device's figure afresh at each read from offset "
+          "0, and its real /sys path resolves, as perftest's -W needs") {
+  Pair p;
+  int fds[2];
+  uint64_t before = 0;
+  for (int i = 0; i < 2; ++i) {
+    char* resolved = ::realpath(kXmitPackets[i], nullptr);
+    INFO(kXmitPackets[i]);
+    REQUIRE(resolved != nullptr);
+    CHECK(std::string(resolved).find("/infiniband/rnicsim" + std::to_string(i) +
+                                     "/ports/1/counters/port_xmit_packets") != std::string::npos);
+    std::free(resolved);
+    fds[i] = ::open(kXmitPackets[i], O_RDONLY);
+    REQUIRE(fds[i] >= 0);
+    before += read_counter_fd(fds[i]);
+  }
+  Buffer src(p.da.pd, 4096, kAllAccess), dst(p.db.pd, 4096, kAllAccess);
+  for (int round = 0; round < 10; ++round) {
+    p.b.post_recv(dst, 0, 4096, round);
+    ibv_sge sge{src.addr(), 64, src.mr->lkey};
+    ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, round);
+    p.a.post(wr);
+    REQUIRE(p.a.wait().status == IBV_WC_SUCCESS);
+    REQUIRE(p.b.wait().status == IBV_WC_SUCCESS);
+  }
+  // The same descriptors, read again from the start: 10 SENDs and their ACKs went out.
+  const uint64_t after = read_counter_fd(fds[0]) + read_counter_fd(fds[1]);
+  CHECK(after >= before + 20);
+  for (int fd : fds) ::close(fd);
+}
+
+TEST_CASE("a counter file's descriptor closed where the shim cannot see it is never rewritten "
+          "once the number is another file's") {
+  const int fd = ::open(kXmitPackets[0], O_RDONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::syscall(SYS_close, fd) == 0);  // as fclose of an fdopen'd stream closes inside libc
+  char path[] = "/tmp/rnicdv-verbs-counter-XXXXXX";
+  const int other = ::mkstemp(path);
+  REQUIRE(other == fd);  // the lowest free number comes back
+  const std::string text = "the application's own bytes\n";
+  REQUIRE(::write(other, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  REQUIRE(::lseek(other, 0, SEEK_SET) == 0);
+  char buf[64] = {};
+  REQUIRE(::read(other, buf, sizeof buf - 1) == static_cast<ssize_t>(text.size()));
+  CHECK(std::string(buf) == text);
+  ::close(other);
+  std::ifstream f(path);
+  std::stringstream on_disk;
+  on_disk << f.rdbuf();
+  CHECK(on_disk.str() == text);
+  ::unlink(path);
 }
 
 TEST_CASE("a UAR page mapped by a direct system call is the page the shim maps") {

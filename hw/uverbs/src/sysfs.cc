@@ -232,10 +232,14 @@ bool redirect_real_sysfs_path(const char* path, std::string* out) {
 
 namespace {
 
-// The port counter each open counter file stands for, by descriptor.
+// The port counter each open counter file stands for, by descriptor, and the memfd's inode:
+// a descriptor closed where the shim does not see it (fclose of an fdopen'd stream closes
+// inside libc) may come back as another file, which must never be rewritten.
 struct CounterFile {
   uint32_t device = 0;
   std::string name;
+  dev_t st_dev = 0;
+  ino_t st_ino = 0;
 };
 std::mutex g_counter_files_mu;
 std::unordered_map<int, CounterFile>& counter_files() {
@@ -260,7 +264,11 @@ ssize_t counter_file_read(int fd, void* buf, size_t n) {
       auto it = counter_files().find(fd);
       if (it != counter_files().end()) file = it->second;
     }
-    if (!file.name.empty()) {
+    struct stat st{};
+    if (file.name.empty() || ::fstat(fd, &st) != 0 || st.st_dev != file.st_dev ||
+        st.st_ino != file.st_ino) {
+      counter_file_close(fd);  // not the counter file any more: an ordinary descriptor
+    } else {
       const std::string line = counter_text(file.device, file.name) + "\n";
       if (::ftruncate(fd, 0) != 0 ||
           ::pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()))
@@ -332,9 +340,10 @@ int open_dynamic_sysfs_file(const char* path, int flags) {
   if (counter) {
     const std::string name = rest + sizeof kPort - 1;
     const int fd = memfd_with(counter_text(static_cast<uint32_t>(index), name));
-    if (fd >= 0) {
+    struct stat st{};
+    if (fd >= 0 && ::fstat(fd, &st) == 0) {
       std::lock_guard lock(g_counter_files_mu);
-      counter_files()[fd] = CounterFile{static_cast<uint32_t>(index), name};
+      counter_files()[fd] = CounterFile{static_cast<uint32_t>(index), name, st.st_dev, st.st_ino};
       set_fd_kind(fd, FdKind::counter);
     }
     return fd;
