@@ -2,15 +2,19 @@
 // A run against perftest itself: the messages perftest's program of the same test sends in
 // this role (perftest_communication.c and the tests' main() at perftest 4.5-0.17, Debian's
 // perftest 4.5), in the same order, sizes and formats, so that rnicperf and ib_write_lat,
-// ib_read_lat, ib_write_bw or ib_send_bw measure against each other, either one the server.
+// ib_read_lat, ib_send_lat, ib_write_bw or ib_send_bw measure against each other, either one
+// the server.
 //
 //   prologue   versions (hello), page and cache-line sizes, MTU code. perftest 4.5 cannot run
 //              without its versions (with --dont_xchg_versions it stops: "not compatible
 //              with versions older than 5.70"), so rnicperf always sends them
-//   records    the 108-byte record at every handshake: 1 before the QPs connect (bandwidth)
-//              or 2 (latency), then 2 more (the addresses are printed after the first)
+//   records    the 108-byte record at every handshake: 1 before the QPs connect (bandwidth,
+//              send_lat) or 2 (write_lat, read_lat), then 2 more (the addresses are printed
+//              after the first)
 //   write_lat  nothing more: the server writes first, each write's last byte is its number
 //   read_lat   the server waits in a last handshake until the client has read; "done"
+//   send_lat   a handshake once the receives are posted, per size; the client sends first;
+//              a last handshake; "done"
 //   write_bw   the server waits in a handshake until the client has written; the client's
 //              last row goes over as 5 x 8 bytes, the server prints it; a handshake; "done"
 //   send_bw    a handshake once the receives are posted (per size with -a, and one after
@@ -45,7 +49,7 @@ uint8_t mtu_code_of(uint32_t bytes) {
 Status check_supported(const Options& o) {
   const char* name = test_name(o.test);
   const bool lat = o.test.kind == Kind::latency, bw = !lat;
-  const bool test_ok = (lat && (o.test.verb == Verb::write || o.test.verb == Verb::read)) ||
+  const bool test_ok = (lat && o.test.verb != Verb::atomic) ||
                        (bw && (o.test.verb == Verb::write || o.test.verb == Verb::send));
   const auto refuse = [&](const char* what) {
     return Status::error(Errc::invalid_argument,
@@ -56,7 +60,7 @@ Status check_supported(const Options& o) {
   if (!test_ok)
     return Status::error(Errc::invalid_argument,
                          "%s: the peer is perftest; rnicperf speaks perftest's exchange for "
-                         "write_lat, read_lat, write_bw and send_bw",
+                         "write_lat, read_lat, send_lat, write_bw and send_bw",
                          name);
   if (o.bidirectional) return refuse("-b");
   // perftest's endless send_bw has no exchange after the start: rnicperf's runs too (below).
@@ -90,7 +94,9 @@ Status Session::run_with_perftest() {
   // The QPN, PSN and GID come from the last handshake before the QPs connect; perftest sends
   // the same record every time.
   RNICDV_TRY(handshake());
-  if (o_.test.kind == Kind::latency) RNICDV_TRY(handshake());
+  // write_lat and read_lat shake hands twice before connecting; send_lat once, as the
+  // bandwidth tests do.
+  if (o_.test.kind == Kind::latency && o_.test.verb != Verb::send) RNICDV_TRY(handshake());
   RNICDV_TRY(ep_->connect({theirs}, mtu, false));
   RNICDV_TRY(handshake());
   print_addresses();
@@ -126,6 +132,12 @@ Status Session::perftest_latency(const std::vector<uint64_t>& sizes, RunContext&
     RunContext c = base;
     c.size = size;
     progress_.store(0, std::memory_order_relaxed);
+    if (o_.test.verb == Verb::send) {
+      // perftest's send_lat posts its receives for each size, then a handshake, so that no
+      // SEND comes before the receives are there (on UD it would be lost).
+      RNICDV_TRY(ep_->refill_receives());
+      RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
+    }
     RNICDV_TRY(latency_size(c));
   }
   print(result_line());

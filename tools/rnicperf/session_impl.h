@@ -73,8 +73,11 @@ class Session {
   Status perftest_latency(const std::vector<uint64_t>& sizes, RunContext& base);
   Status perftest_write_bw(const std::vector<uint64_t>& sizes, RunContext& base);
   Status perftest_send_bw(const std::vector<uint64_t>& sizes, RunContext& base);
-  // In write_lat the perftest server writes first; between rnicperf ends the client does.
-  bool pingpong_initiator() const { return perftest_peer_ ? !s_.client : s_.client; }
+  // In write_lat the perftest server writes first; in send_lat perftest's client sends first
+  // (run_iter_lat_send); between rnicperf ends the client does.
+  bool pingpong_initiator() const {
+    return (perftest_peer_ && o_.test.verb == Verb::write) ? !s_.client : s_.client;
+  }
   Status run_size(RunContext& c, size_t index);
   Status latency_size(RunContext& c);
   Status bandwidth_size(RunContext& c);
