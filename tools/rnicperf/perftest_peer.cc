@@ -2,21 +2,23 @@
 // A run against perftest itself: the messages perftest's program of the same test sends in
 // this role (perftest_communication.c and the tests' main() at perftest 4.5-0.17, Debian's
 // perftest 4.5), in the same order, sizes and formats, so that rnicperf and ib_write_lat,
-// ib_read_lat, ib_send_lat, ib_write_bw or ib_send_bw measure against each other, either one
-// the server.
+// ib_read_lat, ib_send_lat, ib_atomic_lat, ib_write_bw, ib_read_bw, ib_send_bw or
+// ib_atomic_bw measure against each other, either one the server.
 //
 //   prologue   versions (hello), page and cache-line sizes, MTU code. perftest 4.5 cannot run
 //              without its versions (with --dont_xchg_versions it stops: "not compatible
 //              with versions older than 5.70"), so rnicperf always sends them
 //   records    the 108-byte record at every handshake: 1 before the QPs connect (bandwidth,
-//              send_lat) or 2 (write_lat, read_lat), then 2 more (the addresses are printed
+//              send_lat) or 2 (write_lat, read_lat, atomic_lat), then 2 more (the addresses are printed
 //              after the first)
 //   write_lat  nothing more: the server writes first, each write's last byte is its number
 //   read_lat   the server waits in a last handshake until the client has read; "done"
+//              (atomic_lat the same)
 //   send_lat   a handshake once the receives are posted, per size; the client sends first;
 //              a last handshake; "done"
 //   write_bw   the server waits in a handshake until the client has written; the client's
 //              last row goes over as 5 x 8 bytes, the server prints it; a handshake; "done"
+//              (read_bw and atomic_bw the same)
 //   send_bw    a handshake once the receives are posted (per size with -a, and one after
 //              each size then), a last handshake; "done". With --run_infinitely, nothing
 //              after the first handshake: each side runs until it is stopped, an rnicperf
@@ -48,20 +50,12 @@ uint8_t mtu_code_of(uint32_t bytes) {
 
 Status check_supported(const Options& o) {
   const char* name = test_name(o.test);
-  const bool lat = o.test.kind == Kind::latency, bw = !lat;
-  const bool test_ok = (lat && o.test.verb != Verb::atomic) ||
-                       (bw && (o.test.verb == Verb::write || o.test.verb == Verb::send));
   const auto refuse = [&](const char* what) {
     return Status::error(Errc::invalid_argument,
                          "%s: the peer is perftest, whose exchange has no room for %s (it needs "
                          "an rnicperf peer)",
                          name, what);
   };
-  if (!test_ok)
-    return Status::error(Errc::invalid_argument,
-                         "%s: the peer is perftest; rnicperf speaks perftest's exchange for "
-                         "write_lat, read_lat, send_lat, write_bw and send_bw",
-                         name);
   if (o.bidirectional) return refuse("-b");
   // perftest's endless send_bw has no exchange after the start: rnicperf's runs too (below).
   if (o.run_infinitely && o.test.verb != Verb::send) return refuse("--run_infinitely");
@@ -107,10 +101,10 @@ Status Session::run_with_perftest() {
   Status st;
   if (o_.test.kind == Kind::latency)
     st = perftest_latency(sizes, base);
-  else if (o_.test.verb == Verb::write)
-    st = perftest_write_bw(sizes, base);
-  else
+  else if (o_.test.verb == Verb::send)
     st = perftest_send_bw(sizes, base);
+  else
+    st = perftest_write_bw(sizes, base);  // read_bw and atomic_bw exchange as write_bw does
   if (!st) return st;
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
   if (ep_->recv_post_calls() > 0) json_.set_receive_post_calls(ep_->recv_post_calls());
@@ -122,8 +116,9 @@ Status Session::run_with_perftest() {
 Status Session::perftest_latency(const std::vector<uint64_t>& sizes, RunContext& base) {
   const PeerRecord mine = ep_->local_records()[0];
   PeerRecord theirs;
-  if (o_.test.verb == Verb::read && !s_.client) {
-    // The READ server only answers: it waits in the closing handshake until the client is done.
+  if ((o_.test.verb == Verb::read || o_.test.verb == Verb::atomic) && !s_.client) {
+    // The READ (or atomic) server only answers: it waits in the closing handshake until the
+    // client is done.
     RNICDV_TRY(oob_->perftest_handshake(mine, &theirs, kMeasureWaitMs));
     return oob_->perftest_done();
   }
