@@ -160,6 +160,14 @@ Status ConnectionCore::release_at_establishment() {
 
 // ---- Moving the QP -------------------------------------------------------------------------
 
+Status check_connectable(const QpCore& q, const char* what) {
+  if (!q.datagram && !q.unreliable) return Status::ok();
+  return Status::error(Errc::unsupported,
+                       "%s: the connection manager connects RC QPs; a %s QP is brought up with "
+                       "modify_qp and the peer's address",
+                       what, q.datagram ? "UD" : "UC");
+}
+
 Status ConnectionCore::move_qp(hw::QpState target) {
   hw::QpAttr attr;
   uint32_t mask = 0;
@@ -316,6 +324,7 @@ Result<Connection> Connection::connect(QueuePair& qp, const std::string& address
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: device %s has no connection manager", what,
                          q.device->hw->info().name.c_str());
+  RNICDV_TRY(detail::check_connectable(q, what));
   const hw::QpState s = q.state.load(std::memory_order_acquire);
   if (s != hw::QpState::reset && s != hw::QpState::init)
     return Status::error(Errc::bad_state,

@@ -98,4 +98,7 @@ uint64_t register_established(ConnectionCore* core);
 void unregister_established(uint64_t token);
 void on_established(void* token);
 
+// The connection manager connects RC QPs only: a UD or UC QP is refused, naming `what`.
+Status check_connectable(const QpCore& q, const char* what);
+
 }  // namespace rnicdv::detail

@@ -47,6 +47,7 @@ Result<Connection> ConnectionRequest::accept(QueuePair& qp, std::span<const uint
                          "arrived on %s",
                          what, q.device->hw->info().name.c_str(),
                          core_->device->hw->info().name.c_str());
+  RNICDV_TRY(detail::check_connectable(q, what));
   const hw::QpState s = q.state.load(std::memory_order_acquire);
   if (s != hw::QpState::reset && s != hw::QpState::init)
     return Status::error(Errc::bad_state,

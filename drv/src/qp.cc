@@ -88,8 +88,8 @@ Status QueuePair::to_rtr(const QpEndpoint& remote, hw::Mtu mtu, uint8_t max_dest
   attr.max_dest_rd_atomic = max_dest_rd_atomic;
   attr.min_rnr_timer = min_rnr_timer;
   namespace a = hw::qp_attr;
-  return modify(attr, a::state | a::path_mtu | a::dest_qpn | a::rq_psn | a::av |
-                          a::max_dest_rd_atomic | a::min_rnr_timer);
+  const uint32_t reliability = core_->unreliable ? 0 : a::max_dest_rd_atomic | a::min_rnr_timer;
+  return modify(attr, a::state | a::path_mtu | a::dest_qpn | a::rq_psn | a::av | reliability);
 }
 
 Status QueuePair::to_rts(uint32_t sq_psn, uint8_t timeout, uint8_t retry_cnt, uint8_t rnr_retry,
@@ -102,8 +102,9 @@ Status QueuePair::to_rts(uint32_t sq_psn, uint8_t timeout, uint8_t retry_cnt, ui
   attr.rnr_retry = rnr_retry;
   attr.max_rd_atomic = max_rd_atomic;
   namespace a = hw::qp_attr;
-  return modify(attr,
-                a::state | a::sq_psn | a::timeout | a::retry_cnt | a::rnr_retry | a::max_rd_atomic);
+  const uint32_t reliability =
+      core_->unreliable ? 0 : a::timeout | a::retry_cnt | a::rnr_retry | a::max_rd_atomic;
+  return modify(attr, a::state | a::sq_psn | reliability);
 }
 
 Status QueuePair::to_error() {

@@ -64,6 +64,13 @@ constexpr RequiredAttr kToRts[] = {{attr_bit::sq_psn, "sq_psn"},
 constexpr RequiredAttr kUdToInit[] = {{attr_bit::port, "port"}, {attr_bit::qkey, "qkey"}};
 constexpr RequiredAttr kUdToRts[] = {{attr_bit::sq_psn, "sq_psn"}};
 
+// A UC QP's: RC's path and peer without what reliability needs (no ACK timeout, retry counts,
+// RNR timer or READ/atomic depths).
+constexpr RequiredAttr kUcToRtr[] = {{attr_bit::av, "remote address (av)"},
+                                     {attr_bit::path_mtu, "path_mtu"},
+                                     {attr_bit::dest_qpn, "remote QPN"},
+                                     {attr_bit::rq_psn, "rq_psn"}};
+
 template <size_t N>
 const char* first_missing(const RequiredAttr (&required)[N], uint32_t mask) {
   for (const auto& r : required)
@@ -71,9 +78,16 @@ const char* first_missing(const RequiredAttr (&required)[N], uint32_t mask) {
   return nullptr;
 }
 
-const char* missing_attribute(QpState from, QpState to, uint32_t mask, bool datagram) {
+const char* missing_attribute(QpState from, QpState to, uint32_t mask, bool datagram,
+                              bool unreliable) {
   if (datagram) {
     if (from == QpState::reset && to == QpState::init) return first_missing(kUdToInit, mask);
+    if (from == QpState::rtr && to == QpState::rts) return first_missing(kUdToRts, mask);
+    return nullptr;
+  }
+  if (unreliable) {
+    if (from == QpState::reset && to == QpState::init) return first_missing(kToInit, mask);
+    if (from == QpState::init && to == QpState::rtr) return first_missing(kUcToRtr, mask);
     if (from == QpState::rtr && to == QpState::rts) return first_missing(kUdToRts, mask);
     return nullptr;
   }
@@ -99,7 +113,7 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
                          "qp %#x: modify %s->SQE: only the device moves a queue pair to SQE "
                          "(IBA 10.3.1; an RC one enters ERR instead)",
                          qpn, hw::qp_state_name(from));
-  if (const char* missing = missing_attribute(from, to, mask, datagram))
+  if (const char* missing = missing_attribute(from, to, mask, datagram, unreliable))
     return Status::error(Errc::invalid_argument, "qp %#x: modify %s->%s: %s not set", qpn,
                          hw::qp_state_name(from), hw::qp_state_name(to), missing);
 
@@ -220,8 +234,9 @@ PostGate QpCore::gate_in_rts() const noexcept {
   // The lock-free path builds with the plain encoder: not for a scanning device, which needs
   // each WQE's bookkeeping published before its bytes (post_ready_scanning). A QP that cannot
   // take one SGE goes the slow way, where post_send's checks report it, and so does a UD QP,
-  // whose WRs encode_wrs checks for their datagram.
-  if (scanning_device || datagram || limits.max_sge == 0) return kGateSlow;
+  // whose WRs encode_wrs checks for their datagram, and a UC QP, whose opcodes post_gated
+  // checks.
+  if (scanning_device || datagram || unreliable || limits.max_sge == 0) return kGateSlow;
   return threading == Threading::thread_safe ? kGateOpenUnderLock : kGateOpen;
 }
 

@@ -139,7 +139,8 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
                          "%s: create_qp: the shared receive queue belongs to another device",
                          dev_info.name.c_str());
   const bool ud = config.type == hw::QpType::ud;
-  if (config.type != hw::QpType::rc && !ud)
+  const bool uc = config.type == hw::QpType::uc;
+  if (config.type != hw::QpType::rc && !ud && !uc)
     return Status::error(Errc::invalid_argument, "%s: create_qp: unknown QP type %u",
                          dev_info.name.c_str(), static_cast<unsigned>(config.type));
   if (ud && srq)
@@ -147,7 +148,10 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
                          "%s: create_qp: a UD QP takes its receives from its own queue, not a "
                          "shared receive queue",
                          dev_info.name.c_str());
-  auto created = srq  ? core_->hw->create_qp_on_srq(pd.hw(), *send_cq.core()->hw_cq,
+  auto created = uc   ? core_->hw->create_uc_qp(pd.hw(), *send_cq.core()->hw_cq,
+                                                *recv_cq.core()->hw_cq,
+                                                srq ? srq->hw_srq.get() : nullptr, config.caps)
+                 : srq ? core_->hw->create_qp_on_srq(pd.hw(), *send_cq.core()->hw_cq,
                                                     *recv_cq.core()->hw_cq, *srq->hw_srq,
                                                     config.caps)
                  : ud ? core_->hw->create_ud_qp(pd.hw(), *send_cq.core()->hw_cq,
@@ -169,6 +173,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   qp->early_post = early_post;
   qp->scanning_device = dev_info.profile.fetches_beyond_dbr;
   qp->datagram = ud;
+  qp->unreliable = uc;
   qp->sig_all_bits = config.sq_sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
   qp->granted = view.granted;
   qp->limits = wqe::SqLimits{view.granted.max_send_sge, view.granted.max_inline_data};

@@ -44,7 +44,35 @@ Errc QpCore::post_ready_any(const SendWr* wrs, size_t count, size_t* bad_index,
   return post_ready(wrs, count, bad_index, ring);
 }
 
+namespace {
+
+// What a UC QP carries (IBA 9.8.1, Table 40): SEND and RDMA WRITE, with or without immediate,
+// and the NOP, which never leaves the device.
+bool uc_carries(WrOpcode op) noexcept {
+  return op == WrOpcode::send || op == WrOpcode::send_imm || op == WrOpcode::rdma_write ||
+         op == WrOpcode::rdma_write_imm || op == WrOpcode::nop;
+}
+
+}  // namespace
+
 Errc QpCore::post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept {
+  if (unreliable) [[unlikely]] {
+    // The WRs before the first one UC cannot carry are posted, and that one is refused, as
+    // ibv_post_send refuses it (bad_wr).
+    size_t n = 0;
+    while (n < count && uc_carries(wrs[n].opcode)) ++n;
+    if (n != count) {
+      const Errc err = post_in_state(wrs, n, bad_index, ring);
+      if (err != Errc::ok) return err;
+      if (bad_index) *bad_index = n;
+      return Errc::invalid_argument;
+    }
+  }
+  return post_in_state(wrs, count, bad_index, ring);
+}
+
+Errc QpCore::post_in_state(const SendWr* wrs, size_t count, size_t* bad_index,
+                           bool ring) noexcept {
   switch (state.load(std::memory_order_relaxed)) {
     case hw::QpState::rts:
     case hw::QpState::sqd:  // accepted and rung; the device starts them back in RTS

@@ -161,8 +161,12 @@ TEST_CASE("the parser rejects runts, unknown opcodes, bad versions, pads and len
   std::memcpy(b, ok, 16);
   b[0] = 0x15;  // reserved
   CHECK(parse_packet(b, 16, &p) == ParseError::unknown_opcode);
-  b[0] = 0x24;  // UC SEND_ONLY: not executed by this model
+  b[0] = 0x44;  // RD SEND_ONLY: not executed by this model
   CHECK(parse_packet(b, 16, &p) == ParseError::unknown_opcode);
+  b[0] = 0x24;  // UC SEND_ONLY: RC's SEND_ONLY with transport bits 001
+  REQUIRE(parse_packet(b, 16, &p) == ParseError::none);
+  CHECK(std::string(opcode_name(0x24)) == "UC_SEND_ONLY");
+  CHECK(opcode_info(0x2b).headers == opcode_info(0x0b).headers);  // WRITE_ONLY_IMM: RETH, ImmDt
 
   std::memcpy(b, ok, 16);
   b[1] = 0x01;  // TVer 1

@@ -618,13 +618,13 @@ TEST_CASE("verbs the simulated HCA does not implement fail with an error, not a 
   CHECK(std::count(said.begin(), said.end(), '\n') == 1);
   ibv_cq* cq = ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0);
   REQUIRE(cq);
-  ibv_qp_init_attr init = qp_init(cq, cq, IBV_QPT_UC, 4, 1);
+  ibv_qp_init_attr init = qp_init(cq, cq, IBV_QPT_RAW_PACKET, 4, 1);
   errno = 0;
-  const std::string uc = capture_stderr([&] { CHECK(ibv_create_qp(d.pd, &init) == nullptr); });
+  const std::string raw = capture_stderr([&] { CHECK(ibv_create_qp(d.pd, &init) == nullptr); });
   CHECK(errno == EOPNOTSUPP);
-  CHECK(uc.find("QP type 3") != std::string::npos);
+  CHECK(raw.find("QP type 8") != std::string::npos);
   // The refusal names the command and the object: the QP and the PD it was to be made on.
-  CHECK(uc.find("CREATE_QP: QP on PD ") != std::string::npos);
+  CHECK(raw.find("CREATE_QP: QP on PD ") != std::string::npos);
   // A CQ a QP does not use can go; the device is still usable afterwards.
   CHECK(ibv_destroy_cq(cq) == 0);
   // A PD with an MR is busy.

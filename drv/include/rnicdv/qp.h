@@ -125,6 +125,9 @@ class QueuePair {
   Status modify(const hw::QpAttr& attr, uint32_t mask);
 
   // Conveniences for the usual RC bring-up (out-of-band exchange of QpEndpoint, as perftest).
+  // A UC QP comes up the same way; the reliability attributes (max_dest_rd_atomic,
+  // min_rnr_timer, timeout, retry_cnt, rnr_retry, max_rd_atomic), which UC has not, are left
+  // out of its transitions.
   Status to_init(uint32_t remote_access = hw::access::remote_write | hw::access::remote_read |
                                           hw::access::remote_atomic);
   Status to_rtr(const QpEndpoint& remote, hw::Mtu mtu, uint8_t max_dest_rd_atomic = 16,

@@ -39,7 +39,11 @@ struct QpConfig {
   // RC, or UD: a UD QP sends datagrams (SEND and SEND_IMM, each with an AddressHandle, the
   // destination QP and its Q_Key: SendWr::av, remote_qpn, remote_qkey) and its receives start
   // with the packet's 40-byte GRH (wc_flags::grh). Its posts always take the gated path (the
-  // typed calls are RC's and are refused). No SRQ.
+  // typed calls are RC's and are refused). No SRQ. Or UC: connected to one peer like RC
+  // (modify_qp with its address; the connection manager connects RC only), SEND and RDMA
+  // WRITE with or without immediate, nothing acknowledged or retried; any other opcode is
+  // refused at post (invalid_argument). An error completion ends the QP as on RC: the driver's
+  // view is ERR (as for UD, whose device holds a send error in SQE).
   hw::QpType type = hw::QpType::rc;
   hw::QpCaps caps;          // queue sizes; the device may round up
   // Receives come from this shared receive queue (of the same device); the QP's own receive

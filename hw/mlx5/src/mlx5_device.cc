@@ -145,6 +145,21 @@ Result<std::unique_ptr<Qp>> Mlx5Device::create_ud_qp(Pd& pd, Cq& send_cq, Cq& re
   return create_typed_qp(pd, send_cq, recv_cq, caps, QpType::ud);
 }
 
+Result<std::unique_ptr<Qp>> Mlx5Device::create_uc_qp(Pd& pd, Cq& send_cq, Cq& recv_cq, Srq* srq,
+                                                     const QpCaps& caps) {
+  if (!srq) return create_typed_qp(pd, send_cq, recv_cq, caps, QpType::uc);
+  auto* mlx5_pd = as_mlx5<Mlx5Pd>(pd);
+  auto* mlx5_send = as_mlx5<Mlx5Cq>(send_cq);
+  auto* mlx5_recv = as_mlx5<Mlx5Cq>(recv_cq);
+  auto* mlx5_srq = as_mlx5<Mlx5Srq>(*srq);
+  if (!mlx5_pd || !mlx5_send || !mlx5_recv || !mlx5_srq) {
+    return Status(Errc::invalid_argument,
+                  info_.name + ": create qp: the PD, a CQ or the SRQ is not an mlx5 object");
+  }
+  return create_rc_qp(core_, *mlx5_pd, *mlx5_send, *mlx5_recv, caps, mlx5_srq->handle(),
+                      QpType::uc);
+}
+
 Result<uint64_t> Mlx5Device::read_port_counter(uint8_t port, const std::string& name) {
   return read_port_counter_file("/sys/class/infiniband", info_.name, port, name);
 }

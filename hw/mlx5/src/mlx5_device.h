@@ -37,6 +37,8 @@ class Mlx5Device final : public Device {
                                                const QpCaps& caps) override;
   Result<std::unique_ptr<Qp>> create_ud_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
                                            const QpCaps& caps) override;
+  Result<std::unique_ptr<Qp>> create_uc_qp(Pd& pd, Cq& send_cq, Cq& recv_cq, Srq* srq,
+                                           const QpCaps& caps) override;
   Result<std::unique_ptr<Ah>> create_ah(Pd& pd, const AhAttr& attr) override;
 
   // Readable while an async event is pending: an epoll descriptor over the verbs context's

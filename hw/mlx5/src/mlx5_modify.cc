@@ -175,6 +175,39 @@ TransitionRule ud_transition_rule(QpState from, QpState to) noexcept {
   return {};
 }
 
+TransitionRule uc_transition_rule(QpState from, QpState to) noexcept {
+  using S = QpState;
+  namespace a = qp_attr;
+  if (to == S::reset) return {true, 0, 0};
+  if (to == S::err) return {from != S::reset, 0, 0};
+  switch (from) {
+    case S::reset:
+      if (to == S::init) return {true, a::port | a::access_flags, 0};
+      break;
+    case S::init:
+      if (to == S::init) return {true, 0, a::port | a::access_flags};
+      if (to == S::rtr) return {true, a::av | a::path_mtu | a::dest_qpn | a::rq_psn, a::access_flags};
+      break;
+    case S::rtr:
+      if (to == S::rts) return {true, a::sq_psn, a::access_flags};
+      break;
+    case S::rts:
+      if (to == S::rts) return {true, 0, a::access_flags};
+      if (to == S::sqd) return {true, 0, 0};
+      break;
+    case S::sqd:
+      if (to == S::rts) return {true, 0, a::access_flags};
+      if (to == S::sqd) return {true, 0, a::port | a::av | a::access_flags};
+      break;
+    case S::sqe:
+      if (to == S::rts) return {true, 0, a::access_flags};
+      break;
+    case S::err:
+      break;
+  }
+  return {};
+}
+
 namespace {
 
 // Builds the "qp 0x1c: modify RTR->RTS: " prefix once per call.
@@ -225,11 +258,13 @@ Result<VerbsModify> translate_modify(const QpAttr& attr, uint32_t mask, const Mo
     return fail(Errc::invalid_argument, buf);
   }
   const bool ud = ctx.type == QpType::ud;
-  const TransitionRule rule =
-      ud ? ud_transition_rule(ctx.current, target) : rc_transition_rule(ctx.current, target);
+  const TransitionRule rule = ud                      ? ud_transition_rule(ctx.current, target)
+                              : ctx.type == QpType::uc ? uc_transition_rule(ctx.current, target)
+                                                       : rc_transition_rule(ctx.current, target);
   if (!rule.valid) {
-    return fail(Errc::bad_state, ud ? "not a valid transition for a UD QP (IBA 10.3.1)"
-                                    : "not a valid transition for an RC QP (IBA 10.3.1)");
+    return fail(Errc::bad_state, ud                      ? "not a valid transition for a UD QP (IBA 10.3.1)"
+                                 : ctx.type == QpType::uc ? "not a valid transition for a UC QP (IBA 10.3.1)"
+                                                          : "not a valid transition for an RC QP (IBA 10.3.1)");
   }
   const uint32_t given = mask & ~qp_attr::state;
   if (const uint32_t missing = rule.required & ~given; missing != 0) {

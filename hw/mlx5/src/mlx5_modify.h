@@ -66,6 +66,9 @@ TransitionRule rc_transition_rule(QpState from, QpState to) noexcept;
 // The same for a UD QP (IBA 10.3.1, table 91's UD column): the Q_Key where an RC QP takes
 // its connection attributes, no address vector (each send carries one), and SQE->RTS.
 TransitionRule ud_transition_rule(QpState from, QpState to) noexcept;
+// The same for a UC QP (ibv_modify_qp(3), IBV_QPT_UC): RC's path without the reliability
+// attributes (no timers, retry counts or RDMA READ/atomic depth), and SQE->RTS.
+TransitionRule uc_transition_rule(QpState from, QpState to) noexcept;
 
 // "sq_psn", "timeout", ... for one qp_attr bit; "?" for an unknown one.
 const char* qp_attr_bit_name(uint32_t bit) noexcept;

@@ -60,7 +60,7 @@ ibv_qp* create_in(ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq
                   const QpCaps& caps, ibv_srq* srq, QpType type) {
   ibv_qp_init_attr_ex init;
   std::memset(&init, 0, sizeof init);
-  init.qp_type = type == QpType::ud ? IBV_QPT_UD : IBV_QPT_RC;
+  init.qp_type = type == QpType::ud ? IBV_QPT_UD : type == QpType::uc ? IBV_QPT_UC : IBV_QPT_RC;
   init.send_cq = send_cq;
   init.recv_cq = recv_cq;
   init.cap.max_send_wr = caps.max_send_wr;

@@ -166,6 +166,12 @@ Result<std::unique_ptr<hw::Qp>> Device::create_ud_qp(hw::Pd& pd, hw::Cq& send_cq
   return make_qp(impl_->hca, pd, send_cq, recv_cq, nullptr, caps, hw::QpType::ud);
 }
 
+Result<std::unique_ptr<hw::Qp>> Device::create_uc_qp(hw::Pd& pd, hw::Cq& send_cq,
+                                                     hw::Cq& recv_cq, hw::Srq* srq,
+                                                     const hw::QpCaps& caps) {
+  return make_qp(impl_->hca, pd, send_cq, recv_cq, srq, caps, hw::QpType::uc);
+}
+
 Result<std::unique_ptr<hw::Ah>> Device::create_ah(hw::Pd& pd, const hw::AhAttr& attr) {
   Hca& hca = *impl_->hca;
   if (!sim_pd(hca, pd)) return foreign(hca, "create_ah", "PD");

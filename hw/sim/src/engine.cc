@@ -430,10 +430,12 @@ void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
   }
   QpObj* qp = find_qp(p.bth.dest_qp);
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
-  // RC to RC QPs, default partition, and only from the peer this QP is connected to (IBA
-  // 9.6: a packet that fails the transport checks is silently dropped).
-  if (!qp || p.bth.opcode >= 0x20 || p.bth.pkey != pkt::kDefaultPkey ||
-      qp->type != hw::QpType::rc) [[unlikely]] {
+  // RC to RC QPs and UC to UC QPs, default partition, and only from the peer this QP is
+  // connected to (IBA 9.6: a packet that fails the transport checks is silently dropped).
+  const hw::QpType service = (p.bth.opcode & 0xe0) == pkt::opcode::uc_base ? hw::QpType::uc
+                                                                            : hw::QpType::rc;
+  if (!qp || (service == hw::QpType::rc && p.bth.opcode >= 0x20) ||
+      p.bth.pkey != pkt::kDefaultPkey || qp->type != service) [[unlikely]] {
     ++counters_.rx_dropped;
     return;
   }

@@ -297,9 +297,9 @@ Status Hca::set_qp_rate_limit(QpObj* qp, const hw::RateLimit& limit) {
   RNICDV_TRY(check_alive("set_rate_limit"));
   std::lock_guard<std::mutex> lock(mu_);
   const hw::DeviceCaps& caps = info_.caps;
-  if (qp->type != hw::QpType::rc)
+  if (qp->type == hw::QpType::ud)
     return Status::error(Errc::unsupported,
-                         "qp %#x: set_rate_limit: packet pacing is for RC QPs on this device",
+                         "qp %#x: set_rate_limit: packet pacing is for RC and UC QPs on this device",
                          qp->qpn);
   if (limit.kbps != 0 &&
       (limit.kbps < caps.rate_limit_min_kbps || limit.kbps > caps.rate_limit_max_kbps))

@@ -25,7 +25,9 @@ constexpr PortCounter kCounters[] = {
     {"hw_counters/local_ack_timeout_err", [](const DeviceCounters& c) { return c.timeouts; }},
     {"hw_counters/rnr_nak_retry_err", [](const DeviceCounters& c) { return c.rnr_naks_rx; }},
     {"hw_counters/out_of_buffer",
-     [](const DeviceCounters& c) { return c.rnr_naks_tx + c.ud_no_recv_drops; }},
+     [](const DeviceCounters& c) {
+       return c.rnr_naks_tx + c.ud_no_recv_drops + c.uc_no_recv_drops;
+     }},
 };
 
 }  // namespace

@@ -179,6 +179,9 @@ struct ResponderState {       // rc/responder.cc, rc/responder_tx.cc
   uint32_t msn = 0;           // message sequence number (24 bits)
   bool nak_seq_sent = false;  // one NAK per PSN gap (IBA 9.7.5.1.2 / rxe class B)
   uint8_t cur_op = 0;         // 0, or the kind (send/write) of a message in progress
+  // UC (rc/responder_uc.cc): a message lost a packet or was refused; every packet until the
+  // next FIRST or ONLY is dropped.
+  bool uc_dropping = false;
   RecvInProgress recv;
   WriteInProgress write;
   std::vector<RespResource> resources;

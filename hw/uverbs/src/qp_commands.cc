@@ -55,10 +55,13 @@ uint32_t pick_bfreg(Context& ctx) {
 int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   Context& ctx = c.ctx;
   const auto m = c.drv_as<mlx5_ib_create_qp>();
-  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UD)
-    return c.error(EOPNOTSUPP, "QP on PD %u: QP type %u (the simulated HCA runs RC and UD only)",
+  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD)
+    return c.error(EOPNOTSUPP,
+                   "QP on PD %u: QP type %u (the simulated HCA runs RC, UC and UD only)",
                    req.pd_handle, req.qp_type);
-  const hw::QpType type = req.qp_type == IBV_QPT_UD ? hw::QpType::ud : hw::QpType::rc;
+  const hw::QpType type = req.qp_type == IBV_QPT_UD   ? hw::QpType::ud
+                          : req.qp_type == IBV_QPT_UC ? hw::QpType::uc
+                                                      : hw::QpType::rc;
   if (type == hw::QpType::ud && req.is_srq)
     return c.error(EOPNOTSUPP, "QP on PD %u: a UD QP on a shared receive queue", req.pd_handle);
   if (m.flags & ~(MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_ALLOW_SCATTER_CQE |
@@ -248,7 +251,9 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
   if (m & ~kKnown)
     return c.error(EINVAL, "QP %#x: unknown attribute bits %#x", obj.qpn, m & ~kKnown);
   const bool ud = obj.type == hw::QpType::ud;
-  if ((m & IBV_QP_QKEY) && !ud) return c.error(EINVAL, "QP %#x: a Q_Key on an RC QP", obj.qpn);
+  if ((m & IBV_QP_QKEY) && !ud)
+    return c.error(EINVAL, "QP %#x: a Q_Key on a connected (%s) QP", obj.qpn,
+                   obj.type == hw::QpType::uc ? "UC" : "RC");
   static constexpr std::pair<uint32_t, const char*> kConnectedOnly[] = {
       {IBV_QP_ACCESS_FLAGS, "IBV_QP_ACCESS_FLAGS"},
       {IBV_QP_AV, "IBV_QP_AV"},
@@ -387,7 +392,7 @@ int query_qp(Cmd& c) {
   const QpObject& obj = it->second;
   const hw::QpAttr& a = obj.attr;
   ib_uverbs_query_qp_resp r{};
-  if (obj.type == hw::QpType::rc) {
+  if (obj.type != hw::QpType::ud) {
     std::memcpy(r.dest.dgid, a.remote_gid.raw, 16);
     r.dest.is_global = 1;
     r.dest.hop_limit = a.hop_limit;

@@ -177,6 +177,7 @@ struct QpCore {
   [[gnu::cold]] Errc post_recv_in_reset(size_t count, size_t* bad_index) noexcept;
   // With the post lock held (or on the owner thread): dispatch on the state.
   Errc post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
+  Errc post_in_state(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
   // post_ready, or post_ready_scanning on a scanning device (RTS and SQD, lock held).
   Errc post_ready_any(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept;
   // post_ready for a scanning device (qp_post.cc): entry and device_pi first, then the WQE.
@@ -228,10 +229,13 @@ struct QpCore {
   // bytes reach the SQ, so that its CQE can never arrive before the poller knows it.
   bool scanning_device = false;
   uint8_t sig_all_bits = 0;  // MLX5_WQE_CTRL_CQ_UPDATE when sq_sig_all
-  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core or UD QP
+  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core, UD or UC QP
   // A UD QP: every WR carries a datagram (SendWr::av), and posts take the gated path, where
   // encode_wrs checks it; the typed calls' fixed RC layouts are never built for it.
   bool datagram = false;
+  // A UC QP: SEND and RDMA WRITE only. Its posts take the gated path too, where post_gated
+  // refuses any other opcode before anything is built.
+  bool unreliable = false;
   wqe::SqLimits limits;
   wqe::SqRing sq;      // the ring the device reads
   wqe::SqRing shadow;  // EarlyPost::shadow: the driver's ring; buf null otherwise

@@ -148,9 +148,11 @@ struct RateLimit {
   uint16_t typical_pkt_bytes = 0;  // a hint; 0: none
 };
 
-// The transport service of a QP (IBA 9.8): reliable connected, or unreliable datagram, whose
-// send WQEs carry their own address vector (mlx5_wqe_datagram_seg).
-enum class QpType : uint8_t { rc, ud };
+// The transport service of a QP (IBA 9.8): reliable connected; unreliable datagram, whose
+// send WQEs carry their own address vector (mlx5_wqe_datagram_seg); or unreliable connected:
+// SEND and RDMA WRITE to one peer, without acknowledgments, retries or RNR (a message that
+// loses a packet is dropped whole at the responder, and the next one is received).
+enum class QpType : uint8_t { rc, ud, uc };
 
 // Where a UD send goes (ibv_ah_attr's GRH on RoCE): the destination's GID and what its
 // packets carry. The destination QP and Q_Key go with each send (SendWr::remote_qpn,
@@ -340,6 +342,11 @@ class Device {
   // A UD QP in RESET: its send WQEs carry a datagram segment (an Ah's address vector, the
   // destination QP and Q_Key), and each receive starts with the packet's 40-byte GRH.
   virtual Result<std::unique_ptr<Qp>> create_ud_qp(Pd& pd, Cq& send_cq, Cq& recv_cq,
+                                                   const QpCaps& caps) = 0;
+  // A UC QP in RESET, with its receives from `srq` if not null (then caps.max_recv_* are
+  // ignored). Its send WQEs are RC's SEND and WRITE layouts; a READ or an atomic on it
+  // completes with a local QP operation error.
+  virtual Result<std::unique_ptr<Qp>> create_uc_qp(Pd& pd, Cq& send_cq, Cq& recv_cq, Srq* srq,
                                                    const QpCaps& caps) = 0;
   // An address handle towards `attr.remote_gid` on port 1. The error names the device and
   // what the destination lacks (e.g. an address the fabric cannot reach).

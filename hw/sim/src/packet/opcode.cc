@@ -57,6 +57,13 @@ constexpr std::array<Entry, 256> make_table() {
                                 op(K::atomic, P::only, hdr::atomic_eth, false, false, true)};
   t[opcode::rc_fetch_add] = {"RC_FETCH_ADD",
                              op(K::atomic, P::only, hdr::atomic_eth, false, false, true)};
+  // UC: the same headers as RC's SEND and WRITE, transport bits 001.
+  const char* const uc_names[] = {"UC_SEND_FIRST",     "UC_SEND_MIDDLE",   "UC_SEND_LAST",
+                                  "UC_SEND_LAST_IMM",  "UC_SEND_ONLY",     "UC_SEND_ONLY_IMM",
+                                  "UC_WRITE_FIRST",    "UC_WRITE_MIDDLE",  "UC_WRITE_LAST",
+                                  "UC_WRITE_LAST_IMM", "UC_WRITE_ONLY",    "UC_WRITE_ONLY_IMM"};
+  for (uint8_t i = 0; i <= opcode::rc_write_only_imm; ++i)
+    t[opcode::uc_base + i] = {uc_names[i], t[i].info};
   t[opcode::ud_send_only] = {"UD_SEND_ONLY", op(K::send, P::only, hdr::deth, true, false, true)};
   t[opcode::ud_send_only_imm] = {"UD_SEND_ONLY_IMM",
                                  op(K::send, P::only, hdr::deth | hdr::immdt, true, true, true)};

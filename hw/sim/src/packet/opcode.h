@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // IB transport opcodes carried in BTH byte 0 (IBA 9.2, Table 38) and what each one carries.
-// Only the RC opcodes this model executes and the UD SEND used by QP1 (GSI) are known; any
-// other value is rejected by the parser.
+// Only the RC opcodes this model executes, UC's SEND and RDMA WRITE, and the UD SEND are
+// known; any other value is rejected by the parser.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,20 @@ inline constexpr uint8_t rc_acknowledge = 0x11;
 inline constexpr uint8_t rc_atomic_acknowledge = 0x12;
 inline constexpr uint8_t rc_compare_swap = 0x13;
 inline constexpr uint8_t rc_fetch_add = 0x14;
+// UC (IBA 9.2, Table 38): RC's SEND and RDMA WRITE opcodes with transport bits 001.
+inline constexpr uint8_t uc_base = 0x20;
+inline constexpr uint8_t uc_send_first = 0x20;
+inline constexpr uint8_t uc_send_middle = 0x21;
+inline constexpr uint8_t uc_send_last = 0x22;
+inline constexpr uint8_t uc_send_last_imm = 0x23;
+inline constexpr uint8_t uc_send_only = 0x24;
+inline constexpr uint8_t uc_send_only_imm = 0x25;
+inline constexpr uint8_t uc_write_first = 0x26;
+inline constexpr uint8_t uc_write_middle = 0x27;
+inline constexpr uint8_t uc_write_last = 0x28;
+inline constexpr uint8_t uc_write_last_imm = 0x29;
+inline constexpr uint8_t uc_write_only = 0x2a;
+inline constexpr uint8_t uc_write_only_imm = 0x2b;
 inline constexpr uint8_t ud_send_only = 0x64;
 inline constexpr uint8_t ud_send_only_imm = 0x65;
 }  // namespace opcode

@@ -235,7 +235,14 @@ void Completer::complete_wqes(QpObj& qp) {
       flush_.send_error_cqe(qp, w, w.error);
       ++qp.comp.wq_head;
       if (static_cast<int32_t>(qp.req.wq_send - qp.comp.wq_head) < 0) qp.req.wq_send = qp.comp.wq_head;
-      flush_.to_error(qp);
+      if (qp.type == hw::QpType::uc) {
+        // UC, like UD: the send queue stops in SQE and is flushed; the receive side runs on
+        // (IBA 10.3.1.2), and SQE->RTS resumes it.
+        qp.state = hw::QpState::sqe;
+        flush_.flush_sq(qp);
+      } else {
+        flush_.to_error(qp);
+      }
       return;
     }
     if (!w.started) break;

@@ -132,6 +132,7 @@ void Flush::reset(QpObj& qp) {
   qp.resp.epsn = qp.resp.msn = 0;
   qp.resp.nak_seq_sent = false;
   qp.resp.cur_op = 0;
+  qp.resp.uc_dropping = false;
   qp.resp.recv.active = false;
   qp.resp.write.active = false;
   qp.resp.resources.clear();

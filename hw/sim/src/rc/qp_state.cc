@@ -58,6 +58,22 @@ constexpr Transition kUdTransitions[] = {
     {QpState::sqe, QpState::rts, 0, a::qkey},
 };
 
+// UC (ibv_modify_qp(3) for IBV_QPT_UC): RC's path and peer, without what reliability needs
+// (no ACK timeout, retry counts, RNR timer or READ/atomic depths), and SQE->RTS, since a send
+// error leaves the receive side running.
+constexpr Transition kUcTransitions[] = {
+    {QpState::reset, QpState::init, a::port | a::access_flags, 0},
+    {QpState::init, QpState::init, 0, a::port | a::access_flags},
+    {QpState::init, QpState::rtr, a::av | a::path_mtu | a::dest_qpn | a::rq_psn,
+     a::access_flags | a::port},
+    {QpState::rtr, QpState::rts, a::sq_psn, a::access_flags},
+    {QpState::rts, QpState::rts, 0, a::access_flags},
+    {QpState::rts, QpState::sqd, 0, 0},
+    {QpState::sqd, QpState::rts, 0, a::access_flags},
+    {QpState::sqd, QpState::sqd, 0, a::access_flags},
+    {QpState::sqe, QpState::rts, 0, a::access_flags},
+};
+
 const char* attr_name(uint32_t bit) {
   switch (bit) {
     case a::state:
@@ -120,8 +136,9 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
     optional = kAllAttrs;  // any state may go to RESET or ERR; other attributes are ignored
   } else {
     bool legal = false;
-    const auto& table = qp.type == hw::QpType::ud ? std::span<const Transition>(kUdTransitions)
-                                                  : std::span<const Transition>(kTransitions);
+    const auto& table = qp.type == hw::QpType::ud   ? std::span<const Transition>(kUdTransitions)
+                        : qp.type == hw::QpType::uc ? std::span<const Transition>(kUcTransitions)
+                                                    : std::span<const Transition>(kTransitions);
     for (const Transition& tr : table) {
       if (tr.from == from && tr.to == to) {
         legal = true;
@@ -232,6 +249,7 @@ void QpStateMachine::apply(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
     qp.resp.epsn = cur.rq_psn;
     qp.resp.msn = 0;
     qp.resp.nak_seq_sent = false;
+    qp.resp.uc_dropping = false;
   }
   if (from == QpState::rtr && to == QpState::rts) {
     qp.req.next_psn = qp.comp.comp_psn = cur.sq_psn;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The requester: turns fetched SQ WQEs into request packets (IBA 9.7.1-9.7.4), MTU-segmented,
-// within the go-back-N window, honouring max_rd_atomic and fences.
+// within the go-back-N window, honouring max_rd_atomic and fences. A UC QP's packets carry
+// the UC opcodes, ask for no ACK, and count as acknowledged once sent.
 #include <algorithm>
 
 #include "requester.h"
@@ -154,14 +155,17 @@ bool Requester::send_request_packet(QpObj& qp, SendWqe& w) {
     case WqeKind::nop:
       return false;
   }
+  const bool unreliable = qp.type == hw::QpType::uc;
+  if (unreliable) p.bth.opcode |= pkt::opcode::uc_base;  // the fetcher let only SEND and WRITE by
   // AckReq on the last packet of a message, on every READ/atomic, periodically inside long
   // messages, and when this packet fills the window (so the requester never stalls silently).
   ++qp.req.pkts_since_ack_req;
   const bool window_full = psn_diff(psn_add(p.bth.psn, 1), qp.comp.comp_psn) >= kPsnWindow;
   // A paced QP asks on every packet: at a low rate, kAckReqInterval packets can take longer
   // than the local ACK timeout, which would then fire on packets the link is still carrying.
-  p.bth.ack_req = last || qp.req.pkts_since_ack_req >= kAckReqInterval || window_full ||
-                  qp.pacer.active();
+  // UC asks for nothing: no ACK ever comes.
+  p.bth.ack_req = !unreliable && (last || qp.req.pkts_since_ack_req >= kAckReqInterval ||
+                                  window_full || qp.pacer.active());
   if (p.bth.ack_req) qp.req.pkts_since_ack_req = 0;
 
   uint8_t* frame = ctx_.frame();
@@ -177,6 +181,12 @@ bool Requester::send_request_packet(QpObj& qp, SendWqe& w) {
     ++w.pkts_sent;
   else
     w.pkts_sent = 1;
+  if (unreliable) {
+    // A UC packet is done once it is on the wire (IBA 9.7.8: the requester neither waits for
+    // nor retries anything); its WQE completes when its last packet has gone.
+    qp.comp.comp_psn = psn_add(p.bth.psn, 1);
+    return true;
+  }
   retransmit_.arm(qp);
   return true;
 }

@@ -31,6 +31,7 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
     ++ctx_.counters().comm_est_raised;
     ctx_.raise_event(hw::AsyncEventType::comm_est, qp.qpn, 0);
   }
+  if (qp.type == hw::QpType::uc) return on_uc_request(qp, p);
   const int32_t order = psn_cmp(p.bth.psn, qp.resp.epsn);
   if (order >= 0 && qp.resp.fault == faults::ChosenStatus::retry) {
     // The message chosen for wr status=retry holds the expected PSN: no copy of it, and
@@ -181,17 +182,33 @@ bool Responder::chosen_fault(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeI
   return false;
 }
 
-// Takes the next receive WQE for a SEND (or a WRITE with immediate). Without one the sender
-// gets an RNR NAK carrying this QP's min_rnr_timer (IBA 9.7.5.2.8) and the PSN stays
-// expected. A receive WQE the device cannot use completes in error.
+// No receive WQE for a SEND (or a WRITE with immediate): the sender gets an RNR NAK carrying
+// this QP's min_rnr_timer (IBA 9.7.5.2.8) and the PSN stays expected. UC has no RNR: the
+// message is lost.
+void Responder::no_recv_wqe(QpObj& qp, const pkt::Packet& p) {
+  if (qp.type == hw::QpType::uc) {
+    ++ctx_.counters().uc_no_recv_drops;
+    drop_uc_message(qp);
+    return;
+  }
+  ++ctx_.counters().rnr_naks_tx;
+  ++qp.counters.rnr_naks_tx;
+  queue_ack(qp, static_cast<uint8_t>(pkt::aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f)),
+            p.bth.psn);
+}
+
+// Takes the next receive WQE for a SEND (or a WRITE with immediate); without one, see
+// no_recv_wqe. A receive WQE the device cannot use completes in error. On UC, a WQE taken by
+// a message that was then dropped is still this QP's: the next message fills it.
 bool Responder::take_recv_wqe(QpObj& qp, const pkt::Packet& p) {
+  if (qp.type == hw::QpType::uc && qp.resp.recv.active) {
+    qp.resp.recv.placed = 0;
+    return true;
+  }
   if (qp.srq) return take_srq_wqe(qp, p);
   const uint16_t posted = static_cast<uint16_t>(load_rq_dbr(qp) - qp.rq_consumed);
   if (posted == 0 || posted > qp.rq.wqe_cnt) {
-    ++ctx_.counters().rnr_naks_tx;
-    ++qp.counters.rnr_naks_tx;
-    queue_ack(qp, static_cast<uint8_t>(pkt::aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f)),
-              p.bth.psn);
+    no_recv_wqe(qp, p);
     return false;
   }
   RecvInProgress& r = qp.resp.recv;
@@ -256,10 +273,7 @@ bool Responder::take_srq_wqe(QpObj& qp, const pkt::Packet& p) {
   }
   const uint16_t posted = static_cast<uint16_t>(dbr - srq.consumed);
   if (posted == 0 || posted >= srq.ring.wqe_cnt) {
-    ++ctx_.counters().rnr_naks_tx;
-    ++qp.counters.rnr_naks_tx;
-    queue_ack(qp, static_cast<uint8_t>(pkt::aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f)),
-              p.bth.psn);
+    no_recv_wqe(qp, p);
     return false;
   }
   const uint16_t index = srq.next_index;
@@ -338,14 +352,14 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
     const uint32_t len = p.reth.dma_length;
     const bool len_ok = info.pos == pkt::OpPos::only ? p.payload_len == len : len > qp.mtu;
     if (!len_ok || len > ctx_.caps().max_msg_size) {
-      fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0, hw::AsyncEventType::qp_req_err);
+      refuse(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, hw::AsyncEventType::qp_req_err);
       return false;
     }
     uint8_t* host = nullptr;
     PinRef pin;
     if (ctx_.mrs().check(p.reth.rkey, qp.pdn, p.reth.va, len, hw::access::remote_write, &host,
                          &pin) != AccessResult::ok) {
-      fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
+      refuse(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, hw::AsyncEventType::qp_access_err);
       return false;
     }
     wr.active = true;
@@ -355,7 +369,7 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
     wr.placed = 0;
   }
   if (wr.placed + p.payload_len > wr.total || (ends && wr.placed + p.payload_len != wr.total)) {
-    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, 0, hw::AsyncEventType::qp_req_err);
+    refuse(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, hw::AsyncEventType::qp_req_err);
     return false;
   }
   // WRITE with immediate needs a receive WQE for its completion; check before placing so an
@@ -365,7 +379,7 @@ bool Responder::execute_write(QpObj& qp, const pkt::Packet& p, const pkt::Opcode
     // The target region's pages were taken away after registration.
     ++ctx_.counters().host_memory_faults;
     wr.active = false;
-    fail(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, 0, hw::AsyncEventType::qp_access_err);
+    refuse(qp, pkt::aeth::kNakRemoteAccessError, p.bth.psn, hw::AsyncEventType::qp_access_err);
     return false;
   }
   wr.placed += p.payload_len;
@@ -518,9 +532,20 @@ void Responder::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcod
   ctx_.write_cqe(qp.recv_cq, c);
 }
 
+void Responder::refuse(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, hw::AsyncEventType event) {
+  if (qp.type == hw::QpType::uc) return drop_uc_message(qp);
+  fail(qp, nak_syndrome, psn, 0, event);
+}
+
 void Responder::fail(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv_syndrome,
                      hw::AsyncEventType event) {
   if (recv_syndrome != 0 && qp.resp.recv.active) flush_.recv_error_cqe(qp, recv_syndrome);
+  if (qp.type == hw::QpType::uc) {
+    // A local fault (the receive WQE or its buffer): UC tells the sender nothing.
+    ctx_.raise_event(event, qp.qpn, 0);
+    flush_.to_error(qp);
+    return;
+  }
   // Everything already answered goes out first, then the NAK; then the QP stops.
   transmit(qp, UINT32_MAX);
   pkt::Packet nak;

@@ -4,7 +4,7 @@
 // responder resources so duplicates can be replayed. Writes the QP's expected PSN, MSN,
 // messages in progress, resources and answer queue; places data in registered memory; writes
 // receive CQEs through the context. Errors give the NAK classes of IBA 9.7.5.2.4 and move the
-// QP to ERR.
+// QP to ERR. A UC QP's requests take the same paths without answers (responder_uc.cc).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,12 @@ class Responder {
   bool transmit(QpObj& qp, uint32_t budget);
 
  private:
+  // UC (responder_uc.cc): in order or dropped, never answered.
+  void on_uc_request(QpObj& qp, const pkt::Packet& p);
+  void drop_uc_message(QpObj& qp);
+  // A request refused for what it asked (an invalid request, a remote access violation): RC
+  // answers with `nak_syndrome` and moves to ERR with `event`; UC drops the message.
+  void refuse(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, hw::AsyncEventType event);
   void on_duplicate_request(QpObj& qp, const pkt::Packet& p);
   bool chosen_fault(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
   bool execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
@@ -34,6 +40,7 @@ class Responder {
   void execute_read(QpObj& qp, const pkt::Packet& p);
   void execute_atomic(QpObj& qp, const pkt::Packet& p);
   bool take_recv_wqe(QpObj& qp, const pkt::Packet& p);
+  void no_recv_wqe(QpObj& qp, const pkt::Packet& p);
   bool take_srq_wqe(QpObj& qp, const pkt::Packet& p);
   bool srq_memory_gone(QpObj& qp, const pkt::Packet& p);
   bool resolve_recv_segs(QpObj& qp, const pkt::Packet& p, const wqe::DecodedRecvWqe& d);

@@ -197,6 +197,12 @@ void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
     return;
   }
   if (w.kind == WqeKind::atomic) w.length = 8;
+  if (qp.type == hw::QpType::uc && w.is_rd_atomic()) {
+    // UC carries SEND and RDMA WRITE only (IBA 9.8.1, Table 40): a READ or an atomic is an
+    // operation the QP cannot perform.
+    w.error = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+    return;
+  }
   if (qp.type == hw::QpType::ud) {
     // One packet per datagram (IBA 9.8.2): no larger than the port's MTU. The fabric runs
     // RoCE v2 over IPv4, so the destination GID must be IPv4-mapped.

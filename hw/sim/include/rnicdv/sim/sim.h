@@ -93,6 +93,12 @@ struct DeviceCounters {
   // (IBA 10.2.4), or no receive WQE posted (UD has no RNR: the datagram is lost).
   uint64_t ud_qkey_drops = 0;
   uint64_t ud_no_recv_drops = 0;
+  // Messages a UC QP dropped whole, its packets also counted in rx_dropped (UC neither
+  // acknowledges nor retries): one that lost a packet or broke the opcode sequence, a WRITE
+  // refused (R_Key, access rights, length), or one with no receive WQE posted (UC has no RNR),
+  // which uc_no_recv_drops counts too.
+  uint64_t uc_messages_dropped = 0;
+  uint64_t uc_no_recv_drops = 0;
   uint64_t cqes_written = 0;
   uint64_t cq_overflows = 0;
   uint64_t cq_arms = 0;           // completion-event arm requests taken (CQs with a handler)
@@ -187,6 +193,8 @@ class Device : public hw::Device {
                                                    hw::Srq& srq, const hw::QpCaps& caps) override;
   Result<std::unique_ptr<hw::Qp>> create_ud_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
                                                const hw::QpCaps& caps) override;
+  Result<std::unique_ptr<hw::Qp>> create_uc_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
+                                               hw::Srq* srq, const hw::QpCaps& caps) override;
   Result<std::unique_ptr<hw::Ah>> create_ah(hw::Pd& pd, const hw::AhAttr& attr) override;
   int async_fd() const override;
   bool next_async_event(hw::AsyncEvent* out) override;
