@@ -750,6 +750,32 @@ TEST_CASE("send_lat and send_bw run over UD: datagrams of at most the MTU, the h
   CHECK(r.out.find(" 1024    20 ") != std::string::npos);
 }
 
+TEST_CASE("the SEND and WRITE tests run over UC, the header says UC, and a UC receiver that "
+          "lost SENDs reports them and ends",
+          "[e2e][uc]") {
+  check_run("send_lat", {"-c", "UC", "-n", "50", "-s", "3000"}, true);
+  check_run("write_lat", {"-c", "UC", "-n", "50", "-s", "3000"}, true);
+  check_run("write_bw", {"-c", "UC", "-n", "500", "-s", "4096"}, false);
+  check_run("send_bw", {"-c", "UC", "-n", "500", "-s", "1024", "-q", "2"}, false);
+  ProcessResult r = run_rnicperf(
+      {"write_bw", "--loopback", "-c", "UC", "-n", "100", "--timeout=20"}, 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" Connection type : UC") != std::string::npos);
+
+  // 16 receives against 2000 SENDs with 128 in flight: UC loses what finds no receive, and
+  // the receiver reports it once the sender's count is in instead of waiting out --timeout.
+  const auto start = std::chrono::steady_clock::now();
+  r = run_rnicperf({"send_bw", "--loopback", "-c", "UC", "-n", "2000", "-r", "16", "-s", "1024",
+                    "--timeout=15"},
+                   120);
+  INFO(r.out << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+  CHECK(r.err.find(" of 2000 messages arrived (UC does not retransmit") != std::string::npos);
+}
+
 TEST_CASE("a UD receiver with -D or --run_infinitely ends once the sender's count is in and "
           "nothing more arrives, whatever UD lost",
           "[e2e][ud]") {

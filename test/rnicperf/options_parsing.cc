@@ -247,7 +247,7 @@ TEST_CASE("perftest's -c, -x, --output, --dont_xchg_versions and --mr_per_qp are
   CHECK(parse({"read_lat", "--output=latency"})->output == Options::Output::latency);
   CHECK(parse({"read_lat"})->gid_index == -1);
   CHECK(error_of({"write_bw", "-c", "XRC"}) ==
-        "-c XRC: rnicdv's QPs are RC or UD (UC, XRC, DC and SRD are not implemented)");
+        "-c XRC: rnicdv's QPs are RC, UC or UD (XRC, DC and SRD are not implemented)");
   CHECK(error_of({"write_bw", "--output=everything"}) ==
         "--output=everything: one of bandwidth, message_rate, latency");
   CHECK(error_of({"write_bw", "--output=latency"}) ==
@@ -680,8 +680,22 @@ TEST_CASE("-c UD is taken by the SEND tests, and refused with the reason elsewhe
   CHECK(error_of({"write_bw", "-c", "UD"}) ==
         "write_bw: -c UD: unreliable datagrams carry SENDs only (send_lat, send_bw)");
   CHECK(error_of({"read_lat", "-c", "UD"}).find("read_lat: -c UD: unreliable datagrams") == 0);
-  CHECK(error_of({"send_lat", "-c", "UC"}) ==
-        "-c UC: rnicdv's QPs are RC or UD (UC, XRC, DC and SRD are not implemented)");
+  // UC: SEND and WRITE, its SEND receives posted for the whole run as UD's, not with -R.
+  auto uc = parse({"write_bw", "-c", "UC", "-n", "2000"});
+  REQUIRE(uc.is_ok());
+  CHECK(uc->uc);
+  CHECK_FALSE(uc->ud);
+  CHECK(uc->rx_depth == 512);  // a WRITE takes no receive
+  CHECK(parse({"send_bw", "-c", "UC", "-n", "2000"})->rx_depth == 2000);
+  CHECK(parse({"send_lat", "-c", "UC", "--early-post=4"}).is_ok());
+  CHECK(parse({"write_lat", "-c", "UC", "--rate_limit=10", "--rate_limit_type=HW"}).is_ok());
+  CHECK(error_of({"read_bw", "-c", "UC"}) ==
+        "read_bw: -c UC: unreliable connections carry SEND and RDMA WRITE only (send_lat, "
+        "send_bw, write_lat, write_bw)");
+  CHECK(error_of({"atomic_lat", "-c", "UC"}).find("atomic_lat: -c UC: ") == 0);
+  CHECK(error_of({"send_lat", "-c", "UC", "-R"}).find("-c UC with -R: ") == 0);
+  CHECK(error_of({"send_lat", "-c", "UC", "--first-reply=2"}).find("-c UC: --first-reply") ==
+        0);
   CHECK(error_of({"send_lat", "-c", "UD", "-R"}) ==
         "-c UD with -R: rdma_cm's UD port space (SIDR) is not implemented");
   CHECK(error_of({"send_lat", "-c", "UD", "--early-post=4"}).find("-c UD: --early-post") == 0);

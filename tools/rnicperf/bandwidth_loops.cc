@@ -126,7 +126,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   uint64_t peer_count = (duration || infinite) ? UINT64_MAX : expected_rx;
   bool posting = sender;
   bool told_peer = false;
-  // -c UD (RunContext::datagram_done): once the peer's count is known, however it came (its
+  // -c UD, and SENDs over -c UC (RunContext::datagram_done): once the peer's count is known, however it came (its
   // DONE when it has posted an iteration run, after -D's window, or at an endless run's end),
   // a receiver stops kUdQuietMs after the last datagram instead of waiting for datagrams that
   // UD lost. ud_done: the DONE of an iteration run, which the loop itself watches for.
@@ -332,10 +332,11 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   }
   if (ud && receiver && heard_done && tot_received < peer_count)
     std::fprintf(stderr,
-                 "rnicperf: %s: %llu of %llu datagrams arrived (UD does not retransmit what a "
-                 "full receive queue or the wire dropped)\n",
+                 "rnicperf: %s: %llu of %llu %s arrived (%s does not retransmit what a full "
+                 "receive queue or the wire dropped)\n",
                  test, static_cast<unsigned long long>(tot_received),
-                 static_cast<unsigned long long>(peer_count));
+                 static_cast<unsigned long long>(peer_count), o.uc ? "messages" : "datagrams",
+                 o.uc ? "UC" : "UD");
   // A peer that runs a loop too tells its count once it stops: a sender reads it here.
   if (stopping && c.peer_stop && c.peer_tells_count && peer_count == UINT64_MAX)
     RNICDV_TRY(peer_end(c, &peer_count));

@@ -167,6 +167,7 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   const auto& caps = info.caps;
   qp_timeout_ = o.qp_timeout;
   ud_ = o.ud;
+  uc_ = o.uc;
   sl_ = o.sl;
   traffic_class_ = o.resolved_traffic_class();
   hop_limit_ = o.resolved_hop_limit();
@@ -243,14 +244,16 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     // One thread posts, polls and moves the QP: no locks on the fast path.
     config.threading = rnicdv::Threading::single;
     config.early_post = rnicdv::EarlyPost::automatic;
-    config.type = ud_ ? hw::QpType::ud : hw::QpType::rc;
+    config.type = ud_ ? hw::QpType::ud : uc_ ? hw::QpType::uc : hw::QpType::rc;
     RNICDV_ASSIGN_OR_RETURN(rnicdv::QueuePair qp,
                             dev_->create_qp(*pd_, *send_cq_, *recv_cq_, config));
     qps_.push_back(std::move(qp));
     hw::QpAttr init;
     init.state = hw::QpState::init;
-    init.access_flags =
-        hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
+    // UC is written to and sent to, never read from (perftest gives it remote write only).
+    init.access_flags = uc_ ? hw::access::remote_write
+                            : hw::access::remote_write | hw::access::remote_read |
+                                  hw::access::remote_atomic;
     init.pkey_index = o.pkey_index;
     init.qkey = kUdQkey;
     // A UD QP takes a Q_Key where an RC one takes its remote access (IBA 10.3.1).
@@ -426,8 +429,10 @@ Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu
     rtr.flow_label = flow_labels_.empty() ? 0 : flow_labels_[i % flow_labels_.size()];
     rtr.sl = sl_;
     namespace a = hw::qp_attr;
+    // UC has no responder resources and no RNR (ibv_modify_qp(3), IBV_QPT_UC).
+    const uint32_t reliability = uc_ ? 0 : a::max_dest_rd_atomic | a::min_rnr_timer;
     RNICDV_TRY(qps_[i].modify(rtr, a::state | a::path_mtu | a::dest_qpn | a::rq_psn | a::av |
-                                       a::max_dest_rd_atomic | a::min_rnr_timer));
+                                       reliability));
     if (!stay_in_rtr) RNICDV_TRY(to_rts(i));
   }
   return Status::ok();
@@ -472,7 +477,7 @@ void TestEndpoint::describe(HeaderInfo* h) const {
   h->gid_index = info.gid_index;
   h->inline_size = inline_size_;
   h->out_reads = out_reads_;
-  h->connection = ud_ ? "UD" : "RC";
+  h->connection = ud_ ? "UD" : uc_ ? "UC" : "RC";
   if (info.kind == "sim") {
     std::string t = info.transport;
     if (t.rfind("sim ", 0) == 0) t = t.substr(4);

@@ -140,6 +140,7 @@ class TestEndpoint {
   uint64_t recv_post_calls_ = 0;
   uint8_t qp_timeout_ = 14;
   bool ud_ = false;                          // -c UD
+  bool uc_ = false;                          // -c UC
   std::vector<rnicdv::AddressHandle> ahs_;  // UD: QP i's handle towards its peer
   // What the QPs carry (-S, --tclass, -L, --flow_label, --retry_count): applied at RTR and RTS.
   uint8_t sl_ = 0, traffic_class_ = 0, hop_limit_ = 255, retry_count_ = 7;

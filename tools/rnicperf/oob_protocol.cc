@@ -108,7 +108,7 @@ TestParams params_from_options(const Options& o, uint32_t mtu_bytes) {
   p.mtu = mtu_bytes;
   p.post_list = o.post_list;
   p.reversed = o.reversed;
-  p.ud = o.ud;
+  p.connection = o.ud ? 1 : o.uc ? 2 : 0;
   return p;
 }
 
@@ -116,7 +116,7 @@ void encode_params(const TestParams& p, uint8_t out[kTestParamsWireSize]) {
   const uint64_t fields[kTestParamsFields] = {
       p.verb,       p.kind,    p.size,       p.all_sizes, p.sweep_max, p.iterations,
       p.duration_s, p.margin_s, p.num_qps,   p.bidirectional, p.rdma_cm, p.early_post,
-      p.mtu,        p.post_list, p.reversed, p.ud};
+      p.mtu,        p.post_list, p.reversed, p.connection};
   for (size_t i = 0; i < kTestParamsFields; ++i) put_be64(out + 8 * i, fields[i]);
 }
 
@@ -139,7 +139,7 @@ TestParams decode_params(const uint8_t in[kTestParamsWireSize]) {
   p.mtu = static_cast<uint32_t>(f[12]);
   p.post_list = static_cast<uint32_t>(f[13]);
   p.reversed = static_cast<uint32_t>(f[14]);
-  p.ud = static_cast<uint32_t>(f[15]);
+  p.connection = static_cast<uint32_t>(f[15]);
   return p;
 }
 
@@ -170,9 +170,11 @@ std::string params_mismatch(const TestParams& l, const TestParams& r) {
     return on_off("bidirectional (-b)", l.bidirectional, r.bidirectional);
   if (l.rdma_cm != r.rdma_cm) return on_off("rdma_cm (-R)", l.rdma_cm, r.rdma_cm);
   if (l.reversed != r.reversed) return on_off("reversed (--reversed)", l.reversed, r.reversed);
-  if (l.ud != r.ud)
-    return std::string("connection type (-c) local=") + (l.ud ? "UD" : "RC") +
-           " remote=" + (r.ud ? "UD" : "RC");
+  if (l.connection != r.connection) {
+    auto name = [](uint32_t c) { return c == 1 ? "UD" : c == 2 ? "UC" : c == 0 ? "RC" : "?"; };
+    return std::string("connection type (-c) local=") + name(l.connection) +
+           " remote=" + name(r.connection);
+  }
   return {};
 }
 

@@ -49,7 +49,7 @@ struct TestParams {
   uint32_t mtu = 0;         // bytes; negotiated to the smaller
   uint32_t post_list = 0;   // informational
   uint32_t reversed = 0;    // --reversed: the server sends
-  uint32_t ud = 0;          // -c UD
+  uint32_t connection = 0;  // -c: 0 RC, 1 UD, 2 UC
 };
 inline constexpr size_t kTestParamsFields = 16;
 inline constexpr size_t kTestParamsWireSize = kTestParamsFields * 8;

@@ -123,7 +123,7 @@ constexpr OptSpec kOpts[] = {
     {'b', "bidirectional", false, Opt::bidirectional, Section::perftest, nullptr,
      "Measure bidirectional bandwidth (default unidirectional)"},
     {'c', "connection", true, Opt::connection, Section::perftest, "<type>",
-     "Connection type RC (default) or UD (send_lat, send_bw)"},
+     "Connection type RC (default), UC (send and write tests) or UD (send_lat, send_bw)"},
     {'C', "report-cycles", false, Opt::report_cycles, Section::perftest, nullptr,
      "Latency: report times in TSC cycles instead of usec"},
     {'d', "ib-dev", true, Opt::device, Section::perftest, "<dev>",
@@ -432,12 +432,13 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       opts.retry_connect = true;
       return Status::ok();
     case Opt::connection:
-      if (value == "RC" || value == "UD") {
+      if (value == "RC" || value == "UD" || value == "UC") {
         opts.ud = value == "UD";
+        opts.uc = value == "UC";
         return Status::ok();
       }
       return Status::error(Errc::invalid_argument,
-                           "-c %s: rnicdv's QPs are RC or UD (UC, XRC, DC and SRD are not "
+                           "-c %s: rnicdv's QPs are RC, UC or UD (XRC, DC and SRD are not "
                            "implemented)",
                            value.c_str());
     case Opt::gid_index:
@@ -1133,6 +1134,26 @@ Status resolve_defaults(Options& o) {
         o.rate_limit_type == Options::RateLimitType::pp)
       return Status::error(Errc::invalid_argument,
                            "-c UD: the device paces RC QPs only (use --rate_limit_type=SW)");
+  }
+
+  if (o.uc) {
+    // As perftest: UC carries SEND and RDMA WRITE (IBA 9.8.1); its receives are posted as
+    // UD's are, since a SEND that finds none is lost rather than retried.
+    if (o.test.verb != Verb::send && o.test.verb != Verb::write)
+      return Status::error(Errc::invalid_argument,
+                           "%s: -c UC: unreliable connections carry SEND and RDMA WRITE only "
+                           "(send_lat, send_bw, write_lat, write_bw)",
+                           name);
+    if (o.test.verb == Verb::send && !o.rx_depth_set && o.duration_s == 0)
+      o.rx_depth = static_cast<uint32_t>(std::min<uint64_t>(o.iterations, kUdMaxRxDepth));
+    if (o.rdma_cm)
+      return Status::error(Errc::invalid_argument,
+                           "-c UC with -R: rdma_cm connects RC QPs here (and perftest refuses UC "
+                           "with -R too)");
+    if (o.first_reply > 0)
+      return Status::error(Errc::invalid_argument,
+                           "-c UC: --first-reply times connections the connection manager "
+                           "makes, which are RC");
   }
 
   if (o.use_hugepages && o.dpdk_mem)

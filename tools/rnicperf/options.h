@@ -59,6 +59,9 @@ struct Options {
   // MTU, addressed by an address handle, the peer's QPN and perftest's Q_Key; each receive
   // buffer holds the 40-byte GRH in front of the message.
   bool ud = false;
+  // -c UC (send_lat, send_bw, write_lat, write_bw): the QPs are connected as RC's but nothing
+  // is acknowledged or retried; a SEND that finds no receive posted is lost.
+  bool uc = false;
   bool out_json = false;
   std::string json_path = "perftest_out.json";
   uint32_t early_post = 0;  // --early-post=N

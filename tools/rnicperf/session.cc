@@ -128,7 +128,8 @@ Status Session::run() {
   }
   print_addresses();
   RunContext base = base_context(sizes.front());
-  base.datagram_done = o_.ud;  // the peer is rnicperf: it tells its count (DONE)
+  // The peer is rnicperf: it tells its count (DONE). UC loses SENDs as UD loses datagrams.
+  base.datagram_done = o_.ud || (o_.uc && o_.test.verb == Verb::send);
   EarlyPostResult early_result;
   if (early) {
     Status st = s_.client ? run_early_post_client(base, o_.early_post, &early_result)
