@@ -24,6 +24,12 @@ void fuzz_receive_datagram(const uint8_t* data, size_t len);
 // Receive WQEs the UD QP consumed for the last input (a datagram it took).
 uint32_t fuzz_ud_receives_taken();
 
+// The receiving device's UC QP, number 0x102 (kFuzzUcQpn), in RTS facing the sending device,
+// with receives posted; and the receive WQEs it consumed for the last input.
+inline constexpr uint32_t kFuzzUcQpn = 0x102;
+uint32_t fuzz_uc_qpn();
+uint32_t fuzz_uc_receives_taken();
+
 // The counters of the harness's two devices (requester, responder), to check that inputs
 // reach the code under test.
 DeviceCounters fuzz_requester_counters();

@@ -2,7 +2,8 @@
 // The fuzz harness behind fuzz_entry.h: a deterministic fabric with two devices and one
 // connected QP pair, rebuilt into a clean state before every input. The receiving device also
 // has a UD QP (QPN 0x101, Q_Key kFuzzUdQkey) in memory the harness placed, as libmlx5's would
-// be, with receives posted, so datagrams reach the UD path too.
+// be, with receives posted, so datagrams reach the UD path too, and a UC QP (QPN 0x102)
+// connected to the sending device's RC QP, with receives posted, for UC packets.
 #include <endian.h>
 
 #include <cstdlib>
@@ -81,6 +82,10 @@ class Harness {
     m.granted.max_recv_wr = kUdRqWqes;
     m.granted.max_recv_sge = 1;
     ud_qp_ = std::move(create_qp_external(*b_.dev, *b_.pd, *b_.cq, *b_.cq, m)).value();
+    hw::QpCaps uc_caps;
+    uc_caps.max_send_wr = 8;
+    uc_caps.max_recv_wr = 8;
+    uc_qp_ = std::move(b_.dev->create_uc_qp(*b_.pd, *b_.cq, *b_.cq, nullptr, uc_caps)).value();
   }
 
   void reconnect() {
@@ -167,9 +172,42 @@ class Harness {
                      __ATOMIC_RELEASE);
   }
 
+  // The UC QP through RESET to RTS facing the requester's RC QP (UC packets carry that QPN as
+  // their source only in the fuzzer's input: the UC responder checks the address), with four
+  // receives of 1 KiB posted.
+  void reset_uc() {
+    hw::QpAttr attr;
+    attr.state = hw::QpState::reset;
+    (void)uc_qp_->modify(attr, hw::qp_attr::state);
+    const mlx5dv_qp& dv = uc_qp_->view().dv;
+    std::memset(dv.dbrec, 0, 8);
+    attr.state = hw::QpState::init;
+    attr.access_flags = hw::access::remote_write;
+    (void)uc_qp_->modify(attr, hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::access_flags);
+    attr.state = hw::QpState::rtr;
+    attr.path_mtu = hw::Mtu::mtu256;
+    attr.dest_qpn = a_.qp->view().qpn;
+    attr.rq_psn = 0;
+    attr.remote_gid = hw::Gid::from_ipv4(a_.dev->ipv4());
+    (void)uc_qp_->modify(attr, hw::qp_attr::state | hw::qp_attr::av | hw::qp_attr::path_mtu |
+                                   hw::qp_attr::dest_qpn | hw::qp_attr::rq_psn);
+    attr.state = hw::QpState::rts;
+    attr.sq_psn = 0;
+    (void)uc_qp_->modify(attr, hw::qp_attr::state | hw::qp_attr::sq_psn);
+    for (uint32_t i = 0; i < 4; ++i) {
+      auto* seg =
+          reinterpret_cast<mlx5_wqe_data_seg*>(static_cast<uint8_t*>(dv.rq.buf) + i * dv.rq.stride);
+      seg->byte_count = htobe32(1024);
+      seg->lkey = htobe32(b_.mr->lkey());
+      seg->addr = htobe64(reinterpret_cast<uintptr_t>(b_.buf.data()) + 4096 + i * 1024);
+    }
+    __atomic_store_n(&dv.dbrec[MLX5_RCV_DBR], htobe32(4), __ATOMIC_RELEASE);
+  }
+
   void receive_datagram(const uint8_t* data, size_t len) {
     reconnect();
     reset_ud();
+    reset_uc();
     // Post a few receive WQEs so SEND paths are reachable.
     const mlx5dv_qp& dv = b_.qp->view().dv;
     for (uint32_t i = 0; i < 4; ++i) {
@@ -184,6 +222,12 @@ class Harness {
     b_.dev->impl().hca->inject_datagram(a_.dev->ipv4(), copy.data(), copy.size());
     run();
   }
+
+  uint32_t uc_receives_taken() const {
+    auto s = b_.dev->qp_snapshot(uc_qp_->view().qpn);
+    return s ? s.value().rq_consumed : 0;
+  }
+  uint32_t uc_qpn() const { return uc_qp_->view().qpn; }
 
   uint32_t ud_receives_taken() const {
     auto s = b_.dev->qp_snapshot(ud_qp_->view().qpn);
@@ -207,6 +251,7 @@ class Harness {
   PageBlock ud_dbrec_{4096};
   PageBlock ud_uar_{4096};
   std::unique_ptr<hw::Qp> ud_qp_;
+  std::unique_ptr<hw::Qp> uc_qp_;
 };
 
 Harness& harness() {
@@ -226,6 +271,14 @@ void fuzz_receive_datagram(const uint8_t* data, size_t len) {
 
 uint32_t fuzz_ud_receives_taken() {
   return harness().ud_receives_taken();
+}
+
+uint32_t fuzz_uc_receives_taken() {
+  return harness().uc_receives_taken();
+}
+
+uint32_t fuzz_uc_qpn() {
+  return harness().uc_qpn();
 }
 
 DeviceCounters fuzz_requester_counters() {

@@ -83,7 +83,12 @@ TEST_CASE("the receive_path corpus runs and reaches the responder") {
     // The UD seed lands in a receive of the harness's UD QP; the wrong Q_Key does not.
     if (in.name == "seed-ud-send-only-imm") CHECK(sim::fuzz_ud_receives_taken() == 1);
     if (in.name == "seed-ud-send-wrong-qkey") CHECK(sim::fuzz_ud_receives_taken() == 0);
+    // The UC seeds reach the harness's UC QP: a SEND_ONLY lands in a receive, a MIDDLE with
+    // no message in progress is dropped, and so is a WRITE to a key nobody has.
+    if (in.name == "seed-uc-send-only-imm") CHECK(sim::fuzz_uc_receives_taken() == 1);
+    if (in.name == "seed-uc-send-middle") CHECK(sim::fuzz_uc_receives_taken() == 0);
   }
+  CHECK(sim::fuzz_uc_qpn() == sim::kFuzzUcQpn);
   const sim::DeviceCounters after = sim::fuzz_responder_counters();
   const uint64_t received = after.packets_rx - before.packets_rx;
   CHECK(received >= inputs.size());
@@ -91,6 +96,7 @@ TEST_CASE("the receive_path corpus runs and reaches the responder") {
   CHECK(after.cqes_written > before.cqes_written);         // a SEND landed in a receive WQE
   CHECK(after.naks_tx > before.naks_tx);                   // and bad requests were NAKed
   CHECK(after.ud_qkey_drops > before.ud_qkey_drops);       // datagrams reached the UD QP
+  CHECK(after.uc_messages_dropped > before.uc_messages_dropped);  // and UC packets the UC QP
 }
 
 TEST_CASE("the cm_mad corpus runs and holds every CM message") {

@@ -237,6 +237,28 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> receive_seeds() {
     p.deth.qkey = sim::kFuzzUdQkey + 1;  // dropped: not the QP's Q_Key
     out.emplace_back("ud-send-wrong-qkey", packet(p));
   }
+  // One packet of the UC QP's 256-byte path MTU, as FIRST and MIDDLE carry.
+  static const uint8_t mtu_payload[256] = {0x75, 0x63};
+  {
+    auto p = base(sim::pkt::opcode::uc_send_only_imm);  // to the harness's UC QP
+    p.bth.dest_qp = sim::kFuzzUcQpn;
+    p.imm = 4;
+    p.payload = payload;
+    p.payload_len = 48;
+    out.emplace_back("uc-send-only-imm", packet(p));
+    p.bth.opcode = sim::pkt::opcode::uc_send_middle;  // no message in progress: dropped
+    p.payload = mtu_payload;
+    p.payload_len = sizeof mtu_payload;
+    out.emplace_back("uc-send-middle", packet(p));
+  }
+  {
+    auto p = base(sim::pkt::opcode::uc_write_first);  // a WRITE whose rest never comes
+    p.bth.dest_qp = sim::kFuzzUcQpn;
+    p.reth = sim::pkt::Reth{0x10000, 0x2001, 600};
+    p.payload = mtu_payload;
+    p.payload_len = sizeof mtu_payload;
+    out.emplace_back("uc-write-first", packet(p));
+  }
   return out;
 }
 

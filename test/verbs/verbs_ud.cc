@@ -292,7 +292,7 @@ TEST_CASE("UD QPs refuse the attributes of connected QPs, RC QPs refuse a Q_Key,
     CHECK(ibv_modify_qp(rc.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) ==
           EINVAL);
   });
-  CHECK(said.find("a Q_Key on an RC QP") != std::string::npos);
+  CHECK(said.find("a Q_Key on a connected (RC) QP") != std::string::npos);
 
   // RESET -> INIT without a Q_Key: the model names what is missing.
   ibv_cq* cq = ibv_create_cq(d.ctx, 8, nullptr, nullptr, 0);

@@ -118,6 +118,15 @@ void post_cases(const Options& o, std::vector<Record>* out) {
   // The BlueFlame QP first: it gets a register of its own.
   Conn bf = make(doorbell::DoorbellMode::bf, 64);
   Conn db = make(doorbell::DoorbellMode::db, 0);
+  // A UC QP posting the same WRITEs: what the transport's checks cost (docs/driver.md,
+  // "Unreliable connections").
+  QpConfig uc_config;
+  uc_config.threading = Threading::single;
+  uc_config.doorbell = doorbell::DoorbellMode::db;
+  uc_config.caps.max_send_wr = 1024;
+  uc_config.caps.max_send_sge = 1;
+  uc_config.type = hw::QpType::uc;
+  Conn uc = connect(s, uc_config, 1024, false);
   if (bf.qp->doorbell_mode() != doorbell::DoorbellMode::bf) fail("no BlueFlame register");
 
   const Sge sge8{s.mr_a->addr(), 8, s.mr_a->lkey()};
@@ -176,6 +185,13 @@ void post_cases(const Options& o, std::vector<Record>* out) {
     };
     single("post_write_1sge", "hand_write_1sge", wr, db, hand_write);
     single_with("post_write_typed", "hand_write_1sge", wr, db,
+                [](QueuePair& qp, const SendWr& w) {
+                  return qp.post_write(w.wr_id, *w.sg_list, w.remote_addr, w.rkey,
+                                       send_flags::signaled);
+                },
+                hand_write);
+    single("post_write_uc", "hand_write_1sge", wr, uc, hand_write);
+    single_with("post_write_uc_typed", "hand_write_1sge", wr, uc,
                 [](QueuePair& qp, const SendWr& w) {
                   return qp.post_write(w.wr_id, *w.sg_list, w.remote_addr, w.rkey,
                                        send_flags::signaled);

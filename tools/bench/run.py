@@ -38,6 +38,8 @@ POST_CASES = ["post_write_1sge", "post_send_inline_64", "post_batch_32", "post_r
               "post_atomic_fa"]
 TYPED_CASES = ["post_write_typed", "post_send_inline_64_typed", "post_batch_32_typed",
                "post_read_typed", "post_atomic_fa_typed"]
+# The same WRITE on a UC QP, through post_send and the typed call.
+UC_CASES = ["post_write_uc", "post_write_uc_typed"]
 FLUSH_CASES = [f"flush_{k}_{n}" for k in ("in_place", "shadow") for n in (1, 64, 4096)]
 POLL_CASES = ["poll_1", "poll_batch_16"]
 LEAN_POLL_CASES = ["poll_1_lean", "poll_batch_16_lean"]
@@ -64,7 +66,8 @@ FIRST_REPLY_CASES = ["first_reply_early_vs_queue_rtu", "first_reply_early_vs_que
 PACER_LIMITS = {"10M": 10, "100M": 100, "1G": 1000, "10G": 10000}
 PACER_CASES = (["sim_pacer_rate_unpaced"] + [f"sim_pacer_rate_{k}" for k in PACER_LIMITS]
                + ["sim_pacer_rate_10G_vs_unpaced", "sim_pacer_burst_64K_at_10M"])
-COUNTED_CASES = POST_CASES + TYPED_CASES + FLUSH_CASES + POLL_CASES + LEAN_POLL_CASES
+COUNTED_CASES = (POST_CASES + TYPED_CASES + UC_CASES + FLUSH_CASES + POLL_CASES +
+                 LEAN_POLL_CASES)
 # rnicdv against libmlx5 (rnicdv-bench-libmlx5): each is printed after the rnicdv case it
 # repeats, and its baseline is libmlx5's figure.
 LIBMLX5_CASES = {"post_write_1sge_libmlx5": "post_write_1sge",
@@ -86,8 +89,8 @@ def built_with_ucx(builddir):
         return False
 
 # The targets (ratio at most this); cases not listed have none.
-TARGETS = {**{c: 1.3 for c in POST_CASES + TYPED_CASES},
-           **{c + "_instr": 1.3 for c in POST_CASES + TYPED_CASES},
+TARGETS = {**{c: 1.3 for c in POST_CASES + TYPED_CASES + UC_CASES},
+           **{c + "_instr": 1.3 for c in POST_CASES + TYPED_CASES + UC_CASES},
            "poll_1_lean": 2.0, "poll_1_lean_instr": 2.0,
            "poll_batch_16_lean": 1.5, "poll_batch_16_lean_instr": 1.5,
            "post_write_1sge_libmlx5_instr": 0.6, "post_write_typed_libmlx5_instr": 0.3,
