@@ -234,9 +234,9 @@ PostGate QpCore::gate_in_rts() const noexcept {
   // The lock-free path builds with the plain encoder: not for a scanning device, which needs
   // each WQE's bookkeeping published before its bytes (post_ready_scanning). A QP that cannot
   // take one SGE goes the slow way, where post_send's checks report it, and so does a UD QP,
-  // whose WRs encode_wrs checks for their datagram, and a UC QP, whose opcodes post_gated
-  // checks.
-  if (scanning_device || datagram || unreliable || limits.max_sge == 0) return kGateSlow;
+  // whose WRs encode_wrs checks for their datagram. A UC QP takes the lock-free path as RC
+  // does: encode_wrs refuses its READs and atomics, and the typed ones leave the fixed path.
+  if (scanning_device || datagram || limits.max_sge == 0) return kGateSlow;
   return threading == Threading::thread_safe ? kGateOpenUnderLock : kGateOpen;
 }
 

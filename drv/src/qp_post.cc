@@ -44,23 +44,12 @@ Errc QpCore::post_ready_any(const SendWr* wrs, size_t count, size_t* bad_index,
   return post_ready(wrs, count, bad_index, ring);
 }
 
-namespace {
-
-// What a UC QP carries (IBA 9.8.1, Table 40): SEND and RDMA WRITE, with or without immediate,
-// and the NOP, which never leaves the device.
-bool uc_carries(WrOpcode op) noexcept {
-  return op == WrOpcode::send || op == WrOpcode::send_imm || op == WrOpcode::rdma_write ||
-         op == WrOpcode::rdma_write_imm || op == WrOpcode::nop;
-}
-
-}  // namespace
-
 Errc QpCore::post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept {
   if (unreliable) [[unlikely]] {
-    // The WRs before the first one UC cannot carry are posted, and that one is refused, as
-    // ibv_post_send refuses it (bad_wr).
+    // The WRs before the first one UC cannot carry (a READ or an atomic) are posted, and that
+    // one is refused, as ibv_post_send refuses it (bad_wr). In RTS encode_wrs checks the same.
     size_t n = 0;
-    while (n < count && uc_carries(wrs[n].opcode)) ++n;
+    while (n < count && !is_read_or_atomic(wrs[n].opcode)) ++n;
     if (n != count) {
       const Errc err = post_in_state(wrs, n, bad_index, ring);
       if (err != Errc::ok) return err;

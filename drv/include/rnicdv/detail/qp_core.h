@@ -229,12 +229,13 @@ struct QpCore {
   // bytes reach the SQ, so that its CQE can never arrive before the poller knows it.
   bool scanning_device = false;
   uint8_t sig_all_bits = 0;  // MLX5_WQE_CTRL_CQ_UPDATE when sq_sig_all
-  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core, UD or UC QP
+  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core or UD QP
   // A UD QP: every WR carries a datagram (SendWr::av), and posts take the gated path, where
   // encode_wrs checks it; the typed calls' fixed RC layouts are never built for it.
   bool datagram = false;
-  // A UC QP: SEND and RDMA WRITE only. Its posts take the gated path too, where post_gated
-  // refuses any other opcode before anything is built.
+  // A UC QP: SEND and RDMA WRITE only. Its gate opens as RC's: encode_wrs refuses a READ or
+  // an atomic in RTS (the typed calls' fixed layouts leave them to it), post_gated below RTS
+  // and in ERR, before anything is built.
   bool unreliable = false;
   wqe::SqLimits limits;
   wqe::SqRing sq;      // the ring the device reads

@@ -79,8 +79,9 @@ inline size_t QpCore::encode_wrs(const wqe::SqRing& ring, const SendWr* wrs, siz
   for (; i < count; ++i) {
     const SendWr& wr = wrs[i];
     // A datagram on a UD QP, and only there: an RC QP's device would misread one, and a UD
-    // send without an address has nowhere to go.
-    if ((wr.av != nullptr) != datagram) [[unlikely]] {
+    // send without an address has nowhere to go. A UC QP carries no READ or atomic.
+    if ((wr.av != nullptr) != datagram || (unreliable && is_read_or_atomic(wr.opcode)))
+        [[unlikely]] {
       err = Errc::invalid_argument;
       break;
     }

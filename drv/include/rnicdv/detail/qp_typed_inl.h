@@ -78,8 +78,12 @@ struct RdmaOp {
   SendFlags flags;
 
   // The fixed layout covers it: a data segment of length 0 would mean 2 GiB to the device
-  // (post_send leaves it out), and inline data has its own calls.
-  bool fits_layout(const QpCore&) const noexcept {
+  // (post_send leaves it out), and inline data has its own calls. A READ on a UC QP is left
+  // to post_send, which refuses it.
+  bool fits_layout(const QpCore& qp) const noexcept {
+    if constexpr (Opcode == MLX5_OPCODE_RDMA_READ) {
+      if (qp.unreliable) return false;
+    }
     return sge->length != 0 && (flags & send_flags::inline_data) == 0;
   }
   uint8_t ds(const QpCore&) const noexcept { return wqe::kRdmaDs; }
@@ -149,9 +153,9 @@ struct AtomicOp {
   uint64_t swap;         // ATOMIC_CS
 
   // The remote address is naturally aligned and the result buffer is 8 bytes (IBA 9.4.5);
-  // post_send reports anything else as invalid_argument.
-  bool fits_layout(const QpCore&) const noexcept {
-    return sge->length == wqe::kAtomicOperandBytes &&
+  // post_send reports anything else as invalid_argument, and an atomic on a UC QP.
+  bool fits_layout(const QpCore& qp) const noexcept {
+    return !qp.unreliable && sge->length == wqe::kAtomicOperandBytes &&
            (remote_addr & (wqe::kAtomicOperandBytes - 1)) == 0 &&
            (flags & send_flags::inline_data) == 0;
   }

@@ -25,6 +25,13 @@ enum class WrOpcode : uint8_t {
   atomic_fetch_add = MLX5_OPCODE_ATOMIC_FA,
 };
 
+// READ and the atomics: the operations whose result comes back in a response, which an
+// unreliable connection (UC) does not carry (IBA 9.8.1).
+constexpr bool is_read_or_atomic(WrOpcode op) noexcept {
+  return op == WrOpcode::rdma_read || op == WrOpcode::atomic_cmp_swap ||
+         op == WrOpcode::atomic_fetch_add;
+}
+
 // SendWr::flags and the typed calls' flags: a set of send_flags, closed under |, & and ~, that
 // no plain integer converts to (but a literal 0, the empty set, for brevity).
 class SendFlags {
