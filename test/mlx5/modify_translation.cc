@@ -587,3 +587,50 @@ TEST_CASE("a UD QP's transitions take the Q_Key, no address vector or connection
   CHECK(rc_qkey.status().message() ==
         "qp 0x1c: modify RESET->INIT: qkey not accepted by this transition");
 }
+
+TEST_CASE("a UC QP's transitions take RC's path and peer without the reliability attributes, "
+          "and SQE->RTS, as ibv_modify_qp(3) has them for IBV_QPT_UC",
+          "[modify][uc]") {
+  Fixture f;
+  auto uc = [&](QpState current, uint8_t port = 1) {
+    ModifyContext c = f.ctx(current, port);
+    c.type = QpType::uc;
+    return c;
+  };
+  namespace a = qp_attr;
+  CHECK(uc_transition_rule(QpState::reset, QpState::init).required == (a::port | a::access_flags));
+  CHECK(uc_transition_rule(QpState::init, QpState::rtr).required ==
+        (a::av | a::path_mtu | a::dest_qpn | a::rq_psn));
+  CHECK(uc_transition_rule(QpState::rtr, QpState::rts).required == a::sq_psn);
+  CHECK(uc_transition_rule(QpState::sqe, QpState::rts).valid);
+  CHECK_FALSE(uc_transition_rule(QpState::rtr, QpState::init).valid);
+
+  // RC's INIT->RTR attributes: the responder resources and the RNR timer are not UC's.
+  auto rc_like = translate_modify(rtr_attr(), kRtrMask, uc(QpState::init));
+  REQUIRE_FALSE(rc_like.is_ok());
+  CHECK(rc_like.status().message() ==
+        "qp 0x1c: modify INIT->RTR: max_dest_rd_atomic, min_rnr_timer not accepted by this "
+        "transition");
+  auto rtr = translate_modify(rtr_attr(), kRtrMask & ~(a::max_dest_rd_atomic | a::min_rnr_timer),
+                              uc(QpState::init));
+  INFO(rtr.status().message());
+  REQUIRE(rtr.is_ok());
+  CHECK(rtr->mask == (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                      IBV_QP_RQ_PSN));
+  QpAttr rts;
+  rts.state = QpState::rts;
+  rts.sq_psn = 9;
+  rts.timeout = 14;
+  auto timeout = translate_modify(rts, a::state | a::sq_psn | a::timeout, uc(QpState::rtr));
+  REQUIRE_FALSE(timeout.is_ok());
+  CHECK(timeout.status().message() ==
+        "qp 0x1c: modify RTR->RTS: timeout not accepted by this transition");
+  auto to_rts = translate_modify(rts, a::state | a::sq_psn, uc(QpState::rtr));
+  REQUIRE(to_rts.is_ok());
+  CHECK(to_rts->mask == (IBV_QP_STATE | IBV_QP_SQ_PSN));
+  CHECK(translate_modify(rts, a::state, uc(QpState::sqe)).is_ok());
+  auto back = translate_modify(rts, a::state, uc(QpState::init));
+  REQUIRE_FALSE(back.is_ok());
+  CHECK(back.status().message() ==
+        "qp 0x1c: modify INIT->RTS: not a valid transition for a UC QP (IBA 10.3.1)");
+}

@@ -305,6 +305,78 @@ TEST_CASE("a SEND written into the views reaches the peer and raises COMM_EST on
         QpState::rtr);  // COMM_EST does not move the QP (IBA 11.6.3: COMM_EST is an event only)
 }
 
+TEST_CASE("a UC pair (libmlx5's IBV_QPT_UC) comes up without the reliability attributes, "
+          "refuses them, and carries a SEND written into the views",
+          "[loopback][uc]") {
+  Loopback lb;
+  auto uc_endpoint = [&] {
+    Endpoint e;
+    auto cq = lb.device->create_cq(64);
+    REQUIRE(cq.is_ok());
+    e.cq = std::move(*cq);
+    QpCaps caps;
+    caps.max_send_wr = 16;
+    caps.max_recv_wr = 16;
+    auto qp = lb.device->create_uc_qp(*lb.pd, *e.cq, *e.cq, nullptr, caps);
+    INFO(qp.status().message());
+    REQUIRE(qp.is_ok());
+    e.qp = std::move(*qp);
+    return e;
+  };
+  Endpoint a = uc_endpoint(), b = uc_endpoint();
+  std::vector<uint8_t> send_buf(3000), recv_buf(3000, 0);
+  for (size_t i = 0; i < send_buf.size(); ++i) send_buf[i] = static_cast<uint8_t>(i * 13);
+  auto send_mr = lb.device->reg_mr(*lb.pd, send_buf.data(), send_buf.size(), 0);
+  auto recv_mr = lb.device->reg_mr(*lb.pd, recv_buf.data(), recv_buf.size(), access::local_write);
+  REQUIRE(send_mr.is_ok());
+  REQUIRE(recv_mr.is_ok());
+
+  char prefix[64];
+  std::snprintf(prefix, sizeof prefix, "qp 0x%x: modify ", a.qp->view().qpn);
+  for (Endpoint* e : {&a, &b}) {
+    Qp& qp = *e->qp;
+    const Qp& peer = *(e == &a ? b.qp : a.qp);
+    QpAttr init;
+    init.state = QpState::init;
+    init.port_num = 1;
+    init.access_flags = access::remote_write;
+    require_ok(qp.modify(init, qp_attr::state | qp_attr::port | qp_attr::access_flags));
+    if (e == &b) post_recv(qp.view(), **recv_mr, recv_buf.data(), 3000);
+    QpAttr rtr;
+    rtr.state = QpState::rtr;
+    rtr.path_mtu = Mtu::mtu1024;
+    rtr.dest_qpn = peer.view().qpn;
+    rtr.rq_psn = 0x100;
+    rtr.min_rnr_timer = 12;
+    rtr.remote_gid = lb.device->info().gid;
+    const uint32_t uc_rtr =
+        qp_attr::state | qp_attr::av | qp_attr::path_mtu | qp_attr::dest_qpn | qp_attr::rq_psn;
+    if (e == &a) {
+      Status rnr = qp.modify(rtr, uc_rtr | qp_attr::min_rnr_timer);
+      CHECK(rnr.code() == Errc::invalid_argument);
+      CHECK(rnr.message() ==
+            std::string(prefix) + "INIT->RTR: min_rnr_timer not accepted by this transition");
+    }
+    require_ok(qp.modify(rtr, uc_rtr));
+    QpAttr rts;
+    rts.state = QpState::rts;
+    rts.sq_psn = 0x100;
+    require_ok(qp.modify(rts, qp_attr::state | qp_attr::sq_psn));
+    CHECK(qp.state() == QpState::rts);
+  }
+
+  post_send(a.qp->view(), **send_mr, send_buf.data(), 3000);
+  uint32_t ci_a = 0, ci_b = 0;
+  const Completion sent = wait_cqe(a.cq->view(), &ci_a);
+  INFO("send CQE opcode " << int{sent.opcode} << " syndrome " << int{sent.syndrome});
+  CHECK(sent.opcode == MLX5_CQE_REQ);
+  const Completion received = wait_cqe(b.cq->view(), &ci_b);
+  INFO("receive CQE opcode " << int{received.opcode} << " syndrome " << int{received.syndrome});
+  CHECK(received.opcode == MLX5_CQE_RESP_SEND);
+  CHECK(received.byte_cnt == 3000);
+  CHECK(recv_buf == send_buf);
+}
+
 namespace {
 
 // What a COMM_EST notifier saw.
