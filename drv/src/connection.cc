@@ -184,7 +184,9 @@ Status ConnectionCore::move_qp(hw::QpState target) {
       attr.max_dest_rd_atomic = std::min(attr.max_dest_rd_atomic, options.responder_resources);
       attr.min_rnr_timer = options.min_rnr_timer;
       mask |= hw::qp_attr::max_dest_rd_atomic | hw::qp_attr::min_rnr_timer;
-      if (mask & hw::qp_attr::av) {
+      // The path's class, hop limit, flow label and SL: the backend gives the REQ's (the
+      // active side's offer); a passive side that asked for its own sets them here.
+      if ((mask & hw::qp_attr::av) && (active || !options.path_from_request)) {
         attr.traffic_class = options.traffic_class;
         attr.hop_limit = options.hop_limit;
         attr.flow_label = options.flow_label;
@@ -354,6 +356,10 @@ Result<Connection> Connection::connect(QueuePair& qp, const std::string& address
   params.qp.retry_count = options.retry_count;
   params.qp.rnr_retry_count = options.rnr_retry_count;
   params.qp.local_ack_timeout = options.ack_timeout;
+  params.qp.traffic_class = options.traffic_class;
+  params.qp.hop_limit = options.hop_limit;
+  params.qp.flow_label = options.flow_label;
+  params.qp.sl = options.sl;
   params.private_data.assign(private_data.begin(), private_data.end());
   params.timeout_ms =
       static_cast<uint32_t>(std::clamp<int64_t>(options.timeout.count(), 1, UINT32_MAX));

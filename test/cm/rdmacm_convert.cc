@@ -23,6 +23,10 @@ TEST_CASE("rdma_init_qp_attr's RTR and RTS attributes become the driver's QpAttr
   a.ah_attr.grh.dgid.raw[11] = 0xff;
   a.ah_attr.grh.dgid.raw[12] = 10;
   a.ah_attr.grh.dgid.raw[15] = 7;
+  a.ah_attr.grh.traffic_class = 0xb8;  // the REQ's path, on a passive side
+  a.ah_attr.grh.hop_limit = 9;
+  a.ah_attr.grh.flow_label = 0x12345;
+  a.ah_attr.sl = 3;
   uint32_t mask = 0;
   hw::QpAttr r =
       qp_attr_from_ibv(a,
@@ -36,6 +40,10 @@ TEST_CASE("rdma_init_qp_attr's RTR and RTS attributes become the driver's QpAttr
   CHECK(r.max_dest_rd_atomic == 4);
   CHECK(r.min_rnr_timer == 12);
   CHECK(r.remote_gid.to_string() == "::ffff:10.0.0.7");
+  CHECK(r.traffic_class == 0xb8);
+  CHECK(r.hop_limit == 9);
+  CHECK(r.flow_label == 0x12345);
+  CHECK(r.sl == 3);
   CHECK(mask ==
         (hw::qp_attr::state | hw::qp_attr::av | hw::qp_attr::path_mtu | hw::qp_attr::dest_qpn |
          hw::qp_attr::rq_psn | hw::qp_attr::max_dest_rd_atomic | hw::qp_attr::min_rnr_timer));

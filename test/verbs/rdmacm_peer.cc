@@ -4,7 +4,11 @@
 // shim preloaded it is the unmodified rdma_cm stack on one end and rnicdv's own CM on the other.
 //
 //   rdmacm-peer server --addr IP --port N [--messages N] [--greeting N] [--reject 1]
-//   rdmacm-peer client --peer IP --port N [--messages N] [--greeting N]
+//   rdmacm-peer client --peer IP --port N [--messages N] [--greeting N] [--tos N]
+//
+// The client's --tos sets its ID's type of service (RDMA_OPTION_ID_TOS). The server prints
+// "path traffic class T" once it has the request: the class its QP's RTR address vector gets
+// (rdma_init_qp_attr), which the kernel's CM takes from the REQ's primary path.
 //
 // With --reject 1 the server rejects the request with the private data "go away"; the client
 // then prints "rejected: reason R, private data 'go away'" and exits 3. A client whose
@@ -38,12 +42,13 @@ struct Args {
   uint16_t port = 7471;
   uint32_t messages = 16, greeting = 4;
   bool reject = false;
+  int tos = -1;  // client: RDMA_OPTION_ID_TOS, when given
 };
 constexpr char kGoAway[] = "go away";
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "rdmacm-peer: %s\nusage: rdmacm-peer server|client [--addr IP] [--peer IP] "
-                       "[--port N] [--messages N] [--greeting N]\n", why);
+                       "[--port N] [--messages N] [--greeting N] [--tos N]\n", why);
   std::exit(2);
 }
 
@@ -171,6 +176,11 @@ int run_server(const Args& a, rdma_event_channel* ch) {
     return 0;
   }
   if (!p.setup(id)) return die("QP set-up");
+  ibv_qp_attr rtr{};
+  int rtr_mask = 0;
+  rtr.qp_state = IBV_QPS_RTR;
+  if (rdma_init_qp_attr(id, &rtr, &rtr_mask)) return die("rdma_init_qp_attr");
+  std::printf("path traffic class %u\n", unsigned{rtr.ah_attr.grh.traffic_class});
   for (uint32_t i = 0; i < a.messages; ++i)
     if (!p.post_recv(i)) return die("ibv_post_recv");
   rdma_conn_param cp{};
@@ -209,6 +219,11 @@ int run_server(const Args& a, rdma_event_channel* ch) {
 int run_client(const Args& a, rdma_event_channel* ch) {
   rdma_cm_id* id = nullptr;
   if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP)) return die("rdma_create_id");
+  if (a.tos >= 0) {
+    uint8_t tos = static_cast<uint8_t>(a.tos);
+    if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos))
+      return die("rdma_set_option(RDMA_OPTION_ID_TOS)");
+  }
   sockaddr_in dst{};
   dst.sin_family = AF_INET;
   dst.sin_port = htons(a.port);
@@ -302,6 +317,7 @@ int main(int argc, char** argv) {
     else if (opt == "--messages") a.messages = static_cast<uint32_t>(std::atoi(v));
     else if (opt == "--greeting") a.greeting = static_cast<uint32_t>(std::atoi(v));
     else if (opt == "--reject") a.reject = std::atoi(v) != 0;
+    else if (opt == "--tos") a.tos = std::atoi(v);
     else usage(("unknown option " + opt).c_str());
   }
   if (a.server ? a.addr.empty() : a.peer.empty()) usage("server needs --addr, client --peer");

@@ -68,10 +68,14 @@ struct ConnectionOptions {
   // header's TOS byte (DSCP in bits 7..2, ECN in 1..0), the TTL or hop limit, the IPv6 flow
   // label (20 bits; an IPv4 header has no field for it), the service level; and the P_Key
   // index (INIT). The backend refuses what is out of range, naming the value.
+  // The active side's four also go in the REQ's primary path. A passive side takes the REQ's
+  // (as Linux's CM gives them to rdma_cm's passive QP, so both directions of a connection
+  // carry the class the client chose) unless path_from_request is false, when it uses its own.
   uint8_t traffic_class = 0;
   uint8_t hop_limit = 64;
   uint32_t flow_label = 0;
   uint8_t sl = 0;
+  bool path_from_request = true;
   uint16_t pkey_index = 0;
   uint32_t remote_access =              // INIT: what the peer may do to this QP's MRs
       hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;

@@ -89,6 +89,9 @@ int connect(const Cmd& c) {
   params.qp.retry_count = std::min<uint8_t>(p.retry_count, 7);
   params.qp.rnr_retry_count = std::min<uint8_t>(p.rnr_retry_count, 7);
   params.qp.local_ack_timeout = local_ack_timeout(*id);
+  // RDMA_OPTION_ID_TOS: the path's traffic class, which the REQ carries to the passive side.
+  params.qp.traffic_class = id->tos;
+  params.qp.hop_limit = kHopLimit;
   params.private_data.assign(p.private_data, p.private_data + p.private_data_len);
   params.timeout_ms = kConnectBudgetMs;
   Result<std::unique_ptr<hw::CmConnection>> conn =
@@ -209,8 +212,12 @@ int init_qp_attr(const Cmd& c) {
     m |= IBV_QP_AV;
     std::memcpy(r.ah_attr.grh.dgid, a.remote_gid.raw, 16);
     r.ah_attr.grh.sgid_index = kRoceV2Ipv4GidIndex;
-    r.ah_attr.grh.hop_limit = kHopLimit;
-    r.ah_attr.grh.traffic_class = id->tos;
+    // The path's, from the CM: this side's TOS when it connected, the REQ's when it accepted
+    // (as the kernel's CM gives a passive rdma_cm ID the REQ's path).
+    r.ah_attr.grh.hop_limit = a.hop_limit;
+    r.ah_attr.grh.traffic_class = a.traffic_class;
+    r.ah_attr.grh.flow_label = a.flow_label;
+    r.ah_attr.sl = a.sl;
     r.ah_attr.is_global = 1;
     r.ah_attr.port_num = 1;
   }

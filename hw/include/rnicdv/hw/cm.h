@@ -80,6 +80,13 @@ struct CmQpOffer {
   uint8_t rnr_retry_count = 7;       // RNR retries the peer should use; 7 = infinite
   uint8_t local_ack_timeout = 14;    // active side: 4.096 us * 2^t, both sides use it
   bool srq = false;                  // the QP takes its receives from an SRQ (REQ/REP bit)
+  // Active side: the primary path's traffic class (the TOS byte), hop limit (0: 64), flow
+  // label (20 bits) and SL (4 bits), which the REQ carries. The passive side's qp_attr(RTR)
+  // gives the REQ's, as Linux's CM does (cm_format_paths_from_req); the active side's its own.
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;
+  uint8_t sl = 0;
 };
 
 struct CmConnectParams {

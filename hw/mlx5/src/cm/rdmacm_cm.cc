@@ -361,6 +361,13 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
   uint8_t ack_timeout = p.qp.local_ack_timeout;
   [[maybe_unused]] int rc = rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
                                             &ack_timeout, sizeof ack_timeout);
+  // The path's traffic class, which the kernel's CM puts in the REQ for the passive side
+  // (rdma_cm's TOS; the route resolved below carries it).
+  if (p.qp.traffic_class != 0) {
+    uint8_t tos = p.qp.traffic_class;
+    if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) != 0)
+      return errno_status(what, "rdma_set_option(RDMA_OPTION_ID_TOS)");
+  }
   // Address and route resolution run here, so that the REQ is on its way when connect()
   // returns, as with the other backend: the application need not poll the connection for
   // them (a loopback test that waits on its listener would otherwise never see the REQ).

@@ -91,6 +91,11 @@ QpAttr qp_attr_from_ibv(const ibv_qp_attr& a, int m, uint32_t* mask) {
     // On RoCE the address vector is the peer's GID (the backend builds the AH from it).
     bits |= qp_attr::av;
     std::memcpy(out.remote_gid.raw, a.ah_attr.grh.dgid.raw, sizeof out.remote_gid.raw);
+    // And the path's class, hop limit, flow label and SL: on the passive side the REQ's.
+    out.traffic_class = a.ah_attr.grh.traffic_class;
+    out.hop_limit = a.ah_attr.grh.hop_limit;
+    out.flow_label = a.ah_attr.grh.flow_label;
+    out.sl = a.ah_attr.sl;
   }
   *mask = bits;
   return out;

@@ -70,6 +70,10 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     r.retry_count = std::min<uint8_t>(p.qp.retry_count, 7);
     r.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
     r.local_ack_timeout = std::min<uint8_t>(p.qp.local_ack_timeout, 31);
+    r.traffic_class = p.qp.traffic_class;
+    r.hop_limit = p.qp.hop_limit ? p.qp.hop_limit : 64;
+    r.flow_label = p.qp.flow_label & 0xfffff;
+    r.sl = p.qp.sl & 0xf;
     r.max_cm_retries = std::min<uint8_t>(p.max_cm_retries, 15);
     r.connect_timeout_ms = p.timeout_ms;
     // Each REQ try waits 2 * PacketLifeTime + RemoteCMResponseTimeout (IBA 12.7.27); pick the
@@ -106,7 +110,10 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     q.primary_remote_lid = 0xffff;
     q.primary_local_gid = ipv4_gid(config_.ipv4);
     q.primary_remote_gid = ipv4_gid(p.remote.ipv4);
-    q.primary_hop_limit = 64;
+    q.primary_flow_label = r.flow_label;
+    q.primary_traffic_class = r.traffic_class;
+    q.primary_hop_limit = r.hop_limit;
+    q.primary_sl = r.sl;
     q.primary_local_ack_timeout = r.local_ack_timeout;
     CmaHeader cma;
     cma.src_port = r.local.port;

@@ -509,6 +509,10 @@ Status CmAgent::qp_attr(uint32_t id, hw::QpState target, hw::QpAttr* attr, uint3
       attr->max_dest_rd_atomic = r->responder_resources;
       attr->min_rnr_timer = 12;  // 0.64 ms; the CM does not carry it (IBA 12.7.34 is local)
       attr->remote_gid = hw::Gid::from_ipv4(r->remote.ipv4);
+      attr->traffic_class = r->traffic_class;
+      attr->hop_limit = r->hop_limit;
+      attr->flow_label = r->flow_label;
+      attr->sl = r->sl;
       *mask = hw::qp_attr::state | hw::qp_attr::path_mtu | hw::qp_attr::dest_qpn |
               hw::qp_attr::rq_psn | hw::qp_attr::max_dest_rd_atomic | hw::qp_attr::min_rnr_timer |
               hw::qp_attr::av;

@@ -123,6 +123,11 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
   r.retry_count = m.retry_count;
   r.rnr_retry_count = m.rnr_retry_count;
   r.local_ack_timeout = m.primary_local_ack_timeout;
+  // And the path's traffic class, hop limit, flow label and SL (cm_format_paths_from_req).
+  r.traffic_class = m.primary_traffic_class;
+  r.hop_limit = m.primary_hop_limit ? m.primary_hop_limit : 64;
+  r.flow_label = m.primary_flow_label;
+  r.sl = m.primary_sl;
   r.cm_response_timeout = m.local_cm_response_timeout;
   r.max_cm_retries = m.max_cm_retries;
   // Each REP try waits the requester's Local CM Response Timeout (IBA 12.7.28), within

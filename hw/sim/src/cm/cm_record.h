@@ -31,6 +31,11 @@ struct CmAgent::Record {
   uint8_t retry_count = 7;
   uint8_t rnr_retry_count = 7;
   uint8_t local_ack_timeout = 14;
+  // The primary path's (the REQ's): what qp_attr(RTR) gives both sides' address vectors.
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;
+  uint8_t sl = 0;
   hw::CmPeerOffer peer;  // the peer's REQ or REP as received
 
   // CM timers (IBA 12.7.27-12.7.30).
