@@ -17,6 +17,11 @@ namespace rnicdv::sim::rc {
 
 class Flush;
 
+// UC: how far behind the expected PSN a packet counts as a late copy, dropped alone, rather than
+// the start of a new message after a gap (PSNs are 24 bits; RC's half window would make a
+// requester that lost more than 2^23 packets in a row unreachable for as many again).
+inline constexpr uint32_t kUcStaleWindow = 1u << 16;
+
 class Responder {
  public:
   Responder(Context& ctx, Flush& flush) : ctx_(ctx), flush_(flush) {}

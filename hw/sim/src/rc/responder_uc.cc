@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The responder of a UC QP (IBA 9.8, Table 40; the UC rules of 9.7.5.1): SEND and RDMA WRITE
 // in PSN order, executed by the RC responder's own paths, and never answered. There is no
-// ACK, NAK, RNR or duplicate: a packet that does not continue the message in progress (a PSN
+// ACK, NAK, RNR or retransmission: a packet that does not continue the message in progress (a PSN
 // gap, an opcode out of sequence, a bad length) drops that message whole, and the responder
-// drops every packet until the next FIRST or ONLY, whose PSN it takes whatever it is. A
-// message that finds no receive WQE, or a WRITE refused for its R_Key, rights or length, is
+// drops every packet until the next FIRST or ONLY ahead of it, whose PSN it then follows. A
+// packet behind the expected PSN (up to kUcStaleWindow), a copy or one the link delayed, is
+// dropped alone, so that no message is delivered twice or out of order. A message that finds
+// no receive WQE, or a WRITE refused for its R_Key, rights or length, is
 // dropped the same way. A receive WQE taken by a dropped message stays with the QP and takes
 // the next one (data a dropped WRITE had placed stays placed: UC promises nothing for it).
 // Faults in this QP's own receive WQEs complete them in error and move the QP to ERR.
@@ -28,7 +30,17 @@ void Responder::on_uc_request(QpObj& qp, const pkt::Packet& p) {
   };
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
   const bool starts = info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only;
-  if (p.bth.psn != qp.resp.epsn || qp.resp.uc_dropping) {
+  const int32_t order = psn_cmp(p.bth.psn, qp.resp.epsn);
+  if (order < 0 && -order <= static_cast<int32_t>(kUcStaleWindow)) {
+    // Behind the expected PSN: a copy, or a packet that the link delayed past later ones, of
+    // a message already received or given up. A UC requester never sends a PSN twice, so it
+    // is dropped alone: taken as a new message it would deliver one twice or out of order,
+    // and as a gap it would abort the message now arriving.
+    ++ctx_.counters().duplicates_rx;
+    ++qp.counters.duplicates_rx;
+    return dropped();
+  }
+  if (order != 0 || qp.resp.uc_dropping) {
     if (!starts) {
       // A packet of this message went missing, or this one came out of place.
       drop_uc_message(qp);
