@@ -90,6 +90,7 @@ struct HostOptions {
   sim::DeviceConfig device;
   uint32_t cqe = 1024;
   bool shared_cq = false;
+  hw::QpType type = hw::QpType::rc;  // rc or uc (a UC QP on its own receive queue)
 };
 
 // One side: a device, a PD, CQs and a QP, with the QP's producer indices.
@@ -125,7 +126,9 @@ class Host {
     } else {
       rcq->cq = must(dev->create_cq(o.cqe));
     }
-    qp = must(dev->create_qp(*pd, *scq->cq, *rcq->cq, o.caps));
+    qp = o.type == hw::QpType::uc
+             ? must(dev->create_uc_qp(*pd, *scq->cq, *rcq->cq, nullptr, o.caps))
+             : must(dev->create_qp(*pd, *scq->cq, *rcq->cq, o.caps));
   }
 
   const hw::QpView& view() const { return qp->view(); }

@@ -31,7 +31,7 @@ void Responder::on_uc_request(QpObj& qp, const pkt::Packet& p) {
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
   const bool starts = info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only;
   const int32_t order = psn_cmp(p.bth.psn, qp.resp.epsn);
-  if (order < 0 && -order <= static_cast<int32_t>(kUcStaleWindow)) {
+  if (order < 0 && psn_diff(qp.resp.epsn, p.bth.psn) <= kUcStaleWindow) {
     // Behind the expected PSN: a copy, or a packet that the link delayed past later ones, of
     // a message already received or given up. A UC requester never sends a PSN twice, so it
     // is dropped alone: taken as a new message it would deliver one twice or out of order,
