@@ -406,3 +406,55 @@ TEST_CASE("under random loss, reordering and copies every UC receive holds one w
     CHECK(p.b.snapshot().state == hw::QpState::rts);
   }
 }
+
+TEST_CASE("a UC QP on a shared receive queue: a dropped message's receive takes the next one, "
+          "and a SEND that finds the queue empty is lost",
+          "[drv][uc][srq]") {
+  sim::FabricConfig config;
+  config.mode = sim::ExecMode::deterministic;
+  config.wire = sim::WireKind::inproc;
+  config.seed = 7;
+  config.fault_spec = "seed=7; drop nth=2 opcode=send dir=request";  // the first SEND's MIDDLE
+  Pair p;
+  p.fabric = take(sim::Fabric::create(config));
+  p.a = make_node(p.fabric, mlx5_profile(), uc_config());
+  p.b = make_node(p.fabric, mlx5_profile(), uc_config());
+  SharedReceiveQueue srq = take(p.b.dev->create_srq(*p.b.pd, 8, 1));
+  QpConfig on_srq = uc_config();
+  on_srq.srq = &srq;
+  p.b.qp.emplace(take(p.b.dev->create_qp(*p.b.pd, *p.b.cq, *p.b.cq, on_srq)));
+  connect(p);
+  auto post_srq = [&](uint64_t wr_id, size_t offset) {
+    const Sge s = p.b.sge(offset, 4096);
+    RecvWr r;
+    r.wr_id = wr_id;
+    r.sg_list = &s;
+    r.num_sge = 1;
+    REQUIRE(srq.post_recv(r) == Errc::ok);
+  };
+  post_srq(21, kDst);
+  fill(p.a.bytes(kSrc), 3000, 0x11);
+  fill(p.a.bytes(kSrc + 0x2000), 700, 0x22);
+  REQUIRE(p.a.qp->post_message(1, p.a.sge(kSrc, 3000), send_flags::signaled) == Errc::ok);
+  REQUIRE(p.a.qp->post_message(2, p.a.sge(kSrc + 0x2000, 700), send_flags::signaled) ==
+          Errc::ok);
+  REQUIRE(poll_n(*p.fabric, *p.a.cq, 2).size() == 2);
+  auto got = poll_n(*p.fabric, *p.b.cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].wr_id == 21);  // the SRQ's one receive, taken by the first and kept
+  CHECK(got[0].byte_len == 700);
+  CHECK(std::memcmp(p.b.bytes(kDst), p.a.bytes(kSrc + 0x2000), 700) == 0);
+  CHECK(p.b.counters().uc_messages_dropped == 1);
+
+  // The queue is empty: the next SEND is lost, and the QP runs on.
+  REQUIRE(p.a.qp->post_message(3, p.a.sge(kSrc, 64), send_flags::signaled) == Errc::ok);
+  REQUIRE(poll_n(*p.fabric, *p.a.cq, 1).size() == 1);
+  CHECK(poll_for(*p.fabric, *p.b.cq).empty());
+  CHECK(p.b.counters().uc_no_recv_drops == 1);
+  post_srq(22, kDst + 0x2000);
+  REQUIRE(p.a.qp->post_message(4, p.a.sge(kSrc, 64), send_flags::signaled) == Errc::ok);
+  got = poll_n(*p.fabric, *p.b.cq, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].wr_id == 22);
+  CHECK(got[0].byte_len == 64);
+}
