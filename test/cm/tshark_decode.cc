@@ -27,25 +27,32 @@ std::vector<std::string> tshark(const std::string& pcap, const std::vector<std::
   return lines;
 }
 
+void skip_without_tshark() {
+  auto probe = Child::spawn({"tshark", "-v"});
+  if (!probe || probe->wait(30s) != 0) {
+    std::printf("skipped: tshark is not installed\n");
+    std::fflush(stdout);
+    std::exit(77);
+  }
+}
+
+// A capture file of this test's own, removed at the end.
+struct TempPcap {
+  char path[32] = "/tmp/rnicdv-cm-XXXXXX.pcap";
+  TempPcap() {
+    const int fd = mkstemps(path, 5);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+  }
+  ~TempPcap() { ::unlink(path); }
+};
+
 }  // namespace
 
 TEST_CASE("tshark decodes the CM exchange in the wire's pcap as InfiniBand CM messages") {
-  {
-    auto probe = Child::spawn({"tshark", "-v"});
-    if (!probe || probe->wait(30s) != 0) {
-      std::printf("skipped: tshark is not installed\n");
-      std::fflush(stdout);
-      std::exit(77);
-    }
-  }
-  char path[] = "/tmp/rnicdv-cm-XXXXXX.pcap";
-  const int fd = mkstemps(path, 5);
-  REQUIRE(fd >= 0);
-  ::close(fd);
-  struct Unlink {
-    const char* p;
-    ~Unlink() { ::unlink(p); }
-  } unlink_pcap{path};
+  skip_without_tshark();
+  TempPcap pcap;
+  const char* path = pcap.path;
 
   uint32_t qpn_a = 0, qpn_b = 0;
   std::string ip_b;
@@ -122,22 +129,9 @@ TEST_CASE("tshark decodes the CM exchange in the wire's pcap as InfiniBand CM me
 
 TEST_CASE("the REQ carries the active side's traffic class, hop limit, flow label and SL, and "
           "the passive QP takes them unless it asks for its own") {
-  {
-    auto probe = Child::spawn({"tshark", "-v"});
-    if (!probe || probe->wait(30s) != 0) {
-      std::printf("skipped: tshark is not installed\n");
-      std::fflush(stdout);
-      std::exit(77);
-    }
-  }
-  char path[] = "/tmp/rnicdv-cm-XXXXXX.pcap";
-  const int fd = mkstemps(path, 5);
-  REQUIRE(fd >= 0);
-  ::close(fd);
-  struct Unlink {
-    const char* p;
-    ~Unlink() { ::unlink(p); }
-  } unlink_pcap{path};
+  skip_without_tshark();
+  TempPcap pcap;
+  const char* path = pcap.path;
 
   std::string ip_a, ip_c;
   {

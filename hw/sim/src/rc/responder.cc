@@ -64,23 +64,8 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   const bool sequence_ok = qp.resp.cur_op == 0
                                ? !continues
                                : (continues && static_cast<uint8_t>(info.kind) == qp.resp.cur_op);
-  // Payload lengths (rxe check_length): FIRST and MIDDLE carry exactly the MTU, LAST 1..MTU,
-  // ONLY 0..MTU.
-  bool length_ok = true;
-  if (info.kind == pkt::OpKind::send || info.kind == pkt::OpKind::write) {
-    switch (info.pos) {
-      case pkt::OpPos::first:
-      case pkt::OpPos::middle:
-        length_ok = p.payload_len == qp.mtu;
-        break;
-      case pkt::OpPos::last:
-        length_ok = p.payload_len >= 1 && p.payload_len <= qp.mtu;
-        break;
-      default:
-        length_ok = p.payload_len <= qp.mtu;
-        break;
-    }
-  }
+  const bool length_ok = (info.kind != pkt::OpKind::send && info.kind != pkt::OpKind::write) ||
+                         payload_length_ok(qp, info, p);
   if (!sequence_ok || !length_ok) {
     fail(qp, pkt::aeth::kNakInvalidRequest, psn, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
          hw::AsyncEventType::qp_req_err);
@@ -117,6 +102,21 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   }
   qp.resp.epsn = psn_add(qp.resp.epsn, 1);
   if (p.bth.ack_req) queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn);
+}
+
+// Payload lengths of SEND and WRITE packets (rxe check_length): FIRST and MIDDLE carry exactly
+// the MTU, LAST 1..MTU, ONLY 0..MTU.
+bool Responder::payload_length_ok(const QpObj& qp, const pkt::OpcodeInfo& info,
+                                  const pkt::Packet& p) {
+  switch (info.pos) {
+    case pkt::OpPos::first:
+    case pkt::OpPos::middle:
+      return p.payload_len == qp.mtu;
+    case pkt::OpPos::last:
+      return p.payload_len >= 1 && p.payload_len <= qp.mtu;
+    default:
+      return p.payload_len <= qp.mtu;
+  }
 }
 
 namespace {

@@ -39,6 +39,8 @@ class Responder {
   // answers with `nak_syndrome` and moves to ERR with `event`; UC drops the message.
   void refuse(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, hw::AsyncEventType event);
   void on_duplicate_request(QpObj& qp, const pkt::Packet& p);
+  static bool payload_length_ok(const QpObj& qp, const pkt::OpcodeInfo& info,
+                                const pkt::Packet& p);
   bool chosen_fault(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
   bool execute_send(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
   bool execute_write(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);

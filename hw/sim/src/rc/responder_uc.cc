@@ -55,19 +55,7 @@ void Responder::on_uc_request(QpObj& qp, const pkt::Packet& p) {
     qp.resp.write.active = false;
   }
   const bool continues = !starts;
-  bool length_ok = true;
-  switch (info.pos) {
-    case pkt::OpPos::first:
-    case pkt::OpPos::middle:
-      length_ok = p.payload_len == qp.mtu;
-      break;
-    case pkt::OpPos::last:
-      length_ok = p.payload_len >= 1 && p.payload_len <= qp.mtu;
-      break;
-    default:
-      length_ok = p.payload_len <= qp.mtu;
-      break;
-  }
+  const bool length_ok = payload_length_ok(qp, info, p);
   const bool sequence_ok =
       !continues || (qp.resp.cur_op != 0 && static_cast<uint8_t>(info.kind) == qp.resp.cur_op);
   const bool allowed = info.kind != pkt::OpKind::write ||
