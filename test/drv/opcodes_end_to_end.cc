@@ -12,15 +12,6 @@ using namespace rnicdv::test;
 
 namespace {
 
-void post_receive(Node& n, uint64_t wr_id, size_t offset, uint32_t len) {
-  const Sge sge = n.sge(offset, len);
-  RecvWr wr;
-  wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  REQUIRE(n.qp->post_recv(wr) == Errc::ok);
-}
-
 Completion one_completion(Pair& p, Node& n) {
   auto got = poll_n(*p.fabric, *n.cq, 1);
   REQUIRE(got.size() == 1);

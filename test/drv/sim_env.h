@@ -156,6 +156,16 @@ inline Pair make_connected_pair(const hw::DeviceProfile& profile,
   return p;
 }
 
+// One receive of `len` bytes at `offset` of the node's memory, on its QP's own queue.
+inline void post_receive(Node& n, uint64_t wr_id, size_t offset, uint32_t len) {
+  const Sge sge = n.sge(offset, len);
+  RecvWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  REQUIRE(n.qp->post_recv(wr) == Errc::ok);
+}
+
 // Polls `cq` (which runs the fabric through the progress hook) until `want` completions have
 // arrived or `max_virtual_ns` of virtual time has passed. Returns what arrived.
 inline std::vector<Completion> poll_n(sim::Fabric& fabric, CompletionQueue& cq, size_t want,

@@ -43,15 +43,6 @@ void connect(Pair& p) {
   to_rts(p.a, kPsnA);
 }
 
-void post_recv(Node& n, uint64_t wr_id, size_t offset, uint32_t len) {
-  const Sge s = n.sge(offset, len);
-  RecvWr r;
-  r.wr_id = wr_id;
-  r.sg_list = &s;
-  r.num_sge = 1;
-  REQUIRE(n.qp->post_recv(r) == Errc::ok);
-}
-
 }  // namespace
 
 TEST_CASE("UC SENDs and WRITEs of several packets arrive, and the sender completes them with no "
@@ -59,8 +50,8 @@ TEST_CASE("UC SENDs and WRITEs of several packets arrive, and the sender complet
           "[drv][uc]") {
   Pair p = make_uc_pair();
   connect(p);
-  post_recv(p.b, 7, kDst, 4096);
-  post_recv(p.b, 8, kDst + 0x2000, 64);
+  post_receive(p.b, 7, kDst, 4096);
+  post_receive(p.b, 8, kDst + 0x2000, 64);
   fill(p.a.bytes(kSrc), 3000, 0x21);
   const Sge s = p.a.sge(kSrc, 3000);  // three packets at a 1024-byte path MTU
   REQUIRE(p.a.qp->post_message_imm(1, s, 0xabcd0001, send_flags::signaled) == Errc::ok);
@@ -103,7 +94,7 @@ TEST_CASE("a UC message that loses a packet is dropped whole, and its receive WQ
   // The second packet of the first SEND is lost on the wire.
   Pair p = make_uc_pair("seed=7; drop nth=2 opcode=send dir=request");
   connect(p);
-  post_recv(p.b, 7, kDst, 4096);
+  post_receive(p.b, 7, kDst, 4096);
   fill(p.a.bytes(kSrc), 3000, 0x40);
   fill(p.a.bytes(kSrc + 0x1000), 1500, 0x90);
   const Sge first = p.a.sge(kSrc, 3000);
@@ -139,7 +130,7 @@ TEST_CASE("a UC message that loses its last packet is abandoned for the next one
   // next message's ONLY two PSNs later.
   Pair p = make_uc_pair("seed=7; drop nth=3 opcode=write dir=request");
   connect(p);
-  post_recv(p.b, 9, kDst, 256);
+  post_receive(p.b, 9, kDst, 256);
   fill(p.a.bytes(kSrc), 3000, 0x55);
   const Sge big = p.a.sge(kSrc, 3000);
   REQUIRE(p.a.qp->post_write(1, big, p.b.addr(0x6000), p.b.rkey(), send_flags::signaled) ==
@@ -175,7 +166,7 @@ TEST_CASE("a UC SEND that finds no receive WQE is lost, not retried, and the QP 
   CHECK(c.rnr_naks_tx == 0);
   CHECK(take(p.b.dev->read_port_counter(1, "hw_counters/out_of_buffer")) == 1);
 
-  post_recv(p.b, 5, kDst, 64);
+  post_receive(p.b, 5, kDst, 64);
   REQUIRE(p.a.qp->post_message(2, s, send_flags::signaled) == Errc::ok);
   auto got = poll_n(*p.fabric, *p.b.cq, 1);
   REQUIRE(got.size() == 1);
@@ -238,7 +229,7 @@ TEST_CASE("a UC receive too small for its message completes with a local length 
           "[drv][uc][errors]") {
   Pair p = make_uc_pair();
   connect(p);
-  post_recv(p.b, 4, kDst, 100);
+  post_receive(p.b, 4, kDst, 100);
   const Sge s = p.a.sge(kSrc, 200);
   REQUIRE(p.a.qp->post_message(1, s, send_flags::signaled) == Errc::ok);
   auto got = poll_n(*p.fabric, *p.b.cq, 1);
@@ -258,7 +249,7 @@ TEST_CASE("a UC QP refuses READ and atomics at post, and posts the work requests
           "[drv][uc][errors]") {
   Pair p = make_uc_pair();
   connect(p);
-  post_recv(p.b, 1, kDst, 64);
+  post_receive(p.b, 1, kDst, 64);
   const Sge s = p.a.sge(kSrc, 64);
   const Sge result = p.a.sge(kLocal, 8);
   CHECK(p.a.qp->post_read(1, s, p.b.addr(kDst), p.b.rkey(), send_flags::signaled) ==
@@ -289,7 +280,7 @@ TEST_CASE("UC sends posted in RTR are withheld and run once at RTS, for both ear
     Pair p = make_uc_pair("", profile);
     to_rtr(p);
     to_rts(p.b, kPsnB);
-    for (int i = 0; i < 3; ++i) post_recv(p.b, 10 + i, kDst + i * 512, 256);
+    for (int i = 0; i < 3; ++i) post_receive(p.b, 10 + i, kDst + i * 512, 256);
     Sge s[3];
     for (int i = 0; i < 3; ++i) {
       fill(p.a.bytes(kSrc + i * 256), 100, static_cast<uint8_t>(i + 1));
@@ -364,7 +355,7 @@ TEST_CASE("under random loss, reordering and copies every UC receive holds one w
     // Message i: 200..2999 bytes (one to three packets), a pattern of its own.
     auto length_of = [](int i) { return static_cast<uint32_t>(200 + (i * 397) % 2800); };
     for (int i = 0; i < kMessages; ++i) fill(p.a.bytes(size_t(i) * kSlot), length_of(i), uint8_t(i));
-    for (int i = 0; i < kMessages; ++i) post_recv(p.b, uint64_t(i), size_t(i) * kSlot, kSlot);
+    for (int i = 0; i < kMessages; ++i) post_receive(p.b, uint64_t(i), size_t(i) * kSlot, kSlot);
     std::vector<Completion> got;
     int sent = 0;
     for (int i = 0; i < kMessages; ++i) {
