@@ -23,10 +23,13 @@
 //                 exit(0) interrupts the wait
 //   exit-in-ucma  creates and destroys rdma_cm IDs in a loop until a timer (1 to 40 ms) whose
 //                 handler calls exit(0) interrupts it, most likely inside an rdma_cm command
+//   exit-in-two-threads  300 ms later, the main thread and a second one call exit(0) at once
+//                 (as rping's client does on an error its rdma_cm thread sees)
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <signal.h>
 #include <sys/time.h>
@@ -197,7 +200,7 @@ int run_server(const std::string& addr, uint16_t port, const std::string& then) 
 
 int run_client(const std::string& peer, uint16_t port, const std::string& end) {
   if (end != "wait" && end != "exit" && end != "exit-on-dreq" && end != "exit-in-handler" &&
-      end != "exit-in-get-event" && end != "exit-in-ucma")
+      end != "exit-in-get-event" && end != "exit-in-ucma" && end != "exit-in-two-threads")
     usage("unknown --end");
   rdma_event_channel* ch = rdma_create_event_channel();
   if (!ch) fail("rdma_create_event_channel");
@@ -261,6 +264,26 @@ int run_client(const std::string& peer, uint16_t port, const std::string& end) {
       ibv_mr* mr = ibv_reg_mr(q.pd, q.mem.data(), q.mem.size(), access);
       if (!mr || ibv_dereg_mr(mr)) fail("ibv_reg_mr/ibv_dereg_mr");
     }
+  }
+  if (end == "exit-in-two-threads") {
+    ::usleep(300'000);
+    static pthread_barrier_t both;
+    pthread_barrier_init(&both, nullptr, 2);
+    pthread_t other;
+    const int rc = pthread_create(
+        &other, nullptr,
+        [](void*) -> void* {
+          pthread_barrier_wait(&both);
+          std::exit(0);
+        },
+        nullptr);
+    if (rc != 0) {
+      errno = rc;
+      fail("pthread_create");
+    }
+    say("exiting");
+    pthread_barrier_wait(&both);
+    std::exit(0);
   }
   if (end == "exit") {
     ::usleep(300'000);

@@ -41,11 +41,16 @@ count_lines() {
   for p in "$@"; do lines=$(printf '%s\n' "$lines" | grep -F -- "$p"); done
   printf '%s\n' "$lines" | grep -c . || true
 }
-# Every process's log ends with its "end" line (a client started again has a log too).
+# Every process's log ends with its "end" line (a client started again has a log too), but
+# those of the servers run_rdmacm.sh killed to start them again ($logs/run.out names them).
 every_log_ends() {
-  local f n=0
+  local f n=0 killed
+  killed=$(sed -n 's/^===== servers killed to start again: pids//p' "$logs/run.out" 2>/dev/null)
   for f in "$logs"/faults.*.jsonl; do
     [ -e "$f" ] || continue
+    local pid=${f##*/faults.}
+    pid=${pid%.jsonl}
+    case " $killed " in *" $pid "*) continue ;; esac
     tail -n 1 "$f" | grep -qF '"kind":"end"' || return 1
     n=$((n + 1))
   done
@@ -91,8 +96,8 @@ case $what in
     # RTU, lost too), and the third completes the connection, within the REP's deadline.
     export RNICDV_SIM_FAULTS="seed=$seed; log=$logs/faults.%p.jsonl; drop mad=rtu every=1 count=2"
     "$here/run_rdmacm.sh" "$shim" "$port" 'ping data: rdma-ping-19:' \
-      -- rping -s -a @S@ -p @P@ -- rping -c -a @S@ -p @P@ -C 20 -v
-    rc=$?
+      -- rping -s -a @S@ -p @P@ -- rping -c -a @S@ -p @P@ -C 20 -v | tee "$logs/run.out"
+    rc=${PIPESTATUS[0]}
     [ $rc -eq 77 ] && exit 77
     [ $rc -eq 0 ] || fail "rping failed under $RNICDV_SIM_FAULTS"
     rtu_drops=$(count_lines '"fault":"drop"' '"mad":"rtu"')

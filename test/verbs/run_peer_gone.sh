@@ -11,6 +11,8 @@
 #                         rdma_get_cm_event (a wait that holds no lock: its DREQ goes out)
 #   exit-in-ucma          the client's timer handler calls exit() in the middle of its rdma_cm
 #                         commands (the CM sends the DREQ without the rdma_cm ID table)
+#   exit-in-two-threads   two of the client's threads call exit() at once (the second must not
+#                         end the process before the first one's teardown has sent the DREQ)
 #   kill-while-sending    the client is killed (SIGKILL) while the server sends to it
 #   kill-then-disconnect  the client is killed; then the server disconnects (its DREQ)
 #
@@ -33,6 +35,7 @@ case $case in
   exit-in-handler) then=idle end=exit-in-handler ;;
   exit-in-get-event) then=idle end=exit-in-get-event ;;
   exit-in-ucma) then=idle end=exit-in-ucma ;;
+  exit-in-two-threads) then=idle end=exit-in-two-threads ;;
   kill-while-sending) then=send end=wait ;;
   kill-then-disconnect) then=disconnect-on-usr1 end=wait ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
@@ -79,6 +82,10 @@ case $case in
     waitfor '^exiting at' "$work/client.out" 10
     start=$(stamp exiting "$work/client.out")
     what="the client's exit()" ;;
+  exit-in-two-threads)
+    waitfor '^exiting at' "$work/client.out" 10
+    start=$(stamp exiting "$work/client.out")
+    what="the client's two exit() calls" ;;
   exit-in-handler|exit-in-ucma)
     # The handler runs 1 to 40 ms after the client's ESTABLISHED; that is the start here.
     start=$(stamp established "$work/client.out")

@@ -49,7 +49,7 @@ start_server() {
   server_pid=$!
 }
 start_server
-client_rc=1 restarts=0
+client_rc=1 restarts=0 stopped=
 for attempt in $(seq 1 100); do
   timeout "$limit" env LD_PRELOAD="$shim" RNICDV_SIM_ADDR="$cli_addr" "${client[@]}" >"$work/client.out" 2>&1
   client_rc=$?
@@ -71,6 +71,9 @@ for attempt in $(seq 1 100); do
          ! grep -Eq '^[0-9]+[kmg]?_(lat|bw) ' "$work/client.out"; }; } &&
      [ $restarts -lt 10 ]; then
     restarts=$((restarts + 1))
+    # The program itself is timeout's child; killed, it runs no exit handlers (a fault log
+    # without its end line, say): its PID is reported for the callers that check such things.
+    stopped="$stopped $(cat /proc/$server_pid/task/$server_pid/children 2>/dev/null)"
     kill $server_pid 2>/dev/null
     wait $server_pid 2>/dev/null
     start_server
@@ -92,5 +95,6 @@ fi
 echo "===== server: ${server[*]} (exit $server_rc)"
 cat "$work/server.out"
 echo "===== client: ${client[*]} (exit $client_rc, attempt $attempt, server started $((restarts + 1)) times)"
+[ -n "${stopped// /}" ] && echo "===== servers killed to start again: pids$stopped"
 cat "$work/client.out"
 exit $status

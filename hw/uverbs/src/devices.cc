@@ -47,6 +47,8 @@ struct Registry {
   // The teardown at exit runs on the event thread (at_exit): asked for with `teardown` (and
   // what the exiting thread was interrupted in), its end told through `done_fd`.
   std::atomic<bool> teardown{false};
+  // at_exit has returned, whichever way (exit_barrier waits for it).
+  std::atomic<bool> exit_hook_over{false};
   std::atomic<uint8_t> interrupted{0};
   int done_fd = -1;
   std::atomic<AsyncSink> sink{nullptr};
@@ -140,14 +142,22 @@ void teardown_at_exit(Registry& r) {
   for (auto& d : r.devices) d.reset();
 }
 
+// How long at_exit may take: the teardown's budget, a second for the event thread.
+constexpr int64_t kAtExitLimitMs = kExitWait.count() + 1000;
+
+int64_t ms_since(const timespec& start) {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1'000'000;
+}
+
 // The atexit hook. The exiting thread does nothing here that could wait on the program: it
 // may be in a signal handler that interrupted a call holding any lock, the shim's or libc's
 // (malloc's, when the handler interrupted an allocation). So it allocates nothing and takes
 // no lock: it hands the teardown to the event thread (a flag and an eventfd) and waits for it
 // at most kExitWait plus a second. If the teardown cannot finish in that time, the process
 // ends without it, as it would have without the shim.
-void at_exit() {
-  Registry& r = registry();
+void teardown_and_wait(Registry& r) {
   // A child of fork() exits with the parent's objects in its copy of memory, but none of its
   // threads: joining them, or taking a lock one of them held at the fork, would crash or
   // hang the child. Its copy is left as it is (still reachable from here); the parent's
@@ -159,20 +169,44 @@ void at_exit() {
   r.interrupted.store(interrupted, std::memory_order_release);
   r.teardown.store(true, std::memory_order_release);
   wake();
-  timespec start{}, now{};
+  timespec start{};
   ::clock_gettime(CLOCK_MONOTONIC, &start);
-  const int64_t limit_ms = kExitWait.count() + 1000;
   for (;;) {
-    ::clock_gettime(CLOCK_MONOTONIC, &now);
-    const int64_t spent_ms =
-        (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1'000'000;
-    if (spent_ms >= limit_ms) return;  // the event thread is stuck: the process ends as it is
+    const int64_t spent_ms = ms_since(start);
+    // The event thread is stuck: the process ends as it is.
+    if (spent_ms >= kAtExitLimitMs) return;
     pollfd p{r.done_fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(limit_ms - spent_ms));
+    const int n = ::poll(&p, 1, static_cast<int>(kAtExitLimitMs - spent_ms));
     if (n > 0) break;
     if (n < 0 && errno != EINTR) return;
   }
   r.events.join();  // it has returned
+}
+
+void at_exit() {
+  Registry& r = registry();
+  teardown_and_wait(r);
+  r.exit_hook_over.store(true, std::memory_order_release);
+}
+
+// The second atexit hook, registered just before at_exit and so run just after it. glibc
+// (2.36, as Debian 12 ships it) lets a second thread that calls exit() while the first is
+// running the handlers take the next handler in the list, and call _exit when the list is
+// empty: rping's client does so (its rdma_cm thread and its main thread both exit on an
+// ADDR_ERROR). The process then ended in the middle of the teardown: no DREQ to the peers,
+// no fault log's end line. The thread that runs this hook, whichever it is, waits for at_exit
+// to return (at most its limit and half a second more), so that no exit() ends the process
+// before the teardown is over. Like at_exit it allocates nothing and takes no lock.
+void exit_barrier() {
+  Registry& r = registry();
+  if (::getpid() != r.pid) return;  // a child of fork(): at_exit returns at once there
+  timespec start{};
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  while (!r.exit_hook_over.load(std::memory_order_acquire)) {
+    if (ms_since(start) >= kAtExitLimitMs + 500) return;
+    const timespec pause{0, 1'000'000};
+    ::nanosleep(&pause, nullptr);
+  }
 }
 
 }  // namespace
@@ -219,6 +253,8 @@ Result<SimDevice*> device_for(uint32_t index) {
   }
   if (!r.exit_hook) {
     r.exit_hook = true;
+    // In this order: handlers run last registered first, so exit_barrier runs after at_exit.
+    ::atexit(exit_barrier);
     ::atexit(at_exit);
   }
   return r.devices[index].get();
