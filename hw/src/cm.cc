@@ -88,6 +88,25 @@ const char* reject_reason_name(uint16_t reason) noexcept {
   return "unknown reason";
 }
 
+// IBA 12.11.2 Table 120 (Linux ib_cm.h enum ib_cm_sidr_status).
+const char* sidr_status_name(uint8_t status) noexcept {
+  switch (status) {
+    case sidr_status::success:
+      return "success";
+    case sidr_status::unsupported:
+      return "service ID not supported (nothing listens on that port)";
+    case sidr_status::reject:
+      return "rejected by the service";
+    case sidr_status::no_qp:
+      return "no QP available";
+    case sidr_status::redirect:
+      return "redirect";
+    case sidr_status::unsupported_version:
+      return "unsupported version";
+  }
+  return "unknown status";
+}
+
 const char* cm_event_type_name(CmEventType t) noexcept {
   switch (t) {
     case CmEventType::connect_request:

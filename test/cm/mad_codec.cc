@@ -203,6 +203,41 @@ TEST_CASE("REJ, RTU, DREQ, DREP and MRA encode to the bytes of IBA Tables 107-11
     e.at(24, {1, 2, 3, 4, 5, 6, 7, 8});
     check_bytes(encode_cm_mad(with_tid(d)), e.bytes);
   }
+  SECTION("SIDR_REQ: request ID, P_Key, the UDP port space's service ID, private data") {
+    SidrReqMsg q;
+    q.request_id = 0x01020304;
+    q.pkey = 0xffff;
+    q.service_id = 0x0000000001111c06ull;  // RDMA_PS_UDP, port 7174
+    q.private_data[0] = 0x11;
+    q.private_data[215] = 0x5a;
+    Expected e = header(0x0017);
+    e.at(24, {1, 2, 3, 4, 0xff, 0xff, 0, 0});
+    e.at(32, {0, 0, 0, 0, 0x01, 0x11, 0x1c, 0x06});
+    e.at(40, {0x11});
+    e.at(255, {0x5a});
+    check_bytes(encode_cm_mad(with_tid(q)), e.bytes);
+  }
+  SECTION("SIDR_REP: status, QPN in the top 24 bits of its word, service ID, Q_Key") {
+    SidrRepMsg r;
+    r.request_id = 0x01020304;
+    r.status = 2;
+    r.info_length = 3;
+    r.qpn = 0x00abcdef;
+    r.service_id = 0x0000000001111c06ull;
+    r.qkey = 0x01234567;
+    r.info[0] = 0x77;
+    r.private_data[0] = 0x42;
+    r.private_data[135] = 0x5b;
+    Expected e = header(0x0018);
+    e.at(24, {1, 2, 3, 4, 0x02, 0x03, 0, 0});
+    e.at(32, {0xab, 0xcd, 0xef, 0x00});
+    e.at(36, {0, 0, 0, 0, 0x01, 0x11, 0x1c, 0x06});
+    e.at(44, {0x01, 0x23, 0x45, 0x67});
+    e.at(48, {0x77});   // Additional Information (72 bytes) at 24 + 24
+    e.at(120, {0x42});  // private data at 24 + 96
+    e.at(255, {0x5b});
+    check_bytes(encode_cm_mad(with_tid(r)), e.bytes);
+  }
   SECTION("MRA of a REP with service timeout 24") {
     MraMsg m;
     m.local_comm_id = 0x01020304;
@@ -372,6 +407,30 @@ DrepMsg random_fill<DrepMsg>(std::mt19937_64& rng) {
   return m;
 }
 
+template <>
+SidrReqMsg random_fill<SidrReqMsg>(std::mt19937_64& rng) {
+  SidrReqMsg m;
+  m.request_id = bits(rng, 32);
+  m.pkey = static_cast<uint16_t>(bits(rng, 16));
+  m.service_id = rng();
+  fill(m.private_data, rng);
+  return m;
+}
+
+template <>
+SidrRepMsg random_fill<SidrRepMsg>(std::mt19937_64& rng) {
+  SidrRepMsg m;
+  m.request_id = bits(rng, 32);
+  m.status = static_cast<uint8_t>(bits(rng, 8));
+  m.info_length = static_cast<uint8_t>(bits(rng, 8) % (kSidrRepInfo + 1));
+  m.qpn = bits(rng, 24);
+  m.service_id = rng();
+  m.qkey = bits(rng, 32);
+  fill(m.info, rng);
+  fill(m.private_data, rng);
+  return m;
+}
+
 template <class Msg>
 void round_trip(std::mt19937_64& rng) {
   for (int i = 0; i < 200; ++i) {
@@ -401,6 +460,8 @@ TEST_CASE("every CM message survives encode then decode with every field at rand
   round_trip<RtuMsg>(rng);
   round_trip<DreqMsg>(rng);
   round_trip<DrepMsg>(rng);
+  round_trip<SidrReqMsg>(rng);
+  round_trip<SidrRepMsg>(rng);
 }
 
 TEST_CASE("the parser rejects truncated MADs, foreign classes and unknown attributes") {
@@ -425,14 +486,14 @@ TEST_CASE("the parser rejects truncated MADs, foreign classes and unknown attrib
   CHECK(mutate(1, 0x81).status().message() == "MAD class 0x81 is not CM (0x07)");
   CHECK(mutate(2, 1).status().message() == "CM class version 1, expected 2");
   CHECK(mutate(3, 0x83).status().message() == "CM method 0x83, expected Send (0x03)");
-  CHECK(mutate(17, 0x17).status().message() == "CM attribute 0x0017 (SIDR_REQ) not supported");
+  CHECK(mutate(17, 0x19).status().message() == "CM attribute 0x0019 (LAP) not supported");
   CHECK(mutate(17, 0x01).status().code() == rnicdv::Errc::unsupported);
 
   for (uint32_t attr = 0; attr <= 0xffff; ++attr) {
     MadBytes b = good;
     b[16] = static_cast<uint8_t>(attr >> 8);
     b[17] = static_cast<uint8_t>(attr);
-    const bool known = attr >= 0x10 && attr <= 0x16;
+    const bool known = attr >= 0x10 && attr <= 0x18;  // REQ ... DREP, SIDR_REQ, SIDR_REP
     CHECK(static_cast<bool>(decode_cm_mad(b)) == known);
   }
 }

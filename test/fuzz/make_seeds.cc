@@ -341,6 +341,19 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> mad_seeds() {
   drep.remote_comm_id = req.local_comm_id;
   add("drep", drep, 2);
 
+  SidrReqMsg sidr_req;
+  sidr_req.request_id = 0x55667788;
+  sidr_req.service_id = udp_service_id_for_port(7174);
+  encode_cma_header(cma, sidr_req.private_data.data());
+  add("sidr-req", sidr_req, 3);
+
+  SidrRepMsg sidr_rep;
+  sidr_rep.request_id = sidr_req.request_id;
+  sidr_rep.qpn = 0x000103;
+  sidr_rep.service_id = sidr_req.service_id;
+  sidr_rep.qkey = 0x01234567;
+  add("sidr-rep", sidr_rep, 3);
+
   // Malformed: short, and a MAD of another class.
   out.emplace_back("short", std::vector<uint8_t>(out[0].second.begin(), out[0].second.begin() + 100));
   auto other = out[0].second;

@@ -42,6 +42,29 @@ std::string cm_address_string(const CmAddress& a);  // "127.0.0.3:7471"
 inline constexpr size_t kReqPrivateDataMax = 56;
 inline constexpr size_t kRepPrivateDataMax = 196;
 inline constexpr size_t kRejPrivateDataMax = 148;
+// SIDR (IBA 12.11): rdma_cm takes 36 of the SIDR_REQ's 216 bytes; the SIDR_REP's 136 are the
+// consumer's.
+inline constexpr size_t kSidrReqPrivateDataMax = 180;
+inline constexpr size_t kSidrRepPrivateDataMax = 136;
+
+// rdma_cm's port spaces, the service ID's bits 16-31 (IBA Annex A11): a request reaches only a
+// listener of its own space. `tcp` (RDMA_PS_TCP) connects RC QPs with REQ, REP and RTU; `udp`
+// (RDMA_PS_UDP) resolves a UD QP's QPN and Q_Key with SIDR_REQ and SIDR_REP.
+enum class CmPortSpace : uint16_t { tcp = 0x0106, udp = 0x0111 };
+
+// The Q_Key of rdma_cm's UDP port space (RDMA_UDP_QKEY).
+inline constexpr uint32_t kRdmaUdpQkey = 0x01234567;
+
+// SIDR_REP status codes (IBA 12.11.2, Table 120; Linux ib_cm.h enum ib_cm_sidr_status).
+namespace sidr_status {
+inline constexpr uint8_t success = 0;
+inline constexpr uint8_t unsupported = 1;  // no service at that ID
+inline constexpr uint8_t reject = 2;       // the service refused
+inline constexpr uint8_t no_qp = 3;
+inline constexpr uint8_t redirect = 4;
+inline constexpr uint8_t unsupported_version = 5;
+}  // namespace sidr_status
+const char* sidr_status_name(uint8_t status) noexcept;  // "service ID not supported", ...
 
 // The listen backlog: how many connection requests may wait (REQ received, neither accepted
 // nor rejected yet) before further REQs are dropped. The default and the ceiling are the
@@ -87,6 +110,8 @@ struct CmQpOffer {
   uint8_t hop_limit = 64;
   uint32_t flow_label = 0;
   uint8_t sl = 0;
+  // SIDR only: the UD QP's Q_Key, which the SIDR_REP carries (accept on the passive side).
+  uint32_t qkey = 0;
 };
 
 struct CmConnectParams {
@@ -100,6 +125,12 @@ struct CmConnectParams {
   // The source CM port carried in rdma_cm's header (cma_hdr); 0: the backend picks an
   // ephemeral one, as rdma_resolve_addr does for an unbound ID.
   uint16_t local_port = 0;
+  // `udp`: a SIDR_REQ instead of a REQ (private data at most kSidrReqPrivateDataMax bytes;
+  // `qp` is not sent, and its QPN may be 0). Its answer is the connection's only event:
+  // connect_response with the peer's QPN and Q_Key, or unreachable (a SIDR_REP that refused,
+  // with its status, or none within the timeout). Nothing is held afterwards: there is no
+  // establish or disconnect, and destroying the connection sends nothing.
+  CmPortSpace space = CmPortSpace::tcp;
 };
 
 struct CmAcceptParams {
@@ -118,6 +149,7 @@ struct CmPeerOffer {
   uint8_t rnr_retry_count = 0;
   uint64_t ca_guid = 0;
   bool srq = false;  // the peer's QP receives from an SRQ
+  uint32_t qkey = 0;  // SIDR_REP only: the peer UD QP's Q_Key
 };
 
 enum class CmEventType : uint8_t {
@@ -147,6 +179,10 @@ struct CmEvent {
   CmAddress remote;                       // the peer's address and CM port
   std::unique_ptr<CmConnection> request;  // connect_request only
   std::string detail;                     // readable reason, e.g. "no REP after 16 REQ attempts"
+  // SIDR (a request or response of the UDP port space). For `unreachable` after a SIDR_REP,
+  // sidr_status holds its status (hw::sidr_status); 0 when no SIDR_REP came.
+  bool sidr = false;
+  uint8_t sidr_status = 0;
 };
 
 class CmConnection {
@@ -162,9 +198,12 @@ class CmConnection {
   // as rdma_init_qp_attr(): fills `attr` and sets `*mask` (qp_attr::*, including state).
   virtual Status qp_attr(QpState target, QpAttr* attr, uint32_t* mask) const = 0;
 
-  // Passive, after connect_request and with the QP in RTR: sends the REP.
+  // Passive, after connect_request and with the QP in RTR: sends the REP. For a SIDR request:
+  // the SIDR_REP with status success, `params.qp.qpn` and `params.qp.qkey` (the UD QP in any
+  // state), and at most kSidrRepPrivateDataMax bytes of private data.
   virtual Status accept(const CmAcceptParams& params) = 0;
-  // Either side before the connection is established: sends a REJ.
+  // Either side before the connection is established: sends a REJ. A SIDR request is answered
+  // with a SIDR_REP of status reject (the reason is not sent), as destroying it unanswered is.
   virtual Status reject(uint16_t reason, std::span<const uint8_t> private_data) = 0;
   // Active, after connect_response and with the QP in RTS: sends the RTU (rdma_establish).
   virtual Status establish() = 0;
@@ -216,7 +255,16 @@ class ConnectionManager {
   Result<std::unique_ptr<CmListener>> listen(const CmAddress& local) {
     return listen(local, kDefaultListenBacklog);
   }
-  // Sends a REQ to `params.remote`. Events follow on the returned connection.
+  // Listens for SIDR requests (rdma_cm's RDMA_PS_UDP) on `local.port`: connect_request events
+  // with `sidr` set. The UDP port space is apart from the TCP one: the same port may have a
+  // listener in each. Backends without SIDR say so (unsupported).
+  virtual Result<std::unique_ptr<CmListener>> listen_ud(const CmAddress& local, int backlog) {
+    (void)backlog;
+    return Status::error(Errc::unsupported, "listen %s: SIDR (UD port space): not implemented",
+                         cm_address_string(local).c_str());
+  }
+  // Sends a REQ (or a SIDR_REQ, by params.space) to `params.remote`. Events follow on the
+  // returned connection.
   virtual Result<std::unique_ptr<CmConnection>> connect(const CmConnectParams& params) = 0;
   // The address connections from this device come from.
   virtual uint32_t local_ipv4() const = 0;

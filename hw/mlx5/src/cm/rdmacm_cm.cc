@@ -341,6 +341,9 @@ Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddr
 
 Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmConnectParams& p) {
   const std::string what = "connect to " + cm_address_string(p.remote) + " from " + name_;
+  if (p.space != CmPortSpace::tcp)
+    return Status::error(Errc::unsupported, "%s: SIDR (UD port space): not implemented on mlx5",
+                         what.c_str());
   if (p.private_data.size() > kReqPrivateDataMax)
     return Status::error(Errc::invalid_argument,
                          "%s: %zu bytes of private data, a REQ carries "

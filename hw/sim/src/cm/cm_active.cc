@@ -25,6 +25,7 @@ bool valid_mtu_code(uint8_t code) {
 }  // namespace
 
 Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectParams& p) {
+  if (p.space == hw::CmPortSpace::udp) return connect_sidr(p);
   const std::string what = "connect to " + hw::cm_address_string(p.remote);
   if (p.remote.ipv4 == 0 || p.remote.port == 0)
     return Status::error(Errc::invalid_argument, "%s: address and port must be non-zero",
@@ -249,6 +250,15 @@ void CmAgent::retry_expired(Outbox& out, Record& r, uint64_t now) {
       ev.type = hw::CmEventType::timeout;
       ev.detail = "no RTU from " + hw::cm_address_string(r.remote) + " after " +
                   std::to_string(attempts) + " REP attempts";
+      post(r, std::move(ev));
+      finish(r);
+      return;
+    case State::sidr_req_sent:
+      // SIDR_REQ_ERROR: rdma_cm reports UNREACHABLE, ETIMEDOUT (cma_sidr_rep_handler).
+      ev.type = hw::CmEventType::unreachable;
+      ev.sidr = true;
+      ev.detail = "no SIDR_REP from " + hw::cm_address_string(r.remote) + " after " +
+                  std::to_string(attempts) + " SIDR_REQ attempts";
       post(r, std::move(ev));
       finish(r);
       return;

@@ -39,6 +39,10 @@ const char* CmAgent::state_name(State s) noexcept {
       return "DREQ_SENT";
     case State::timewait:
       return "TIMEWAIT";
+    case State::sidr_req_sent:
+      return "SIDR_REQ_SENT";
+    case State::sidr_req_rcvd:
+      return "SIDR_REQ_RCVD";
   }
   return "?";
 }
@@ -211,6 +215,10 @@ void CmAgent::unindex_live(Record& r) {
 
 void CmAgent::unindex_remote(Record& r) {
   unindex_live(r);
+  if (r.sidr && !r.active) {
+    auto it = sidr_by_remote_.find({r.remote.ipv4, r.remote_id});
+    if (it != sidr_by_remote_.end() && it->second == r.local_id) sidr_by_remote_.erase(it);
+  }
   if (r.indexed_id) {
     auto it = by_remote_id_.find({r.remote_guid, r.remote_id});
     if (it != by_remote_id_.end() && it->second == r.local_id) by_remote_id_.erase(it);
@@ -284,6 +292,10 @@ void CmAgent::on_mad(uint32_t src_ipv4, std::span<const uint8_t> bytes) {
             on_dreq(out, src_ipv4, mad.header, m, t);
           else if constexpr (std::is_same_v<M, DrepMsg>)
             on_drep(src_ipv4, m, t);
+          else if constexpr (std::is_same_v<M, SidrReqMsg>)
+            on_sidr_req(out, src_ipv4, mad.header, m, t);
+          else if constexpr (std::is_same_v<M, SidrRepMsg>)
+            on_sidr_rep(src_ipv4, mad.header, m);
         },
         mad.body);
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
@@ -347,6 +359,10 @@ void CmAgent::on_timer_for(Outbox& out, Record& r, uint64_t now) {
       passive_deadline_expired(out, r);
       return;
     }
+    if (r.state == State::sidr_req_sent || r.state == State::sidr_req_rcvd) {
+      sidr_expired(out, r);
+      return;
+    }
   }
   if (r.retry_at && r.retry_at <= now) {
     r.retry_at = 0;
@@ -362,7 +378,20 @@ void CmAgent::on_timer_for(Outbox& out, Record& r, uint64_t now) {
 // ---- Listeners -------------------------------------------------------------------------------
 
 Result<std::unique_ptr<hw::CmListener>> CmAgent::listen(const hw::CmAddress& local, int backlog) {
-  const std::string what = "listen " + hw::cm_address_string(local);
+  return listen_in(hw::CmPortSpace::tcp, local, backlog);
+}
+
+Result<std::unique_ptr<hw::CmListener>> CmAgent::listen_ud(const hw::CmAddress& local,
+                                                           int backlog) {
+  return listen_in(hw::CmPortSpace::udp, local, backlog);
+}
+
+Result<std::unique_ptr<hw::CmListener>> CmAgent::listen_in(hw::CmPortSpace space,
+                                                           const hw::CmAddress& local,
+                                                           int backlog) {
+  const bool udp = space == hw::CmPortSpace::udp;
+  const std::string what = std::string(udp ? "listen (UDP port space) " : "listen ") +
+                           hw::cm_address_string(local);
   if (local.ipv4 != 0 && local.ipv4 != config_.ipv4)
     return Status::error(Errc::invalid_argument, "%s: not an address of %s (%s)", what.c_str(),
                          config_.device_name.c_str(),
@@ -374,48 +403,58 @@ Result<std::unique_ptr<hw::CmListener>> CmAgent::listen(const hw::CmAddress& loc
                          config_.device_name.c_str());
   auto queue = CmEventQueue::create();
   if (!queue) return queue.status().prepend(what);
+  const uint32_t key = listen_key(space, local.port);
   {
     std::lock_guard lock(mu_);
-    if (listeners_.contains(local.port))
+    if (listeners_.contains(key))
       return Status::error(Errc::address_in_use, "%s: port %u already has a listener on %s",
                            what.c_str(), local.port, config_.device_name.c_str());
     auto l = std::make_unique<Listener>();
     l->port = local.port;
+    l->key = key;
     l->bound_ipv4 = local.ipv4;
     l->serial = next_listener_serial_++;
     l->backlog = hw::listen_backlog(backlog);
     l->events = queue.value();
-    listeners_.emplace(local.port, std::move(l));
+    listeners_.emplace(key, std::move(l));
   }
   return std::unique_ptr<hw::CmListener>(
-      new SimCmListener(shared_from_this(), local, std::move(queue.value())));
+      new SimCmListener(shared_from_this(), local, key, std::move(queue.value())));
 }
 
-Status CmAgent::set_backlog(uint16_t port, int backlog) {
+Status CmAgent::set_backlog(uint32_t key, int backlog) {
   std::lock_guard lock(mu_);
-  auto it = listeners_.find(port);
+  auto it = listeners_.find(key);
   if (it == listeners_.end())
-    return Status::error(Errc::not_found, "listen port %u on %s: set backlog: not listening", port,
-                         config_.device_name.c_str());
+    return Status::error(Errc::not_found, "listen port %u on %s: set backlog: not listening",
+                         key & 0xffff, config_.device_name.c_str());
   it->second->backlog = hw::listen_backlog(backlog);
   return Status::ok();
 }
 
-void CmAgent::close_listener(uint16_t port) {
+void CmAgent::close_listener(uint32_t key) {
   const uint64_t t = now();
   Outbox out;
   {
     std::lock_guard lock(mu_);
-    auto it = listeners_.find(port);
+    auto it = listeners_.find(key);
     if (it == listeners_.end()) return;
     const uint64_t serial = it->second->serial;
     // Requests the application never took are rejected, as destroying an unanswered request
     // is (REJ 28 from REQ_RCVD, cm_destroy_id). Those it took stay its own.
+    std::vector<uint32_t> untaken;
     for (auto& [id, r] : records_) {
-      if (r->active || r->taken || r->state != State::req_rcvd || r->listener_serial != serial)
-        continue;
-      send_rej(out, *r, hw::reject_reason::consumer_defined, 0, {});
-      enter_timewait(*r, t);
+      if (r->active || r->taken || r->listener_serial != serial) continue;
+      if (r->state == State::req_rcvd || r->state == State::sidr_req_rcvd) untaken.push_back(id);
+    }
+    for (uint32_t id : untaken) {
+      Record& r = *find(id);
+      if (r.sidr) {
+        answer_sidr(out, r, hw::sidr_status::reject, 0, 0, {});
+      } else {
+        send_rej(out, r, hw::reject_reason::consumer_defined, 0, {});
+        enter_timewait(r, t);
+      }
     }
     listeners_.erase(it);
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
@@ -424,7 +463,8 @@ void CmAgent::close_listener(uint16_t port) {
 }
 
 CmAgent::Listener* CmAgent::listener_of(const Record& r) {
-  auto it = listeners_.find(r.local.port);
+  auto it = listeners_.find(
+      listen_key(r.sidr ? hw::CmPortSpace::udp : hw::CmPortSpace::tcp, r.local.port));
   return it != listeners_.end() && it->second->serial == r.listener_serial ? it->second.get()
                                                                            : nullptr;
 }
@@ -443,7 +483,9 @@ void CmAgent::release_slot(Record& r) {
 bool CmAgent::take_request(uint32_t id, hw::CmEvent* ev) {
   std::lock_guard lock(mu_);
   Record* r = find(id);
-  if (!r || r->active || r->taken || r->state != State::req_rcvd) return false;
+  if (!r || r->active || r->taken ||
+      (r->state != State::req_rcvd && r->state != State::sidr_req_rcvd))
+    return false;
   Listener* l = listener_of(*r);
   if (!l) return false;
   r->taken = true;
@@ -454,13 +496,13 @@ bool CmAgent::take_request(uint32_t id, hw::CmEvent* ev) {
 
 size_t CmAgent::pending_requests(uint16_t port) const {
   std::lock_guard lock(mu_);
-  auto it = listeners_.find(port);
+  auto it = listeners_.find(listen_key(hw::CmPortSpace::tcp, port));
   return it == listeners_.end() ? 0 : it->second->pending;
 }
 
 size_t CmAgent::pending_requests_from(uint16_t port, uint32_t src_ipv4) const {
   std::lock_guard lock(mu_);
-  auto it = listeners_.find(port);
+  auto it = listeners_.find(listen_key(hw::CmPortSpace::tcp, port));
   if (it == listeners_.end()) return 0;
   auto s = it->second->pending_by_source.find(src_ipv4);
   return s == it->second->pending_by_source.end() ? 0 : s->second;
@@ -487,6 +529,11 @@ Status CmAgent::qp_attr(uint32_t id, hw::QpState target, hw::QpAttr* attr, uint3
   const Record* r = find(id);
   if (!r) return Status::error(Errc::not_found, "cm connection 0x%08x is gone", id);
   const char* name = hw::qp_state_name(target);
+  if (r->sidr)
+    return Status::error(Errc::bad_state,
+                         "%s: qp attributes for %s: a SIDR request connects no QP (a UD QP "
+                         "takes its Q_Key and the peer's address per send)",
+                         r->name.c_str(), name);
   *attr = hw::QpAttr{};
   attr->state = target;
   switch (target) {
@@ -561,8 +608,10 @@ std::string CmAgent::dump() const {
   std::lock_guard lock(mu_);
   std::string s = "cm " + config_.device_name + ": " + std::to_string(listeners_.size()) +
                   " listeners, " + std::to_string(records_.size()) + " connections\n";
-  for (const auto& [port, l] : listeners_)
-    s += "  listen " + hw::cm_address_string({l->bound_ipv4, port}) + " backlog " +
+  for (const auto& [key, l] : listeners_)
+    s += std::string(key >> 16 == static_cast<uint16_t>(hw::CmPortSpace::udp) ? "  listen udp "
+                                                                               : "  listen ") +
+         hw::cm_address_string({l->bound_ipv4, l->port}) + " backlog " +
          std::to_string(l->backlog) + ", " + std::to_string(l->pending) + " waiting\n";
   for (const auto& [id, r] : records_) {
     char line[256];

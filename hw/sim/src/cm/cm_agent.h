@@ -105,6 +105,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
     established,
     dreq_sent,
     timewait,
+    sidr_req_sent,  // SIDR (IBA 12.11): waiting for the SIDR_REP
+    sidr_req_rcvd,  // waiting for the application to accept or reject
   };
   static const char* state_name(State s) noexcept;
 
@@ -139,6 +141,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // ---- hw::ConnectionManager -----------------------------------------------------------------
   using hw::ConnectionManager::listen;
   Result<std::unique_ptr<hw::CmListener>> listen(const hw::CmAddress& local, int backlog) override;
+  Result<std::unique_ptr<hw::CmListener>> listen_ud(const hw::CmAddress& local,
+                                                    int backlog) override;
   Result<std::unique_ptr<hw::CmConnection>> connect(const hw::CmConnectParams& params) override;
   uint32_t local_ipv4() const override { return config_.ipv4; }
 
@@ -148,8 +152,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void drop_outgoing(AttrId attr, uint32_t count);
   CmCounters counters() const;
   size_t connection_count() const;  // records still held (including TIMEWAIT)
-  // Requests waiting on the listener of `port` (REQ received, neither accepted nor rejected),
-  // in all or from one source address.
+  // Requests waiting on the (TCP port space) listener of `port` (REQ received, neither
+  // accepted nor rejected), in all or from one source address.
   size_t pending_requests(uint16_t port) const;
   size_t pending_requests_from(uint16_t port, uint32_t src_ipv4) const;
   std::string dump() const;
@@ -164,8 +168,12 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   Status disconnect(uint32_t id);
   Status qp_attr(uint32_t id, hw::QpState target, hw::QpAttr* attr, uint32_t* mask) const;
   void destroy(uint32_t id);
-  void close_listener(uint16_t port);
-  Status set_backlog(uint16_t port, int backlog);
+  // Listeners are keyed by port space and port: the low 32 bits of their service ID.
+  static constexpr uint32_t listen_key(hw::CmPortSpace space, uint16_t port) noexcept {
+    return (uint32_t{static_cast<uint16_t>(space)} << 16) | port;
+  }
+  void close_listener(uint32_t key);
+  Status set_backlog(uint32_t key, int backlog);
   // The listener's reader takes the request `id` announced in `ev`: the request gets its
   // handle (ev->request) and an event queue relayed to the listener's. False if the request
   // went away meanwhile (withdrawn, expired).
@@ -265,6 +273,32 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void on_timer_for(Outbox& out, Record& r, uint64_t now);
   void reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
                   uint16_t reason);
+  Result<std::unique_ptr<hw::CmListener>> listen_in(hw::CmPortSpace space,
+                                                    const hw::CmAddress& local, int backlog);
+  // Whether a request from `src` may wait on `l` (its backlog and the source's share of it);
+  // counts the drop if not.
+  bool admit(const Listener& l, uint32_t src);
+
+  // SIDR (cm_sidr.cc; mu_ held except connect_sidr).
+  Result<std::unique_ptr<hw::CmConnection>> connect_sidr(const hw::CmConnectParams& params);
+  void on_sidr_req(Outbox& out, uint32_t src, const MadHeader& hdr, const SidrReqMsg& m,
+                   uint64_t now);
+  void on_sidr_rep(uint32_t src, const MadHeader& hdr, const SidrRepMsg& m);
+  Status accept_req(Outbox& out, Record& r, const hw::CmAcceptParams& params, uint64_t now);
+  Status accept_sidr(Outbox& out, Record& r, const hw::CmAcceptParams& params);
+  Status reject_conn(Outbox& out, Record& r, uint16_t reason,
+                     std::span<const uint8_t> private_data, uint64_t now);
+  Status reject_sidr(Outbox& out, Record& r, std::span<const uint8_t> private_data);
+  // The SIDR_REP answering `r` (in SIDR_REQ_RCVD), which is then done.
+  void answer_sidr(Outbox& out, Record& r, uint8_t status, uint32_t qpn, uint32_t qkey,
+                   std::span<const uint8_t> private_data);
+  // A SIDR_REP to a request no record holds (no listener, a bad header).
+  void refuse_sidr(Outbox& out, uint32_t src, const MadHeader& hdr, const SidrReqMsg& m,
+                   uint8_t status);
+  void sidr_expired(Outbox& out, Record& r);  // a request not answered within its wait
+  // Requests waiting in SIDR_REQ_RCVD: (source address, request ID) -> record, so that a
+  // retransmitted SIDR_REQ is not offered twice.
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> sidr_by_remote_;
 
   // Fault rules (cm_faults.cc; mu_ held). A REQ that would be offered to a listener may be
   // answered with a chosen REJ (true: it was); a REQ already answered so is answered again.
@@ -307,7 +341,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   std::unordered_map<uint32_t, std::unique_ptr<Record>> records_;
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_id_;   // (guid, remote comm ID)
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> by_remote_qpn_;  // (guid, remote QPN)
-  std::map<uint16_t, std::unique_ptr<Listener>> listeners_;
+  std::map<uint32_t, std::unique_ptr<Listener>> listeners_;  // by listen_key
   uint64_t next_listener_serial_ = 1;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   uint64_t scheduled_at_ = UINT64_MAX;  // earliest wake-up asked of the port

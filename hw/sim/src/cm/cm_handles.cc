@@ -48,13 +48,14 @@ std::string SimCmConnection::name() const {
   return connection_name(local_, remote_);
 }
 
-SimCmListener::SimCmListener(std::shared_ptr<CmAgent> agent, hw::CmAddress address,
+SimCmListener::SimCmListener(std::shared_ptr<CmAgent> agent, hw::CmAddress address, uint32_t key,
                              std::shared_ptr<CmEventQueue> events)
-    : agent_(std::move(agent)), address_(address), events_(std::move(events)) {}
+    : agent_(std::move(agent)), address_(address), key_(key), events_(std::move(events)) {}
 
 SimCmListener::~SimCmListener() {
-  // Requests nobody took are rejected there (REJ 28); their announcements go with the queue.
-  agent_->close_listener(address_.port);
+  // Requests nobody took are rejected there (REJ 28, or a SIDR_REP of status reject); their
+  // announcements go with the queue.
+  agent_->close_listener(key_);
 }
 
 bool SimCmListener::next_event(hw::CmEvent* out) {
@@ -66,7 +67,7 @@ bool SimCmListener::next_event(hw::CmEvent* out) {
 }
 
 Status SimCmListener::set_backlog(int backlog) {
-  return agent_->set_backlog(address_.port, backlog);
+  return agent_->set_backlog(key_, backlog);
 }
 
 }  // namespace rnicdv::sim::cm

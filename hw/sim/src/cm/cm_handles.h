@@ -44,7 +44,7 @@ class SimCmConnection final : public hw::CmConnection {
 
 class SimCmListener final : public hw::CmListener {
  public:
-  SimCmListener(std::shared_ptr<CmAgent> agent, hw::CmAddress address,
+  SimCmListener(std::shared_ptr<CmAgent> agent, hw::CmAddress address, uint32_t key,
                 std::shared_ptr<CmEventQueue> events);
   ~SimCmListener() override;
 
@@ -57,6 +57,7 @@ class SimCmListener final : public hw::CmListener {
  private:
   std::shared_ptr<CmAgent> agent_;
   hw::CmAddress address_;
+  uint32_t key_;  // CmAgent::listen_key
   std::shared_ptr<CmEventQueue> events_;
 };
 

@@ -22,6 +22,21 @@ void CmAgent::reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const 
   send(out, src, hdr.tid, rej);
 }
 
+bool CmAgent::admit(const Listener& listener, uint32_t src) {
+  const auto backlog = static_cast<uint32_t>(listener.backlog);
+  const auto share = static_cast<uint32_t>(source_share(listener.backlog));
+  if (listener.pending >= backlog) {
+    ++counters_.req_dropped_backlog;
+    return false;
+  }
+  if (auto it = listener.pending_by_source.find(src);
+      it != listener.pending_by_source.end() && it->second >= share) {
+    ++counters_.req_dropped_source_share;
+    return false;
+  }
+  return true;
+}
+
 void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
                      uint64_t now_ns) {
   // A duplicate: the same (remote CA GUID, remote Comm ID) is known. Whatever its state, the
@@ -41,7 +56,7 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
     return;
   }
   const auto port = static_cast<uint16_t>(m.service_id & 0xffff);
-  auto lit = listeners_.find(port);
+  auto lit = listeners_.find(listen_key(hw::CmPortSpace::tcp, port));
   if (lit == listeners_.end()) {
     reject_req(out, src, hdr, m, hw::reject_reason::invalid_service_id);
     return;
@@ -87,17 +102,7 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
   // retries"), where any other error would send REJ 28. The requester's REQ retries find room
   // once requests are answered or expire, a flood from forged addresses draws no REJ toward
   // them, and nothing is held for a dropped REQ (its retry is a new REQ).
-  const auto backlog = static_cast<uint32_t>(listener.backlog);
-  const auto share = static_cast<uint32_t>(source_share(listener.backlog));
-  if (listener.pending >= backlog) {
-    ++counters_.req_dropped_backlog;
-    return;
-  }
-  if (auto it = listener.pending_by_source.find(src);
-      it != listener.pending_by_source.end() && it->second >= share) {
-    ++counters_.req_dropped_source_share;
-    return;
-  }
+  if (!admit(listener, src)) return;
   // A cm-reject rule may answer it with a REJ instead of offering it (cm_faults.cc).
   if (fault_reject(out, src, hdr, m)) return;
 
@@ -186,55 +191,61 @@ Status CmAgent::accept(uint32_t id, const hw::CmAcceptParams& p) {
     std::lock_guard lock(mu_);
     Record* r = find(id);
     if (!r) return Status::error(Errc::not_found, "cm connection 0x%08x is gone", id);
-    if (r->active || r->state != State::req_rcvd) {
-      const bool withdrawn = !r->active && r->state == State::idle;
-      const std::string why =
-          r->expired ? "the request expired (not accepted within " +
-                           std::to_string(kRequestWaitMaxNs / 1'000'000) + " ms)"
-          : withdrawn ? std::string("the peer withdrew its request")
-                      : std::string("no request to answer (state ") + state_name(r->state) + ")";
-      return Status::error(withdrawn ? Errc::rejected : Errc::bad_state, "%s: accept: %s",
-                           r->name.c_str(), why.c_str());
-    }
-    if (p.private_data.size() > hw::kRepPrivateDataMax)
-      return Status::error(Errc::invalid_argument,
-                           "%s: accept: %zu bytes of private data, a REP carries at most %zu",
-                           r->name.c_str(), p.private_data.size(), hw::kRepPrivateDataMax);
-    if (p.qp.qpn == 0 || p.qp.qpn > 0xffffff)
-      return Status::error(Errc::invalid_argument, "%s: accept: QPN 0x%x is not a valid RC QPN",
-                           r->name.c_str(), p.qp.qpn);
-    if (!port_attached())
-      return Status::error(Errc::disconnected, "%s: accept: device %s is closed", r->name.c_str(),
-                           config_.device_name.c_str());
-    // The connection's events get a descriptor of their own now (event_queue.h).
-    if (Status st = r->events->attach_fd(); !st) return st.prepend(r->name + ": accept");
-    release_slot(*r);
-    r->local_qpn = p.qp.qpn;
-    // Never answer more READ/atomics than offered, nor issue more than the peer answers.
-    r->responder_resources = std::min(r->responder_resources, p.qp.responder_resources);
-    r->initiator_depth = std::min(r->initiator_depth, p.qp.initiator_depth);
-
-    RepMsg rep;
-    rep.local_comm_id = r->local_id;
-    rep.remote_comm_id = r->remote_id;
-    rep.local_qkey = 0;
-    rep.local_qpn = r->local_qpn;
-    rep.starting_psn = r->sq_psn;
-    rep.responder_resources = r->responder_resources;
-    rep.initiator_depth = r->initiator_depth;
-    rep.target_ack_delay = 0;
-    rep.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
-    rep.local_ca_guid = config_.ca_guid;
-    rep.srq = p.qp.srq;
-    std::copy(p.private_data.begin(), p.private_data.end(), rep.private_data.begin());
-    r->pending = send(out, r->remote.ipv4, r->tid, rep);
-    r->tries_left = r->max_cm_retries;
-    r->state = State::rep_sent;
-    arm(*r, TimerKind::retry, t + r->retry_interval_ns);
-    arm(*r, TimerKind::deadline, t + kRepWaitMaxNs);
+    Status st = r->sidr ? accept_sidr(out, *r, p) : accept_req(out, *r, p, t);
+    if (!st) return st;
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
   flush(out);
+  return Status::ok();
+}
+
+Status CmAgent::accept_req(Outbox& out, Record& r, const hw::CmAcceptParams& p, uint64_t t) {
+  if (r.active || r.state != State::req_rcvd) {
+    const bool withdrawn = !r.active && r.state == State::idle;
+    const std::string why =
+        r.expired ? "the request expired (not accepted within " +
+                         std::to_string(kRequestWaitMaxNs / 1'000'000) + " ms)"
+        : withdrawn ? std::string("the peer withdrew its request")
+                    : std::string("no request to answer (state ") + state_name(r.state) + ")";
+    return Status::error(withdrawn ? Errc::rejected : Errc::bad_state, "%s: accept: %s",
+                         r.name.c_str(), why.c_str());
+  }
+  if (p.private_data.size() > hw::kRepPrivateDataMax)
+    return Status::error(Errc::invalid_argument,
+                         "%s: accept: %zu bytes of private data, a REP carries at most %zu",
+                         r.name.c_str(), p.private_data.size(), hw::kRepPrivateDataMax);
+  if (p.qp.qpn == 0 || p.qp.qpn > 0xffffff)
+    return Status::error(Errc::invalid_argument, "%s: accept: QPN 0x%x is not a valid RC QPN",
+                         r.name.c_str(), p.qp.qpn);
+  if (!port_attached())
+    return Status::error(Errc::disconnected, "%s: accept: device %s is closed", r.name.c_str(),
+                         config_.device_name.c_str());
+  // The connection's events get a descriptor of their own now (event_queue.h).
+  if (Status st = r.events->attach_fd(); !st) return st.prepend(r.name + ": accept");
+  release_slot(r);
+  r.local_qpn = p.qp.qpn;
+  // Never answer more READ/atomics than offered, nor issue more than the peer answers.
+  r.responder_resources = std::min(r.responder_resources, p.qp.responder_resources);
+  r.initiator_depth = std::min(r.initiator_depth, p.qp.initiator_depth);
+
+  RepMsg rep;
+  rep.local_comm_id = r.local_id;
+  rep.remote_comm_id = r.remote_id;
+  rep.local_qkey = 0;
+  rep.local_qpn = r.local_qpn;
+  rep.starting_psn = r.sq_psn;
+  rep.responder_resources = r.responder_resources;
+  rep.initiator_depth = r.initiator_depth;
+  rep.target_ack_delay = 0;
+  rep.rnr_retry_count = std::min<uint8_t>(p.qp.rnr_retry_count, 7);
+  rep.local_ca_guid = config_.ca_guid;
+  rep.srq = p.qp.srq;
+  std::copy(p.private_data.begin(), p.private_data.end(), rep.private_data.begin());
+  r.pending = send(out, r.remote.ipv4, r.tid, rep);
+  r.tries_left = r.max_cm_retries;
+  r.state = State::rep_sent;
+  arm(r, TimerKind::retry, t + r.retry_interval_ns);
+  arm(r, TimerKind::deadline, t + kRepWaitMaxNs);
   return Status::ok();
 }
 

@@ -14,6 +14,7 @@ struct CmAgent::Record {
   uint32_t local_id = 0;
   uint32_t remote_id = 0;  // 0 until the peer's REQ or REP told it
   bool active = false;     // this side sent the REQ
+  bool sidr = false;       // a SIDR request (UDP port space), not a connection
   State state = State::idle;
   uint64_t tid = 0;  // the REQ's TID; REP, RTU, MRA and REJ echo it
   hw::CmAddress local;
@@ -71,6 +72,7 @@ struct CmAgent::Record {
 
 struct CmAgent::Listener {
   uint16_t port = 0;
+  uint32_t key = 0;         // listen_key: port space and port
   uint32_t bound_ipv4 = 0;  // 0: any address of this device
   uint64_t serial = 0;      // tells a listener from a later one on the same port
   int backlog = hw::kDefaultListenBacklog;

@@ -67,36 +67,44 @@ Status CmAgent::reject(uint32_t id, uint16_t reason, std::span<const uint8_t> pr
     std::lock_guard lock(mu_);
     Record* r = find(id);
     if (!r) return Status::error(Errc::not_found, "cm connection 0x%08x is gone", id);
-    if (private_data.size() > hw::kRejPrivateDataMax)
-      return Status::error(Errc::invalid_argument,
-                           "%s: reject: %zu bytes of private data, a REJ carries at most %zu",
-                           r->name.c_str(), private_data.size(), hw::kRejPrivateDataMax);
-    switch (r->state) {
-      case State::req_rcvd:
-        send_rej(out, *r, reason, 0, private_data);
-        enter_timewait(*r, t);
-        break;
-      case State::rep_rcvd:
-        send_rej(out, *r, reason, 1, private_data);
-        finish(*r);
-        break;
-      case State::rep_sent:
-      case State::mra_rep_rcvd:
-        send_rej(out, *r, reason, 2, private_data);
-        enter_timewait(*r, t);
-        break;
-      case State::req_sent:
-      case State::mra_req_rcvd:
-        send_rej(out, *r, reason, 2, private_data);
-        finish(*r);
-        break;
-      default:
-        return Status::error(Errc::bad_state, "%s: reject: nothing to reject in state %s",
-                             r->name.c_str(), state_name(r->state));
-    }
+    Status st = r->sidr ? reject_sidr(out, *r, private_data)
+                        : reject_conn(out, *r, reason, private_data, t);
+    if (!st) return st;
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
   flush(out);
+  return Status::ok();
+}
+
+Status CmAgent::reject_conn(Outbox& out, Record& r, uint16_t reason,
+                            std::span<const uint8_t> private_data, uint64_t t) {
+  if (private_data.size() > hw::kRejPrivateDataMax)
+    return Status::error(Errc::invalid_argument,
+                         "%s: reject: %zu bytes of private data, a REJ carries at most %zu",
+                         r.name.c_str(), private_data.size(), hw::kRejPrivateDataMax);
+  switch (r.state) {
+    case State::req_rcvd:
+      send_rej(out, r, reason, 0, private_data);
+      enter_timewait(r, t);
+      break;
+    case State::rep_rcvd:
+      send_rej(out, r, reason, 1, private_data);
+      finish(r);
+      break;
+    case State::rep_sent:
+    case State::mra_rep_rcvd:
+      send_rej(out, r, reason, 2, private_data);
+      enter_timewait(r, t);
+      break;
+    case State::req_sent:
+    case State::mra_req_rcvd:
+      send_rej(out, r, reason, 2, private_data);
+      finish(r);
+      break;
+    default:
+      return Status::error(Errc::bad_state, "%s: reject: nothing to reject in state %s",
+                           r.name.c_str(), state_name(r.state));
+  }
   return Status::ok();
 }
 
@@ -237,6 +245,15 @@ Status CmAgent::disconnect(uint32_t id) {
         post(*r, std::move(ev));
         enter_timewait(*r, t);
         break;
+      case State::sidr_req_sent:
+        // No answer is awaited any more; the peer holds nothing for it.
+        post(*r, std::move(ev));
+        finish(*r);
+        break;
+      case State::sidr_req_rcvd:
+        answer_sidr(out, *r, hw::sidr_status::reject, 0, 0, {});
+        post(*r, std::move(ev));
+        break;
     }
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
   }
@@ -327,6 +344,7 @@ void CmAgent::on_peer_unreachable(uint32_t ipv4) {
         case State::mra_req_rcvd:
         case State::rep_sent:
         case State::mra_rep_rcvd:
+        case State::sidr_req_sent:
           // As when the last retry finds no answer (cm_active.cc retry_expired).
           ++counters_.peers_gone;
           r->tries_left = 0;
@@ -368,6 +386,12 @@ void CmAgent::tell_peer_locked(Outbox& out, Record& r, uint64_t t) {
       break;
     case State::established:
       send_dreq(out, r, t);
+      break;
+    case State::sidr_req_sent:
+      finish(r);  // as cm_destroy_id in SIDR_REQ_SENT: the request is dropped, nothing sent
+      break;
+    case State::sidr_req_rcvd:
+      answer_sidr(out, r, hw::sidr_status::reject, 0, 0, {});
       break;
     case State::dreq_sent:
     case State::timewait:

@@ -181,6 +181,26 @@ void fields(M& m, F&& f) noexcept {  // IBA Table 113
   f(Raw{8}, m.private_data);
 }
 
+template <Layout<SidrReqMsg> M, class F>
+void fields(M& m, F&& f) noexcept {  // IBA Table 119
+  f(Be{0, 4}, m.request_id);
+  f(Be{4, 2}, m.pkey);
+  f(Be{8, 8}, m.service_id);
+  f(Raw{16}, m.private_data);
+}
+
+template <Layout<SidrRepMsg> M, class F>
+void fields(M& m, F&& f) noexcept {  // IBA Table 120
+  f(Be{0, 4}, m.request_id);
+  f(Be{4, 1}, m.status);
+  f(Bits{5, 0xff, kSidrRepInfo}, m.info_length);
+  f(Be{8, 3}, m.qpn);
+  f(Be{12, 8}, m.service_id);
+  f(Be{20, 4}, m.qkey);
+  f(Raw{24}, m.info);
+  f(Raw{96}, m.private_data);
+}
+
 // The MAD common header (IBA 13.4.2, Figure 146), offsets within the MAD.
 template <Layout<MadHeader> M, class F>
 void fields(M& h, F&& f) noexcept {
@@ -225,6 +245,8 @@ static_assert(36 + kRepPrivate == kMadDataSize);
 static_assert(8 + kRtuPrivate == kMadDataSize);
 static_assert(12 + kDreqPrivate == kMadDataSize);
 static_assert(8 + kDrepPrivate == kMadDataSize);
+static_assert(16 + kSidrReqPrivate == kMadDataSize);
+static_assert(96 + kSidrRepPrivate == kMadDataSize && 24 + kSidrRepInfo == 96);
 
 constexpr AttrId attr_of(const ReqMsg&) {
   return AttrId::req;
@@ -246,6 +268,12 @@ constexpr AttrId attr_of(const DreqMsg&) {
 }
 constexpr AttrId attr_of(const DrepMsg&) {
   return AttrId::drep;
+}
+constexpr AttrId attr_of(const SidrReqMsg&) {
+  return AttrId::sidr_req;
+}
+constexpr AttrId attr_of(const SidrRepMsg&) {
+  return AttrId::sidr_rep;
 }
 
 template <class Msg>
@@ -335,6 +363,10 @@ Result<CmMad> decode_cm_mad(std::span<const uint8_t> bytes) {
       return decode_body<DreqMsg>(hdr, d);
     case AttrId::drep:
       return decode_body<DrepMsg>(hdr, d);
+    case AttrId::sidr_req:
+      return decode_body<SidrReqMsg>(hdr, d);
+    case AttrId::sidr_rep:
+      return decode_body<SidrRepMsg>(hdr, d);
     default:
       return Status::error(Errc::unsupported, "CM attribute 0x%04x (%s) not supported", hdr.attr_id,
                            attr_name(hdr.attr_id));

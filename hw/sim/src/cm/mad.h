@@ -2,7 +2,8 @@
 // IB CM messages as 256-byte MADs: encoding and a parser that trusts nothing.
 //
 // Layouts: the MAD common header (IBA 13.4.2), the CM messages of IBA 12.6 (REQ Table 106,
-// MRA 107, REJ 108, REP 110, RTU 111, DREQ 112, DREP 113), checked against Linux
+// MRA 107, REJ 108, REP 110, RTU 111, DREQ 112, DREP 113) and of IBA 12.11 (SIDR_REQ
+// Table 119, SIDR_REP Table 120), checked against Linux
 // include/rdma/ibta_vol1_c12.h. Every field is big-endian;
 // sub-byte fields are masks on their byte, bits numbered MSB first. Reserved bits are written
 // as zero and ignored on receipt. The alternate path of a REQ is unused over RoCE: written as
@@ -56,6 +57,9 @@ inline constexpr size_t kRepPrivate = 196;
 inline constexpr size_t kRtuPrivate = 224;
 inline constexpr size_t kDreqPrivate = 220;
 inline constexpr size_t kDrepPrivate = 224;
+inline constexpr size_t kSidrReqPrivate = 216;
+inline constexpr size_t kSidrRepPrivate = 136;
+inline constexpr size_t kSidrRepInfo = 72;  // Additional Information (a ClassPortInfo)
 
 using GidBytes = std::array<uint8_t, 16>;
 
@@ -171,7 +175,29 @@ struct DrepMsg {
   bool operator==(const DrepMsg&) const = default;
 };
 
-using CmBody = std::variant<ReqMsg, MraMsg, RejMsg, RepMsg, RtuMsg, DreqMsg, DrepMsg>;
+// Service ID Resolution: a UD QP asks a service for its QPN and Q_Key (IBA 12.11).
+struct SidrReqMsg {
+  uint32_t request_id = 0;
+  uint16_t pkey = 0xffff;
+  uint64_t service_id = 0;
+  std::array<uint8_t, kSidrReqPrivate> private_data{};
+  bool operator==(const SidrReqMsg&) const = default;
+};
+
+struct SidrRepMsg {
+  uint32_t request_id = 0;  // the SIDR_REQ's
+  uint8_t status = 0;       // hw::sidr_status
+  uint8_t info_length = 0;  // at most kSidrRepInfo
+  uint32_t qpn = 0;         // 24 bits
+  uint64_t service_id = 0;
+  uint32_t qkey = 0;
+  std::array<uint8_t, kSidrRepInfo> info{};
+  std::array<uint8_t, kSidrRepPrivate> private_data{};
+  bool operator==(const SidrRepMsg&) const = default;
+};
+
+using CmBody = std::variant<ReqMsg, MraMsg, RejMsg, RepMsg, RtuMsg, DreqMsg, DrepMsg, SidrReqMsg,
+                            SidrRepMsg>;
 
 struct CmMad {
   MadHeader header;  // attr_id follows the body on encode
@@ -184,7 +210,8 @@ using MadBytes = std::array<uint8_t, kMadSize>;
 MadBytes encode_cm_mad(const CmMad& mad) noexcept;
 
 // Parses one received MAD. Accepts exactly 256 bytes of base version 1, class CM (0x07),
-// class version 2, method Send and one of REQ, MRA, REJ, REP, RTU, DREQ, DREP; anything else
+// class version 2, method Send and one of REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR_REQ,
+// SIDR_REP; anything else
 // is an error naming what was wrong ("MAD of 100 bytes, expected 256"). Never reads outside
 // `bytes`, whatever they hold: this is the fuzzing entry point for the CM.
 Result<CmMad> decode_cm_mad(std::span<const uint8_t> bytes);
@@ -193,6 +220,7 @@ Result<CmMad> decode_cm_mad(std::span<const uint8_t> bytes);
 // struct cma_hdr).
 inline constexpr size_t kCmaHeaderSize = 36;
 inline constexpr uint64_t kRdmaPsTcpServicePrefix = 0x0000000001060000ull;  // RDMA_PS_TCP << 16
+inline constexpr uint64_t kRdmaPsUdpServicePrefix = 0x0000000001110000ull;  // RDMA_PS_UDP << 16
 
 struct CmaHeader {
   uint8_t version = 0;     // cma_version: 0
@@ -212,6 +240,12 @@ constexpr uint64_t service_id_for_port(uint16_t port) noexcept {
 }
 constexpr bool is_rdma_tcp_service(uint64_t service_id) noexcept {
   return (service_id & ~uint64_t{0xffff}) == kRdmaPsTcpServicePrefix;
+}
+constexpr uint64_t udp_service_id_for_port(uint16_t port) noexcept {
+  return kRdmaPsUdpServicePrefix | port;
+}
+constexpr bool is_rdma_udp_service(uint64_t service_id) noexcept {
+  return (service_id & ~uint64_t{0xffff}) == kRdmaPsUdpServicePrefix;
 }
 
 // IPv4-mapped GID ::ffff:a.b.c.d (rdma_ip2gid).
