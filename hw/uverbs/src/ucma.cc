@@ -43,6 +43,12 @@ void copy_private_data(rdma_ucm_conn_param& p, const std::vector<uint8_t>& data)
   p.private_data_len = static_cast<uint8_t>(n);
 }
 
+void copy_private_data(rdma_ucm_ud_param& p, const std::vector<uint8_t>& data) {
+  const size_t n = std::min<size_t>(data.size(), sizeof p.private_data);
+  std::memcpy(p.private_data, data.data(), n);
+  p.private_data_len = static_cast<uint8_t>(n);
+}
+
 void set_peer_params(rdma_ucm_conn_param& p, const hw::CmPeerOffer& peer) {
   p.qp_num = peer.qpn;
   p.responder_resources = peer.responder_resources;
@@ -80,12 +86,46 @@ void on_connect_request(Registry& r, Id& l, SimDevice* dev, hw::CmEvent& ev) {
   out.resp.uid = l.uid;
   out.resp.id = id->handle;
   out.resp.event = RDMA_CM_EVENT_CONNECT_REQUEST;
-  set_peer_params(out.resp.param.conn, ev.peer);
-  copy_private_data(out.resp.param.conn, ev.private_data);
+  if (ev.sidr) {
+    // A SIDR request: the UD parameters, of which only the private data is known yet.
+    copy_private_data(out.resp.param.ud, ev.private_data);
+  } else {
+    set_peer_params(out.resp.param.conn, ev.peer);
+    copy_private_data(out.resp.param.conn, ev.private_data);
+  }
   out.owner = l.handle;
   out.conn_req = true;
   r.ids.emplace(id->handle, std::move(id));
   l.file->push(out);
+}
+
+// The answer to a UD ID's SIDR_REQ as rdma_cm reports it (cma_sidr_rep_handler):
+// ESTABLISHED with the service's QPN, Q_Key and the address vector toward it, or UNREACHABLE
+// with the SIDR_REP's status (-ETIMEDOUT when none came).
+void on_sidr_event(Id& id, hw::CmEvent& ev, Event& out) {
+  rdma_ucm_ud_param& p = out.resp.param.ud;
+  switch (ev.type) {
+    case hw::CmEventType::connect_response:
+      id.state = State::established;
+      id.have_peer = true;
+      id.peer = ev.peer;
+      out.resp.event = RDMA_CM_EVENT_ESTABLISHED;
+      p.qp_num = ev.peer.qpn;
+      p.qkey = ev.peer.qkey;
+      fill_ah_attr(p.ah_attr, hw::Gid::from_ipv4(id.dst.ipv4), id.tos, kHopLimit, 0, 0);
+      copy_private_data(p, ev.private_data);
+      break;
+    case hw::CmEventType::unreachable:
+    case hw::CmEventType::timeout:
+      id.state = State::failed;
+      out.resp.event = RDMA_CM_EVENT_UNREACHABLE;
+      out.resp.status = ev.sidr_status ? ev.sidr_status : -ETIMEDOUT;
+      copy_private_data(p, ev.private_data);
+      break;
+    default:
+      return;  // nothing else happens to a SIDR request
+  }
+  id.file->push(out);
 }
 
 // One event of `id`'s connection as the ucma event rdma_cm would report.
@@ -94,6 +134,10 @@ void on_connection_event(Id& id, hw::CmEvent& ev) {
   out.resp.uid = id.uid;
   out.resp.id = id.handle;
   out.owner = id.handle;
+  if (ev.sidr) {
+    on_sidr_event(id, ev, out);
+    return;
+  }
   rdma_ucm_conn_param& p = out.resp.param.conn;
   switch (ev.type) {
     case hw::CmEventType::connect_response:

@@ -14,8 +14,10 @@
 // A pump thread waits on the CM objects' event descriptors and turns their events into ucma
 // events on the owning File.
 //
-// Supported: RC over RoCE with IPv4 addresses (RDMA_PS_TCP, and RDMA_PS_IB with RC). Refused
-// with the errno a kernel gives and one line on stderr: UD port spaces, multicast, AF_IB
+// Supported: RC over RoCE with IPv4 addresses (RDMA_PS_TCP, and RDMA_PS_IB with RC), and UD
+// QPs' service resolution in RDMA_PS_UDP (SIDR: the CONNECT_REQUEST and ESTABLISHED events
+// carry the UD parameters). Refused with the errno a kernel gives and one line on stderr:
+// RDMA_PS_IPOIB and UD in RDMA_PS_IB, multicast, AF_IB
 // addressing (except the wildcard bind librdmacm probes AF_IB support with), IPv6 addresses.
 #pragma once
 
@@ -147,6 +149,9 @@ struct Id {
   bool reuseaddr = false;
   bool afonly = false;
   uint32_t events_reported = 0;
+
+  // RDMA_PS_UDP: its connect sends a SIDR_REQ, its listeners take SIDR requests.
+  bool ud() const { return ps == RDMA_PS_UDP; }
 };
 
 struct Registry {

@@ -19,6 +19,11 @@ inline constexpr uint8_t kRoceV2Ipv4GidIndex = 3;  // ::ffff:<address>, RoCE v2 
 inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kHopLimit = 64;           // an IPv4 route's TTL
 
+// The address vector toward `remote_ipv4` as the ABI carries it (a connected QP's RTR
+// attributes, a UD ID's ESTABLISHED): RoCE v2 over IPv4, this port's IPv4-mapped GID.
+void fill_ah_attr(ib_uverbs_ah_attr& ah, const hw::Gid& remote, uint8_t traffic_class,
+                  uint8_t hop_limit, uint32_t flow_label, uint8_t sl);
+
 // One command being run: its input, its response size, and the error path. A handler answers
 // 0 or a negative errno, as the kernel's ucma handlers do; ucma_write turns that into -1 with
 // errno, once.

@@ -158,8 +158,10 @@ int create_id(const Cmd& c) {
       }
       break;
     case RDMA_PS_UDP:
+      qp_type = IBV_QPT_UD;  // as librdmacm's rdma_create_id sets it
+      break;
     case RDMA_PS_IPOIB:
-      return c.unsupported(EINVAL, "new id: a UD port space (RDMA_PS_UDP, RDMA_PS_IPOIB)");
+      return c.unsupported(EINVAL, "new id: the IPoIB port space (RDMA_PS_IPOIB: multicast UD)");
     default:
       return c.error(EINVAL, "new id: port space %#x", cmd.ps);
   }

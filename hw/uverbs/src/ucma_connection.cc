@@ -53,8 +53,9 @@ int listen(const Cmd& c) {
   }
   for (SimDevice* d : devs) {
     hw::ConnectionManager* cm = d->dev->connection_manager();
+    const hw::CmAddress at{id->dev ? id->src.ipv4 : 0, id->src.port};
     Result<std::unique_ptr<hw::CmListener>> l =
-        cm->listen({id->dev ? id->src.ipv4 : 0, id->src.port}, backlog);
+        id->ud() ? cm->listen_ud(at, backlog) : cm->listen(at, backlog);
     if (!l)
       return c.error(to_errno(l.status().code()), "id %u: %s", id->handle,
                      l.status().message().c_str());
@@ -75,10 +76,13 @@ int connect(const Cmd& c) {
                    state_name(id->state));
   const rdma_ucm_conn_param& p = cmd.conn_param;
   if (!p.valid) return c.error(EINVAL, "id %u: no connection parameters", id->handle);
-  if (p.private_data_len > hw::kReqPrivateDataMax)
-    return c.error(EINVAL, "id %u: %u bytes of private data, a REQ carries at most %zu",
-                   id->handle, p.private_data_len, hw::kReqPrivateDataMax);
+  // A UD ID resolves the service's QPN and Q_Key with a SIDR_REQ (cma_resolve_ib_udp).
+  const size_t max = id->ud() ? hw::kSidrReqPrivateDataMax : hw::kReqPrivateDataMax;
+  if (p.private_data_len > max)
+    return c.error(EINVAL, "id %u: %u bytes of private data, a %s carries at most %zu",
+                   id->handle, p.private_data_len, id->ud() ? "SIDR_REQ" : "REQ", max);
   hw::CmConnectParams params;
+  params.space = id->ud() ? hw::CmPortSpace::udp : hw::CmPortSpace::tcp;
   params.qp.srq = p.srq != 0;
   params.remote = {id->dst.ipv4, id->dst.port};
   params.local_port = id->src.port;
@@ -121,10 +125,19 @@ int accept(const Cmd& c) {
   const rdma_ucm_conn_param& p = cmd.conn_param;
   if (!p.valid) return c.error(EINVAL, "id %u: no connection parameters", id->handle);
   if (id->accepted) return c.error(EINVAL, "id %u: accepted already", id->handle);
-  if (p.private_data_len > hw::kRepPrivateDataMax)
-    return c.error(EINVAL, "id %u: %u bytes of private data, a REP carries at most %zu",
-                   id->handle, p.private_data_len, hw::kRepPrivateDataMax);
+  const size_t max = id->ud() ? hw::kSidrRepPrivateDataMax : hw::kRepPrivateDataMax;
+  if (p.private_data_len > max)
+    return c.error(EINVAL, "id %u: %u bytes of private data, a %s carries at most %zu",
+                   id->handle, p.private_data_len, id->ud() ? "SIDR_REP" : "REP", max);
   hw::CmAcceptParams params;
+  // A UD service answers with its QP and the port space's Q_Key (cma_send_sidr_rep,
+  // cma_set_qkey): a Q_Key other than that one is refused, as the kernel refuses it.
+  if (id->ud()) {
+    if (p.qkey != 0 && p.qkey != hw::kRdmaUdpQkey)
+      return c.error(EINVAL, "id %u: Q_Key %#x; RDMA_PS_UDP uses %#x", id->handle, p.qkey,
+                     hw::kRdmaUdpQkey);
+    params.qp.qkey = hw::kRdmaUdpQkey;
+  }
   params.qp.srq = p.srq != 0;
   params.qp.qpn = p.qp_num;
   params.qp.responder_resources = p.responder_resources;
@@ -135,6 +148,8 @@ int accept(const Cmd& c) {
   if (!st) return c.error(to_errno(st.code()), "id %u: %s", id->handle, st.message().c_str());
   id->uid = cmd.uid;
   id->accepted = true;
+  // SIDR has no connection to establish: the answer is the end of it.
+  if (id->ud()) id->state = State::established;
   wake_pump();  // the connection's events now have a descriptor of their own
   return 0;
 }
@@ -148,7 +163,8 @@ int reject(const Cmd& c) {
                    id->handle, reason);
   if (id->state != State::connect || !id->conn)
     return c.error(EINVAL, "id %u: rejecting: it is %s", id->handle, state_name(id->state));
-  const size_t n = std::min<size_t>(cmd.private_data_len, hw::kRejPrivateDataMax);
+  const size_t n = std::min<size_t>(
+      cmd.private_data_len, id->ud() ? hw::kSidrRepPrivateDataMax : hw::kRejPrivateDataMax);
   Status st = id->conn->reject(reason, {cmd.private_data, n});
   if (!st) return c.error(to_errno(st.code()), "id %u: %s", id->handle, st.message().c_str());
   id->state = State::failed;
@@ -171,7 +187,17 @@ int init_qp_attr(const Cmd& c) {
   if (int rc = c.writable(cmd.response, sizeof(ib_uverbs_qp_attr)); rc != 0) return rc;
   hw::QpAttr a;
   uint32_t mask = 0;
-  if (cmd.qp_state == IBV_QPS_INIT && !id->conn) {
+  if (id->ud()) {
+    // A UD QP (cma_ib_init_qp_attr): INIT with the port space's Q_Key; librdmacm moves it to
+    // RTR and RTS itself.
+    if (cmd.qp_state != IBV_QPS_INIT)
+      return c.error(EINVAL, "id %u: a UD ID gives attributes for INIT only, not QP state %u",
+                     id->handle, cmd.qp_state);
+    if (!id->dev) return c.error(EINVAL, "id %u: no device yet", id->handle);
+    a.state = hw::QpState::init;
+    a.qkey = hw::kRdmaUdpQkey;
+    mask = hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::qkey;
+  } else if (cmd.qp_state == IBV_QPS_INIT && !id->conn) {
     // Before a connection (rdma_create_qp after route resolution): INIT with no remote access.
     if (!id->dev) return c.error(EINVAL, "id %u: no device yet", id->handle);
     a.state = hw::QpState::init;
@@ -194,6 +220,7 @@ int init_qp_attr(const Cmd& c) {
     r.pkey_index = a.pkey_index;
     r.port_num = a.port_num;
   }
+  if (mask & hw::qp_attr::qkey) m |= IBV_QP_QKEY, r.qkey = a.qkey;
   if (mask & hw::qp_attr::path_mtu)
     m |= IBV_QP_PATH_MTU, r.path_mtu = static_cast<uint32_t>(a.path_mtu);
   if (mask & hw::qp_attr::dest_qpn) m |= IBV_QP_DEST_QPN, r.dest_qp_num = a.dest_qpn;
@@ -210,19 +237,25 @@ int init_qp_attr(const Cmd& c) {
   if (mask & hw::qp_attr::rnr_retry) m |= IBV_QP_RNR_RETRY, r.rnr_retry = a.rnr_retry;
   if (mask & hw::qp_attr::av) {
     m |= IBV_QP_AV;
-    std::memcpy(r.ah_attr.grh.dgid, a.remote_gid.raw, 16);
-    r.ah_attr.grh.sgid_index = kRoceV2Ipv4GidIndex;
     // The path's, from the CM: this side's TOS when it connected, the REQ's when it accepted
     // (as the kernel's CM gives a passive rdma_cm ID the REQ's path).
-    r.ah_attr.grh.hop_limit = a.hop_limit;
-    r.ah_attr.grh.traffic_class = a.traffic_class;
-    r.ah_attr.grh.flow_label = a.flow_label;
-    r.ah_attr.sl = a.sl;
-    r.ah_attr.is_global = 1;
-    r.ah_attr.port_num = 1;
+    fill_ah_attr(r.ah_attr, a.remote_gid, a.traffic_class, a.hop_limit, a.flow_label, a.sl);
   }
   r.qp_attr_mask = m;
   return c.reply(cmd.response, r);
+}
+
+void fill_ah_attr(ib_uverbs_ah_attr& ah, const hw::Gid& remote, uint8_t traffic_class,
+                  uint8_t hop_limit, uint32_t flow_label, uint8_t sl) {
+  ah = ib_uverbs_ah_attr{};
+  std::memcpy(ah.grh.dgid, remote.raw, 16);
+  ah.grh.sgid_index = kRoceV2Ipv4GidIndex;
+  ah.grh.hop_limit = hop_limit;
+  ah.grh.traffic_class = traffic_class;
+  ah.grh.flow_label = flow_label;
+  ah.sl = sl;
+  ah.is_global = 1;
+  ah.port_num = 1;
 }
 
 int notify(const Cmd& c) {

@@ -29,6 +29,10 @@ class SimConnectionManager final : public hw::ConnectionManager {
   Result<std::unique_ptr<hw::CmListener>> listen(const hw::CmAddress& local, int backlog) override {
     return agent_->listen(local, backlog);
   }
+  Result<std::unique_ptr<hw::CmListener>> listen_ud(const hw::CmAddress& local,
+                                                    int backlog) override {
+    return agent_->listen_ud(local, backlog);
+  }
   Result<std::unique_ptr<hw::CmConnection>> connect(const hw::CmConnectParams& params) override {
     return agent_->connect(params);
   }
