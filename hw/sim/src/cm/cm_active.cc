@@ -24,6 +24,44 @@ bool valid_mtu_code(uint8_t code) {
 
 }  // namespace
 
+Result<std::shared_ptr<CmEventQueue>> CmAgent::request_queue(const hw::CmConnectParams& p,
+                                                             const std::string& what) const {
+  if (p.timeout_ms == 0)
+    return Status::error(Errc::invalid_argument, "%s: timeout must be non-zero", what.c_str());
+  if (!port_attached())
+    return Status::error(Errc::disconnected, "%s: device %s is closed", what.c_str(),
+                         config_.device_name.c_str());
+  auto queue = CmEventQueue::create();
+  if (!queue) return queue.status().prepend(what);
+  return queue;
+}
+
+std::unique_ptr<CmAgent::Record> CmAgent::new_active_record(const hw::CmConnectParams& p) {
+  auto r = std::make_unique<Record>();
+  r->local_id = allocate_comm_id();
+  r->active = true;
+  r->sidr = p.space == hw::CmPortSpace::udp;
+  r->tid = tid_for(r->local_id);
+  // rdma_cm binds an ephemeral source port; it travels in the cma_hdr.
+  r->local = {config_.ipv4, p.local_port ? p.local_port
+                                         : static_cast<uint16_t>(32768 + rng_() % 28232)};
+  r->remote = p.remote;
+  r->name = connection_name(r->local, r->remote);
+  r->max_cm_retries = std::min<uint8_t>(p.max_cm_retries, 15);
+  r->connect_timeout_ms = p.timeout_ms;
+  return r;
+}
+
+void CmAgent::put_request_private_data(const Record& r, std::span<const uint8_t> data,
+                                       uint8_t* out) const {
+  CmaHeader cma;
+  cma.src_port = r.local.port;
+  cma.src_ipv4 = config_.ipv4;
+  cma.dst_ipv4 = r.remote.ipv4;
+  encode_cma_header(cma, out);
+  if (!data.empty()) std::memcpy(out + kCmaHeaderSize, data.data(), data.size());
+}
+
 Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectParams& p) {
   if (p.space == hw::CmPortSpace::udp) return connect_sidr(p);
   const std::string what = "connect to " + hw::cm_address_string(p.remote);
@@ -40,29 +78,16 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
   if (!valid_mtu_code(static_cast<uint8_t>(p.qp.path_mtu)))
     return Status::error(Errc::invalid_argument, "%s: path MTU code %u is not an IB MTU",
                          what.c_str(), static_cast<unsigned>(p.qp.path_mtu));
-  if (p.timeout_ms == 0)
-    return Status::error(Errc::invalid_argument, "%s: timeout must be non-zero", what.c_str());
-  if (!port_attached())
-    return Status::error(Errc::disconnected, "%s: device %s is closed", what.c_str(),
-                         config_.device_name.c_str());
-  auto queue = CmEventQueue::create();
-  if (!queue) return queue.status().prepend(what);
+  auto queue = request_queue(p, what);
+  if (!queue) return queue.status();
 
   const uint64_t t = now();
   Outbox out;
   std::unique_ptr<hw::CmConnection> handle;
   {
     std::lock_guard lock(mu_);
-    auto rec = std::make_unique<Record>();
+    std::unique_ptr<Record> rec = new_active_record(p);
     Record& r = *rec;
-    r.local_id = allocate_comm_id();
-    r.active = true;
-    r.tid = tid_for(r.local_id);
-    // rdma_cm binds an ephemeral source port; it travels in the cma_hdr.
-    r.local = {config_.ipv4, p.local_port ? p.local_port
-                                          : static_cast<uint16_t>(32768 + rng_() % 28232)};
-    r.remote = p.remote;
-    r.name = connection_name(r.local, r.remote);
     r.local_qpn = p.qp.qpn;
     r.sq_psn = static_cast<uint32_t>(rng_()) & 0xffffff;
     r.mtu = std::min(p.qp.path_mtu, config_.active_mtu);
@@ -75,8 +100,6 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     r.hop_limit = p.qp.hop_limit ? p.qp.hop_limit : 64;
     r.flow_label = p.qp.flow_label & 0xfffff;
     r.sl = p.qp.sl & 0xf;
-    r.max_cm_retries = std::min<uint8_t>(p.max_cm_retries, 15);
-    r.connect_timeout_ms = p.timeout_ms;
     // Each REQ try waits 2 * PacketLifeTime + RemoteCMResponseTimeout (IBA 12.7.27); pick the
     // response timeout so that every try fits in the caller's budget.
     const uint64_t budget_ns = uint64_t{p.timeout_ms} * 1'000'000;
@@ -116,14 +139,7 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     q.primary_hop_limit = r.hop_limit;
     q.primary_sl = r.sl;
     q.primary_local_ack_timeout = r.local_ack_timeout;
-    CmaHeader cma;
-    cma.src_port = r.local.port;
-    cma.src_ipv4 = config_.ipv4;
-    cma.dst_ipv4 = p.remote.ipv4;
-    encode_cma_header(cma, q.private_data.data());
-    if (!p.private_data.empty())
-      std::memcpy(q.private_data.data() + kCmaHeaderSize, p.private_data.data(),
-                  p.private_data.size());
+    put_request_private_data(r, p.private_data, q.private_data.data());
 
     r.pending = send(out, r.remote.ipv4, r.tid, q);
     r.state = State::req_sent;

@@ -279,6 +279,16 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // counts the drop if not.
   bool admit(const Listener& l, uint32_t src);
 
+  // What every request (REQ, SIDR_REQ) needs before the agent holds anything for it: a
+  // timeout, the port, and its event queue (cm_active.cc).
+  Result<std::shared_ptr<CmEventQueue>> request_queue(const hw::CmConnectParams& p,
+                                                      const std::string& what) const;
+  // A new active record for `p` (mu_ held): its IDs, addresses and retry count.
+  std::unique_ptr<Record> new_active_record(const hw::CmConnectParams& p);
+  // rdma_cm's header, then the consumer's bytes, at the start of a request's private data.
+  void put_request_private_data(const Record& r, std::span<const uint8_t> data,
+                                uint8_t* out) const;
+
   // SIDR (cm_sidr.cc; mu_ held except connect_sidr).
   Result<std::unique_ptr<hw::CmConnection>> connect_sidr(const hw::CmConnectParams& params);
   void on_sidr_req(Outbox& out, uint32_t src, const MadHeader& hdr, const SidrReqMsg& m,

@@ -23,31 +23,16 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect_sidr(const hw::CmConn
     return Status::error(Errc::invalid_argument,
                          "%s: %zu bytes of private data, a SIDR_REQ carries at most %zu",
                          what.c_str(), p.private_data.size(), hw::kSidrReqPrivateDataMax);
-  if (p.timeout_ms == 0)
-    return Status::error(Errc::invalid_argument, "%s: timeout must be non-zero", what.c_str());
-  if (!port_attached())
-    return Status::error(Errc::disconnected, "%s: device %s is closed", what.c_str(),
-                         config_.device_name.c_str());
-  auto queue = CmEventQueue::create();
-  if (!queue) return queue.status().prepend(what);
+  auto queue = request_queue(p, what);
+  if (!queue) return queue.status();
 
   const uint64_t t = now();
   Outbox out;
   std::unique_ptr<hw::CmConnection> handle;
   {
     std::lock_guard lock(mu_);
-    auto rec = std::make_unique<Record>();
+    std::unique_ptr<Record> rec = new_active_record(p);
     Record& r = *rec;
-    r.local_id = allocate_comm_id();
-    r.active = true;
-    r.sidr = true;
-    r.tid = tid_for(r.local_id);
-    r.local = {config_.ipv4, p.local_port ? p.local_port
-                                          : static_cast<uint16_t>(32768 + rng_() % 28232)};
-    r.remote = p.remote;
-    r.name = connection_name(r.local, r.remote);
-    r.max_cm_retries = std::min<uint8_t>(p.max_cm_retries, 15);
-    r.connect_timeout_ms = p.timeout_ms;
     // The MAD layer's retries of the SIDR_REQ share the caller's budget evenly.
     const uint64_t budget_ns = uint64_t{p.timeout_ms} * 1'000'000;
     r.retry_interval_ns = std::max<uint64_t>(budget_ns / (r.max_cm_retries + 1u), 1);
@@ -58,14 +43,7 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect_sidr(const hw::CmConn
     q.request_id = r.local_id;
     q.pkey = 0xffff;
     q.service_id = udp_service_id_for_port(p.remote.port);
-    CmaHeader cma;
-    cma.src_port = r.local.port;
-    cma.src_ipv4 = config_.ipv4;
-    cma.dst_ipv4 = p.remote.ipv4;
-    encode_cma_header(cma, q.private_data.data());
-    if (!p.private_data.empty())
-      std::memcpy(q.private_data.data() + kCmaHeaderSize, p.private_data.data(),
-                  p.private_data.size());
+    put_request_private_data(r, p.private_data, q.private_data.data());
     r.pending = send(out, r.remote.ipv4, r.tid, q);
     r.state = State::sidr_req_sent;
     const uint32_t id = r.local_id;
