@@ -8,7 +8,8 @@
 //
 // The client's --tos sets its ID's type of service (RDMA_OPTION_ID_TOS). The server prints
 // "path traffic class T" once it has the request: the class its QP's RTR address vector gets
-// (rdma_init_qp_attr), which the kernel's CM takes from the REQ's primary path.
+// (rdma_init_qp_attr), which the kernel's CM takes from the REQ's primary path; and "route
+// traffic class T", the class of the route librdmacm queried for the new ID, the same path.
 //
 // With --reject 1 the server rejects the request with the private data "go away"; the client
 // then prints "rejected: reason R, private data 'go away'" and exits 3. A client whose
@@ -181,6 +182,9 @@ int run_server(const Args& a, rdma_event_channel* ch) {
   rtr.qp_state = IBV_QPS_RTR;
   if (rdma_init_qp_attr(id, &rtr, &rtr_mask)) return die("rdma_init_qp_attr");
   std::printf("path traffic class %u\n", unsigned{rtr.ah_attr.grh.traffic_class});
+  // And the route librdmacm queried for the new ID (rdma_query_route): the REQ's path too.
+  if (id->route.num_paths < 1) return die("no path in the request's route");
+  std::printf("route traffic class %u\n", unsigned{id->route.path_rec[0].traffic_class});
   for (uint32_t i = 0; i < a.messages; ++i)
     if (!p.post_recv(i)) return die("ibv_post_recv");
   rdma_conn_param cp{};

@@ -34,4 +34,6 @@ status=0
 [ $server_rc -eq 0 ] && [ $client_rc -eq 0 ] || status=1
 grep -q '^path traffic class 184$' "$work/server.out" ||
   { echo "the server's QP did not take the REQ's traffic class" >&2; status=1; }
+grep -q '^route traffic class 184$' "$work/server.out" ||
+  { echo "the passive ID's route does not carry the REQ's traffic class" >&2; status=1; }
 exit $status

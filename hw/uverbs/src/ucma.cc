@@ -82,6 +82,15 @@ void on_connect_request(Registry& r, Id& l, SimDevice* dev, hw::CmEvent& ev) {
   id->have_peer = true;
   id->peer = ev.peer;
   id->conn = std::move(ev.request);
+  // A connection's route is the REQ's primary path (a SIDR request has none).
+  hw::QpAttr path;
+  uint32_t mask = 0;
+  if (!ev.sidr && id->conn->qp_attr(hw::QpState::rtr, &path, &mask) && (mask & hw::qp_attr::av)) {
+    id->tos = path.traffic_class;
+    id->hop_limit = path.hop_limit;
+    id->flow_label = path.flow_label;
+    id->sl = path.sl;
+  }
   Event out;
   out.resp.uid = l.uid;
   out.resp.id = id->handle;

@@ -143,6 +143,11 @@ struct Id {
   int backlog = hw::kDefaultListenBacklog;
   std::unique_ptr<hw::CmConnection> conn;
   bool disconnect_reported = false;
+  // The route's path (QUERY_ROUTE) beyond the TOS: the route's own, or for a passive ID the
+  // REQ's primary path, as the kernel's CM gives it (cm_format_paths_from_req), with `tos`.
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;
+  uint8_t sl = 0;
   // rdma_set_option values.
   uint8_t tos = 0;
   uint8_t ack_timeout = 0;  // 0: the default, kPacketLifeTime + 1

@@ -215,8 +215,9 @@ ibv_path_record path_record(const Id& id) {
   p.service_id = htobe64((uint64_t{id.ps} << 16) | id.dst.port);
   p.dlid = htobe16(0xffff);
   p.slid = htobe16(0xffff);
-  p.flowlabel_hoplimit = htobe32(kHopLimit);
+  p.flowlabel_hoplimit = htobe32((id.flow_label & 0xfffff) << 8 | id.hop_limit);
   p.tclass = id.tos;
+  p.qosclass_sl = htobe16(id.sl & 0xf);
   p.reversible_numpath = 0x80 | 1;
   p.pkey = htobe16(kDefaultPkey);
   p.mtu = static_cast<uint8_t>(2 << 6 | static_cast<uint8_t>(path_mtu(id)));
@@ -309,8 +310,10 @@ int query_route(const Cmd& c) {
       u.mtu = static_cast<uint8_t>(path_mtu(*id));
       u.mtu_selector = 2;
       u.pkey = p.pkey;
-      u.hop_limit = kHopLimit;
+      u.hop_limit = id->hop_limit;
       u.traffic_class = id->tos;
+      u.flow_label = htobe32(id->flow_label & 0xfffff);
+      u.sl = static_cast<uint8_t>(id->sl & 0xf);
       u.numb_path = 1;
       u.rate_selector = 2;
       u.rate = 7;
