@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "connection_core.h"
+#include "rnicdv/device.h"
 #include "rnicdv/qp.h"
 
 namespace rnicdv {
@@ -437,6 +438,69 @@ hw::CmAddress Connection::remote_address() const {
 }
 uint32_t Connection::qpn() const {
   return core_->qp->qpn;
+}
+
+// ---- Datagram services -----------------------------------------------------------------------
+
+Result<DatagramService> resolve_datagram_service(Device& device, const std::string& address,
+                                                 uint16_t port,
+                                                 std::span<const uint8_t> private_data,
+                                                 std::chrono::milliseconds timeout) {
+  char what[128];
+  std::snprintf(what, sizeof what, "resolve datagram service %s:%u from %s", address.c_str(),
+                port, device.name().c_str());
+  RNICDV_ASSIGN_OR_RETURN(const uint32_t ipv4, detail::parse_ipv4(address, false, what));
+  if (port == 0) return Status::error(Errc::invalid_argument, "%s: port 0", what);
+  if (timeout.count() <= 0 || timeout.count() > UINT32_MAX)
+    return Status::error(Errc::invalid_argument, "%s: a timeout of %lld ms", what,
+                         static_cast<long long>(timeout.count()));
+  hw::ConnectionManager* cmgr = device.hw().connection_manager();
+  if (!cmgr)
+    return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
+  hw::CmConnectParams params;
+  params.space = hw::CmPortSpace::udp;
+  params.remote = {ipv4, port};
+  params.private_data.assign(private_data.begin(), private_data.end());
+  params.timeout_ms = static_cast<uint32_t>(timeout.count());
+  params.max_cm_retries = 15;  // rdma_cm's for a SIDR_REQ (CMA_MAX_CM_RETRIES)
+  std::unique_ptr<hw::CmConnection> cm;
+  if (auto made = cmgr->connect(params); made)
+    cm = std::move(made).value();
+  else
+    return made.status().prepend(what);
+
+  // The CM ends the request itself once its tries are spent; a second more covers the engine.
+  std::shared_ptr<detail::DeviceCore> dev = device.core();
+  std::optional<hw::CmEvent> answer =
+      detail::wait_for(*dev, cm->event_fd(), timeout + std::chrono::seconds(1),
+                       [&]() -> std::optional<hw::CmEvent> {
+                         dev->progress();
+                         hw::CmEvent ev;
+                         if (cm->next_event(&ev)) return ev;
+                         return std::nullopt;
+                       });
+  if (!answer)
+    return Status::error(Errc::timeout, "%s: no answer within %lld ms", what,
+                         static_cast<long long>(timeout.count()));
+  switch (answer->type) {
+    case hw::CmEventType::connect_response: {
+      DatagramService out;
+      out.address = params.remote;
+      out.qpn = answer->peer.qpn;
+      out.qkey = answer->peer.qkey;
+      out.private_data = std::move(answer->private_data);
+      return out;
+    }
+    case hw::CmEventType::unreachable:
+      // A refusal by the service itself is a rejection; nothing listening, or no answer at
+      // all, leaves it unreachable.
+      return Status::error(answer->sidr_status == hw::sidr_status::reject ? Errc::rejected
+                                                                           : Errc::unreachable,
+                           "%s: %s", what, answer->detail.c_str());
+    default:
+      return Status::error(Errc::protocol_error, "%s: %s (%s)", what,
+                           hw::cm_event_type_name(answer->type), answer->detail.c_str());
+  }
 }
 
 }  // namespace rnicdv

@@ -51,6 +51,7 @@ struct RequestCore {
   std::vector<uint8_t> private_data;
   hw::CmPeerOffer peer;
   hw::CmAddress remote;
+  bool datagram = false;  // a SIDR request (Listener::listen_datagram)
 };
 
 struct ListenerCore {

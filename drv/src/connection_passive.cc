@@ -41,6 +41,11 @@ Result<Connection> ConnectionRequest::accept(QueuePair& qp, std::span<const uint
                 hw::cm_address_string(core_->remote).c_str());
   if (!core_->cm)
     return Status::error(Errc::bad_state, "%s: the request was already answered", what);
+  if (core_->datagram)
+    return Status::error(Errc::bad_state,
+                         "%s: a datagram service's request connects nothing: answer it with "
+                         "accept_datagram()",
+                         what);
   if (q.device != core_->device)
     return Status::error(Errc::invalid_argument,
                          "%s: the QP belongs to device %s, the request "
@@ -119,6 +124,42 @@ Status ConnectionRequest::reject(uint16_t reason, std::span<const uint8_t> priva
   return Status::ok();
 }
 
+bool ConnectionRequest::datagram() const {
+  return core_->datagram;
+}
+
+Status ConnectionRequest::accept_datagram(QueuePair& qp, uint32_t qkey,
+                                          std::span<const uint8_t> private_data) {
+  const detail::QpCore& q = *qp.core();
+  char what[128];
+  std::snprintf(what, sizeof what, "datagram service qp %#x: accept from %s", q.qpn,
+                hw::cm_address_string(core_->remote).c_str());
+  if (!core_->cm)
+    return Status::error(Errc::bad_state, "%s: the request was already answered", what);
+  if (!core_->datagram)
+    return Status::error(Errc::bad_state,
+                         "%s: a connection request: answer it with accept(), which connects "
+                         "an RC QP",
+                         what);
+  if (q.device != core_->device)
+    return Status::error(Errc::invalid_argument,
+                         "%s: the QP belongs to device %s, the request arrived on %s", what,
+                         q.device->hw->info().name.c_str(),
+                         core_->device->hw->info().name.c_str());
+  if (!q.datagram)
+    return Status::error(Errc::invalid_argument,
+                         "%s: a datagram service answers with a UD QP; this one is %s", what,
+                         q.unreliable ? "UC" : "RC");
+  hw::CmAcceptParams params;
+  params.qp.qpn = q.qpn;
+  params.qp.qkey = qkey;
+  params.private_data.assign(private_data.begin(), private_data.end());
+  if (Status st = core_->cm->accept(params); !st)
+    return Status(st.code(), std::string(what) + ": " + st.message());
+  core_->cm.reset();
+  return Status::ok();
+}
+
 // ---- Listener ------------------------------------------------------------------------------
 
 Result<Listener> Listener::listen(Device& device, const std::string& address, uint16_t port,
@@ -131,6 +172,20 @@ Result<Listener> Listener::listen(Device& device, const std::string& address, ui
     return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
   auto core = std::make_unique<ListenerCore>();
   RNICDV_ASSIGN_OR_RETURN(core->cm, cmgr->listen({ipv4, port}, backlog));
+  core->device = device.core();
+  return Listener(std::move(core));
+}
+
+Result<Listener> Listener::listen_datagram(Device& device, const std::string& address,
+                                           uint16_t port, int backlog) {
+  char what[112];
+  std::snprintf(what, sizeof what, "datagram service on %s port %u", device.name().c_str(), port);
+  RNICDV_ASSIGN_OR_RETURN(const uint32_t ipv4, detail::parse_ipv4(address, true, what));
+  hw::ConnectionManager* cmgr = device.hw().connection_manager();
+  if (!cmgr)
+    return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
+  auto core = std::make_unique<ListenerCore>();
+  RNICDV_ASSIGN_OR_RETURN(core->cm, cmgr->listen_ud({ipv4, port}, backlog));
   core->device = device.core();
   return Listener(std::move(core));
 }
@@ -151,6 +206,7 @@ std::optional<ConnectionEvent> Listener::poll_event() {
     req->private_data = std::move(ev.private_data);
     req->peer = ev.peer;
     req->remote = ev.remote;
+    req->datagram = ev.sidr;
     ConnectionEvent out;
     out.type = ConnectionEventType::connect_request;
     out.request.emplace(ConnectionRequest(std::move(req)));

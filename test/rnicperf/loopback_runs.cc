@@ -750,6 +750,19 @@ TEST_CASE("send_lat and send_bw run over UD: datagrams of at most the MTU, the h
   CHECK(r.out.find(" 1024    20 ") != std::string::npos);
 }
 
+TEST_CASE("-c UD -R: each client QP sends to what the server's datagram service answered",
+          "[e2e][ud][cm]") {
+  check_run("send_lat", {"-c", "UD", "-R", "-n", "50", "-s", "512"}, true);
+  ProcessResult r = run_rnicperf({"send_bw", "--loopback", "-c", "UD", "-R", "-q", "2", "-n",
+                                  "500", "-s", "1024", "--timeout=20"},
+                                 120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" rdma_cm QPs\t : ON\n") != std::string::npos);
+  CHECK(r.out.find(" Connection type : UD") != std::string::npos);
+  CHECK(r.out.find(" 1024       1000 ") != std::string::npos);  // 500 on each of 2 QPs
+}
+
 TEST_CASE("the SEND and WRITE tests run over UC, the header says UC, and a UC receiver that "
           "lost SENDs reports them and ends",
           "[e2e][uc]") {

@@ -696,8 +696,9 @@ TEST_CASE("-c UD is taken by the SEND tests, and refused with the reason elsewhe
   CHECK(error_of({"send_lat", "-c", "UC", "-R"}).find("-c UC with -R: ") == 0);
   CHECK(error_of({"send_lat", "-c", "UC", "--first-reply=2"}).find("-c UC: --first-reply") ==
         0);
-  CHECK(error_of({"send_lat", "-c", "UD", "-R"}) ==
-        "-c UD with -R: rdma_cm's UD port space (SIDR) is not implemented");
+  CHECK(parse({"send_lat", "-c", "UD", "-R"}).is_ok());  // SIDR finds the peer's QP
+  CHECK(parse({"send_bw", "-c", "UD", "-R", "-q", "2"}).is_ok());  // one request per QP
+  CHECK(error_of({"write_bw", "-R", "-q", "2"}) == "-R: one QP per connection (-q 2)");
   CHECK(error_of({"send_lat", "-c", "UD", "--early-post=4"}).find("-c UD: --early-post") == 0);
   CHECK(error_of({"send_bw", "-c", "UD", "--rate_limit=1"}) ==
         "-c UD: the device paces RC QPs only (use --rate_limit_type=SW)");

@@ -8,6 +8,7 @@ namespace rnicperf {
 
 using rnicdv::ConnectionEventType;
 using rnicdv::Errc;
+using rnicdv::Result;
 using rnicdv::Status;
 
 namespace {
@@ -47,7 +48,63 @@ Status wait_established(rnicdv::Connection& conn, std::chrono::milliseconds time
   }
 }
 
+// The server's HCA address, from its record's GID (an IPv4-mapped one).
+Result<std::string> server_address(const TestEndpoint& ep) {
+  const PeerRecord& peer = ep.remote(0);
+  rnicdv::hw::Gid gid;
+  std::copy(std::begin(peer.gid), std::end(peer.gid), gid.raw);
+  if (!gid.is_ipv4_mapped())
+    return Status::error(Errc::unsupported, "-R: the server's GID %s is not an IPv4 address",
+                         gid.to_string().c_str());
+  const uint32_t ip = gid.ipv4();
+  char address[16];
+  std::snprintf(address, sizeof address, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
+                (ip >> 8) & 0xff, ip & 0xff);
+  return std::string(address);
+}
+
+// Waits for the listener's next request.
+Result<rnicdv::ConnectionRequest> next_request(rnicdv::Listener& listener, const Options& o,
+                                               std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Status::error(Errc::timeout, "no connection request on CM port %u within %u s",
+                           o.port, o.timeout_s);
+    auto ev = listener.wait_event(left);
+    if (!ev) continue;
+    if (ev->type == ConnectionEventType::connect_request && ev->request)
+      return std::move(*ev->request);
+    if (!ev->status.is_ok()) return ev->status;
+  }
+}
+
 }  // namespace
+
+Status cm_resolve_datagrams(TestEndpoint& ep, OobSession& oob, const Options& o, bool client) {
+  const std::chrono::milliseconds timeout(o.timeout_s * 1000u);
+  if (!client) {
+    RNICDV_ASSIGN_OR_RETURN(rnicdv::Listener listener,
+                            rnicdv::Listener::listen_datagram(ep.device(), "", o.port));
+    RNICDV_TRY(oob.barrier(kCmListening));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (size_t i = 0; i < ep.num_qps(); ++i) {
+      RNICDV_ASSIGN_OR_RETURN(rnicdv::ConnectionRequest req, next_request(listener, o, deadline));
+      RNICDV_TRY(req.accept_datagram(ep.qp(i), kUdQkey));
+    }
+    return Status::ok();
+  }
+  RNICDV_TRY(oob.barrier(kCmListening));
+  RNICDV_ASSIGN_OR_RETURN(const std::string address, server_address(ep));
+  for (size_t i = 0; i < ep.num_qps(); ++i) {
+    RNICDV_ASSIGN_OR_RETURN(
+        rnicdv::DatagramService svc,
+        rnicdv::resolve_datagram_service(ep.device(), address, o.port, {}, timeout));
+    ep.set_datagram_peer(i, svc.qpn, svc.qkey);
+  }
+  return Status::ok();
+}
 
 void apply_path_options(const Options& o, rnicdv::ConnectionOptions* c) {
   c->sl = o.sl;
@@ -74,35 +131,13 @@ Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool clie
                             rnicdv::Listener::listen(ep.device(), "", o.port));
     RNICDV_TRY(oob.barrier(kCmListening));
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0)
-        return Status::error(Errc::timeout, "no connection request on CM port %u within %u s",
-                             o.port, o.timeout_s);
-      auto ev = listener.wait_event(left);
-      if (!ev) continue;
-      if (ev->type != ConnectionEventType::connect_request || !ev->request) {
-        if (!ev->status.is_ok()) return ev->status;
-        continue;
-      }
-      RNICDV_ASSIGN_OR_RETURN(*conn, ev->request->accept(ep.qp(0), {}, options));
-      break;
-    }
+    RNICDV_ASSIGN_OR_RETURN(rnicdv::ConnectionRequest req, next_request(listener, o, deadline));
+    RNICDV_ASSIGN_OR_RETURN(*conn, req.accept(ep.qp(0), {}, options));
     return wait_established(**conn, timeout);
   }
 
   RNICDV_TRY(oob.barrier(kCmListening));
-  const PeerRecord& peer = ep.remote(0);
-  rnicdv::hw::Gid gid;
-  std::copy(std::begin(peer.gid), std::end(peer.gid), gid.raw);
-  if (!gid.is_ipv4_mapped())
-    return Status::error(Errc::unsupported, "-R: the server's GID %s is not an IPv4 address",
-                         gid.to_string().c_str());
-  const uint32_t ip = gid.ipv4();
-  char address[16];
-  std::snprintf(address, sizeof address, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
-                (ip >> 8) & 0xff, ip & 0xff);
+  RNICDV_ASSIGN_OR_RETURN(const std::string address, server_address(ep));
   RNICDV_ASSIGN_OR_RETURN(*conn,
                           rnicdv::Connection::connect(ep.qp(0), address, o.port, {}, options));
   return wait_established(**conn, timeout);

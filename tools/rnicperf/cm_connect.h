@@ -18,6 +18,13 @@ namespace rnicperf {
 // --flow_label (QP 0's), --pkey_index and --retry_count.
 void apply_path_options(const Options& o, rnicdv::ConnectionOptions* c);
 
+// -c UD -R: each of the client's QPs finds its peer through the server's datagram service
+// (rdma_cm's UDP port space, SIDR, on CM port -p): the server answers the i-th request with
+// QP i's number and perftest's Q_Key, and the client's QP i sends to what came back. The QPs
+// are already up (their UD bring-up needs no CM).
+rnicdv::Status cm_resolve_datagrams(TestEndpoint& ep, OobSession& oob, const Options& o,
+                                    bool client);
+
 // Connects QP 0 of `ep` (in INIT; the peer's records already set). On success the QP is in
 // RTS and `*conn` owns the connection (destroy it before the QP).
 rnicdv::Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool client,

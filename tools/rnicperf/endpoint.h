@@ -81,7 +81,14 @@ class TestEndpoint {
     if (!ud_) return;
     wr->av = ahs_[i].av();
     wr->remote_qpn = remote_[i].qpn;
-    wr->remote_qkey = kUdQkey;
+    wr->remote_qkey = remote_qkeys_.empty() ? kUdQkey : remote_qkeys_[i];
+  }
+  // -c UD -R: QP i sends to the QPN and Q_Key its peer's datagram service answered (SIDR),
+  // not to those of the control channel's record.
+  void set_datagram_peer(size_t i, uint32_t qpn, uint32_t qkey) {
+    remote_qkeys_.resize(qps_.size(), kUdQkey);
+    remote_[i].qpn = qpn;
+    remote_qkeys_[i] = qkey;
   }
   bool ud() const { return ud_; }
   uint32_t rx_depth() const { return rx_depth_; }
@@ -142,6 +149,7 @@ class TestEndpoint {
   bool ud_ = false;                          // -c UD
   bool uc_ = false;                          // -c UC
   std::vector<rnicdv::AddressHandle> ahs_;  // UD: QP i's handle towards its peer
+  std::vector<uint32_t> remote_qkeys_;      // UD with -R: QP i's peer's Q_Key (SIDR's)
   // What the QPs carry (-S, --tclass, -L, --flow_label, --retry_count): applied at RTR and RTS.
   uint8_t sl_ = 0, traffic_class_ = 0, hop_limit_ = 255, retry_count_ = 7;
   std::vector<uint32_t> flow_labels_;

@@ -1123,9 +1123,6 @@ Status resolve_defaults(Options& o) {
       return Status::error(Errc::invalid_argument,
                            "%s: -c UD: unreliable datagrams carry SENDs only (send_lat, send_bw)",
                            name);
-    if (o.rdma_cm)
-      return Status::error(Errc::invalid_argument,
-                           "-c UD with -R: rdma_cm's UD port space (SIDR) is not implemented");
     if (o.early_post > 0 || o.first_reply > 0)
       return Status::error(Errc::invalid_argument,
                            "-c UD: --early-post and --first-reply time a connection; a UD QP "
@@ -1199,7 +1196,8 @@ Status resolve_defaults(Options& o) {
   if (o.wire == "inproc" && !o.loopback)
     return Status::error(Errc::invalid_argument,
                          "--wire inproc joins two simulated HCAs in one process: add --loopback");
-  if (o.rdma_cm && o.num_qps != 1)
+  // The CM connects one RC QP; a datagram service answers each UD QP's request in turn.
+  if (o.rdma_cm && o.num_qps != 1 && !o.ud)
     return Status::error(Errc::invalid_argument, "-R: one QP per connection (-q %u)", o.num_qps);
   if (!o.plot.empty()) {
     // --plot draws the distribution of one latency run's samples.

@@ -120,7 +120,11 @@ Status Session::run() {
   std::vector<PeerRecord> remote_records;
   RNICDV_TRY(oob_->exchange_records(ep_->local_records(), &remote_records));
   const bool early = o_.early_post > 0;
-  if (o_.rdma_cm) {
+  if (o_.rdma_cm && o_.ud) {
+    // UD QPs come up without a CM; SIDR then tells the client where its datagrams go.
+    RNICDV_TRY(ep_->connect(remote_records, mtu, early && s_.client));
+    RNICDV_TRY(cm_resolve_datagrams(*ep_, *oob_, o_, s_.client));
+  } else if (o_.rdma_cm) {
     RNICDV_TRY(ep_->set_remote(remote_records));
     RNICDV_TRY(cm_connect(*ep_, *oob_, o_, s_.client, mtu, &conn_));
   } else if (Status st = ep_->connect(remote_records, mtu, early && s_.client); !st) {

@@ -131,9 +131,20 @@ class ConnectionRequest {
   // REP. ESTABLISHED follows when the RTU (or COMM_EST) arrives. The request is consumed.
   Result<Connection> accept(QueuePair& qp, std::span<const uint8_t> private_data = {},
                             const ConnectionOptions& options = {});
-  // Sends a REJ (28, consumer defined, by default) with up to 148 bytes of private data.
+  // Sends a REJ (28, consumer defined, by default) with up to 148 bytes of private data. A
+  // datagram service's request is refused with a SIDR_REP of status reject instead (the
+  // reason is not carried; up to 136 bytes of private data).
   Status reject(uint16_t reason = hw::reject_reason::consumer_defined,
                 std::span<const uint8_t> private_data = {});
+
+  // A request to a datagram service (Listener::listen_datagram): a SIDR_REQ, whose private
+  // data is 180 bytes. It is answered with accept_datagram(), not accept().
+  bool datagram() const;
+  // Answers a datagram service's request with the QPN of `qp` (a UD QP of the same device)
+  // and the Q_Key its senders must use, and up to 136 bytes of private data. Nothing is
+  // connected: the request is consumed, and the QP's state is the application's.
+  Status accept_datagram(QueuePair& qp, uint32_t qkey,
+                         std::span<const uint8_t> private_data = {});
 
  private:
   friend class Listener;
@@ -199,6 +210,12 @@ class Listener {
   // retries; a request not accepted within a few seconds is withdrawn (docs/connections.md).
   static Result<Listener> listen(Device& device, const std::string& address, uint16_t port,
                                  int backlog = hw::kDefaultListenBacklog);
+  // A datagram service: listens on CM port `port` of rdma_cm's UDP port space, which is apart
+  // from the connections' (the same port may have a listener of each kind). Its
+  // CONNECT_REQUEST events carry requests with datagram() set (docs/connections.md, "UD
+  // services: SIDR").
+  static Result<Listener> listen_datagram(Device& device, const std::string& address,
+                                          uint16_t port, int backlog = hw::kDefaultListenBacklog);
 
   Listener(Listener&&) noexcept;
   Listener& operator=(Listener&&) noexcept;
@@ -214,5 +231,23 @@ class Listener {
   explicit Listener(std::unique_ptr<detail::ListenerCore> core);
   std::unique_ptr<detail::ListenerCore> core_;
 };
+
+// What a datagram service answered: where a UD QP sends to reach it.
+struct DatagramService {
+  hw::CmAddress address;  // the service's HCA and CM port
+  uint32_t qpn = 0;
+  uint32_t qkey = 0;
+  std::vector<uint8_t> private_data;  // the SIDR_REP's private data field, whole (136 bytes)
+};
+
+// Asks the datagram service at CM port `port` of the HCA at IPv4 `address` ("127.0.0.3")
+// for its QPN and Q_Key (a SIDR_REQ from `device`, with up to 180 bytes of private data), and
+// waits up to `timeout` for the answer, sending the request again meanwhile. Errors:
+// unreachable (no answer in time, or nothing listens in the UDP port space there: the status
+// says which), rejected (the service refused), invalid_argument.
+Result<DatagramService> resolve_datagram_service(
+    Device& device, const std::string& address, uint16_t port,
+    std::span<const uint8_t> private_data = {},
+    std::chrono::milliseconds timeout = std::chrono::milliseconds{10'000});
 
 }  // namespace rnicdv
