@@ -11,7 +11,9 @@
 
 using namespace rnicdv;
 using namespace rnicdv::sim::cm;
+using rnicdv::test::count_sent;
 using rnicdv::test::FakeMadFabric;
+using rnicdv::test::wait_event;
 
 namespace {
 
@@ -41,22 +43,6 @@ hw::CmAcceptParams sidr_accept(uint32_t qpn = 0x345, uint32_t qkey = hw::kRdmaUd
   p.qp.qkey = qkey;
   p.private_data = {'o', 'k'};
   return p;
-}
-
-template <class Source>
-hw::CmEvent wait_event(FakeMadFabric& fab, Source& src, uint64_t limit_ns = 600'000'000'000ull) {
-  hw::CmEvent ev;
-  bool got = fab.run_until([&] { return src.next_event(&ev); }, limit_ns);
-  INFO("no event arrived");
-  REQUIRE(got);
-  return ev;
-}
-
-size_t count_sent(const FakeMadFabric& fab, AttrId attr, uint32_t src) {
-  size_t n = 0;
-  for (const auto& s : fab.log())
-    if (s.src == src && ((s.mad[16] << 8) | s.mad[17]) == static_cast<int>(attr)) ++n;
-  return n;
 }
 
 // The last MAD `src` sent of attribute `attr`, decoded.

@@ -13,7 +13,9 @@
 
 using namespace rnicdv;
 using namespace rnicdv::sim::cm;
+using rnicdv::test::count_sent;
 using rnicdv::test::FakeMadFabric;
+using rnicdv::test::wait_event;
 
 namespace {
 
@@ -53,25 +55,9 @@ hw::CmAcceptParams accept_params(uint32_t qpn = 0x222) {
 }
 
 template <class Source>
-hw::CmEvent wait_event(FakeMadFabric& fab, Source& src, uint64_t limit_ns = 600'000'000'000ull) {
-  hw::CmEvent ev;
-  bool got = fab.run_until([&] { return src.next_event(&ev); }, limit_ns);
-  INFO("no event arrived");
-  REQUIRE(got);
-  return ev;
-}
-
-template <class Source>
 bool has_event(Source& src) {
   hw::CmEvent ev;
   return src.next_event(&ev);
-}
-
-size_t count_sent(const FakeMadFabric& fab, AttrId attr, uint32_t src) {
-  size_t n = 0;
-  for (const auto& s : fab.log())
-    if (s.src == src && ((s.mad[16] << 8) | s.mad[17]) == static_cast<int>(attr)) ++n;
-  return n;
 }
 
 // A full handshake: returns {active, passive} connections, both established.

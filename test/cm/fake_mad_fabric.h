@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A deterministic stand-in for the simulated fabric's GSI, for the CM state machine alone:
-// MADs between agents with a fixed latency, a virtual clock, per-destination loss.
+// MADs between agents with a fixed latency, a virtual clock, per-destination loss; and the
+// waits and counts the CM tests make on it.
 #pragma once
+
+#include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -108,5 +111,24 @@ class FakeMadFabric {
   std::vector<Sent> log_;
   std::vector<uint32_t> blackholes_;
 };
+
+// MADs of attribute `attr` that `src` handed to the fabric (lost ones included).
+inline size_t count_sent(const FakeMadFabric& fab, sim::cm::AttrId attr, uint32_t src) {
+  size_t n = 0;
+  for (const auto& s : fab.log())
+    if (s.src == src && ((s.mad[16] << 8) | s.mad[17]) == static_cast<int>(attr)) ++n;
+  return n;
+}
+
+// Runs the fabric until `src` (a listener or a connection) has an event, at most `limit_ns`
+// of virtual time, and returns it; the test fails if none came.
+template <class Source>
+hw::CmEvent wait_event(FakeMadFabric& fab, Source& src, uint64_t limit_ns = 600'000'000'000ull) {
+  hw::CmEvent ev;
+  const bool got = fab.run_until([&] { return src.next_event(&ev); }, limit_ns);
+  INFO("no event arrived within " << limit_ns / 1'000'000 << " ms of virtual time");
+  REQUIRE(got);
+  return ev;
+}
 
 }  // namespace rnicdv::test

@@ -17,7 +17,9 @@
 
 using namespace rnicdv;
 using namespace rnicdv::sim::cm;
+using rnicdv::test::count_sent;
 using rnicdv::test::FakeMadFabric;
+using rnicdv::test::wait_event;
 using rnicdv::test::forged_req;
 using rnicdv::test::open_descriptors;
 
@@ -40,13 +42,6 @@ void deliver(FakeMadFabric& fab) {
   fab.run_until([] { return false; }, 1 * kMs);
 }
 
-size_t count_sent(const FakeMadFabric& fab, AttrId attr, uint32_t src) {
-  size_t n = 0;
-  for (const auto& s : fab.log())
-    if (s.src == src && ((s.mad[16] << 8) | s.mad[17]) == static_cast<int>(attr)) ++n;
-  return n;
-}
-
 std::vector<RejMsg> rejs_sent(const FakeMadFabric& fab, uint32_t src) {
   std::vector<RejMsg> out;
   for (const auto& s : fab.log()) {
@@ -62,15 +57,6 @@ template <class Source>
 bool has_event(Source& src) {
   hw::CmEvent ev;
   return src.next_event(&ev);
-}
-
-template <class Source>
-hw::CmEvent wait_event(FakeMadFabric& fab, Source& src, uint64_t limit_ns) {
-  hw::CmEvent ev;
-  const bool got = fab.run_until([&] { return src.next_event(&ev); }, limit_ns);
-  INFO("no event arrived within " << limit_ns / kMs << " ms of virtual time");
-  REQUIRE(got);
-  return ev;
 }
 
 bool readable(int fd) {
