@@ -278,6 +278,19 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // Whether a request from `src` may wait on `l` (its backlog and the source's share of it);
   // counts the drop if not.
   bool admit(const Listener& l, uint32_t src);
+  // Where a request (REQ or SIDR_REQ) for `service_id` goes: the listener of `space` on its
+  // port, and the rdma_cm header at the start of its private data. `miss` says why there is
+  // none: no_service (another space, no listener on the port, or one bound to another
+  // address) or bad_header (the header does not decode); each request type answers in its own
+  // terms.
+  struct ListenerMatch {
+    enum class Miss : uint8_t { none, no_service, bad_header };
+    Listener* listener = nullptr;
+    CmaHeader cma;
+    Miss miss = Miss::none;
+  };
+  ListenerMatch match_listener(hw::CmPortSpace space, uint64_t service_id,
+                               std::span<const uint8_t> private_data);
 
   // What every request (REQ, SIDR_REQ) needs before the agent holds anything for it: a
   // timeout, the port, and its event queue (cm_active.cc).

@@ -22,6 +22,32 @@ void CmAgent::reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const 
   send(out, src, hdr.tid, rej);
 }
 
+CmAgent::ListenerMatch CmAgent::match_listener(hw::CmPortSpace space, uint64_t service_id,
+                                               std::span<const uint8_t> private_data) {
+  ListenerMatch match;
+  const bool in_space = space == hw::CmPortSpace::tcp ? is_rdma_tcp_service(service_id)
+                                                      : is_rdma_udp_service(service_id);
+  auto it = listeners_.end();
+  if (in_space)
+    it = listeners_.find(listen_key(space, static_cast<uint16_t>(service_id & 0xffff)));
+  if (it == listeners_.end()) {
+    match.miss = ListenerMatch::Miss::no_service;
+    return match;
+  }
+  Result<CmaHeader> cma = decode_cma_header(private_data.first(kCmaHeaderSize));
+  if (!cma) {
+    match.miss = ListenerMatch::Miss::bad_header;
+    return match;
+  }
+  if (it->second->bound_ipv4 != 0 && cma->dst_ipv4 != it->second->bound_ipv4) {
+    match.miss = ListenerMatch::Miss::no_service;
+    return match;
+  }
+  match.listener = it->second.get();
+  match.cma = cma.value();
+  return match;
+}
+
 bool CmAgent::admit(const Listener& listener, uint32_t src) {
   const auto backlog = static_cast<uint32_t>(listener.backlog);
   const auto share = static_cast<uint32_t>(source_share(listener.backlog));
@@ -51,26 +77,16 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
     reject_req(out, src, hdr, m, hw::reject_reason::invalid_transport_type);
     return;
   }
-  if (!is_rdma_tcp_service(m.service_id)) {
-    reject_req(out, src, hdr, m, hw::reject_reason::invalid_service_id);
+  const ListenerMatch match = match_listener(hw::CmPortSpace::tcp, m.service_id, m.private_data);
+  if (match.miss != ListenerMatch::Miss::none) {
+    reject_req(out, src, hdr, m,
+               match.miss == ListenerMatch::Miss::bad_header ? hw::reject_reason::unsupported
+                                                             : hw::reject_reason::invalid_service_id);
     return;
   }
-  const auto port = static_cast<uint16_t>(m.service_id & 0xffff);
-  auto lit = listeners_.find(listen_key(hw::CmPortSpace::tcp, port));
-  if (lit == listeners_.end()) {
-    reject_req(out, src, hdr, m, hw::reject_reason::invalid_service_id);
-    return;
-  }
-  Listener& listener = *lit->second;
-  Result<CmaHeader> cma = decode_cma_header(std::span(m.private_data).first(kCmaHeaderSize));
-  if (!cma) {
-    reject_req(out, src, hdr, m, hw::reject_reason::unsupported);
-    return;
-  }
-  if (listener.bound_ipv4 != 0 && cma->dst_ipv4 != listener.bound_ipv4) {
-    reject_req(out, src, hdr, m, hw::reject_reason::invalid_service_id);
-    return;
-  }
+  Listener& listener = *match.listener;
+  const CmaHeader& cma = match.cma;
+  const auto port = listener.port;
   if (m.path_mtu < 1 || m.path_mtu > static_cast<uint8_t>(config_.max_mtu)) {
     reject_req(out, src, hdr, m, hw::reject_reason::invalid_mtu);
     return;
@@ -113,7 +129,7 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
   r.active = false;
   r.tid = hdr.tid;
   r.local = {config_.ipv4, port};
-  r.remote = {src, cma->src_port};
+  r.remote = {src, cma.src_port};
   r.remote_guid = m.local_ca_guid;
   r.name = connection_name(r.local, r.remote);
   r.remote_qpn = m.local_qpn;

@@ -76,26 +76,16 @@ void CmAgent::on_sidr_req(Outbox& out, uint32_t src, const MadHeader& hdr, const
     ++counters_.duplicate_req_dropped;
     return;
   }
-  if (!is_rdma_udp_service(m.service_id)) {
-    refuse_sidr(out, src, hdr, m, hw::sidr_status::unsupported);
+  const ListenerMatch match = match_listener(hw::CmPortSpace::udp, m.service_id, m.private_data);
+  if (match.miss != ListenerMatch::Miss::none) {
+    refuse_sidr(out, src, hdr, m,
+                match.miss == ListenerMatch::Miss::bad_header ? hw::sidr_status::reject
+                                                              : hw::sidr_status::unsupported);
     return;
   }
-  const auto port = static_cast<uint16_t>(m.service_id & 0xffff);
-  auto lit = listeners_.find(listen_key(hw::CmPortSpace::udp, port));
-  if (lit == listeners_.end()) {
-    refuse_sidr(out, src, hdr, m, hw::sidr_status::unsupported);
-    return;
-  }
-  Listener& listener = *lit->second;
-  Result<CmaHeader> cma = decode_cma_header(std::span(m.private_data).first(kCmaHeaderSize));
-  if (!cma) {
-    refuse_sidr(out, src, hdr, m, hw::sidr_status::reject);
-    return;
-  }
-  if (listener.bound_ipv4 != 0 && cma->dst_ipv4 != listener.bound_ipv4) {
-    refuse_sidr(out, src, hdr, m, hw::sidr_status::unsupported);
-    return;
-  }
+  Listener& listener = *match.listener;
+  const CmaHeader& cma = match.cma;
+  const auto port = listener.port;
   // The same admission as a REQ's: past the backlog or the source's share, dropped unanswered
   // (the requester's retries find room later).
   if (!admit(listener, src)) return;
@@ -108,7 +98,7 @@ void CmAgent::on_sidr_req(Outbox& out, uint32_t src, const MadHeader& hdr, const
   r.sidr = true;
   r.tid = hdr.tid;
   r.local = {config_.ipv4, port};
-  r.remote = {src, cma->src_port};
+  r.remote = {src, cma.src_port};
   r.name = connection_name(r.local, r.remote);
   r.state = State::sidr_req_rcvd;
   r.listener_serial = listener.serial;
