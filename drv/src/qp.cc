@@ -2,6 +2,8 @@
 // QueuePair: the control-path surface and destruction.
 #include "rnicdv/qp.h"
 
+#include <arpa/inet.h>
+
 #include <mutex>
 #include <new>
 #include <utility>
@@ -122,6 +124,31 @@ Status QueuePair::set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes,
   limit.typical_pkt_bytes = typical_pkt_bytes;
   std::lock_guard control(core_->control_mutex);
   return core_->hw_qp->set_rate_limit(limit);
+}
+
+Result<hw::Gid> multicast_gid(const std::string& address) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, address.c_str(), &a) != 1)
+    return Status::error(Errc::invalid_argument,
+                         "multicast group '%s': not a dotted IPv4 address", address.c_str());
+  const uint32_t ipv4 = ntohl(a.s_addr);
+  if ((ipv4 >> 28) != 0xE)
+    return Status::error(Errc::invalid_argument,
+                         "multicast group '%s': not a multicast address (224.0.0.0/4)",
+                         address.c_str());
+  return hw::Gid::from_ipv4(ipv4);
+}
+
+Status QueuePair::attach_multicast(const hw::Gid& group) {
+  if (core_->is_moved_from()) return moved_from("attach_multicast");
+  std::lock_guard control(core_->control_mutex);
+  return core_->hw_qp->attach_multicast(group);
+}
+
+Status QueuePair::detach_multicast(const hw::Gid& group) {
+  if (core_->is_moved_from()) return moved_from("detach_multicast");
+  std::lock_guard control(core_->control_mutex);
+  return core_->hw_qp->detach_multicast(group);
 }
 
 Status QueuePair::reset() {

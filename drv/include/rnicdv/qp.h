@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "rnicdv/doorbell/send_doorbell.h"
 #include "rnicdv/hw/device.h"
@@ -37,6 +38,14 @@ namespace detail {
 struct DeviceCore;
 struct QpCore;
 }  // namespace detail
+
+// The destination QPN of every datagram sent to a multicast group (IBA 10.5.2.3).
+inline constexpr uint32_t kMulticastQpn = 0xFFFFFF;
+
+// A multicast group's GID on RoCE v2: the IPv4-mapped form of its address ("239.1.2.3" ->
+// ::ffff:239.1.2.3), as rdma_cm makes it. Errc::invalid_argument, naming the text, for what is
+// not a dotted IPv4 address in 224.0.0.0/4.
+Result<hw::Gid> multicast_gid(const std::string& address);
 
 // A moved-from QueuePair holds no QP. Its posts return Errc::invalid_argument and write
 // nothing, modify() and the to_*() calls fail with invalid_argument and a message saying so,
@@ -142,6 +151,14 @@ class QueuePair {
   // outside DeviceCaps' rate_limit_min_kbps..rate_limit_max_kbps is refused, naming both.
   Status set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes = 0,
                         uint16_t typical_pkt_bytes = 0);
+  // UD multicast (ibv_attach_mcast): from attach on, the QP receives the datagrams sent to
+  // the group `group` names (RoCE v2: the group's IPv4-mapped address, multicast_gid()), in
+  // any state that receives, until detach or its destruction. A datagram to a group is sent
+  // with an AddressHandle to that GID and remote_qpn kMulticastQpn. Refused: a QP that is not
+  // UD, a GID that is not a group's, a detach of a group not attached (invalid_argument), and
+  // more than DeviceCaps' max_mcast_* allow (no_resources).
+  Status attach_multicast(const hw::Gid& group);
+  Status detach_multicast(const hw::Gid& group);
 
   hw::QpState state() const noexcept;  // the driver's view
   uint32_t qpn() const noexcept;

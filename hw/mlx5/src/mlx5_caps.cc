@@ -40,6 +40,9 @@ DeviceCaps caps_from_attrs(const ibv_device_attr& dev, const PortAddressing* por
   caps.max_srq_wr = to_u32(dev.max_srq_wr);
   caps.max_qp_rd_atom = to_u8(dev.max_qp_rd_atom);
   caps.max_qp_init_rd_atom = to_u8(dev.max_qp_init_rd_atom);
+  caps.max_mcast_grp = to_u32(dev.max_mcast_grp);
+  caps.max_mcast_qp_attach = to_u32(dev.max_mcast_qp_attach);
+  caps.max_total_mcast_qp_attach = to_u32(dev.max_total_mcast_qp_attach);
   if (port1) {
     caps.max_msg_size = port1->max_msg_size;
     caps.max_mtu = port1->max_mtu;

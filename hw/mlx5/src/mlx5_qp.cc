@@ -230,6 +230,43 @@ Status Mlx5Qp::set_rate_limit(const RateLimit& limit) {
                        std::strerror(rc));
 }
 
+namespace {
+
+Errc errc_for_mcast(int rc) {
+  switch (rc) {
+    case ENOMEM:
+    case ENOSPC:
+      return Errc::no_resources;
+    case EOPNOTSUPP:
+    case ENOSYS:
+      return Errc::unsupported;
+    default:
+      return Errc::invalid_argument;
+  }
+}
+
+}  // namespace
+
+Status Mlx5Qp::attach_multicast(const Gid& mgid) {
+  ibv_gid gid;
+  std::memcpy(gid.raw, mgid.raw, sizeof gid.raw);
+  const int rc = ibv_attach_mcast(qp_.get(), &gid, 0);
+  if (rc == 0) return Status::ok();
+  return Status::error(errc_for_mcast(rc), "%s: qp %#x: attach_multicast %s: %s",
+                       core_->name.c_str(), view_.qpn, mgid.to_string().c_str(),
+                       std::strerror(rc));
+}
+
+Status Mlx5Qp::detach_multicast(const Gid& mgid) {
+  ibv_gid gid;
+  std::memcpy(gid.raw, mgid.raw, sizeof gid.raw);
+  const int rc = ibv_detach_mcast(qp_.get(), &gid, 0);
+  if (rc == 0) return Status::ok();
+  return Status::error(errc_for_mcast(rc), "%s: qp %#x: detach_multicast %s: %s",
+                       core_->name.c_str(), view_.qpn, mgid.to_string().c_str(),
+                       std::strerror(rc));
+}
+
 QpState Mlx5Qp::last_set_state() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_;

@@ -36,6 +36,9 @@ class Mlx5Qp final : public Qp {
   QpState state() const override;
   // ibv_modify_qp_rate_limit: the device's packet pacing (EOPNOTSUPP without it).
   Status set_rate_limit(const RateLimit& limit) override;
+  // ibv_attach_mcast and ibv_detach_mcast (LID 0: RoCE has none).
+  Status attach_multicast(const Gid& mgid) override;
+  Status detach_multicast(const Gid& mgid) override;
   // COMM_EST is learnt by reading the context's async fd: while a QP has a notifier, the
   // device's event thread reads it and calls the notifier there (mlx5_async_events.h).
   // False if the thread could not take the fd (the event then reaches the driver only

@@ -11,6 +11,9 @@ namespace {
 // Packet pacing from 1 Mb/s to 100 Gb/s, a ConnectX-5's range.
 constexpr uint32_t kRateLimitMinKbps = 1000;
 constexpr uint32_t kRateLimitMaxKbps = 100'000'000;
+// Multicast: as many groups as rxe offers, and 240 QPs in each, a ConnectX's num_qp_per_mcg.
+constexpr uint32_t kMaxMcastGroups = 8192;
+constexpr uint32_t kMaxMcastQpsPerGroup = 240;
 }  // namespace
 
 hw::DeviceCaps format_limits() {
@@ -38,6 +41,9 @@ hw::DeviceCaps format_limits() {
   c.max_srq_wr = kMaxSrqWqes - 1;  // one WQE of the ring is never handed out (srq_wqe.h)
   c.rate_limit_min_kbps = kRateLimitMinKbps;
   c.rate_limit_max_kbps = kRateLimitMaxKbps;
+  c.max_mcast_grp = kMaxMcastGroups;
+  c.max_mcast_qp_attach = kMaxMcastQpsPerGroup;
+  c.max_total_mcast_qp_attach = kMaxMcastGroups * kMaxMcastQpsPerGroup;
   return c;
 }
 
@@ -64,6 +70,9 @@ hw::DeviceCaps default_caps() {
   c.max_srq_wr = 16383;
   c.rate_limit_min_kbps = kRateLimitMinKbps;
   c.rate_limit_max_kbps = kRateLimitMaxKbps;
+  c.max_mcast_grp = kMaxMcastGroups;
+  c.max_mcast_qp_attach = kMaxMcastQpsPerGroup;
+  c.max_total_mcast_qp_attach = kMaxMcastGroups * kMaxMcastQpsPerGroup;
   return c;
 }
 

@@ -103,7 +103,6 @@ hw::DeviceWakeView Hca::wake_view() const {
 
 void Hca::thread_main() {
   uint32_t idle_passes = 0;
-  const int wire_fd = shared_.wire->wait_fd(endpoint_);
   const bool wire_polled = shared_.wire->polled();
   uint64_t wire_poll_ns = kFirstWirePollNs;
   std::vector<uint8_t*> rung, watch;
@@ -160,6 +159,9 @@ void Hca::thread_main() {
     if (deadline != UINT64_MAX) wait = deadline > now_ns ? std::min(wait, deadline - now_ns) : 0;
     pollfd fds[3];
     nfds_t nfds = 0;
+    // Read before each wait: joining a multicast group may change it (wire.h), and a join
+    // kicks the device.
+    const int wire_fd = attached_ ? shared_.wire->wait_fd(endpoint_) : -1;
     fds[nfds++] = pollfd{kick_fd_, POLLIN, 0};
     if (wire_fd >= 0) fds[nfds++] = pollfd{wire_fd, POLLIN, 0};
     if (watched) fds[nfds++] = pollfd{uar_watch_.fd(), POLLIN, 0};

@@ -382,9 +382,8 @@ QpObj* Hca::find_qp(uint32_t qpn) {
 }
 
 void Hca::on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
-  (void)dst;
   // The wire calls this from inside poll(), which this device's engine runs under mu_.
-  deliver_locked(src.ipv4, data, len);
+  deliver_locked(src.ipv4, dst.ipv4, data, len);
 }
 
 void Hca::on_unreachable(const Endpoint& peer) {
@@ -393,8 +392,8 @@ void Hca::on_unreachable(const Endpoint& peer) {
 }
 
 // A UD SEND: to a UD QP in RTR or later, from anyone (IBA 9.8.3).
-bool Hca::deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_t len) {
-  QpObj* qp = find_qp(p.bth.dest_qp);
+bool Hca::deliver_datagram_locked(QpObj* qp, uint32_t src_ipv4, uint32_t dst_ipv4,
+                                  const pkt::Packet& p, size_t len) {
   if (!qp || qp->type != hw::QpType::ud) return false;
   ++qp->counters.packets_rx;
   if (qp->state == hw::QpState::reset || qp->state == hw::QpState::init ||
@@ -402,12 +401,13 @@ bool Hca::deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_
     ++qp->counters.rx_dropped;
     return false;
   }
-  ud_.on_packet(*qp, src_ipv4, endpoint_.ipv4, p, len);
+  ud_.on_packet(*qp, src_ipv4, dst_ipv4, p, len);
   activate_locked(*qp);
   return true;
 }
 
-void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
+void Hca::deliver_locked(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* data,
+                         size_t len) {
   if (!port_up_.load(std::memory_order_relaxed)) [[unlikely]] {
     ++counters_.link_down_drops;  // the port is down, or the device dead (link.cc)
     return;
@@ -419,13 +419,23 @@ void Hca::deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len) {
     ++counters_.rx_dropped;
     return;
   }
+  const bool datagram = (p.bth.opcode == pkt::opcode::ud_send_only ||
+                         p.bth.opcode == pkt::opcode::ud_send_only_imm) &&
+                        p.bth.pkey == pkt::kDefaultPkey;
+  if (is_multicast_ipv4(dst_ipv4)) [[unlikely]] {
+    // Only UD SENDs to the multicast QPN travel to a group (IBA 10.5.2.3).
+    if (!datagram || p.bth.dest_qp != ud::kMulticastQpn ||
+        !deliver_multicast_locked(src_ipv4, dst_ipv4, p, len))
+      ++counters_.rx_dropped;
+    return;
+  }
   if (p.bth.dest_qp == kGsiQpn) {
     if (!gsi_.accept(src_ipv4, p)) ++counters_.rx_dropped;
     return;
   }
-  if ((p.bth.opcode == pkt::opcode::ud_send_only || p.bth.opcode == pkt::opcode::ud_send_only_imm) &&
-      p.bth.pkey == pkt::kDefaultPkey) [[unlikely]] {
-    if (!deliver_datagram_locked(src_ipv4, p, len)) ++counters_.rx_dropped;
+  if (datagram) [[unlikely]] {
+    if (!deliver_datagram_locked(find_qp(p.bth.dest_qp), src_ipv4, dst_ipv4, p, len))
+      ++counters_.rx_dropped;
     return;
   }
   QpObj* qp = find_qp(p.bth.dest_qp);

@@ -32,6 +32,9 @@ struct ExternalQpMemory {
   hw::QpCaps granted;         // what the owner reports to its consumer
   hw::Srq* srq = nullptr;     // receives come from this SRQ (the RQ fields then go unused)
   hw::QpType type = hw::QpType::rc;  // UD: datagrams, with the port's MTU (no SRQ)
+  // UD: what it sends to a multicast group it is attached to does not come back to it
+  // (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
+  bool block_self_mcast_loopback = false;
 };
 
 // A shared receive queue libmlx5 laid out (mlx5_alloc_srq_buf): `wqe_cnt` WQEs of `stride`

@@ -270,7 +270,7 @@ void Hca::progress() {
 
 void Hca::inject_datagram(uint32_t src_ipv4, const uint8_t* data, size_t len) {
   std::lock_guard<std::mutex> lock(mu_);
-  deliver_locked(src_ipv4, data, len);
+  deliver_locked(src_ipv4, endpoint_.ipv4, data, len);
   handle_cq_overflows_locked();
 }
 

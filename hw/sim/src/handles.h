@@ -86,6 +86,8 @@ class SimQp final : public hw::Qp {
   Status set_rate_limit(const hw::RateLimit& limit) override {
     return hca_->set_qp_rate_limit(qp_, limit);
   }
+  Status attach_multicast(const hw::Gid& mgid) override { return hca_->attach_mcast(qp_, mgid); }
+  Status detach_multicast(const hw::Gid& mgid) override { return hca_->detach_mcast(qp_, mgid); }
   bool set_comm_est_notifier(void (*fn)(void* ctx), void* ctx) override {
     hca_->set_comm_est_notifier(qp_, fn, ctx);
     return true;

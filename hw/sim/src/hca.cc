@@ -85,13 +85,6 @@ uint64_t memory_key_secret(const FabricShared& shared, uint32_t index) {
   return secret;
 }
 
-std::string ipv4_string(uint32_t a) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff,
-                a & 0xff);
-  return buf;
-}
-
 }  // namespace
 
 faults::FaultSchedule* Hca::fault_schedule() const {

@@ -137,6 +137,10 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Status modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask);
   hw::QpState qp_state(const QpObj* qp) const;
   Status set_qp_rate_limit(QpObj* qp, const hw::RateLimit& limit);
+  // UD multicast (ud/multicast.cc): the QP receives the datagrams sent to the group `mgid`
+  // names (an IPv4-mapped class D address) from attach until detach or its destruction.
+  Status attach_mcast(QpObj* qp, const hw::Gid& mgid);
+  Status detach_mcast(QpObj* qp, const hw::Gid& mgid);
   // A UAR page that software maps (libmlx5 through the shim): `app_view` is where software
   // stores, `device_view` a mapping of the same page that the device reads and that stays
   // mapped until detach (the application may unmap its own). Stores into `app_view` wake a
@@ -231,8 +235,16 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   bool look_at_errored_locked(uint64_t now_ns);
   // Removes a QP being destroyed from the engine's lists.
   void forget_qp_locked(QpObj& qp);
-  void deliver_locked(uint32_t src_ipv4, const uint8_t* data, size_t len);
-  bool deliver_datagram_locked(uint32_t src_ipv4, const pkt::Packet& p, size_t len);
+  // A datagram from the wire, sent from `src_ipv4` to `dst_ipv4` (this device's address, or a
+  // group it joined).
+  void deliver_locked(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* data, size_t len);
+  bool deliver_datagram_locked(QpObj* qp, uint32_t src_ipv4, uint32_t dst_ipv4,
+                               const pkt::Packet& p, size_t len);
+  // A UD SEND to a group: a copy to every QP attached (ud/multicast.cc). False if none took it.
+  bool deliver_multicast_locked(uint32_t src_ipv4, uint32_t group, const pkt::Packet& p,
+                                size_t len);
+  // Takes a QP being destroyed out of its groups (ud/multicast.cc).
+  void detach_all_mcast_locked(QpObj& qp);
   void transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len, IpClass ip);
 
   // link.cc: the link rules of the fault specification (port-down, port-up, fatal) that
@@ -293,6 +305,9 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   DeviceCounters counters_;
   MrTable mrs_;
   std::unordered_set<uint32_t> pds_;
+  // UD multicast: group address -> the QPs attached, and the attachments in all.
+  std::unordered_map<uint32_t, std::vector<QpObj*>> mcast_groups_;
+  uint32_t mcast_attachments_ = 0;
   uint32_t next_pdn_ = 1;
   uint32_t next_cqn_ = 0x80;
   uint32_t next_qpn_ = 0x100;

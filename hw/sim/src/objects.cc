@@ -369,6 +369,7 @@ Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv
   }
   qp->srq = srq;
   qp->type = mem.type;
+  qp->block_self_mcast_loopback = mem.block_self_mcast_loopback;
   if (mem.type == hw::QpType::ud) {
     if (srq) {
       std::free(qp->mirror_buf);
@@ -502,6 +503,7 @@ void Hca::unbind_register(QpObj& qp) {
 
 void Hca::destroy_qp(QpObj* qp) {
   std::lock_guard<std::mutex> lock(mu_);
+  detach_all_mcast_locked(*qp);
   forget_qp_locked(*qp);
   unbind_register(*qp);
   qp_by_num_.erase(qp->qpn);

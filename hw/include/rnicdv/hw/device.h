@@ -73,6 +73,11 @@ struct DeviceCaps {
   // the device has none.
   uint32_t rate_limit_min_kbps = 0;
   uint32_t rate_limit_max_kbps = 0;
+  // UD multicast (Qp::attach_multicast): groups the device can hold, QPs attached to one
+  // group, and attachments in all.
+  uint32_t max_mcast_grp = 0;
+  uint32_t max_mcast_qp_attach = 0;
+  uint32_t max_total_mcast_qp_attach = 0;
 };
 
 // A 16-byte GID; on RoCEv2 with IPv4, the IPv4-mapped form ::ffff:a.b.c.d.
@@ -283,6 +288,14 @@ class Qp {
   // Sets or clears (kbps 0) the QP's send rate limit, in any state. The error names the QP
   // and the bound a value broke; a backend without packet pacing says so (Errc::unsupported).
   virtual Status set_rate_limit(const RateLimit& limit) = 0;
+  // UD multicast (ibv_attach_mcast): from attach on, the QP receives the datagrams sent to
+  // the group `mgid` names, in any state that receives; detach (or destroying the QP) ends
+  // it. On RoCE v2 an IPv4 group's GID is its IPv4-mapped address (::ffff:239.1.2.3).
+  // Attaching twice is not an error; a QP that is not UD, a GID that is not a group's and a
+  // detach of a group not attached are (Errc::invalid_argument), and the device's limits
+  // (DeviceCaps::max_mcast_*) give Errc::no_resources.
+  virtual Status attach_multicast(const Gid& mgid) = 0;
+  virtual Status detach_multicast(const Gid& mgid) = 0;
   // COMM_EST where it is learnt (IBA 11.6.3.1: the first request reached the QP in RTR):
   // `fn(ctx)` is called once per COMM_EST the QP raises, on the thread that learns it, with
   // none of the backend's locks held (it may modify the QP), besides the asynchronous event

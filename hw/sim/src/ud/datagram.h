@@ -31,6 +31,9 @@ namespace ud {
 // of the scatter list). For RoCE v2 over IPv4, bytes 20..39 hold the IPv4 header.
 inline constexpr uint32_t kGrhBytes = 40;
 
+// The destination QPN of every datagram sent to a multicast group (IBA 10.5.2.3).
+inline constexpr uint32_t kMulticastQpn = 0xFFFFFF;
+
 class Datagram {
  public:
   Datagram(rc::Context& ctx, rc::SqFetcher& fetcher, rc::Flush& flush, rc::Completer& completer)

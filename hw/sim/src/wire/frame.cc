@@ -69,6 +69,9 @@ uint16_t fold(uint32_t sum) {
 }  // namespace
 
 MacAddress mac_for_ipv4(uint32_t ipv4) noexcept {
+  if (is_multicast_ipv4(ipv4))  // RFC 1112 6.4: 01:00:5e and the group's low 23 bits
+    return {0x01, 0x00, 0x5e, static_cast<uint8_t>((ipv4 >> 16) & 0x7f),
+            static_cast<uint8_t>(ipv4 >> 8), static_cast<uint8_t>(ipv4)};
   return {0x02,
           0x00,
           static_cast<uint8_t>(ipv4 >> 24),

@@ -29,7 +29,8 @@ inline constexpr uint8_t kFrameIpv4Ttl = 64;
 
 using MacAddress = std::array<uint8_t, 6>;
 
-// 02:00:a:b:c:d for a.b.c.d (host order in, as Endpoint carries it).
+// 02:00:a:b:c:d for a.b.c.d (host order in, as Endpoint carries it); for a multicast group,
+// 01:00:5e and its low 23 bits.
 MacAddress mac_for_ipv4(uint32_t ipv4) noexcept;
 
 enum class UdpChecksum : uint8_t { zero, compute };

@@ -9,13 +9,21 @@
 // held, newly arrived frames pass through the holding area too, so frames come out in exact
 // (due time, transmit order) order.
 //
+// Multicast: a datagram sent to a group is copied into the ring of every endpoint joined to
+// it, with the group as its destination, as a switch replicates it; faults are drawn once,
+// before the copies are made. The membership map is guarded by a mutex that transmit takes
+// only for a group address.
+//
 // Capture: a frame is written to the pcap when it goes on the link, at transmit or, when
 // held back, at the end of its hold. Frames lost on the receiving side (no sink, full ring,
 // bad ICRC) were on the link and are captured; frames lost before leaving (fault drop, full
 // holding area, endpoint detached during the hold) are not.
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "wire/endpoint_table.h"
 #include "rnicdv/sim/mpsc_ring.h"
@@ -51,6 +59,8 @@ class InprocWire final : public WireBase {
                 IpClass ip) override;
   size_t poll(const Endpoint& local, size_t budget) override;
   uint64_t next_delivery_ns(const Endpoint& local) const override;
+  Status join_group(const Endpoint& local, uint32_t group) override;
+  Status leave_group(const Endpoint& local, uint32_t group) override;
 
  private:
   void add_endpoint_counters(WireCounters* c) const override {
@@ -59,8 +69,15 @@ class InprocWire final : public WireBase {
   Result<Endpoint> pick_address(uint16_t port) const;
   void hold(InprocPort& p, const WireFrame& frame);
   size_t release_one(InprocPort& p, WireFrame* frame, uint64_t now);
+  // Queues the copies of `tx` for `dst` (a copy per fault copy); `capture_held` marks held
+  // copies for capture when they leave. Counts what cannot be queued.
+  void enqueue(const TxFrame& tx, const Endpoint& dst, bool capture_held, uint64_t capture_ts);
+  void transmit_group(const TxFrame& tx);
 
   EndpointTable<InprocPort> ports_;
+  // Group address -> the endpoints joined to it.
+  std::mutex groups_mu_;
+  std::unordered_map<uint32_t, std::vector<Endpoint>> groups_;
 };
 
 InprocWire::~InprocWire() {
@@ -111,7 +128,15 @@ Result<Endpoint> InprocWire::attach(Endpoint local, WireSink* sink) {
 
 void InprocWire::detach(Endpoint local) {
   std::lock_guard lock(control_mutex_);
-  std::unique_ptr<InprocPort> port(ports_.remove(resolve(local)));
+  local = resolve(local);
+  {
+    std::lock_guard groups(groups_mu_);
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      std::erase(it->second, local);
+      it = it->second.empty() ? groups_.erase(it) : std::next(it);
+    }
+  }
+  std::unique_ptr<InprocPort> port(ports_.remove(local));
   if (!port) return;
   // No transmitter or poller holds the port any more. Whatever it had not delivered is
   // lost with it: queued frames were on the link (and captured), held ones never left.
@@ -128,27 +153,78 @@ void InprocWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_
                           size_t len, IpClass ip) {
   TxFrame tx;
   if (!begin_transmit(src, dst, data, len, ip, &tx)) return;
-  EndpointTable<InprocPort>::Ref port;
-  ports_.find(tx.dst, &port);
-  const bool held = tx.held();
+  if (is_multicast_ipv4(tx.dst.ipv4)) [[unlikely]]
+    return transmit_group(tx);
   // A held frame is captured when its hold ends, unless it is lost on arrival (below).
-  const uint64_t capture_ts = capturing() ? (held ? tx.due_ns : now_ns()) : 0;
+  const uint64_t capture_ts = capturing() ? (tx.held() ? tx.due_ns : now_ns()) : 0;
+  enqueue(tx, tx.dst, true, capture_ts);
+}
+
+void InprocWire::enqueue(const TxFrame& tx, const Endpoint& dst, bool capture_held,
+                         uint64_t capture_ts) {
+  EndpointTable<InprocPort>::Ref port;
+  ports_.find(dst, &port);
+  const bool held = tx.held();
   for (uint8_t copy = 0; copy < tx.plan.copies; ++copy) {
     if (!port) [[unlikely]] {
-      capture(tx, capture_ts);
+      if (capture_held) capture(tx, capture_ts);
       bump(tx_counters().dropped_no_sink);
       continue;
     }
     const auto claim = port->ring.claim();
     if (!claim) [[unlikely]] {
-      capture(tx, capture_ts);
+      if (capture_held) capture(tx, capture_ts);
       bump(tx_counters().dropped_queue_full);
       continue;
     }
-    if (!held) capture(tx, capture_ts);
-    tx.fill(claim.slot, copy, held ? WireFrame::kCaptureOnRelease : 0);
+    if (!held && capture_held) capture(tx, capture_ts);
+    tx.fill(claim.slot, copy, held && capture_held ? WireFrame::kCaptureOnRelease : 0);
     port->ring.publish(claim);
   }
+}
+
+// The link carries the frame once (captured once, by the first member's copy when it is
+// held); every member's ring gets its own copy.
+void InprocWire::transmit_group(const TxFrame& tx) {
+  const uint64_t capture_ts = capturing() ? (tx.held() ? tx.due_ns : now_ns()) : 0;
+  std::lock_guard lock(groups_mu_);
+  auto it = groups_.find(tx.dst.ipv4);
+  if (it == groups_.end()) {
+    for (uint8_t copy = 0; copy < tx.plan.copies; ++copy) capture(tx, capture_ts);
+    return;
+  }
+  bool first = true;
+  for (const Endpoint& member : it->second) {
+    enqueue(tx, member, first, capture_ts);
+    first = false;
+  }
+}
+
+Status InprocWire::join_group(const Endpoint& local, uint32_t group) {
+  RNICDV_TRY(check_group("inproc", local, group));
+  std::lock_guard lock(control_mutex_);
+  const Endpoint ep = resolve(local);
+  if (!ports_.contains(ep))
+    return Status::error(Errc::not_found, "inproc wire: %s joining %s: not attached",
+                         endpoint_string(ep).c_str(), ipv4_string(group).c_str());
+  std::lock_guard groups(groups_mu_);
+  std::vector<Endpoint>& members = groups_[group];
+  if (std::find(members.begin(), members.end(), ep) != members.end())
+    return Status::error(Errc::address_in_use, "inproc wire: %s joining %s: already a member",
+                         endpoint_string(ep).c_str(), ipv4_string(group).c_str());
+  members.push_back(ep);
+  return Status::ok();
+}
+
+Status InprocWire::leave_group(const Endpoint& local, uint32_t group) {
+  std::lock_guard lock(control_mutex_);
+  const Endpoint ep = resolve(local);
+  std::lock_guard groups(groups_mu_);
+  auto it = groups_.find(group);
+  if (it == groups_.end() || std::erase(it->second, ep) == 0)
+    return Wire::leave_group(ep, group);
+  if (it->second.empty()) groups_.erase(it);
+  return Status::ok();
 }
 
 void InprocWire::hold(InprocPort& p, const WireFrame& frame) {
@@ -158,7 +234,8 @@ void InprocWire::hold(InprocPort& p, const WireFrame& frame) {
 
 size_t InprocWire::release_one(InprocPort& p, WireFrame* frame, uint64_t now) {
   if (frame->flags & WireFrame::kCaptureOnRelease) capture(*frame, now);
-  return deliver(p.sink, frame->src(), p.local, frame->bytes, frame->len, &p.rx) ? 1 : 0;
+  // The frame's destination is this endpoint, or a group it joined.
+  return deliver(p.sink, frame->src(), frame->dst(), frame->bytes, frame->len, &p.rx) ? 1 : 0;
 }
 
 size_t InprocWire::poll(const Endpoint& local, size_t budget) {

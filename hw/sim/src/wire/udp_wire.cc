@@ -18,6 +18,15 @@
 // (WireSink::on_unreachable). A send that met the pending error, which belongs to an earlier
 // datagram and not to this one, is sent again.
 //
+// Multicast. An endpoint that joins a group gets a second socket for it, bound to the group's
+// address and port (SO_REUSEADDR: every member in every process binds the same) and a member
+// of the group on the interface of the endpoint's address (IP_ADD_MEMBERSHIP), with
+// IP_MULTICAST_ALL off so that it hears that group only. A datagram for a group leaves from
+// the endpoint's own socket, whose multicast interface is its address; the kernel then hands a
+// copy to every member socket, the sender's own included (multicast loopback). The receiver
+// rebuilds the ICRC's pseudo header with the group as the destination. From the first join,
+// the endpoint's wait fd is an epoll set of its sockets.
+//
 // Faults are applied by the sender. Held-back frames wait in the sending endpoint's outbox
 // (an MPSC ring, as transmit may run on any thread) and holding area, and leave when
 // poll(sender) finds them due. Capture happens on send: a frame is written once it has been
@@ -27,13 +36,16 @@
 #include <errno.h>
 #include <linux/errqueue.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #include "wire/endpoint_table.h"
 #include "rnicdv/sim/mpsc_ring.h"
@@ -115,6 +127,43 @@ int open_bound_socket(const Endpoint& ep, int* failed_step) {
     *failed_step = 2;
     return -err;
   }
+  // Datagrams for a group leave through the interface that has this address. Without it the
+  // kernel picks the route's, and a send to a group may then fail (and count as a send error).
+  in_addr mc_if{};
+  mc_if.s_addr = sa.sin_addr.s_addr;
+  (void)::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mc_if, sizeof(mc_if));
+  return fd;
+}
+
+// A non-blocking UDP socket that hears `group` on the interface of `local`'s address, or
+// -errno; `*failed_step` names the call that failed.
+int open_group_socket(const Endpoint& local, uint32_t group, const char** failed_step) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *failed_step = "socket";
+    return -errno;
+  }
+  const auto fail = [fd, failed_step](const char* step) {
+    const int err = errno;
+    ::close(fd);
+    *failed_step = step;
+    return -err;
+  };
+  const int one = 1, zero = 0;
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
+    return fail("set SO_REUSEADDR");
+  if (::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) != 0)
+    return fail("set IP_MULTICAST_ALL");
+  const int bytes = kSocketBufferBytes;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
+    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+  const sockaddr_in sa = to_sockaddr(Endpoint{group, local.port});
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) return fail("bind");
+  ip_mreqn mreq{};
+  mreq.imr_multiaddr.s_addr = htonl(group);
+  mreq.imr_address.s_addr = htonl(local.ipv4);
+  if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof(mreq)) != 0)
+    return fail("IP_ADD_MEMBERSHIP");
   return fd;
 }
 
@@ -150,12 +199,21 @@ struct RecvBatch {
   uint8_t buffers[kRecvBatch][kMaxWireDatagramLen];
 };
 
+struct GroupSocket {
+  uint32_t group;  // the address it is bound to
+  int fd;
+};
+
 struct UdpPort {
   UdpPort(const Endpoint& l, WireSink* s, int socket_fd, bool faults)
       : local(l), sink(s), fd(socket_fd), recv(std::make_unique_for_overwrite<RecvBatch>()) {
     if (faults) outbox = std::make_unique<MpscRing<WireFrame>>(kOutboxLog2);
   }
-  ~UdpPort() { ::close(fd); }
+  ~UdpPort() {
+    for (const GroupSocket& g : groups) ::close(g.fd);
+    if (const int e = epoll_fd.load(std::memory_order_relaxed); e >= 0) ::close(e);
+    ::close(fd);
+  }
   UdpPort(const UdpPort&) = delete;
   UdpPort& operator=(const UdpPort&) = delete;
 
@@ -168,6 +226,12 @@ struct UdpPort {
   std::atomic<bool> errors_queued{false};  // an ICMP error was met: the poller reads them
   EndpointRxCounters rx;
   std::unique_ptr<RecvBatch> recv;  // poller only
+  // Multicast: the groups' sockets (join, leave and the poller take the mutex), whether there
+  // are any (read by the poller without it), and the epoll set made at the first join.
+  std::mutex groups_mu;
+  std::vector<GroupSocket> groups;
+  std::atomic<bool> has_groups{false};
+  std::atomic<int> epoll_fd{-1};
 };
 
 class UdpWire final : public WireBase {
@@ -184,6 +248,8 @@ class UdpWire final : public WireBase {
   size_t poll(const Endpoint& local, size_t budget) override;
   uint64_t next_delivery_ns(const Endpoint& local) const override;
   int wait_fd(const Endpoint& local) const override;
+  Status join_group(const Endpoint& local, uint32_t group) override;
+  Status leave_group(const Endpoint& local, uint32_t group) override;
 
  private:
   void add_endpoint_counters(WireCounters* c) const override {
@@ -191,7 +257,8 @@ class UdpWire final : public WireBase {
   }
   Result<int> bind_auto(Endpoint* local);
   void release_held(UdpPort& p);
-  size_t receive(UdpPort& p, size_t budget);
+  // Receives from `fd`, one of `p`'s sockets, bound to `bound` (its address or a group's).
+  size_t receive(UdpPort& p, int fd, const Endpoint& bound, size_t budget);
   void read_errors(UdpPort& p);
   // sendmsg of one frame; a pending ICMP error of an earlier frame is noted and the frame
   // sent again. False if it was not sent.
@@ -410,7 +477,7 @@ void UdpWire::release_held(UdpPort& p) {
   p.earliest_held.store(p.held.earliest_due(), std::memory_order_relaxed);
 }
 
-size_t UdpWire::receive(UdpPort& p, size_t budget) {
+size_t UdpWire::receive(UdpPort& p, int fd, const Endpoint& bound, size_t budget) {
   RecvBatch& b = *p.recv;
   size_t delivered = 0, received = 0;
   int errors_met = 0;
@@ -427,10 +494,10 @@ size_t UdpWire::receive(UdpPort& p, size_t budget) {
       b.msgs[i].msg_hdr.msg_iovlen = 1;
       b.msgs[i].msg_len = 0;
     }
-    const int n = ::recvmmsg(p.fd, b.msgs, want, MSG_DONTWAIT, nullptr);
+    const int n = ::recvmmsg(fd, b.msgs, want, MSG_DONTWAIT, nullptr);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno != EAGAIN) {
+      if (n < 0 && errno != EAGAIN && fd == p.fd) {  // a group's socket sends nothing
         // A pending ICMP error is reported (and cleared) before any datagram: read the queue
         // and go on receiving (a few times at most: a flood of refusals cannot hold the
         // poller here).
@@ -449,7 +516,7 @@ size_t UdpWire::receive(UdpPort& p, size_t budget) {
         continue;
       }
       const Endpoint src{ntohl(b.from[i].sin_addr.s_addr), ntohs(b.from[i].sin_port)};
-      if (deliver(p.sink, src, p.local, b.buffers[i], b.msgs[i].msg_len, &p.rx)) ++delivered;
+      if (deliver(p.sink, src, bound, b.buffers[i], b.msgs[i].msg_len, &p.rx)) ++delivered;
     }
     if (static_cast<unsigned>(n) < want) break;  // the socket is drained
   }
@@ -464,7 +531,15 @@ size_t UdpWire::poll(const Endpoint& local, size_t budget) {
   release_held(*port);
   if (port->errors_queued.load(std::memory_order_acquire)) read_errors(*port);
   if (budget == 0) return 0;
-  return receive(*port, budget);
+  size_t delivered = receive(*port, port->fd, port->local, budget);
+  if (port->has_groups.load(std::memory_order_acquire)) [[unlikely]] {
+    std::lock_guard lock(port->groups_mu);
+    for (const GroupSocket& g : port->groups) {
+      if (delivered >= budget) break;
+      delivered += receive(*port, g.fd, Endpoint{g.group, port->local.port}, budget - delivered);
+    }
+  }
+  return delivered;
 }
 
 uint64_t UdpWire::next_delivery_ns(const Endpoint& local) const {
@@ -479,7 +554,83 @@ uint64_t UdpWire::next_delivery_ns(const Endpoint& local) const {
 int UdpWire::wait_fd(const Endpoint& local) const {
   EndpointTable<UdpPort>::Ref ref;
   ports_.find(resolve(local), &ref);
-  return ref ? ref->fd : -1;
+  if (!ref) return -1;
+  return ref->has_groups.load(std::memory_order_acquire) ? ref->epoll_fd.load() : ref->fd;
+}
+
+Status UdpWire::join_group(const Endpoint& local, uint32_t group) {
+  RNICDV_TRY(check_group("udp", local, group));
+  std::lock_guard lock(control_mutex_);
+  const Endpoint ep = resolve(local);
+  EndpointTable<UdpPort>::Ref ref;
+  ports_.find(ep, &ref);
+  if (!ref)
+    return Status::error(Errc::not_found, "udp wire: %s joining %s: not attached",
+                         endpoint_string(ep).c_str(), ipv4_string(group).c_str());
+  UdpPort& p = *ref;
+  {
+    std::lock_guard groups(p.groups_mu);
+    for (const GroupSocket& g : p.groups)
+      if (g.group == group)
+        return Status::error(Errc::address_in_use, "udp wire: %s joining %s: already a member",
+                             endpoint_string(ep).c_str(), ipv4_string(group).c_str());
+  }
+  const auto failed = [&](const char* step, int err) {
+    return Status::error(errc_for_bind(err), "udp wire: %s joining %s: %s: %s",
+                         endpoint_string(ep).c_str(), ipv4_string(group).c_str(), step,
+                         std::strerror(err));
+  };
+  int epoll = p.epoll_fd.load(std::memory_order_relaxed);
+  if (epoll < 0) {
+    epoll = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll < 0) return failed("epoll_create1", errno);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = p.fd;
+    if (::epoll_ctl(epoll, EPOLL_CTL_ADD, p.fd, &ev) != 0) {
+      const int err = errno;
+      ::close(epoll);
+      return failed("epoll_ctl", err);
+    }
+    p.epoll_fd.store(epoll, std::memory_order_release);
+  }
+  const char* step = "";
+  const int fd = open_group_socket(ep, group, &step);
+  if (fd < 0) return failed(step, -fd);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return failed("epoll_ctl", err);
+  }
+  try {
+    std::lock_guard groups(p.groups_mu);
+    p.groups.push_back(GroupSocket{group, fd});
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    return failed("remembering the group", ENOMEM);
+  }
+  p.has_groups.store(true, std::memory_order_release);
+  return Status::ok();
+}
+
+Status UdpWire::leave_group(const Endpoint& local, uint32_t group) {
+  std::lock_guard lock(control_mutex_);
+  const Endpoint ep = resolve(local);
+  EndpointTable<UdpPort>::Ref ref;
+  ports_.find(ep, &ref);
+  if (!ref) return Wire::leave_group(ep, group);
+  UdpPort& p = *ref;
+  std::lock_guard groups(p.groups_mu);
+  auto it = std::find_if(p.groups.begin(), p.groups.end(),
+                         [group](const GroupSocket& g) { return g.group == group; });
+  if (it == p.groups.end()) return Wire::leave_group(ep, group);
+  ::close(it->fd);  // leaves the group, and the epoll set
+  p.groups.erase(it);
+  p.has_groups.store(!p.groups.empty(), std::memory_order_release);
+  return Status::ok();
 }
 
 }  // namespace

@@ -25,6 +25,12 @@ struct Endpoint {
   bool operator==(const Endpoint&) const = default;
 };
 
+// "239.1.2.3", for messages.
+std::string ipv4_string(uint32_t ipv4);
+
+// An IPv4 multicast (class D) address, 224.0.0.0/4, host order.
+constexpr bool is_multicast_ipv4(uint32_t ipv4) noexcept { return (ipv4 >> 28) == 0xE; }
+
 // The IP header's per-packet fields a QP's address vector sets (traffic class, hop limit):
 // the TOS byte (DSCP in bits 7..2, ECN in 1..0) and the TTL. The ICRC masks both (IBA A17.3).
 struct IpClass {
@@ -104,6 +110,17 @@ class Wire {
   // sink. Frames still queued or held for or from `local` are dropped and counted.
   virtual void detach(Endpoint local) = 0;
 
+  // Multicast groups (IPv4 class D addresses). From join_group on, datagrams sent to `group`
+  // also reach `local`'s sink, with on_datagram's `dst` the group: every endpoint joined gets
+  // its own copy, the sender's own included, as a switch and the IP stack's multicast
+  // loopback deliver them. An endpoint joins a group once (its device counts its QPs); a
+  // second join, or a leave of a group not joined, is an error. Leaving drops what was queued
+  // for the endpoint from the group no earlier than leave returns; detach leaves every group.
+  // A datagram sent to a group nobody joined goes nowhere, and is not a drop. Wires that carry
+  // no multicast refuse the join (Errc::unsupported).
+  virtual Status join_group(const Endpoint& local, uint32_t group);
+  virtual Status leave_group(const Endpoint& local, uint32_t group);
+
   // Sends one datagram (BTH..pad, no ICRC; at most 4096 + 64 bytes). Never blocks; a frame
   // the wire cannot queue is dropped and counted, as a link would.
   // `cls` is what the frame's IP header carries (on the UDP wire, the kernel's header).
@@ -124,7 +141,8 @@ class Wire {
   virtual uint64_t next_delivery_ns(const Endpoint& local) const = 0;
 
   // A file descriptor that becomes readable when datagrams for `local` arrive (UDP: its
-  // socket), or -1 when the wire has none (in-process).
+  // socket, or an epoll set of it and its groups' sockets), or -1 when the wire has none
+  // (in-process). It may change when `local` joins a group: read it again before each wait.
   virtual int wait_fd(const Endpoint& local) const {
     (void)local;
     return -1;

@@ -34,6 +34,32 @@ std::string endpoint_string(const Endpoint& ep) {
   return text;
 }
 
+std::string ipv4_string(uint32_t ipv4) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%u.%u.%u.%u", ipv4 >> 24, (ipv4 >> 16) & 0xFF,
+                (ipv4 >> 8) & 0xFF, ipv4 & 0xFF);
+  return text;
+}
+
+Status Wire::join_group(const Endpoint& local, uint32_t group) {
+  return Status::error(Errc::unsupported, "%s wire: %s joining %s: this wire carries no multicast",
+                       wire_kind_name(kind()), endpoint_string(local).c_str(),
+                       ipv4_string(group).c_str());
+}
+
+Status Wire::leave_group(const Endpoint& local, uint32_t group) {
+  return Status::error(Errc::not_found, "%s wire: %s leaving %s: it never joined",
+                       wire_kind_name(kind()), endpoint_string(local).c_str(),
+                       ipv4_string(group).c_str());
+}
+
+Status WireBase::check_group(const char* wire_name, const Endpoint& local, uint32_t group) {
+  if (is_multicast_ipv4(group)) return Status::ok();
+  return Status::error(Errc::invalid_argument,
+                       "%s wire: %s joining %s: not a multicast address (224.0.0.0/4)",
+                       wire_name, endpoint_string(local).c_str(), ipv4_string(group).c_str());
+}
+
 void EndpointRxCounters::add_to(WireCounters* c) const noexcept {
   c->frames_rx += frames.get();
   c->bytes_rx += bytes.get();

@@ -80,6 +80,8 @@ class WireBase : public Wire {
 
   // Checks what both wires share (fault probabilities, port). Errors name `wire_name`.
   static Status validate(const WireConfig& config, const char* wire_name);
+  // An invalid_argument error unless `group` is a multicast address.
+  static Status check_group(const char* wire_name, const Endpoint& local, uint32_t group);
 
  protected:
   WireBase(const WireConfig& config, std::unique_ptr<PcapWriter> pcap);

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// UD multicast in rnicdv's API on the simulated HCA: a datagram sent to a group reaches every
+// QP attached to it once, on every device (the sender's own device and QP included), behind a
+// GRH whose destination is the group, and each checked against its own Q_Key; detaching, and
+// destroying an attached QP, stop delivery; the refusals name the QP, the group and the reason.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "sim_env.h"
+
+using namespace rnicdv;
+using namespace rnicdv::test;
+
+namespace {
+
+constexpr uint32_t kQkey = 0x11111111;
+constexpr size_t kGrh = 40;
+
+
+QpConfig ud_config() {
+  QpConfig c = default_qp_config();
+  c.type = hw::QpType::ud;
+  return c;
+}
+
+void ud_up(QueuePair& qp, uint32_t qkey = kQkey) {
+  hw::QpAttr a;
+  a.state = hw::QpState::init;
+  a.qkey = qkey;
+  check(qp.modify(a, hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::qkey));
+  a.state = hw::QpState::rtr;
+  check(qp.modify(a, hw::qp_attr::state));
+  a.state = hw::QpState::rts;
+  a.sq_psn = 0;
+  check(qp.modify(a, hw::qp_attr::state | hw::qp_attr::sq_psn));
+}
+
+void recv_on(QueuePair& qp, Node& n, uint64_t wr_id, size_t offset) {
+  const Sge s = n.sge(offset, 512 + kGrh);
+  RecvWr r;
+  r.wr_id = wr_id;
+  r.sg_list = &s;
+  r.num_sge = 1;
+  REQUIRE(qp.post_recv(r) == Errc::ok);
+}
+
+uint32_t load_be32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+}
+
+// A publisher (a) and two subscriber devices (b, c), each with a UD QP, on one fabric; b has a
+// second QP (b2) and c one with another Q_Key (c2).
+struct Groups {
+  std::shared_ptr<sim::Fabric> fabric = make_fabric();
+  Node a = make_node(fabric, mlx5_profile(), ud_config());
+  Node b = make_node(fabric, mlx5_profile(), ud_config());
+  Node c = make_node(fabric, mlx5_profile(), ud_config());
+  std::optional<QueuePair> b2, c2;
+  hw::Gid group = take(multicast_gid("239.1.2.3"));
+  std::optional<AddressHandle> to_group;
+
+  Groups() {
+    b2.emplace(take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, ud_config())));
+    c2.emplace(take(c.dev->create_qp(*c.pd, *c.cq, *c.cq, ud_config())));
+    for (QueuePair* qp : {&*a.qp, &*b.qp, &*b2, &*c.qp}) ud_up(*qp);
+    ud_up(*c2, kQkey + 1);
+    hw::AhAttr attr;
+    attr.remote_gid = group;
+    to_group.emplace(take(a.pd->create_ah(attr)));
+  }
+  // One datagram of `len` bytes (pattern `seed`) from a's QP to the group.
+  void publish(uint64_t wr_id, uint32_t len, uint8_t seed) {
+    fill(a.bytes(kSrc), len, seed);
+    const Sge s = a.sge(kSrc, len);
+    SendWr wr = send_wr(wr_id, &s, 1);
+    wr.av = to_group->av();
+    wr.remote_qpn = kMulticastQpn;
+    wr.remote_qkey = kQkey;
+    REQUIRE(a.qp->post_send(wr) == Errc::ok);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a datagram sent to a multicast group reaches every attached QP once, on every device, "
+          "the sender's own QP included, behind a GRH addressed to the group",
+          "[drv][ud][multicast]") {
+  Groups g;
+  for (QueuePair* qp : {&*g.a.qp, &*g.b.qp, &*g.b2, &*g.c.qp, &*g.c2})
+    check(qp->attach_multicast(g.group));
+  check(g.b.qp->attach_multicast(g.group));  // again: not an error, and not a second copy
+  recv_on(*g.a.qp, g.a, 10, kDst);
+  recv_on(*g.b.qp, g.b, 20, kDst);
+  recv_on(*g.b2, g.b, 21, kDst + 0x1000);
+  recv_on(*g.c.qp, g.c, 30, kDst);
+  recv_on(*g.c2, g.c, 31, kDst + 0x1000);
+
+  g.publish(1, 300, 0x40);
+  // a's CQ: the send and a's own copy.
+  auto at_a = poll_n(*g.fabric, *g.a.cq, 2);
+  REQUIRE(at_a.size() == 2);
+  auto at_b = poll_n(*g.fabric, *g.b.cq, 2);
+  auto at_c = poll_n(*g.fabric, *g.c.cq, 1);
+  REQUIRE(at_b.size() == 2);
+  REQUIRE(at_c.size() == 1);
+
+  const auto check_copy = [&](const Completion& wc, Node& n, size_t offset) {
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.opcode == IBV_WC_RECV);
+    CHECK(wc.byte_len == 300 + kGrh);
+    CHECK(wc.src_qp == g.a.qp->qpn());
+    CHECK(std::memcmp(n.bytes(offset + kGrh), g.a.bytes(kSrc), 300) == 0);
+    // The GRH's IPv4 header: from a's address to the group.
+    const uint8_t* ip = n.bytes(offset + 20);
+    CHECK(load_be32(ip + 12) == g.a.dev->info().gid.ipv4());
+    CHECK(load_be32(ip + 16) == 0xEF010203u);
+  };
+  int sends = 0;
+  for (const Completion& wc : at_a) {
+    if (wc.opcode == IBV_WC_SEND) {
+      ++sends;
+      CHECK(wc.wr_id == 1);
+    } else {
+      CHECK(wc.wr_id == 10);
+      check_copy(wc, g.a, kDst);
+    }
+  }
+  CHECK(sends == 1);
+  for (const Completion& wc : at_b) check_copy(wc, g.b, wc.wr_id == 20 ? kDst : kDst + 0x1000);
+  CHECK(at_b[0].wr_id != at_b[1].wr_id);
+  CHECK(at_c[0].wr_id == 30);  // c2's Q_Key differs: dropped there
+  check_copy(at_c[0], g.c, kDst);
+  CHECK(g.c.counters().ud_qkey_drops == 1);
+  // Nothing twice.
+  CHECK(poll_for(*g.fabric, *g.a.cq).empty());
+  CHECK(poll_for(*g.fabric, *g.b.cq).empty());
+  CHECK(poll_for(*g.fabric, *g.c.cq).empty());
+}
+
+TEST_CASE("detaching a QP, or destroying it, stops its copies, and a device whose last QP left "
+          "the group hears no more of it",
+          "[drv][ud][multicast]") {
+  Groups g;
+  for (QueuePair* qp : {&*g.b.qp, &*g.b2, &*g.c.qp}) check(qp->attach_multicast(g.group));
+  recv_on(*g.b.qp, g.b, 20, kDst);
+  recv_on(*g.b2, g.b, 21, kDst + 0x1000);
+  recv_on(*g.c.qp, g.c, 30, kDst);
+  recv_on(*g.c.qp, g.c, 31, kDst + 0x1000);
+
+  check(g.b.qp->detach_multicast(g.group));
+  g.publish(1, 64, 1);
+  auto at_b = poll_n(*g.fabric, *g.b.cq, 1);
+  REQUIRE(at_b.size() == 1);
+  CHECK(at_b[0].wr_id == 21);  // b2 only
+  REQUIRE(poll_n(*g.fabric, *g.c.cq, 1).size() == 1);
+  CHECK(poll_n(*g.fabric, *g.a.cq, 1).size() == 1);  // the send
+
+  // b2 goes: b has no QP in the group, and its device no longer hears it.
+  g.b2.reset();
+  const uint64_t b_rx = g.b.counters().packets_rx;
+  g.publish(2, 64, 2);
+  REQUIRE(poll_n(*g.fabric, *g.c.cq, 1).size() == 1);
+  CHECK(poll_n(*g.fabric, *g.a.cq, 1).size() == 1);
+  CHECK(poll_for(*g.fabric, *g.b.cq).empty());
+  CHECK(g.b.counters().packets_rx == b_rx);
+  CHECK(g.b.counters().rx_dropped == 0);
+}
+
+TEST_CASE("attaching refuses an RC QP, a GID that is not a group's and an IPv6 group, detaching "
+          "a group not attached is refused, and multicast_gid refuses what is not a group",
+          "[drv][ud][multicast][errors]") {
+  Groups g;
+  Pair rc = make_connected_pair(mlx5_profile());
+  Status s = rc.a.qp->attach_multicast(g.group);
+  CHECK(s.code() == Errc::invalid_argument);
+  CHECK_THAT(s.message(), Catch::Contains("attach_multicast ::ffff:239.1.2.3") &&
+                              Catch::Contains("only a UD QP joins a group (this one is RC)"));
+
+  s = g.a.qp->attach_multicast(g.b.dev->info().gid);  // a unicast address
+  CHECK(s.code() == Errc::invalid_argument);
+  CHECK_THAT(s.message(), Catch::Contains("not a multicast GID"));
+  hw::Gid v6;
+  v6.raw[0] = 0xff;
+  v6.raw[1] = 0x0e;
+  v6.raw[15] = 1;
+  s = g.a.qp->attach_multicast(v6);
+  CHECK(s.code() == Errc::unsupported);
+  CHECK_THAT(s.message(), Catch::Contains("an IPv6 multicast group"));
+
+  s = g.a.qp->detach_multicast(g.group);
+  CHECK(s.code() == Errc::invalid_argument);
+  CHECK_THAT(s.message(), Catch::Contains("detach_multicast 239.1.2.3") &&
+                              Catch::Contains("not attached"));
+
+  for (const char* bad : {"10.0.0.1", "239.1.2", "ff0e::1", ""}) {
+    INFO(bad);
+    auto gid = multicast_gid(bad);
+    REQUIRE_FALSE(gid.is_ok());
+    CHECK(gid.status().code() == Errc::invalid_argument);
+    CHECK_THAT(gid.status().message(), Catch::Contains(std::string("'") + bad + "'"));
+  }
+  CHECK(take(multicast_gid("224.0.0.1")).to_string() == "::ffff:224.0.0.1");
+
+  const hw::DeviceCaps& caps = g.a.dev->info().caps;
+  CHECK(caps.max_mcast_grp > 0);
+  CHECK(caps.max_mcast_qp_attach > 0);
+  CHECK(caps.max_total_mcast_qp_attach >= caps.max_mcast_qp_attach);
+}
