@@ -339,6 +339,27 @@ void Hca::on_doorbell_locked(QpObj& qp) {
   }
 }
 
+// A ConnectX acts on a doorbell within a microsecond, long before a destroy command it gets
+// after it completes; a device in software may not have run since. So a UD QP that is
+// destroyed while sending first sends what its doorbells announced: a program that posts
+// datagrams and tears down at once (mckey's sender) loses none of them. Its completions go to
+// the send CQ, which outlives the QP. RC work needs its peer's acknowledgements, and is not
+// waited for.
+void Hca::send_rung_datagrams_locked(QpObj& qp) {
+  if (qp.type != hw::QpType::ud || qp.state != hw::QpState::rts || qp.host_failed ||
+      dead_.load(std::memory_order_relaxed) || paused_.load(std::memory_order_relaxed))
+    return;
+  scan_doorbells_locked();  // other QPs it finds rung run at the next pass, as always
+  if (qp.db_pending) {
+    qp.db_pending = false;
+    on_doorbell_locked(qp);
+  }
+  // Bounded: the SQ holds at most bb_count WQEs, and each round sends up to the budget.
+  for (uint32_t sent = 0; sent <= qp.sq.bb_count && ud_.progress(qp, kTxBudgetPerQp);)
+    sent += kTxBudgetPerQp;
+  handle_cq_overflows_locked();
+}
+
 // Counts doorbell-record moves: the counters that prove no doorbell was rung below RTS
 // (DeviceCounters::sq_dbr_advances, rq_dbr_advances). The device looks at a record when a
 // doorbell names its QP, on a modify, and when the counters are read; only records of its own

@@ -243,6 +243,9 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // A UD SEND to a group: a copy to every QP attached (ud/multicast.cc). False if none took it.
   bool deliver_multicast_locked(uint32_t src_ipv4, uint32_t group, const pkt::Packet& p,
                                 size_t len);
+  // A UD QP being destroyed in RTS sends the datagrams its doorbells announced first
+  // (engine.cc).
+  void send_rung_datagrams_locked(QpObj& qp);
   // Takes a QP being destroyed out of its groups (ud/multicast.cc).
   void detach_all_mcast_locked(QpObj& qp);
   void transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len, IpClass ip);

@@ -503,6 +503,7 @@ void Hca::unbind_register(QpObj& qp) {
 
 void Hca::destroy_qp(QpObj* qp) {
   std::lock_guard<std::mutex> lock(mu_);
+  send_rung_datagrams_locked(*qp);
   detach_all_mcast_locked(*qp);
   forget_qp_locked(*qp);
   unbind_register(*qp);

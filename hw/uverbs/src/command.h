@@ -117,6 +117,8 @@ int modify_qp(Cmd& c);
 int modify_qp_ex(Cmd& c);
 int query_qp(Cmd& c);
 int destroy_qp(Cmd& c);
+int attach_mcast(Cmd& c);
+int detach_mcast(Cmd& c);
 // Shared receive queues (srq_commands.cc).
 int create_srq(Cmd& c);
 int modify_srq(Cmd& c);

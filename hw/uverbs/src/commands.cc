@@ -97,8 +97,8 @@ constexpr CommandSpec kWriteRows[] = {
                  kNoDriverData),
     UVERBS_UNIMPLEMENTED(POST_SEND),
     UVERBS_UNIMPLEMENTED(POST_RECV),
-    UVERBS_UNIMPLEMENTED(ATTACH_MCAST),
-    UVERBS_UNIMPLEMENTED(DETACH_MCAST),
+    UVERBS_WRITE(ATTACH_MCAST, attach_mcast, ib_uverbs_attach_mcast, kNoResponse, kNoDriverData),
+    UVERBS_WRITE(DETACH_MCAST, detach_mcast, ib_uverbs_detach_mcast, kNoResponse, kNoDriverData),
     // libmlx5's request up to and including its flags.
     UVERBS_WRITE(CREATE_SRQ, create_srq, ib_uverbs_create_srq, sizeof(ib_uverbs_create_srq_resp),
                  offsetof(mlx5_ib_create_srq, flags) + sizeof(uint32_t)),

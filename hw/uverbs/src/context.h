@@ -4,6 +4,7 @@
 // descriptor destroys everything left, in dependency order (QPs, SRQs, CQs, MRs, PDs).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -88,6 +89,9 @@ struct QpObject {
            max_inline = 0;
   uint8_t sq_sig_all = 0;
   hw::QpType type = hw::QpType::rc;
+  // The multicast groups it is attached to (ATTACH_MCAST), as the kernel's uverbs keeps them
+  // per QP object: a repeated attach is taken as done, a detach must name one of them.
+  std::vector<std::array<uint8_t, 16>> mcast;
 };
 
 struct Context {

@@ -151,6 +151,9 @@ void fill_device_attr(const Context& ctx, ib_uverbs_query_device_resp& r) {
   r.max_qp_rd_atom = caps.max_qp_rd_atom;
   r.max_qp_init_rd_atom = caps.max_qp_init_rd_atom;
   r.max_res_rd_atom = caps.max_qp_rd_atom * caps.max_qp;
+  r.max_mcast_grp = caps.max_mcast_grp;
+  r.max_mcast_qp_attach = caps.max_mcast_qp_attach;
+  r.max_total_mcast_qp_attach = caps.max_total_mcast_qp_attach;
   r.atomic_cap = IBV_ATOMIC_HCA;
   r.max_pkeys = kPkeyTableLen;
   r.local_ca_ack_delay = 16;

@@ -52,7 +52,8 @@ uint32_t pick_bfreg(Context& ctx) {
 
 // CREATE_QP, in its first form or the extended one: `req` holds the fields both share, and
 // `extended` says which response to write.
-int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
+int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended,
+                     bool block_self_mcast = false) {
   Context& ctx = c.ctx;
   const auto m = c.drv_as<mlx5_ib_create_qp>();
   if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD)
@@ -124,6 +125,7 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   mem.bf_size = bfreg == 0 ? 0 : kBfRegSize / 2;
   mem.user_index = m.uidx & 0xffffff;
   mem.type = type;
+  mem.block_self_mcast_loopback = block_self_mcast;
   mem.granted.max_send_wr = req.max_send_wr;
   mem.granted.max_recv_wr = req.max_recv_wr;
   mem.granted.max_send_sge = req.max_send_sge;
@@ -211,9 +213,11 @@ int create_qp_ex(Cmd& c) {
                    x.pd_handle, x.rwq_ind_tbl_handle);
   if (x.comp_mask & ~static_cast<uint32_t>(IB_UVERBS_CREATE_QP_SUP_COMP_MASK))
     return c.error(EINVAL, "QP on PD %u: unknown comp_mask bits %#x", x.pd_handle, x.comp_mask);
-  // Blocking multicast loopback on a UD QP holds trivially: the model has no multicast, so
-  // nothing loops back. Every other flag is refused by name.
+  // A UD QP may block its own multicast datagrams from coming back to it (mckey -l). Every
+  // other flag is refused by name.
   uint32_t flags = x.create_flags;
+  const bool block_self_mcast =
+      x.qp_type == IBV_QPT_UD && (flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB) != 0;
   if (x.qp_type == IBV_QPT_UD) flags &= ~static_cast<uint32_t>(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
   if (flags)
     return c.error(EOPNOTSUPP, "QP on PD %u: create flags %#x (the simulated HCA takes none%s)",
@@ -233,7 +237,7 @@ int create_qp_ex(Cmd& c) {
   req.sq_sig_all = x.sq_sig_all;
   req.qp_type = x.qp_type;
   req.is_srq = x.is_srq;
-  return create_qp_common(c, req, true);
+  return create_qp_common(c, req, true, block_self_mcast);
 }
 
 namespace {
@@ -426,6 +430,43 @@ int query_qp(Cmd& c) {
   r.sq_sig_all = obj.sq_sig_all;
   return c.reply(&r, sizeof r);
 }
+
+namespace {
+
+// ATTACH_MCAST and DETACH_MCAST share their request's layout.
+static_assert(sizeof(ib_uverbs_attach_mcast) == sizeof(ib_uverbs_detach_mcast));
+
+int mcast_command(Cmd& c, bool attach) {
+  const auto req = c.core_as<ib_uverbs_attach_mcast>();
+  auto it = c.ctx.qps.find(req.qp_handle);
+  if (it == c.ctx.qps.end())
+    return c.error(EINVAL, "QP handle %u: %s: no such QP", req.qp_handle,
+                   attach ? "attach_mcast" : "detach_mcast");
+  QpObject& obj = it->second;
+  std::array<uint8_t, 16> gid;
+  std::memcpy(gid.data(), req.gid, gid.size());
+  auto known = std::find(obj.mcast.begin(), obj.mcast.end(), gid);
+  hw::Gid mgid;
+  std::memcpy(mgid.raw, req.gid, sizeof mgid.raw);
+  const std::string what = "QP " + hex_number(obj.qpn);
+  if (attach) {
+    if (known != obj.mcast.end()) return 0;  // as the kernel: attached already
+    if (Status st = obj.qp->attach_multicast(mgid); !st) return sim_error(c, what, st);
+    obj.mcast.push_back(gid);
+    return 0;
+  }
+  if (known == obj.mcast.end())
+    return c.error(EINVAL, "QP %#x: detach_mcast %s: it is not attached to that group", obj.qpn,
+                   mgid.to_string().c_str());
+  if (Status st = obj.qp->detach_multicast(mgid); !st) return sim_error(c, what, st);
+  obj.mcast.erase(known);
+  return 0;
+}
+
+}  // namespace
+
+int attach_mcast(Cmd& c) { return mcast_command(c, true); }
+int detach_mcast(Cmd& c) { return mcast_command(c, false); }
 
 int destroy_qp(Cmd& c) {
   Context& ctx = c.ctx;

@@ -260,11 +260,13 @@ int get_event(const Cmd& c) {
     uint64_t response;
     size_t size;
     uint32_t owner;
-  } to{cmd.response, size, 0};
+    uint32_t mc;
+  } to{cmd.response, size, 0, 0};
   // The copy comes first: an event is taken off the queue only once the application has it.
   const auto deliver = [](const Event& ev, void* arg) {
     auto* d = static_cast<Delivery*>(arg);
     d->owner = ev.owner;
+    d->mc = ev.mc;
     return copy_to_user(d->response, &ev.resp, d->size);
   };
   for (;;) {
@@ -275,6 +277,9 @@ int get_event(const Cmd& c) {
       if (taken > 0) {
         auto it = r.ids.find(to.owner);
         if (it != r.ids.end()) ++it->second->events_reported;
+        // A multicast event counts for its membership too (LEAVE_MCAST's events_reported).
+        if (auto m = r.mcasts.find(to.mc); to.mc != 0 && m != r.mcasts.end())
+          ++m->second.events_reported;
         return 0;
       }
     }
@@ -313,10 +318,19 @@ int File::take_front(bool (*deliver)(const Event& ev, void* arg), void* arg) {
 }
 
 std::vector<Event> File::take(uint32_t owner) {
+  return take_if([owner](const Event& ev) { return ev.owner == owner; });
+}
+
+std::vector<Event> File::take_multicast(uint32_t mc) {
+  return take_if([mc](const Event& ev) { return ev.mc == mc; });
+}
+
+template <class Pred>
+std::vector<Event> File::take_if(Pred pred) {
   std::vector<Event> out;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = events_.begin(); it != events_.end();) {
-    if (it->owner != owner) {
+    if (!pred(*it)) {
       ++it;
       continue;
     }
@@ -380,6 +394,7 @@ uint32_t destroy_id_locked(uint32_t handle) {
     if (ev.conn_req) destroy_id_locked(ev.resp.id);
   id->listeners.clear();
   id->conn.reset();  // the CM sends a REJ (connecting) or a DREQ (established)
+  std::erase_if(r.mcasts, [handle](const auto& m) { return m.second.owner == handle; });
   if (id->port_reserved) {
     auto p = r.ports.find(id->src.port);
     if (p != r.ports.end()) r.ports.erase(p);

@@ -14,11 +14,14 @@
 // A pump thread waits on the CM objects' event descriptors and turns their events into ucma
 // events on the owning File.
 //
-// Supported: RC over RoCE with IPv4 addresses (RDMA_PS_TCP, and RDMA_PS_IB with RC), and UD
-// QPs' service resolution in RDMA_PS_UDP (SIDR: the CONNECT_REQUEST and ESTABLISHED events
-// carry the UD parameters). Refused with the errno a kernel gives and one line on stderr:
-// RDMA_PS_IPOIB and UD in RDMA_PS_IB, multicast, AF_IB
-// addressing (except the wildcard bind librdmacm probes AF_IB support with), IPv6 addresses.
+// Supported: RC over RoCE with IPv4 addresses (RDMA_PS_TCP, and RDMA_PS_IB with RC), UD QPs'
+// service resolution in RDMA_PS_UDP (SIDR: the CONNECT_REQUEST and ESTABLISHED events carry
+// the UD parameters), and IPv4 multicast groups for RDMA_PS_UDP IDs (JOIN_IP_MCAST,
+// JOIN_MCAST, LEAVE_MCAST: a join is answered with MULTICAST_JOIN at once, as RoCE's IGMP
+// join is; librdmacm then attaches the QP with ibv_attach_mcast, which joins the group on the
+// wire). Refused with the errno a kernel gives and one line on stderr: RDMA_PS_IPOIB and UD in
+// RDMA_PS_IB, AF_IB addressing (except the wildcard bind librdmacm probes AF_IB support
+// with), IPv6 addresses and groups.
 #pragma once
 
 // netinet/in.h before the kernel headers, so that glibc's in6 definitions win.
@@ -59,6 +62,8 @@ enum : uint32_t {
   RDMA_CM_EVENT_REJECTED = 8,
   RDMA_CM_EVENT_ESTABLISHED = 9,
   RDMA_CM_EVENT_DISCONNECTED = 10,
+  RDMA_CM_EVENT_MULTICAST_JOIN = 12,
+  RDMA_CM_EVENT_MULTICAST_ERROR = 13,
 };
 inline constexpr uint32_t kMiscMajor = 10;  // the misc class; the kernel's minor is dynamic
 inline constexpr uint32_t kMinor = 58;
@@ -72,6 +77,7 @@ struct Event {
   rdma_ucm_event_resp resp{};
   uint32_t owner = 0;
   bool conn_req = false;
+  uint32_t mc = 0;  // a multicast event: its group membership's handle (0: none)
 };
 
 class File {
@@ -89,12 +95,16 @@ class File {
   int take_front(bool (*deliver)(const Event& ev, void* arg), void* arg);
   // Removes and returns the queued events of `owner`.
   std::vector<Event> take(uint32_t owner);
+  // Removes and returns the queued events of multicast membership `mc`.
+  std::vector<Event> take_multicast(uint32_t mc);
   void set_app_nonblocking(bool on) { app_nonblock_.store(on, std::memory_order_relaxed); }
   bool app_nonblocking() const { return app_nonblock_.load(std::memory_order_relaxed); }
   void closed();
 
  private:
   explicit File(int fd) : fd_(fd) {}
+  template <class Pred>
+  std::vector<Event> take_if(Pred pred);
   const int fd_;
   std::atomic<bool> app_nonblock_{false};
   std::mutex mu_;
@@ -159,11 +169,21 @@ struct Id {
   bool ud() const { return ps == RDMA_PS_UDP; }
 };
 
+// One multicast membership of an ID (the kernel's ucma_multicast): what LEAVE_MCAST names.
+struct Multicast {
+  uint32_t owner = 0;  // the Id's handle
+  uint64_t uid = 0;    // librdmacm's, returned in its events
+  uint32_t group = 0;  // IPv4, host order
+  uint32_t events_reported = 0;
+};
+
 struct Registry {
   std::mutex mu;  // guards everything below and every Id; File queues have their own locks
   std::map<int, std::shared_ptr<File>> files;
   std::map<uint32_t, std::unique_ptr<Id>> ids;
   uint32_t next_handle = 0;
+  std::map<uint32_t, Multicast> mcasts;  // by handle, from 1 (the kernel's multicast table)
+  uint32_t next_mc = 1;
   std::multiset<uint16_t> ports;  // CM ports held by bound IDs
   std::thread pump;
   int wake_fd = -1;

@@ -28,8 +28,6 @@ SimDevice* device_owning(uint32_t ipv4) {
   return nullptr;
 }
 
-namespace {
-
 // `id` names the ID the address is for, in messages.
 int parse_addr(const Cmd& c, const Id& id, const void* sa, size_t size, Parsed* out) {
   sa_family_t family = 0;
@@ -71,6 +69,8 @@ int parse_addr(const Cmd& c, const Id& id, const void* sa, size_t size, Parsed* 
       return c.error(EAFNOSUPPORT, "id %u: address family %u", id.handle, family);
   }
 }
+
+namespace {
 
 uint16_t ephemeral_port(Registry& r) {
   static std::mt19937 rng{std::random_device{}()};

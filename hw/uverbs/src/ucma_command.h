@@ -95,6 +95,9 @@ struct Parsed {
   int family = 0;
   Endpoint ep;
 };
+// Reads the socket address of `size` bytes at `sa` for `id`: 0, or -errno with the refusal
+// reported (an IPv6 address, AF_IB beyond the wildcard, an unknown family).
+int parse_addr(const Cmd& c, const Id& id, const void* sa, size_t size, Parsed* out);
 // The simulated device that owns `ipv4`, if any (devices are opened on first use).
 SimDevice* device_owning(uint32_t ipv4);
 // Binds `id` to `a` (its port reserved, an ephemeral one for port 0): 0 or -errno.

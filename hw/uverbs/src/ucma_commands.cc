@@ -54,14 +54,15 @@ constexpr CommandSpec kRows[] = {
     CommandSpec{RDMA_USER_CM_CMD_GET_OPTION, "GET_OPTION"},
     UCMA_CMD(SET_OPTION, set_option, rdma_ucm_set_option, kNoResponse),
     UCMA_CMD(NOTIFY, notify, rdma_ucm_notify, kNoResponse),
-    UCMA_CMD(JOIN_IP_MCAST, join_mcast, rdma_ucm_join_ip_mcast, kNoResponse),
-    UCMA_CMD(LEAVE_MCAST, leave_mcast, rdma_ucm_destroy_id, kNoResponse),
+    UCMA_CMD(JOIN_IP_MCAST, join_mcast, rdma_ucm_join_ip_mcast,
+             sizeof(rdma_ucm_create_id_resp)),
+    UCMA_CMD(LEAVE_MCAST, leave_mcast, rdma_ucm_destroy_id, sizeof(rdma_ucm_destroy_id_resp)),
     UCMA_CMD(MIGRATE_ID, migrate_id, rdma_ucm_migrate_id, sizeof(rdma_ucm_migrate_resp)),
     // The response's size depends on the option (QUERY_PATH: as many paths as fit).
     UCMA_CMD(QUERY, query, rdma_ucm_query, kNoResponse),
     UCMA_CMD(BIND, bind, rdma_ucm_bind, kNoResponse),
     UCMA_CMD(RESOLVE_ADDR, resolve_addr, rdma_ucm_resolve_addr, kNoResponse),
-    UCMA_CMD(JOIN_MCAST, join_mcast, rdma_ucm_join_mcast, kNoResponse),
+    UCMA_CMD(JOIN_MCAST, join_mcast, rdma_ucm_join_mcast, sizeof(rdma_ucm_create_id_resp)),
 };
 
 #undef UCMA_CMD
@@ -263,14 +264,110 @@ int migrate_id(const Cmd& c) {
   return c.reply(cmd.response, resp);
 }
 
-int join_mcast(const Cmd& c) {
-  const uint32_t id = c.number == RDMA_USER_CM_CMD_JOIN_IP_MCAST ? c.as<rdma_ucm_join_ip_mcast>().id
-                                                                 : c.as<rdma_ucm_join_mcast>().id;
-  return c.unsupported(EINVAL, "id %u: multicast (it needs UD QPs)", id);
+namespace {
+
+// rdma_addr_size: what a socket address of `family` occupies (0: no family rdma_cm takes).
+size_t address_size(sa_family_t family) {
+  switch (family) {
+    case AF_INET:
+      return sizeof(sockaddr_in);
+    case AF_INET6:
+      return sizeof(sockaddr_in6);
+    case AF_IB:
+      return sizeof(sockaddr_ib);
+    default:
+      return 0;
+  }
 }
 
+}  // namespace
+
+// JOIN_IP_MCAST (a full member, the address in a sockaddr_in6's room) and JOIN_MCAST, as the
+// kernel's ucma_process_join and rdma_join_multicast take them. On RoCE a join needs no subnet
+// manager: the kernel sends an IGMP report and answers MULTICAST_JOIN at once
+// (cma_iboe_join_multicast), with the group's IPv4-mapped GID, QPN 0xFFFFFF and the port
+// space's Q_Key. The device joins the group on the wire when a QP attaches (librdmacm attaches
+// the ID's QP as it reads the event, unless the join is send-only).
+int join_mcast(const Cmd& c) {
+  rdma_ucm_join_mcast cmd{};
+  if (c.number == RDMA_USER_CM_CMD_JOIN_IP_MCAST) {
+    const auto ip = c.as<rdma_ucm_join_ip_mcast>();
+    cmd.response = ip.response;
+    cmd.uid = ip.uid;
+    cmd.id = ip.id;
+    cmd.join_flags = RDMA_MC_JOIN_FLAG_FULLMEMBER;
+    std::memcpy(&cmd.addr, &ip.addr, sizeof ip.addr);
+    cmd.addr_size = static_cast<uint16_t>(address_size(ip.addr.sin6_family));
+    if (cmd.addr_size == 0 || cmd.addr_size > sizeof ip.addr)
+      return c.error(EINVAL, "id %u: join: address family %u", ip.id, ip.addr.sin6_family);
+  } else {
+    cmd = c.as<rdma_ucm_join_mcast>();
+    if (cmd.addr_size != address_size(cmd.addr.ss_family) || cmd.addr_size == 0)
+      return c.error(EINVAL, "id %u: join: an address of %u bytes for family %u", cmd.id,
+                     cmd.addr_size, cmd.addr.ss_family);
+  }
+  if (cmd.join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER &&
+      cmd.join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
+    return c.error(EINVAL, "id %u: join flags %u (a full member, or a send-only one)", cmd.id,
+                   cmd.join_flags);
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_create_id_resp)); rc != 0) return rc;
+  FIND_ID(c, id, cmd.id);
+  if (!id->dev)
+    return c.error(ENODEV, "id %u: join: the id has no device (bind it to an address, or "
+                   "resolve one)", id->handle);
+  if (id->state != State::addr_bound && id->state != State::addr_resolved)
+    return c.error(EINVAL, "id %u: join: it is %s (a join needs a bound or resolved address)",
+                   id->handle, state_name(id->state));
+  if (!id->ud())
+    return c.error(EINVAL, "id %u: join: port space %#x has no UD QPs (RDMA_PS_UDP has)",
+                   id->handle, id->ps);
+  Parsed group;
+  if (int rc = parse_addr(c, *id, &cmd.addr, cmd.addr_size, &group); rc != 0) return rc;
+  if (group.family != AF_INET)
+    return c.unsupported(EADDRNOTAVAIL, "id %u: join: an AF_IB group", id->handle);
+  if (group.ep.ipv4 == 0)
+    return c.error(EINVAL, "id %u: join: the wildcard address is no group", id->handle);
+  if (!IN_MULTICAST(group.ep.ipv4))
+    return c.error(EINVAL, "id %u: join: %s is not a multicast address (224.0.0.0/4)",
+                   id->handle, hw::cm_address_string({group.ep.ipv4, 0}).c_str());
+  Registry& r = registry();
+  const uint32_t handle = r.next_mc++;
+  r.mcasts[handle] = Multicast{id->handle, cmd.uid, group.ep.ipv4, 0};
+  rdma_ucm_create_id_resp resp{};
+  resp.id = handle;
+  if (int rc = c.reply(cmd.response, resp); rc != 0) {
+    r.mcasts.erase(handle);
+    return rc;
+  }
+  Event ev;
+  ev.resp.uid = cmd.uid;
+  ev.resp.id = handle;
+  ev.resp.event = RDMA_CM_EVENT_MULTICAST_JOIN;
+  ev.owner = id->handle;
+  ev.mc = handle;
+  rdma_ucm_ud_param& p = ev.resp.param.ud;
+  fill_ah_attr(p.ah_attr, hw::Gid::from_ipv4(group.ep.ipv4), id->tos, kHopLimit, 0, 0);
+  p.qp_num = 0xFFFFFF;
+  p.qkey = hw::kRdmaUdpQkey;
+  id->file->push(ev);
+  return 0;
+}
+
+// LEAVE_MCAST: the membership and its unread events go; the answer counts the events the
+// application read, which librdmacm waits to see acknowledged.
 int leave_mcast(const Cmd& c) {
-  return c.error(ENOENT, "multicast group %u: none was joined", c.as<rdma_ucm_destroy_id>().id);
+  const auto cmd = c.as<rdma_ucm_destroy_id>();
+  if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_destroy_id_resp)); rc != 0) return rc;
+  Registry& r = registry();
+  auto it = r.mcasts.find(cmd.id);
+  if (it == r.mcasts.end() || !find(it->second.owner, c.file))
+    return c.error(ENOENT, "multicast membership %u: none on this channel", cmd.id);
+  Id* id = find(it->second.owner, c.file);
+  (void)id->file->take_multicast(cmd.id);
+  rdma_ucm_destroy_id_resp resp{};
+  resp.events_reported = it->second.events_reported;
+  r.mcasts.erase(it);
+  return c.reply(cmd.response, resp);
 }
 
 int run_command(const std::shared_ptr<File>& file, uint32_t number, const uint8_t* in,
