@@ -138,6 +138,49 @@ TEST_CASE("a datagram sent to a multicast group reaches every attached QP once, 
   CHECK(poll_for(*g.fabric, *g.c.cq).empty());
 }
 
+TEST_CASE("a QP that blocks multicast loopback does not receive what it sends to a group; "
+          "another QP on its device does",
+          "[drv][ud][multicast]") {
+  Groups g;
+  QpConfig blocking = ud_config();
+  blocking.caps.block_self_multicast_loopback = true;
+  QueuePair sender = take(g.a.dev->create_qp(*g.a.pd, *g.a.cq, *g.a.cq, blocking));
+  CHECK(sender.caps().block_self_multicast_loopback);
+  ud_up(sender);
+  check(sender.attach_multicast(g.group));
+  check(g.a.qp->attach_multicast(g.group));
+  check(g.b.qp->attach_multicast(g.group));
+  recv_on(sender, g.a, 1, kDst);
+  recv_on(*g.a.qp, g.a, 2, kDst + 0x1000);
+  recv_on(*g.b.qp, g.b, 3, kDst);
+
+  fill(g.a.bytes(kSrc), 64, 9);
+  const Sge s = g.a.sge(kSrc, 64);
+  SendWr wr = send_wr(7, &s, 1);
+  wr.av = g.to_group->av();
+  wr.remote_qpn = kMulticastQpn;
+  wr.remote_qkey = kQkey;
+  REQUIRE(sender.post_send(wr) == Errc::ok);
+  auto at_a = poll_n(*g.fabric, *g.a.cq, 2);
+  REQUIRE(at_a.size() == 2);
+  for (const Completion& wc : at_a) {
+    CHECK(wc.wr_id != 1);  // never the sender's own receive
+    if (wc.opcode == IBV_WC_RECV) CHECK(wc.src_qp == sender.qpn());
+  }
+  auto at_b = poll_n(*g.fabric, *g.b.cq, 1);
+  REQUIRE(at_b.size() == 1);
+  CHECK(at_b[0].wr_id == 3);
+  CHECK(poll_for(*g.fabric, *g.a.cq).empty());
+
+  // An RC QP cannot block multicast loopback: it has none.
+  QpConfig rc = default_qp_config();
+  rc.caps.block_self_multicast_loopback = true;
+  auto refused = g.a.dev->create_qp(*g.a.pd, *g.a.cq, *g.a.cq, rc);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().code() == Errc::invalid_argument);
+  CHECK_THAT(refused.status().message(), Catch::Contains("for UD QPs only"));
+}
+
 TEST_CASE("detaching a QP, or destroying it, stops its copies, and a device whose last QP left "
           "the group hears no more of it",
           "[drv][ud][multicast]") {

@@ -76,6 +76,10 @@ ibv_qp* create_in(ibv_context* ctx, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq
   init.sq_sig_all = 0;  // the driver sets CQ_UPDATE per WQE
   init.comp_mask = IBV_QP_INIT_ATTR_PD;
   init.pd = pd;
+  if (caps.block_self_multicast_loopback) {
+    init.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    init.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+  }
   errno = 0;
   return ibv_create_qp_ex(ctx, &init);
 }

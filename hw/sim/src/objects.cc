@@ -267,6 +267,9 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   if (ud && srq)
     return Status::error(Errc::unsupported, "%s: create_qp: a UD QP on a shared receive queue",
                          name);
+  if (!ud && caps.block_self_multicast_loopback)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: blocking multicast loopback is for UD QPs only", name);
   // The largest WQE this QP may post, in 16-byte units. RC: RDMA with all its SGEs, an atomic
   // (ctrl + raddr + atomic + data = 4), or inline data after ctrl + raddr. UD: SEND after ctrl
   // and the 48-byte datagram segment (4 units), with its SGEs or its inline data.
@@ -306,7 +309,9 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   g.max_inline_data = has_sq && caps.max_inline_data
                           ? std::min(dev.max_inline_data, wqe_bbs * 64 - header * 16 - 4)
                           : 0;
+  g.block_self_multicast_loopback = caps.block_self_multicast_loopback;
   qp->type = type;
+  qp->block_self_mcast_loopback = caps.block_self_multicast_loopback;
   if (ud) {
     // A datagram is one packet: the port's MTU bounds it, and no path MTU is ever set.
     qp->mtu = hw::mtu_bytes(info_.caps.active_mtu);

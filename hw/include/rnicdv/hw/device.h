@@ -185,6 +185,10 @@ struct QpCaps {
   uint32_t max_send_sge = 1;
   uint32_t max_recv_sge = 1;
   uint32_t max_inline_data = 0;
+  // UD only, a creation flag: what the QP sends to a multicast group it is attached to does
+  // not come back to it (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB). Other QPs, on its device or
+  // elsewhere, still receive it.
+  bool block_self_multicast_loopback = false;
 };
 
 // A device in software sleeps between doorbells (a ConnectX does not need this): while it
