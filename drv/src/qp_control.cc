@@ -233,10 +233,12 @@ void QpCore::reset_locked() noexcept {
 PostGate QpCore::gate_in_rts() const noexcept {
   // The lock-free path builds with the plain encoder: not for a scanning device, which needs
   // each WQE's bookkeeping published before its bytes (post_ready_scanning). A QP that cannot
-  // take one SGE goes the slow way, where post_send's checks report it, and so does a UD QP,
-  // whose WRs encode_wrs checks for their datagram. A UC QP takes the lock-free path as RC
-  // does: encode_wrs refuses its READs and atomics, and the typed ones leave the fixed path.
-  if (scanning_device || datagram || limits.max_sge == 0) return kGateSlow;
+  // take one SGE goes the slow way, where post_send's checks report it. A UD QP's WRs go that
+  // way too, where encode_wrs checks their datagram; its typed datagram calls do not. A UC QP
+  // takes the lock-free path as RC does: encode_wrs refuses its READs and atomics, and the
+  // typed ones leave the fixed path.
+  if (scanning_device || limits.max_sge == 0) return kGateSlow;
+  if (datagram) return threading == Threading::thread_safe ? kGateSlow : kGateOpenDatagram;
   return threading == Threading::thread_safe ? kGateOpenUnderLock : kGateOpen;
 }
 

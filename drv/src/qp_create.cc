@@ -114,6 +114,9 @@ void init_ctrl_heads(detail::QpCore& qp) {
       {detail::kHeadCompareSwap, MLX5_OPCODE_ATOMIC_CS, wqe::kAtomicDs},
       {detail::kHeadWriteInline, MLX5_OPCODE_RDMA_WRITE, 0},
       {detail::kHeadSendInline, MLX5_OPCODE_SEND, 0},
+      {detail::kHeadDatagram, MLX5_OPCODE_SEND, detail::kDatagramSendDs},
+      {detail::kHeadDatagramImm, MLX5_OPCODE_SEND_IMM, detail::kDatagramSendDs},
+      {detail::kHeadDatagramInline, MLX5_OPCODE_SEND, 0},
   };
   static_assert(std::size(kHeads) == detail::kTypedHeads);
   for (const Head& h : kHeads)

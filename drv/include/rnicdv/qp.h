@@ -34,6 +34,8 @@
 
 namespace rnicdv {
 
+class AddressHandle;
+
 namespace detail {
 struct DeviceCore;
 struct QpCore;
@@ -124,9 +126,41 @@ class QueuePair {
   Errc stage_message_inline(uint64_t wr_id, const void* data, uint32_t length,
                          SendFlags flags) noexcept;
 
+  // Datagrams on a UD QP (the typed counterpart of post_send with SendWr::av): one SEND, or
+  // SEND with immediate, of `sge` (or `length` bytes at `data`, copied into the WQE) to QP
+  // `remote_qpn` with Q_Key `qkey` at the address `ah` holds; kMulticastQpn and a group's
+  // address handle send to a multicast group. One WQE of two blocks, built in place in RTS
+  // (Threading::single and single_poster); otherwise exactly post_send's path, errors and
+  // early-post gate. On a QP that is not UD: invalid_argument. `ah` need only outlive the
+  // call: its address vector is copied into the WQE.
+  Errc post_datagram(uint64_t wr_id, const Sge& sge, const AddressHandle& ah, uint32_t remote_qpn,
+                     uint32_t qkey, SendFlags flags) noexcept;
+  Errc post_datagram_imm(uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
+                         uint32_t remote_qpn, uint32_t qkey, uint32_t imm,
+                         SendFlags flags) noexcept;
+  Errc post_datagram_inline(uint64_t wr_id, const void* data, uint32_t length,
+                            const AddressHandle& ah, uint32_t remote_qpn, uint32_t qkey,
+                            SendFlags flags) noexcept;
+  Errc stage_datagram(uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
+                      uint32_t remote_qpn, uint32_t qkey, SendFlags flags) noexcept;
+  Errc stage_datagram_imm(uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
+                          uint32_t remote_qpn, uint32_t qkey, uint32_t imm,
+                          SendFlags flags) noexcept;
+  Errc stage_datagram_inline(uint64_t wr_id, const void* data, uint32_t length,
+                             const AddressHandle& ah, uint32_t remote_qpn, uint32_t qkey,
+                             SendFlags flags) noexcept;
+
   // Receive side: builds receive WQEs and updates the RQ doorbell record.
   Errc post_recv(std::span<const RecvWr> wrs, size_t* bad_index = nullptr) noexcept;
   Errc post_recv(const RecvWr& wr) noexcept { return post_recv(std::span(&wr, 1)); }
+  // One receive of one SGE (on a UD QP, the first 40 bytes take the GRH).
+  Errc post_recv(uint64_t wr_id, const Sge& sge) noexcept {
+    RecvWr wr;
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    return post_recv(std::span(&wr, 1));
+  }
 
   // ---- Control path ---------------------------------------------------------------------
   // One IB state transition. Moving to RTS releases withheld work; moving to ERR completes it

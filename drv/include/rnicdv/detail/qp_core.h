@@ -41,6 +41,7 @@
 #include "rnicdv/qp_config.h"
 #include "rnicdv/status.h"
 #include "rnicdv/wqe/recv_wqe.h"
+#include "rnicdv/wqe/segments.h"
 #include "rnicdv/wqe/send_wqe.h"
 #include "rnicdv/wqe/work_request.h"
 
@@ -84,7 +85,15 @@ enum PostGate : uint8_t {
   kGateOpenUnderLock = 1,
   // Anything else (below RTS, SQD, ERR, a scanning device): the gated slow path.
   kGateSlow = 2,
+  // A UD QP in RTS, as kGateOpen otherwise: only the typed datagram calls build without the
+  // slow path (every other post takes it, and encode_wrs checks its datagram).
+  kGateOpenDatagram = 3,
 };
+
+// A UD send WQE: ctrl + datagram segment (DS 4, the first block), and with one data segment
+// DS 5.
+inline constexpr uint8_t kDatagramHeaderDs = 1 + wqe::kDatagramDs;
+inline constexpr uint8_t kDatagramSendDs = kDatagramHeaderDs + 1;
 
 // The typed calls' prebuilt ctrl heads (QpCore::ctrl_heads): opcode, QPN and DS in place, the
 // WQE index to patch in. The inline ones carry DS 0 (their size varies).
@@ -98,6 +107,9 @@ enum TypedHead : uint8_t {
   kHeadCompareSwap,
   kHeadWriteInline,
   kHeadSendInline,
+  kHeadDatagram,
+  kHeadDatagramImm,
+  kHeadDatagramInline,
   kTypedHeads
 };
 
@@ -229,9 +241,10 @@ struct QpCore {
   // bytes reach the SQ, so that its CQE can never arrive before the poller knows it.
   bool scanning_device = false;
   uint8_t sig_all_bits = 0;  // MLX5_WQE_CTRL_CQ_UPDATE when sq_sig_all
-  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core or UD QP
-  // A UD QP: every WR carries a datagram (SendWr::av), and posts take the gated path, where
-  // encode_wrs checks it; the typed calls' fixed RC layouts are never built for it.
+  PostGate rts_gate = kGateSlow;  // gate_in_rts(); never opens on a moved-from core
+  // A UD QP: every WR carries a datagram (SendWr::av). Its gate in RTS is kGateOpenDatagram,
+  // so post_send takes the gated path, where encode_wrs checks it; the typed calls' fixed RC
+  // layouts are never built for it, and the typed datagram calls' only for it.
   bool datagram = false;
   // A UC QP: SEND and RDMA WRITE only. Its gate opens as RC's: encode_wrs refuses a READ or
   // an atomic in RTS (the typed calls' fixed layouts leave them to it), post_gated below RTS

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "rnicdv/detail/qp_core.h"
+#include "rnicdv/pd.h"
 #include "rnicdv/qp.h"
 #include "rnicdv/wqe/segments.h"
 #include "rnicdv/wqe/send_wqe.h"
@@ -213,6 +214,82 @@ struct InlineOp {
   }
 };
 
+// A datagram on a UD QP, SEND or SEND with immediate with one SGE: ctrl + the datagram
+// segment (the address handle's vector, the destination QPN and Q_Key) + data, DS 5 in two
+// blocks. The data segment opens the second block, which is the ring's first when the WQE
+// starts in its last.
+template <uint8_t Opcode>
+struct DatagramOp {
+  static constexpr uint8_t kOpcode = Opcode;
+  static constexpr TypedHead kHead = Opcode == MLX5_OPCODE_SEND ? kHeadDatagram : kHeadDatagramImm;
+  static constexpr bool kImm = Opcode == MLX5_OPCODE_SEND_IMM;
+  uint64_t wr_id;
+  const Sge* sge;
+  const mlx5_wqe_av* av;
+  uint32_t remote_qpn;
+  uint32_t qkey;
+  uint32_t imm;
+  SendFlags flags;
+
+  bool fits_layout(const QpCore& qp) const noexcept {
+    return qp.datagram && sge->length != 0 && (flags & send_flags::inline_data) == 0;
+  }
+  uint8_t ds(const QpCore&) const noexcept { return kDatagramSendDs; }
+  uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t) const noexcept {
+    wqe::put_datagram(w + sizeof(mlx5_wqe_ctrl_seg), *av, remote_qpn, qkey);
+    wqe::put_data(qp.sq.buf + (size_t{(pi + 1) & qp.sq_mask} << MLX5_SEND_WQE_SHIFT), sge->addr,
+                  sge->length, sge->lkey);
+    const uint64_t head = typed_head(qp, kHead, pi);
+    wqe::publish_ctrl_words(w, head, typed_rest(qp, flags, kImm ? htobe32(imm) : 0));
+    return head;
+  }
+  SendWr to_send_wr(const Sge* list) const noexcept {
+    SendWr wr = one_sge_wr(wr_id, Opcode, flags, list);
+    wr.imm_data = imm;
+    wr.av = av;
+    wr.remote_qpn = remote_qpn;
+    wr.remote_qkey = qkey;
+    return wr;
+  }
+};
+
+// A datagram with its payload inline: ctrl + datagram segment, then the inline segment from
+// the second block on (wrapping at the ring's end).
+struct DatagramInlineOp {
+  static constexpr uint8_t kOpcode = MLX5_OPCODE_SEND;
+  uint64_t wr_id;
+  const void* data;
+  uint32_t length;
+  const mlx5_wqe_av* av;
+  uint32_t remote_qpn;
+  uint32_t qkey;
+  SendFlags flags;
+
+  bool fits_layout(const QpCore& qp) const noexcept {
+    return qp.datagram && length != 0 && length <= qp.limits.max_inline;
+  }
+  uint8_t ds(const QpCore&) const noexcept {
+    return static_cast<uint8_t>(kDatagramHeaderDs + wqe::inline_ds(length));
+  }
+  uint64_t build(const QpCore& qp, uint8_t* w, uint32_t pi, uint8_t ds) const noexcept {
+    wqe::put_datagram(w + sizeof(mlx5_wqe_ctrl_seg), *av, remote_qpn, qkey);
+    wqe::put_inline_buffer(
+        qp.sq.buf + (size_t{(pi + 1) & qp.sq_mask} << MLX5_SEND_WQE_SHIFT), data, length,
+        qp.sq);
+    const uint64_t head = typed_head(qp, kHeadDatagramInline, pi, ds);
+    wqe::publish_ctrl_words(w, head, typed_rest(qp, flags));
+    return head;
+  }
+  SendWr to_send_wr(const Sge* list) const noexcept {
+    SendWr wr = one_sge_wr(wr_id, kOpcode, flags | send_flags::inline_data, list);
+    wr.av = av;
+    wr.remote_qpn = remote_qpn;
+    wr.remote_qkey = qkey;
+    return wr;
+  }
+  Sge as_sge() const noexcept { return Sge{reinterpret_cast<uintptr_t>(data), length, 0}; }
+};
+
 template <class Op>
 Sge sge_of(const Op& op) noexcept {
   if constexpr (requires { op.as_sge(); })
@@ -336,6 +413,19 @@ template <class Op, class... Args>
   return post_typed_slow<Op>(qp, ring, args...);
 }
 
+// The typed datagram calls: the same, behind a UD QP's open gate.
+template <class Op, class... Args>
+[[gnu::always_inline]] inline Errc post_typed_datagram(QpCore* qp, bool ring,
+                                                       Args... args) noexcept {
+  const Op op{args...};
+  if (qp->gate.load(std::memory_order_acquire) == kGateOpenDatagram && op.fits_layout(*qp) &&
+      qp->has_room((op.ds(*qp) + 3u) >> 2)) [[likely]] {
+    qp->post_typed_ready(op, ring);
+    return Errc::ok;
+  }
+  return post_typed_slow<Op>(qp, ring, args...);
+}
+
 }  // namespace detail
 
 // ---- The typed calls (qp.h) ---------------------------------------------------------------
@@ -385,6 +475,32 @@ RNICDV_TYPED_PAIR(message_inline,
                   (uint64_t wr_id, const void* data, uint32_t length, SendFlags flags),
                   detail::InlineOp<MLX5_OPCODE_SEND>, wr_id, data, length, uint64_t{0}, 0u, flags)
 
+#define RNICDV_TYPED_DATAGRAM_PAIR(name, params, op, ...)                    \
+  inline Errc QueuePair::post_##name params noexcept {                       \
+    return detail::post_typed_datagram<op>(core_, true, __VA_ARGS__);        \
+  }                                                                          \
+  inline Errc QueuePair::stage_##name params noexcept {                      \
+    return detail::post_typed_datagram<op>(core_, false, __VA_ARGS__);       \
+  }
+
+RNICDV_TYPED_DATAGRAM_PAIR(datagram,
+                           (uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
+                            uint32_t remote_qpn, uint32_t qkey, SendFlags flags),
+                           detail::DatagramOp<MLX5_OPCODE_SEND>, wr_id, &sge, ah.av(),
+                           remote_qpn, qkey, 0u, flags)
+RNICDV_TYPED_DATAGRAM_PAIR(datagram_imm,
+                           (uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
+                            uint32_t remote_qpn, uint32_t qkey, uint32_t imm, SendFlags flags),
+                           detail::DatagramOp<MLX5_OPCODE_SEND_IMM>, wr_id, &sge, ah.av(),
+                           remote_qpn, qkey, imm, flags)
+RNICDV_TYPED_DATAGRAM_PAIR(datagram_inline,
+                           (uint64_t wr_id, const void* data, uint32_t length,
+                            const AddressHandle& ah, uint32_t remote_qpn, uint32_t qkey,
+                            SendFlags flags),
+                           detail::DatagramInlineOp, wr_id, data, length, ah.av(), remote_qpn,
+                           qkey, flags)
+
+#undef RNICDV_TYPED_DATAGRAM_PAIR
 #undef RNICDV_TYPED_PAIR
 
 }  // namespace rnicdv
