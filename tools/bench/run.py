@@ -11,10 +11,12 @@ DIR/hw/uverbs/librnicdv-uverbs.so) preloaded (rnicdv's post path beside the unmo
 libmlx5's), both again under callgrind for instructions per operation (when valgrind is
 installed), tools/rnicperf/rnicperf for the simulated fabric and the first reply on fresh
 connections (--first-reply), tools/bench/rnicdv-bench-fabric for the fabric baselines,
-tools/bench/rnicdv-bench-sim-idle for the simulated HCA after idle periods, and
-tools/bench/rnicdv-bench-pacer for the simulated HCA's packet pacer in real time. Writes a
-JSON array of records {"name", "value", "unit", "baseline_name", "baseline_value", "ratio"}
-(ratio = value / baseline_value, lower is better; for the pacer's rates, 1 is exact), checks
+tools/bench/rnicdv-bench-sim-idle for the simulated HCA after idle periods,
+tools/bench/rnicdv-bench-pacer for the simulated HCA's packet pacer in real time, and
+tools/bench/rnicdv-bench-fanout for UD multicast to 4 subscribers beside unicast fan-out.
+Writes a JSON array of records {"name", "value", "unit", "baseline_name", "baseline_value",
+"ratio"} (ratio = value / baseline_value, lower is better; for the pacer's rates, 1 is exact;
+for a rate in msg/s, higher is better), checks
 it against that schema and the list of expected records, and prints a table. --smoke runs
 every case for a few iterations only: a test of the tool, whose figures mean nothing. Exit
 status 1 on any failure, with the reason on stderr.
@@ -66,6 +68,9 @@ FIRST_REPLY_CASES = ["first_reply_early_vs_queue_rtu", "first_reply_early_vs_que
 PACER_LIMITS = {"10M": 10, "100M": 100, "1G": 1000, "10G": 10000}
 PACER_CASES = (["sim_pacer_rate_unpaced"] + [f"sim_pacer_rate_{k}" for k in PACER_LIMITS]
                + ["sim_pacer_rate_10G_vs_unpaced", "sim_pacer_burst_64K_at_10M"])
+# One publisher to 4 subscribers over UD (rnicdv-bench-fanout): multicast, whose baseline is
+# the same fan-out by unicast (one datagram per subscriber). For the rate, higher is better.
+FANOUT_CASES = ["fanout_mcast_4_lat_p50", "fanout_mcast_4_lat_p99", "fanout_mcast_4_msgs_per_sec"]
 COUNTED_CASES = (POST_CASES + TYPED_CASES + UC_CASES + FLUSH_CASES + POLL_CASES +
                  LEAN_POLL_CASES)
 # rnicdv against libmlx5 (rnicdv-bench-libmlx5): each is printed after the rnicdv case it
@@ -433,6 +438,13 @@ def pacer_records(builddir, smoke):
     return out
 
 
+def fanout_records(builddir, smoke):
+    exe = os.path.join(builddir, "tools/bench/rnicdv-bench-fanout")
+    say("UD multicast: one publisher to 4 subscribers, beside unicast fan-out")
+    return [record(r["name"], r["value"], r["unit"], r["baseline_name"], r["baseline_value"])
+            for r in json.loads(run([exe] + (["--smoke"] if smoke else [])))]
+
+
 def pacer_notes(records):
     """For each pacer rate record whose limit lies above the unpaced rate of the same run, why
     its ratio falls short: the machine, not the pacer, sets that rate."""
@@ -556,7 +568,9 @@ def main():
         records += first_reply_records(args.builddir, args.smoke)
         records += cm_records(args.builddir, args.smoke)
         records += pacer_records(args.builddir, args.smoke)
-        expected += SIM_IDLE_CASES + FIRST_REPLY_CASES + SCALE_CASES + CM_CASES + PACER_CASES
+        records += fanout_records(args.builddir, args.smoke)
+        expected += (SIM_IDLE_CASES + FIRST_REPLY_CASES + SCALE_CASES + CM_CASES + PACER_CASES +
+                     FANOUT_CASES)
         validate(records, expected)
         records = place_libmlx5(records)
     except BenchError as e:
