@@ -89,16 +89,21 @@ struct Ah {
 };
 
 // Sends `len` bytes at `off` of `b` as one datagram to `qpn` with immediate `imm`.
-void send_datagram(UdEndpoint& from, const Ah& ah, uint32_t qpn, uint32_t qkey, const Buffer& b,
+void send_datagram(UdEndpoint& from, ibv_ah* ah, uint32_t qpn, uint32_t qkey, const Buffer& b,
                    size_t off, uint32_t len, uint32_t imm) {
   ibv_sge sge{b.addr(off), len, b.mr->lkey};
   ibv_send_wr wr = make_wr(IBV_WR_SEND_WITH_IMM, &sge, 1, imm);
   wr.imm_data = htobe32(imm);
-  wr.wr.ud.ah = ah.ah;
+  wr.wr.ud.ah = ah;
   wr.wr.ud.remote_qpn = qpn;
   wr.wr.ud.remote_qkey = qkey;
   ibv_send_wr* bad = nullptr;
   REQUIRE(ibv_post_send(from.qp, &wr, &bad) == 0);
+}
+
+void send_datagram(UdEndpoint& from, const Ah& ah, uint32_t qpn, uint32_t qkey, const Buffer& b,
+                   size_t off, uint32_t len, uint32_t imm) {
+  send_datagram(from, ah.ah, qpn, qkey, b, off, len, imm);
 }
 
 uint32_t ipv4_of(const ibv_gid& g) {
@@ -338,4 +343,175 @@ TEST_CASE("a UD send chosen by wr status=local_protection fails alone with LOC_P
   CHECK(r.status == IBV_WC_SUCCESS);
   CHECK(r.wr_id == 2);
   CHECK(r.imm_data == htobe32(12));
+}
+
+namespace {
+
+// The RoCE v2 GID of IPv4 group a.b.c.d: its IPv4-mapped address.
+ibv_gid group_gid(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+  ibv_gid g{};
+  g.raw[10] = g.raw[11] = 0xff;
+  g.raw[12] = a;
+  g.raw[13] = b;
+  g.raw[14] = c;
+  g.raw[15] = d;
+  return g;
+}
+
+// An address handle on `from`'s PD towards group `g`.
+ibv_ah* group_ah(const UdEndpoint& from, const ibv_gid& g) {
+  ibv_ah_attr a{};
+  a.is_global = 1;
+  a.grh.dgid = g;
+  a.grh.sgid_index = kGidIndex;
+  a.grh.hop_limit = 1;
+  a.port_num = 1;
+  ibv_ah* ah = ibv_create_ah(from.dev.pd, &a);
+  REQUIRE(ah);
+  return ah;
+}
+
+// Polls `cq` for a while; the completions that came.
+std::vector<ibv_wc> drain(ibv_cq* cq, int ms = 200) {
+  std::vector<ibv_wc> out;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) {
+    ibv_wc wc;
+    if (ibv_poll_cq(cq, 1, &wc) == 1) out.push_back(wc);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ibv_attach_mcast: a datagram to a group reaches each attached QP on both devices once, "
+          "behind a GRH addressed to the group; detached, a QP hears no more") {
+  UdPair p;
+  UdEndpoint b2{p.db};
+  const ibv_gid g = group_gid(239, 9, 8, 7);
+  REQUIRE(ibv_attach_mcast(p.a.qp, &g, 0) == 0);  // the sender's own QP (loopback)
+  REQUIRE(ibv_attach_mcast(p.b.qp, &g, 0) == 0);
+  REQUIRE(ibv_attach_mcast(b2.qp, &g, 0) == 0);
+  REQUIRE(ibv_attach_mcast(b2.qp, &g, 0) == 0);  // again: done already, as the kernel says
+  Buffer b2buf{p.db.pd, 8192, IBV_ACCESS_LOCAL_WRITE};
+  p.a.post_recv(p.abuf, 4096, kGrh + 512, 1);
+  p.b.post_recv(p.bbuf, 0, kGrh + 512, 2);
+  b2.post_recv(b2buf, 0, kGrh + 512, 3);
+  fill(p.abuf.bytes, 9);
+  ibv_ah* ah = group_ah(p.a, g);
+  struct AhGuard {
+    ibv_ah* ah;
+    ~AhGuard() { CHECK(ibv_destroy_ah(ah) == 0); }
+  } guard{ah};
+  send_datagram(p.a, ah, 0xFFFFFF, kQkey, p.abuf, 0, 300, 0x51);
+
+  std::vector<ibv_wc> at_a;
+  at_a.push_back(p.a.wait());
+  at_a.push_back(p.a.wait());
+  const ibv_wc rb = p.b.wait(), rb2 = b2.wait();
+  for (const ibv_wc& r : {rb, rb2}) {
+    REQUIRE(r.status == IBV_WC_SUCCESS);
+    CHECK(r.opcode == IBV_WC_RECV);
+    CHECK(r.byte_len == kGrh + 300);
+    CHECK(r.src_qp == p.a.qp->qp_num);
+    CHECK((r.wc_flags & IBV_WC_GRH) != 0);
+  }
+  CHECK(std::equal(p.bbuf.bytes.begin() + kGrh, p.bbuf.bytes.begin() + kGrh + 300,
+                   p.abuf.bytes.begin()));
+  // The IPv4 header in the GRH's last 20 bytes: from a's address to the group.
+  CHECK(be32_at(&p.bbuf.bytes[20 + 16]) == 0xEF090807u);
+  CHECK(be32_at(&p.bbuf.bytes[20 + 12]) == ipv4_of(p.a.gid()));
+  int sends = 0, recvs = 0;
+  for (const ibv_wc& wc : at_a) {
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    sends += wc.opcode == IBV_WC_SEND;
+    recvs += wc.opcode == IBV_WC_RECV;
+  }
+  CHECK(sends == 1);
+  CHECK(recvs == 1);  // multicast loopback to the sender's own QP
+  CHECK(drain(p.b.cq).empty());
+  CHECK(drain(b2.cq).empty());
+
+  REQUIRE(ibv_detach_mcast(b2.qp, &g, 0) == 0);
+  p.b.post_recv(p.bbuf, 0, kGrh + 512, 4);
+  b2.post_recv(b2buf, 0, kGrh + 512, 5);
+  send_datagram(p.a, ah, 0xFFFFFF, kQkey, p.abuf, 0, 64, 0x52);
+  CHECK(p.b.wait().wr_id == 4);
+  CHECK(drain(b2.cq).empty());
+  CHECK(p.a.wait().opcode == IBV_WC_SEND);
+}
+
+TEST_CASE("ibv_attach_mcast refuses a QP that is not UD, a GID that is not a group's, and a "
+          "detach of a group not attached, each with EINVAL; the device states its limits") {
+  UdPair p;
+  const ibv_gid g = group_gid(239, 9, 8, 6);
+  const ibv_gid unicast = p.b.gid();
+  CHECK(ibv_attach_mcast(p.a.qp, &unicast, 0) == EINVAL);  // a unicast address
+  CHECK(ibv_detach_mcast(p.a.qp, &g, 0) == EINVAL);
+  ibv_cq* cq = ibv_create_cq(p.da.ctx, 8, nullptr, nullptr, 0);
+  REQUIRE(cq);
+  ibv_qp_init_attr init = qp_init(cq, cq, IBV_QPT_RC, 4, 1);
+  ibv_qp* rc = ibv_create_qp(p.da.pd, &init);
+  REQUIRE(rc);
+  CHECK(ibv_attach_mcast(rc, &g, 0) == EINVAL);
+  CHECK(ibv_destroy_qp(rc) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  ibv_device_attr attr{};
+  REQUIRE(ibv_query_device(p.da.ctx, &attr) == 0);
+  CHECK(attr.max_mcast_grp > 0);
+  CHECK(attr.max_mcast_qp_attach > 0);
+  CHECK(attr.max_total_mcast_qp_attach >= attr.max_mcast_qp_attach);
+}
+
+TEST_CASE("a UD QP created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB does not receive what it sends "
+          "to its group; another QP of its device does") {
+  UdPair p;
+  ibv_qp_init_attr_ex x{};
+  x.qp_type = IBV_QPT_UD;
+  x.send_cq = p.a.cq;
+  x.recv_cq = p.a.cq;
+  x.cap.max_send_wr = x.cap.max_recv_wr = 8;
+  x.cap.max_send_sge = x.cap.max_recv_sge = 1;
+  x.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  x.pd = p.da.pd;
+  x.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+  ibv_qp* blocking = ibv_create_qp_ex(p.da.ctx, &x);
+  REQUIRE(blocking);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = kQkey;
+  REQUIRE(ibv_modify_qp(blocking, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                          IBV_QP_QKEY) == 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  REQUIRE(ibv_modify_qp(blocking, &a, IBV_QP_STATE) == 0);
+  a.qp_state = IBV_QPS_RTS;
+  REQUIRE(ibv_modify_qp(blocking, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  const ibv_gid g = group_gid(239, 9, 8, 5);
+  REQUIRE(ibv_attach_mcast(blocking, &g, 0) == 0);
+  REQUIRE(ibv_attach_mcast(p.a.qp, &g, 0) == 0);
+  post_one_recv(blocking, p.abuf, 0, kGrh + 256, 100);
+  p.a.post_recv(p.abuf, 4096, kGrh + 256, 200);
+
+  ibv_ah* ah = group_ah(p.a, g);
+  ibv_sge sge{p.abuf.addr(2048), 64, p.abuf.mr->lkey};
+  ibv_send_wr wr = make_wr(IBV_WR_SEND, &sge, 1, 7);
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = 0xFFFFFF;
+  wr.wr.ud.remote_qkey = kQkey;
+  ibv_send_wr* bad = nullptr;
+  REQUIRE(ibv_post_send(blocking, &wr, &bad) == 0);
+  std::vector<ibv_wc> got;
+  got.push_back(p.a.wait());
+  got.push_back(p.a.wait());
+  for (const ibv_wc& wc : got) {
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.wr_id != 100);  // never the sender's own receive
+    if (wc.opcode == IBV_WC_RECV) CHECK(wc.src_qp == blocking->qp_num);
+  }
+  CHECK(drain(p.a.cq).empty());
+  CHECK(ibv_detach_mcast(blocking, &g, 0) == 0);
+  CHECK(ibv_destroy_qp(blocking) == 0);
+  CHECK(ibv_destroy_ah(ah) == 0);
 }
