@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The feed-handler example (examples/feed_handler/feed.h) on simulated HCAs: an exchange's
-// multicast stream reaches the handler whole and in order without loss, and the handler's
+// The feed-handler example's classes (tools/examples/feed_handler/feed.h) on simulated HCAs:
+// an exchange's multicast stream reaches the handler whole and in order without loss, and the
+// handler's
 // republished stream reaches every subscriber the same way; under seeded loss the handler
 // reports exactly the messages the fabric dropped, as gaps, and its subscribers see the same
 // gaps; the sequence accounting itself.

@@ -6,8 +6,8 @@
 //
 // N + 1 threaded simulated HCAs on the in-process wire: a publisher and N subscribers (4 by
 // default), each subscriber a UD QP attached to one group with 512 receives posted, reposted
-// as they are consumed (examples/feed_handler/feed.h). The case sends each message once, to
-// the group, and the fabric replicates it; the baseline sends it N times, one datagram to
+// as they are consumed (tools/examples/feed_handler/feed.h). The case sends each message once,
+// to the group, and the fabric replicates it; the baseline sends it N times, one datagram to
 // each subscriber's QP (staged, with one doorbell for the N). Messages are 64-byte inline
 // datagrams. One thread posts and polls every CQ (each poll also lets the devices run a pass
 // on it).

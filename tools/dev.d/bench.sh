@@ -31,7 +31,7 @@ meson configure "$builddir" -Ducx=enabled >/dev/null
 say "building the benchmarks in $builddir"
 bench_targets=(tools/bench/rnicdv-bench-driver tools/bench/rnicdv-bench-fabric
                tools/bench/rnicdv-bench-sim-idle tools/bench/rnicdv-bench-libmlx5 tools/bench/rnicdv-bench-cm
-               tools/bench/rnicdv-bench-pacer
+               tools/bench/rnicdv-bench-pacer tools/bench/rnicdv-bench-fanout
                hw/uverbs/librnicdv-uverbs.so tools/rnicperf/rnicperf)
 ninja -C "$builddir" "${bench_targets[@]}" >/dev/null || ninja -C "$builddir" "${bench_targets[@]}"
 say "running the benchmark suite"

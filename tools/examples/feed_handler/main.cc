@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// rnicdv-feed-handler: a market-data feed handler on rnicdv's UD multicast (feed.h), run on
+// examples-feed-handler: a market-data feed handler on rnicdv's UD multicast (feed.h), run on
 // simulated HCAs.
 //
-//   rnicdv-feed-handler [--messages N] [--subscribers K] [--payload BYTES] [--loss PERCENT]
+//   examples-feed-handler [--messages N] [--subscribers K] [--payload BYTES] [--loss PERCENT]
 //                       [--seed S]
 //
 // An exchange (the first device) publishes N sequenced messages to 239.1.1.1; the feed
@@ -40,8 +40,8 @@ struct Options {
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "rnicdv-feed-handler: %s\n"
-               "usage: rnicdv-feed-handler [--messages N] [--subscribers K] [--payload BYTES] "
+               "examples-feed-handler: %s\n"
+               "usage: examples-feed-handler [--messages N] [--subscribers K] [--payload BYTES] "
                "[--loss PERCENT] [--seed S]\n",
                why);
   std::exit(2);
@@ -86,7 +86,7 @@ Options parse(int argc, char** argv) {
 template <class T>
 T must(rnicdv::Result<T> r, const char* what) {
   if (!r) {
-    std::fprintf(stderr, "rnicdv-feed-handler: %s: %s\n", what, r.status().message().c_str());
+    std::fprintf(stderr, "examples-feed-handler: %s: %s\n", what, r.status().message().c_str());
     std::exit(1);
   }
   return std::move(r).value();
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     for (int idle = 0; idle < 64;) {
       int n = handler.run_once(0);
       if (n < 0) {
-        std::fprintf(stderr, "rnicdv-feed-handler: republishing: %s\n",
+        std::fprintf(stderr, "examples-feed-handler: republishing: %s\n",
                      rnicdv::errc_name(handler.last_error()));
         std::exit(1);
       }
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   for (uint64_t seq = 1; seq <= o.messages; ++seq) {
     fill_payload(payload.data(), o.payload, seq);
     if (rnicdv::Errc e = exchange.publish(seq, payload.data(), o.payload, 0); e != rnicdv::Errc::ok) {
-      std::fprintf(stderr, "rnicdv-feed-handler: publishing %" PRIu64 ": %s\n", seq,
+      std::fprintf(stderr, "examples-feed-handler: publishing %" PRIu64 ": %s\n", seq,
                    rnicdv::errc_name(e));
       return 1;
     }
