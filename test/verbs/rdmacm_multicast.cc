@@ -89,7 +89,8 @@ TEST_CASE("rdma_join_multicast: MULTICAST_JOIN carries the group's GID, QPN 0xFF
   init.cap.max_send_sge = init.cap.max_recv_sge = 1;
   REQUIRE(rdma_create_qp(i.id, pd, &init) == 0);
   std::vector<uint8_t> buf(4096);
-  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  const int access = IBV_ACCESS_LOCAL_WRITE;  // an int: ibv_reg_mr is a macro that masks it
+  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), access);
   REQUIRE(mr);
   ibv_sge rsge{reinterpret_cast<uintptr_t>(buf.data()), 40 + 256, mr->lkey};
   ibv_recv_wr rwr{};
