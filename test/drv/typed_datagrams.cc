@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "rnicdv/detail/qp_core.h"
-#include "sim_env.h"
+#include "ud_env.h"
 
 using namespace rnicdv;
 using namespace rnicdv::test;
@@ -20,35 +20,20 @@ namespace {
 constexpr uint32_t kQkey = 0x22222222;
 constexpr size_t kGrh = 40;
 
-QpConfig ud_config(Threading threading = Threading::single) {
-  QpConfig c = default_qp_config();
-  c.type = hw::QpType::ud;
+QpConfig typed_ud_config(Threading threading = Threading::single) {
+  QpConfig c = ud_config();
   c.caps.max_inline_data = 128;
   c.threading = threading;
   return c;
 }
 
-void ud_state(QueuePair& qp, hw::QpState to) {
-  hw::QpAttr a;
-  a.qkey = kQkey;
-  a.sq_psn = 0;
-  const hw::QpState from = qp.state();
-  for (hw::QpState s : {hw::QpState::init, hw::QpState::rtr, hw::QpState::rts}) {
-    if (static_cast<int>(s) <= static_cast<int>(from)) continue;  // RESET < INIT < RTR < RTS
-    a.state = s;
-    uint32_t mask = hw::qp_attr::state;
-    if (s == hw::QpState::init) mask |= hw::qp_attr::port | hw::qp_attr::qkey;
-    if (s == hw::QpState::rts) mask |= hw::qp_attr::sq_psn;
-    check(qp.modify(a, mask));
-    if (s == to) return;
-  }
-}
+void ud_state(QueuePair& qp, hw::QpState to) { ud_move_to(qp, to, kQkey); }
 
 struct Ud {
   Pair p;
   std::optional<AddressHandle> to_b;
   explicit Ud(Threading threading = Threading::single)
-      : p(make_pair(mlx5_profile(), ud_config(threading))) {
+      : p(make_pair(mlx5_profile(), typed_ud_config(threading))) {
     hw::AhAttr attr;
     attr.remote_gid = p.b.dev->info().gid;
     to_b.emplace(take(p.a.pd->create_ah(attr)));

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "sim_env.h"
+#include "ud_env.h"
 
 using namespace rnicdv;
 using namespace rnicdv::test;
@@ -18,28 +18,8 @@ namespace {
 constexpr uint32_t kQkey = 0x11111111;
 constexpr size_t kGrh = 40;
 
-QpConfig ud_config() {
-  QpConfig c = default_qp_config();
-  c.type = hw::QpType::ud;
-  return c;
-}
-
-// RESET -> INIT (port, Q_Key) -> RTR -> RTS (sq_psn), as IBA 10.3.1 has a UD QP move.
-void ud_to_rtr(QueuePair& qp, uint32_t qkey = kQkey) {
-  hw::QpAttr a;
-  a.state = hw::QpState::init;
-  a.qkey = qkey;
-  check(qp.modify(a, hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::qkey));
-  a.state = hw::QpState::rtr;
-  check(qp.modify(a, hw::qp_attr::state));
-}
-
-void ud_to_rts(QueuePair& qp) {
-  hw::QpAttr a;
-  a.state = hw::QpState::rts;
-  a.sq_psn = 0;
-  check(qp.modify(a, hw::qp_attr::state | hw::qp_attr::sq_psn));
-}
+void ud_to_rtr(QueuePair& qp, uint32_t qkey = kQkey) { ud_move_to(qp, hw::QpState::rtr, qkey); }
+void ud_to_rts(QueuePair& qp) { ud_move_to(qp, hw::QpState::rts, kQkey); }
 
 struct UdPair {
   Pair p;

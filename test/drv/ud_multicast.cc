@@ -9,7 +9,7 @@
 #include <cstring>
 #include <thread>
 
-#include "sim_env.h"
+#include "ud_env.h"
 
 using namespace rnicdv;
 using namespace rnicdv::test;
@@ -20,23 +20,7 @@ constexpr uint32_t kQkey = 0x11111111;
 constexpr size_t kGrh = 40;
 
 
-QpConfig ud_config() {
-  QpConfig c = default_qp_config();
-  c.type = hw::QpType::ud;
-  return c;
-}
-
-void ud_up(QueuePair& qp, uint32_t qkey = kQkey) {
-  hw::QpAttr a;
-  a.state = hw::QpState::init;
-  a.qkey = qkey;
-  check(qp.modify(a, hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::qkey));
-  a.state = hw::QpState::rtr;
-  check(qp.modify(a, hw::qp_attr::state));
-  a.state = hw::QpState::rts;
-  a.sq_psn = 0;
-  check(qp.modify(a, hw::qp_attr::state | hw::qp_attr::sq_psn));
-}
+void ud_up(QueuePair& qp, uint32_t qkey = kQkey) { ud_move_to(qp, hw::QpState::rts, qkey); }
 
 void recv_on(QueuePair& qp, Node& n, uint64_t wr_id, size_t offset) {
   const Sge s = n.sge(offset, 512 + kGrh);

@@ -251,25 +251,21 @@ Errc errc_for_mcast(int rc) {
 
 }  // namespace
 
-Status Mlx5Qp::attach_multicast(const Gid& mgid) {
+// ibv_attach_mcast or ibv_detach_mcast (LID 0: RoCE has none), its errno named.
+Status Mlx5Qp::multicast_call(const Gid& mgid, bool attach) {
   ibv_gid gid;
   std::memcpy(gid.raw, mgid.raw, sizeof gid.raw);
-  const int rc = ibv_attach_mcast(qp_.get(), &gid, 0);
+  const int rc =
+      attach ? ibv_attach_mcast(qp_.get(), &gid, 0) : ibv_detach_mcast(qp_.get(), &gid, 0);
   if (rc == 0) return Status::ok();
-  return Status::error(errc_for_mcast(rc), "%s: qp %#x: attach_multicast %s: %s",
-                       core_->name.c_str(), view_.qpn, mgid.to_string().c_str(),
-                       std::strerror(rc));
+  return Status::error(errc_for_mcast(rc), "%s: qp %#x: %s %s: %s", core_->name.c_str(),
+                       view_.qpn, attach ? "attach_multicast" : "detach_multicast",
+                       mgid.to_string().c_str(), std::strerror(rc));
 }
 
-Status Mlx5Qp::detach_multicast(const Gid& mgid) {
-  ibv_gid gid;
-  std::memcpy(gid.raw, mgid.raw, sizeof gid.raw);
-  const int rc = ibv_detach_mcast(qp_.get(), &gid, 0);
-  if (rc == 0) return Status::ok();
-  return Status::error(errc_for_mcast(rc), "%s: qp %#x: detach_multicast %s: %s",
-                       core_->name.c_str(), view_.qpn, mgid.to_string().c_str(),
-                       std::strerror(rc));
-}
+Status Mlx5Qp::attach_multicast(const Gid& mgid) { return multicast_call(mgid, true); }
+
+Status Mlx5Qp::detach_multicast(const Gid& mgid) { return multicast_call(mgid, false); }
 
 QpState Mlx5Qp::last_set_state() const {
   std::lock_guard<std::mutex> lock(mu_);

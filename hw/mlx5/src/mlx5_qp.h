@@ -56,6 +56,7 @@ class Mlx5Qp final : public Qp {
                                                   const QpCaps& caps,
                                                   std::shared_ptr<SrqHandle> srq, QpType type);
   Mlx5Qp() = default;
+  Status multicast_call(const Gid& mgid, bool attach);
 
   // Declaration order is destruction order reversed: the QP goes first, then its parent
   // domain, then the thread domain, then the CQs and PD it used, then the context.

@@ -220,6 +220,7 @@ struct InlineOp {
 // starts in its last.
 template <uint8_t Opcode>
 struct DatagramOp {
+  static constexpr PostGate kGate = kGateOpenDatagram;
   static constexpr uint8_t kOpcode = Opcode;
   static constexpr TypedHead kHead = Opcode == MLX5_OPCODE_SEND ? kHeadDatagram : kHeadDatagramImm;
   static constexpr bool kImm = Opcode == MLX5_OPCODE_SEND_IMM;
@@ -256,6 +257,7 @@ struct DatagramOp {
 // A datagram with its payload inline: ctrl + datagram segment, then the inline segment from
 // the second block on (wrapping at the ring's end).
 struct DatagramInlineOp {
+  static constexpr PostGate kGate = kGateOpenDatagram;
   static constexpr uint8_t kOpcode = MLX5_OPCODE_SEND;
   uint64_t wr_id;
   const void* data;
@@ -402,23 +404,20 @@ template <class Op, class... Args>
   return qp->post_send(&wr, 1, nullptr, ring);
 }
 
+// The gate under which `Op` builds in place: a datagram op's own (a UD QP's), kGateOpen for
+// the others.
+template <class Op>
+constexpr PostGate open_gate() noexcept {
+  if constexpr (requires { Op::kGate; })
+    return Op::kGate;
+  else
+    return kGateOpen;
+}
+
 template <class Op, class... Args>
 [[gnu::always_inline]] inline Errc post_typed(QpCore* qp, bool ring, Args... args) noexcept {
   const Op op{args...};
-  if (qp->gate.load(std::memory_order_acquire) == kGateOpen && op.fits_layout(*qp) &&
-      qp->has_room((op.ds(*qp) + 3u) >> 2)) [[likely]] {
-    qp->post_typed_ready(op, ring);
-    return Errc::ok;
-  }
-  return post_typed_slow<Op>(qp, ring, args...);
-}
-
-// The typed datagram calls: the same, behind a UD QP's open gate.
-template <class Op, class... Args>
-[[gnu::always_inline]] inline Errc post_typed_datagram(QpCore* qp, bool ring,
-                                                       Args... args) noexcept {
-  const Op op{args...};
-  if (qp->gate.load(std::memory_order_acquire) == kGateOpenDatagram && op.fits_layout(*qp) &&
+  if (qp->gate.load(std::memory_order_acquire) == open_gate<Op>() && op.fits_layout(*qp) &&
       qp->has_room((op.ds(*qp) + 3u) >> 2)) [[likely]] {
     qp->post_typed_ready(op, ring);
     return Errc::ok;
@@ -475,32 +474,23 @@ RNICDV_TYPED_PAIR(message_inline,
                   (uint64_t wr_id, const void* data, uint32_t length, SendFlags flags),
                   detail::InlineOp<MLX5_OPCODE_SEND>, wr_id, data, length, uint64_t{0}, 0u, flags)
 
-#define RNICDV_TYPED_DATAGRAM_PAIR(name, params, op, ...)                    \
-  inline Errc QueuePair::post_##name params noexcept {                       \
-    return detail::post_typed_datagram<op>(core_, true, __VA_ARGS__);        \
-  }                                                                          \
-  inline Errc QueuePair::stage_##name params noexcept {                      \
-    return detail::post_typed_datagram<op>(core_, false, __VA_ARGS__);       \
-  }
+RNICDV_TYPED_PAIR(datagram,
+                  (uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
+                   uint32_t remote_qpn, uint32_t qkey, SendFlags flags),
+                  detail::DatagramOp<MLX5_OPCODE_SEND>, wr_id, &sge, ah.av(),
+                  remote_qpn, qkey, 0u, flags)
+RNICDV_TYPED_PAIR(datagram_imm,
+                  (uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
+                   uint32_t remote_qpn, uint32_t qkey, uint32_t imm, SendFlags flags),
+                  detail::DatagramOp<MLX5_OPCODE_SEND_IMM>, wr_id, &sge, ah.av(),
+                  remote_qpn, qkey, imm, flags)
+RNICDV_TYPED_PAIR(datagram_inline,
+                  (uint64_t wr_id, const void* data, uint32_t length,
+                   const AddressHandle& ah, uint32_t remote_qpn, uint32_t qkey,
+                   SendFlags flags),
+                  detail::DatagramInlineOp, wr_id, data, length, ah.av(), remote_qpn,
+                  qkey, flags)
 
-RNICDV_TYPED_DATAGRAM_PAIR(datagram,
-                           (uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
-                            uint32_t remote_qpn, uint32_t qkey, SendFlags flags),
-                           detail::DatagramOp<MLX5_OPCODE_SEND>, wr_id, &sge, ah.av(),
-                           remote_qpn, qkey, 0u, flags)
-RNICDV_TYPED_DATAGRAM_PAIR(datagram_imm,
-                           (uint64_t wr_id, const Sge& sge, const AddressHandle& ah,
-                            uint32_t remote_qpn, uint32_t qkey, uint32_t imm, SendFlags flags),
-                           detail::DatagramOp<MLX5_OPCODE_SEND_IMM>, wr_id, &sge, ah.av(),
-                           remote_qpn, qkey, imm, flags)
-RNICDV_TYPED_DATAGRAM_PAIR(datagram_inline,
-                           (uint64_t wr_id, const void* data, uint32_t length,
-                            const AddressHandle& ah, uint32_t remote_qpn, uint32_t qkey,
-                            SendFlags flags),
-                           detail::DatagramInlineOp, wr_id, data, length, ah.av(), remote_qpn,
-                           qkey, flags)
-
-#undef RNICDV_TYPED_DATAGRAM_PAIR
 #undef RNICDV_TYPED_PAIR
 
 }  // namespace rnicdv
