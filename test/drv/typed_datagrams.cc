@@ -18,7 +18,6 @@ using namespace rnicdv::test;
 namespace {
 
 constexpr uint32_t kQkey = 0x22222222;
-constexpr size_t kGrh = 40;
 
 QpConfig typed_ud_config(Threading threading = Threading::single) {
   QpConfig c = ud_config();

@@ -16,7 +16,6 @@ using namespace rnicdv::test;
 namespace {
 
 constexpr uint32_t kQkey = 0x11111111;
-constexpr size_t kGrh = 40;
 
 void ud_to_rtr(QueuePair& qp, uint32_t qkey = kQkey) { ud_move_to(qp, hw::QpState::rtr, qkey); }
 void ud_to_rts(QueuePair& qp) { ud_move_to(qp, hw::QpState::rts, kQkey); }

@@ -6,6 +6,9 @@
 
 namespace rnicdv::test {
 
+// The GRH area at the start of every UD receive (IBA 11.4.1.1).
+inline constexpr size_t kGrh = 40;
+
 // A UD QP with the default test queues.
 inline QpConfig ud_config() {
   QpConfig c = default_qp_config();

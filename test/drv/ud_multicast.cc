@@ -17,8 +17,6 @@ using namespace rnicdv::test;
 namespace {
 
 constexpr uint32_t kQkey = 0x11111111;
-constexpr size_t kGrh = 40;
-
 
 void ud_up(QueuePair& qp, uint32_t qkey = kQkey) { ud_move_to(qp, hw::QpState::rts, qkey); }
 
