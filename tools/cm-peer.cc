@@ -119,7 +119,7 @@ struct Endpoint {
       in_addr a{};
       if (inet_pton(AF_INET, addr.c_str(), &a) != 1)
         return Status::error(Errc::invalid_argument, "--addr %s is not IPv4", addr.c_str());
-      dc.ipv4 = ntohl(a.s_addr);
+      dc.address = hw::IpAddress::v4(ntohl(a.s_addr));
     }
     RNICDV_ASSIGN_OR_RETURN(dev, fabric->add_device(dc).and_then(&Device::wrap));
     RNICDV_ASSIGN_OR_RETURN(pd, dev->alloc_pd());

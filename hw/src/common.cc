@@ -86,6 +86,12 @@ Gid Gid::from_ipv4(uint32_t ipv4_host_order) noexcept {
   return g;
 }
 
+Gid Gid::from_ip(const IpAddress& ip) noexcept {
+  Gid g;
+  std::memcpy(g.raw, ip.bytes.data(), sizeof g.raw);
+  return g;
+}
+
 bool Gid::is_ipv4_mapped() const noexcept {
   for (int i = 0; i < 10; ++i)
     if (raw[i] != 0) return false;

@@ -219,7 +219,7 @@ class Harness {
     }
     __atomic_store_n(&dv.dbrec[MLX5_RCV_DBR], htobe32(4), __ATOMIC_RELEASE);
     std::vector<uint8_t> copy(data, data + len);
-    b_.dev->impl().hca->inject_datagram(a_.dev->ipv4(), copy.data(), copy.size());
+    b_.dev->impl().hca->inject_datagram(a_.dev->address(), copy.data(), copy.size());
     run();
   }
 

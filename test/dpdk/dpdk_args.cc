@@ -25,11 +25,12 @@ TEST_CASE("the wire's options are taken out and everything else goes to EAL in o
   CHECK(o.eal_args ==
         std::vector<std::string>{"--vdev=net_af_packet0,iface=veth0", "-l", "1", "--log-level=7"});
   CHECK(o.ports == std::vector<std::string>{"0", "net_tap1"});
-  CHECK(o.ipv4 == std::vector<uint32_t>{0x0A000001u, 0x0A000002u});
+  CHECK(o.ips == std::vector<hw::IpAddress>{hw::IpAddress::v4(0x0A000001u),
+                                          hw::IpAddress::v4(0x0A000002u)});
   REQUIRE(o.macs.size() == 1);
   CHECK(mac_string(o.macs[0]) == "02:aa:bb:cc:dd:ee");
   REQUIRE(o.peers.size() == 1);
-  CHECK(o.peers[0].first == 0x0A000009u);
+  CHECK(o.peers[0].first == hw::IpAddress::v4(0x0A000009u));
   CHECK(mac_string(o.peers[0].second) == "02:00:00:00:00:09");
 }
 

@@ -36,7 +36,7 @@ TEST_CASE("a duplicate WRITE without AckReq is acknowledged again (C9-105)") {
   Buffer b = p.b.reg(8192);
   std::vector<Frame> sent;
   p.a.dev->impl().hca->set_tx_tap(
-      [&](uint32_t, const uint8_t* d, size_t n) { sent.emplace_back(d, d + n); });
+      [&](const hw::IpAddress&, const uint8_t* d, size_t n) { sent.emplace_back(d, d + n); });
   Sge sge{a.addr(), 4096, a.lkey()};  // four packets at MTU 1024
   SendWr w = make_wr(WrOpcode::rdma_write, &sge, 1);
   w.remote_addr = b.addr();
@@ -52,7 +52,7 @@ TEST_CASE("a duplicate WRITE without AckReq is acknowledged again (C9-105)") {
   REQUIRE(((*middle)[8] & 0x80) == 0);
   const uint64_t acks = p.b.counters().acks_tx;
   const uint64_t dups = p.b.counters().duplicates_rx;
-  p.b.dev->impl().hca->inject_datagram(p.a.dev->ipv4(), middle->data(), middle->size());
+  p.b.dev->impl().hca->inject_datagram(p.a.dev->address(), middle->data(), middle->size());
   p.settle();
   CHECK(p.b.counters().duplicates_rx == dups + 1);
   CHECK(p.b.counters().acks_tx == acks + 1);
@@ -69,9 +69,9 @@ TEST_CASE("a READ asked for again replaces the response stream under way") {
   Buffer b = p.b.reg(65536, all_remote(), 0x5e);
   std::vector<Frame> from_a, from_b;
   p.a.dev->impl().hca->set_tx_tap(
-      [&](uint32_t, const uint8_t* d, size_t n) { from_a.emplace_back(d, d + n); });
+      [&](const hw::IpAddress&, const uint8_t* d, size_t n) { from_a.emplace_back(d, d + n); });
   p.b.dev->impl().hca->set_tx_tap(
-      [&](uint32_t, const uint8_t* d, size_t n) { from_b.emplace_back(d, d + n); });
+      [&](const hw::IpAddress&, const uint8_t* d, size_t n) { from_b.emplace_back(d, d + n); });
   Sge sge{a.addr(), 65536, a.lkey()};  // 64 response packets at MTU 1024
   SendWr r = make_wr(WrOpcode::rdma_read, &sge, 1);
   r.remote_addr = b.addr();
@@ -85,8 +85,8 @@ TEST_CASE("a READ asked for again replaces the response stream under way") {
   const Frame req = *request;
   // The request, then the same request again (a retransmission) before B has sent anything.
   auto& hca_b = *p.b.dev->impl().hca;
-  hca_b.inject_datagram(p.a.dev->ipv4(), req.data(), req.size());
-  hca_b.inject_datagram(p.a.dev->ipv4(), req.data(), req.size());
+  hca_b.inject_datagram(p.a.dev->address(), req.data(), req.size());
+  hca_b.inject_datagram(p.a.dev->address(), req.data(), req.size());
   for (int i = 0; i < 1000 && hca_b.run_engine_pass(); ++i) {
   }
   const auto responses = std::count_if(from_b.begin(), from_b.end(),

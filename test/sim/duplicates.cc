@@ -26,9 +26,9 @@ struct Tapped {
   Tapped() {
     p.connect();
     p.a.dev->impl().hca->set_tx_tap(
-        [this](uint32_t, const uint8_t* d, size_t n) { from_a.emplace_back(d, d + n); });
+        [this](const hw::IpAddress&, const uint8_t* d, size_t n) { from_a.emplace_back(d, d + n); });
     p.b.dev->impl().hca->set_tx_tap(
-        [this](uint32_t, const uint8_t* d, size_t n) { from_b.emplace_back(d, d + n); });
+        [this](const hw::IpAddress&, const uint8_t* d, size_t n) { from_b.emplace_back(d, d + n); });
   }
   ~Tapped() {
     p.a.dev->impl().hca->set_tx_tap({});
@@ -43,7 +43,7 @@ struct Tapped {
   }
   void replay_to_b(const Frame& f) {
     from_b.clear();
-    p.b.dev->impl().hca->inject_datagram(p.a.dev->ipv4(), f.data(), f.size());
+    p.b.dev->impl().hca->inject_datagram(p.a.dev->address(), f.data(), f.size());
     p.settle();
   }
   std::vector<pkt::Packet> parsed_from_b() {
@@ -180,11 +180,11 @@ TEST_CASE("a request from an address the QP is not connected to is dropped and c
   Frame f(pkt::kMaxPacketBytes);
   f.resize(pkt::build_packet(pk, f.data(), f.size()));
   const uint64_t dropped = t.p.b.counters().rx_dropped;
-  t.p.b.dev->impl().hca->inject_datagram(0x7f000063, f.data(), f.size());
+  t.p.b.dev->impl().hca->inject_datagram(hw::IpAddress::v4(0x7f000063), f.data(), f.size());
   // And to a QPN that does not exist, from the right address.
   Frame g = f;
   g[7] ^= 0x40;
-  t.p.b.dev->impl().hca->inject_datagram(t.p.a.dev->ipv4(), g.data(), g.size());
+  t.p.b.dev->impl().hca->inject_datagram(t.p.a.dev->address(), g.data(), g.size());
   CHECK(t.p.b.counters().rx_dropped == dropped + 2);
   Completion c;
   CHECK_FALSE(t.p.b.rcq->poll(&c));

@@ -26,7 +26,7 @@ TEST_CASE("a MAD travels as a UD SEND_ONLY to QP1 and reaches the peer's handler
     got.emplace_back(mad, mad + len);
   });
   std::vector<uint8_t> frame;
-  a->impl().hca->set_tx_tap([&](uint32_t, const uint8_t* d, size_t n) { frame.assign(d, d + n); });
+  a->impl().hca->set_tx_tap([&](const hw::IpAddress&, const uint8_t* d, size_t n) { frame.assign(d, d + n); });
   uint8_t mad[sim::kMadBytes];
   for (size_t i = 0; i < sizeof mad; ++i) mad[i] = static_cast<uint8_t>(i);
   REQUIRE(ga.send_mad(b->ipv4(), mad));
@@ -94,7 +94,7 @@ TEST_CASE("packets to QP1 that are not GSI MADs are dropped") {
   std::vector<uint8_t> f(pkt::kMaxPacketBytes);
   f.resize(pkt::build_packet(p, f.data(), f.size()));
   const uint64_t dropped = a->counters().rx_dropped;
-  a->impl().hca->inject_datagram(0x7f000009, f.data(), f.size());
+  a->impl().hca->inject_datagram(hw::IpAddress::v4(0x7f000009), f.data(), f.size());
   fabric->run_until([] { return false; }, 1'000'000);
   CHECK(got == 0);
   CHECK(a->counters().rx_dropped == dropped + 1);

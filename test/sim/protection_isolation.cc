@@ -76,7 +76,7 @@ TEST_CASE("2^16 guessed rkeys from the connected peer reach no memory") {
     // Each wrong key NAKs and moves B's QP to ERR (IBA 9.7.5.2.4); bring it back to RTR.
     const auto f = write_only(p.b.qpn(), p.b.snapshot().expected_psn, va, rkey, payload);
     const uint64_t naks = p.b.counters().naks_tx;
-    hca.inject_datagram(a_ip, f.data(), f.size());
+    hca.inject_datagram(hw::IpAddress::v4(a_ip), f.data(), f.size());
     if (p.b.counters().naks_tx == naks + 1 && p.b.qp->state() == hw::QpState::err) ++rejected;
     to_state(p.b, hw::QpState::reset);
     to_init(p.b);
@@ -89,7 +89,7 @@ TEST_CASE("2^16 guessed rkeys from the connected peer reach no memory") {
   CHECK(rejected == (1u << 16));
   // Control: the real key, sent the same way, does write.
   const auto f = write_only(p.b.qpn(), p.b.snapshot().expected_psn, va, target->rkey(), payload);
-  hca.inject_datagram(a_ip, f.data(), f.size());
+  hca.inject_datagram(hw::IpAddress::v4(a_ip), f.data(), f.size());
   CHECK(arena[4096] == 0x66);
   CHECK(arena[4096 - 1] == kCanary);
   CHECK(arena[4096 + 64] == kCanary);
@@ -200,7 +200,7 @@ uint32_t own_address(uint32_t host) {
 }
 
 sockaddr_in bound_address(sim::Fabric& fabric, uint32_t ipv4) {
-  const int fd = fabric.impl().shared.wire->wait_fd(sim::Endpoint{ipv4, 4791});
+  const int fd = fabric.impl().shared.wire->wait_fd(sim::Endpoint{hw::IpAddress::v4(ipv4), 4791});
   REQUIRE(fd >= 0);
   sockaddr_in sa{};
   socklen_t len = sizeof sa;
@@ -228,7 +228,8 @@ uint16_t local_port(int fd) {
 
 // Sends `frame` (BTH..pad) with its ICRC from socket `fd` (bound to `src_ip`) to `dst`.
 void send_forged(int fd, uint32_t src_ip, uint32_t dst_ip, std::vector<uint8_t> frame) {
-  const sim::Endpoint src{src_ip, local_port(fd)}, dst{dst_ip, 4791};
+  const sim::Endpoint src{hw::IpAddress::v4(src_ip), local_port(fd)},
+      dst{hw::IpAddress::v4(dst_ip), 4791};
   const uint32_t icrc = sim::roce_icrc(src, dst, frame.data(), frame.size());
   for (int i = 0; i < 4; ++i) frame.push_back(static_cast<uint8_t>(icrc >> (8 * i)));
   sockaddr_in to{};
@@ -251,7 +252,7 @@ TEST_CASE("the UDP wire binds only the address it is given, loopback by default"
   CHECK((automatic->ipv4() >> 24) == 127);  // loopback when no address is given
   CHECK(ntohs(a.sin_port) == 4791);
   sim::DeviceConfig dc;
-  dc.ipv4 = own_address(213);  // given explicitly
+  dc.address = hw::IpAddress::v4(own_address(213));  // given explicitly
   auto given = must(fabric->add_device(dc));
   const sockaddr_in g = bound_address(*fabric, given->ipv4());
   CHECK(ntohl(g.sin_addr.s_addr) == own_address(213));

@@ -97,13 +97,19 @@ TEST_CASE("attributes that do not belong to a transition, or bad values, are ref
 
   attr.state = hw::QpState::rtr;
   attr.dest_qpn = p.b.qpn();
-  attr.remote_gid = hw::Gid{};  // not IPv4-mapped
+  attr.remote_gid = hw::Gid{};  // unspecified
   const uint32_t rtr_mask = hw::qp_attr::state | hw::qp_attr::av | hw::qp_attr::path_mtu |
                             hw::qp_attr::dest_qpn | hw::qp_attr::rq_psn |
                             hw::qp_attr::max_dest_rd_atomic | hw::qp_attr::min_rnr_timer;
   s = p.a.modify(attr, rtr_mask);
   CHECK(s.code() == Errc::invalid_argument);
-  CHECK(s.message().find("not IPv4-mapped") != std::string::npos);
+  CHECK(s.message().find("remote GID is unspecified") != std::string::npos);
+  // An IPv6 GID towards a device with an IPv4 address: one IP version end to end.
+  attr.remote_gid = hw::Gid::from_ip(must(hw::IpAddress::parse("fd00::2")));
+  s = p.a.modify(attr, rtr_mask);
+  CHECK(s.code() == Errc::invalid_argument);
+  CHECK(s.message().find("remote GID fd00::2 is IPv6-addressed, the device's address 127.0.0.") !=
+        std::string::npos);
   attr.remote_gid = hw::Gid::from_ipv4(p.b.dev->ipv4());
   attr.rq_psn = 1u << 24;
   CHECK(p.a.modify(attr, rtr_mask).message().find("rq_psn") != std::string::npos);

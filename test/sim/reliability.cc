@@ -110,7 +110,7 @@ void count_read_requests_in_first_pass(uint8_t max_rd_atomic, size_t expected) {
   Buffer b = p.b.reg(16384);
   std::vector<uint8_t> sent;
   p.a.dev->impl().hca->set_tx_tap(
-      [&](uint32_t, const uint8_t* d, size_t) { sent.push_back(d[0]); });
+      [&](const hw::IpAddress&, const uint8_t* d, size_t) { sent.push_back(d[0]); });
   for (int i = 0; i < 6; ++i) {
     Sge sge{a.addr(i * 2048), 2048, a.lkey()};
     SendWr r = make_wr(WrOpcode::rdma_read, &sge, 1);
@@ -142,7 +142,7 @@ TEST_CASE("a fenced WQE waits for the READ before it; an unfenced one does not")
     Buffer b = p.b.reg(8192, all_remote(), 0x3d);
     std::vector<uint8_t> sent;
     p.a.dev->impl().hca->set_tx_tap(
-        [&](uint32_t, const uint8_t* d, size_t) { sent.push_back(d[0]); });
+        [&](const hw::IpAddress&, const uint8_t* d, size_t) { sent.push_back(d[0]); });
     Sge rs{a.addr(), 4096, a.lkey()};
     SendWr r = make_wr(WrOpcode::rdma_read, &rs, 1);
     r.remote_addr = b.addr();

@@ -58,7 +58,7 @@ struct UcRig {
     p.payload_len = len;
     std::vector<uint8_t> frame(len + 64);
     const size_t n = pkt::build_packet(p, frame.data(), frame.size());
-    uc.dev->impl().hca->inject_datagram(a.dev->ipv4(), frame.data(), n);
+    uc.dev->impl().hca->inject_datagram(a.dev->address(), frame.data(), n);
     fabric->run_until([] { return false; }, 1'000'000);
   }
 

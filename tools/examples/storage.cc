@@ -245,7 +245,7 @@ std::shared_ptr<hw::Device> open_hca(const std::string& addr,
   if (!addr.empty()) {
     in_addr a{};
     if (inet_pton(AF_INET, addr.c_str(), &a) != 1) usage(("--addr " + addr + ": not IPv4").c_str());
-    dc.ipv4 = ntohl(a.s_addr);
+    dc.address = hw::IpAddress::v4(ntohl(a.s_addr));
   }
   return must((*fabric)->add_device(dc), "add device");
 }

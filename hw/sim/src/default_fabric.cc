@@ -18,16 +18,14 @@ const char* env(const char* name) {
   return v && *v ? v : nullptr;
 }
 
-Result<std::vector<uint32_t>> parse_addresses(const std::string& list) {
-  std::vector<uint32_t> out;
+Result<std::vector<IpAddress>> parse_addresses(const std::string& list) {
+  std::vector<IpAddress> out;
   std::stringstream ss(list);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    in_addr a{};
-    if (inet_pton(AF_INET, item.c_str(), &a) != 1)
-      return Status::error(Errc::invalid_argument, "RNICDV_SIM_ADDR: '%s' is not an IPv4 address",
-                           item.c_str());
-    out.push_back(ntohl(a.s_addr));
+    Result<IpAddress> a = IpAddress::parse(item);
+    if (!a) return a.status().prepend("RNICDV_SIM_ADDR");
+    out.push_back(*a);
   }
   return out;
 }
@@ -62,7 +60,7 @@ Result<std::shared_ptr<Fabric>> default_fabric() {
     if (!parsed) return parsed.status().prepend("RNICDV_SIM_PROFILE");
     profile = parsed.value();
   }
-  std::vector<uint32_t> addresses;
+  std::vector<IpAddress> addresses;
   if (const char* a = env("RNICDV_SIM_ADDR")) {
     RNICDV_ASSIGN_OR_RETURN(addresses, parse_addresses(a));
   }

@@ -59,6 +59,8 @@ const hw::DeviceInfo& Device::info() const {
 const DeviceConfig& Device::config() const {
   return impl_->hca->config();
 }
+const hw::IpAddress& Device::address() const { return impl_->hca->address(); }
+
 uint32_t Device::ipv4() const {
   return impl_->hca->ipv4();
 }
@@ -176,11 +178,12 @@ Result<std::unique_ptr<hw::Ah>> Device::create_ah(hw::Pd& pd, const hw::AhAttr& 
   Hca& hca = *impl_->hca;
   if (!sim_pd(hca, pd)) return foreign(hca, "create_ah", "PD");
   const char* name = hca.info().name.c_str();
-  if (!attr.remote_gid.is_ipv4_mapped())
+  if (attr.remote_gid.ip().is_v4() != hca.address().is_v4())
     return Status::error(Errc::unsupported,
-                         "%s: create_ah: destination GID %s is not an IPv4-mapped address (the "
-                         "simulated fabric carries RoCE v2 over IPv4)",
-                         name, attr.remote_gid.to_string().c_str());
+                         "%s: create_ah: destination GID %s and the device's address %s are of "
+                         "different IP versions (RoCE v2 frames carry one end to end)",
+                         name, attr.remote_gid.to_string().c_str(),
+                         hca.address().to_string().c_str());
   if (attr.flow_label > 0xfffff || attr.sl > 7)
     return Status::error(Errc::invalid_argument,
                          "%s: create_ah: flow label %#x (20 bits) or SL %u (0..7 on RoCE) out of "
@@ -193,7 +196,7 @@ Result<std::unique_ptr<hw::Ah>> Device::create_ah(hw::Pd& pd, const hw::AhAttr& 
   av.hop_limit = attr.hop_limit ? attr.hop_limit : 64;
   av.grh_gid_fl = htobe32((uint32_t{hca.info().gid_index} << 20) | attr.flow_label);
   std::memcpy(av.rgid, attr.remote_gid.raw, sizeof av.rgid);
-  const MacAddress mac = mac_for_ipv4(attr.remote_gid.ipv4());
+  const MacAddress mac = mac_for_ip(attr.remote_gid.ip());
   std::memcpy(av.rmac, mac.data(), sizeof av.rmac);
   return std::unique_ptr<hw::Ah>(std::make_unique<SimAh>(av));
 }

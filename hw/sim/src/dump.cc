@@ -20,13 +20,6 @@ namespace {
   out += buf;
 }
 
-std::string ipv4_text(uint32_t a) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff,
-                a & 0xff);
-  return buf;
-}
-
 }  // namespace
 
 std::string Hca::dump() const {
@@ -76,7 +69,7 @@ void Hca::dump_qp(std::string& out, const QpObj& qp) const {
   add(out, "  qp %#x %s pd %u scq %#x rcq %#x reg %u%s peer %s qpn %#x mtu %u\n", qp.qpn,
       hw::qp_state_name(qp.state), qp.pdn, qp.send_cq->cqn, qp.recv_cq->cqn,
       qp.reg ? qp.reg->index : 0, qp.reg && qp.reg->shared ? " (shared)" : "",
-      ipv4_text(qp.remote_ipv4).c_str(), qp.attr.dest_qpn, qp.mtu);
+      qp.remote_ip.to_string().c_str(), qp.attr.dest_qpn, qp.mtu);
   // A QP created without a send queue (max_send_wr 0) shows "sq: none".
   if (!qp.has_sq()) {
     add(out, "    sq: none dbr %u\n", rc::load_sq_dbr(qp));

@@ -404,16 +404,16 @@ QpObj* Hca::find_qp(uint32_t qpn) {
 
 void Hca::on_datagram(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
   // The wire calls this from inside poll(), which this device's engine runs under mu_.
-  deliver_locked(src.ipv4, dst.ipv4, data, len);
+  deliver_locked(src.ip, dst.ip, data, len);
 }
 
 void Hca::on_unreachable(const Endpoint& peer) {
   // Only the RoCE port of an address is a device; the CM learns that its port is gone.
-  if (peer.port == shared_.config.udp_port) gsi_.peer_unreachable(peer.ipv4);
+  if (peer.port == shared_.config.udp_port) gsi_.peer_unreachable(peer.ip);
 }
 
 // A UD SEND: to a UD QP in RTR or later, from anyone (IBA 9.8.3).
-bool Hca::deliver_datagram_locked(QpObj* qp, uint32_t src_ipv4, uint32_t dst_ipv4,
+bool Hca::deliver_datagram_locked(QpObj* qp, const IpAddress& src, const IpAddress& dst,
                                   const pkt::Packet& p, size_t len) {
   if (!qp || qp->type != hw::QpType::ud) return false;
   ++qp->counters.packets_rx;
@@ -422,12 +422,12 @@ bool Hca::deliver_datagram_locked(QpObj* qp, uint32_t src_ipv4, uint32_t dst_ipv
     ++qp->counters.rx_dropped;
     return false;
   }
-  ud_.on_packet(*qp, src_ipv4, dst_ipv4, p, len);
+  ud_.on_packet(*qp, src, dst, p, len);
   activate_locked(*qp);
   return true;
 }
 
-void Hca::deliver_locked(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* data,
+void Hca::deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8_t* data,
                          size_t len) {
   if (!port_up_.load(std::memory_order_relaxed)) [[unlikely]] {
     ++counters_.link_down_drops;  // the port is down, or the device dead (link.cc)
@@ -443,19 +443,19 @@ void Hca::deliver_locked(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* da
   const bool datagram = (p.bth.opcode == pkt::opcode::ud_send_only ||
                          p.bth.opcode == pkt::opcode::ud_send_only_imm) &&
                         p.bth.pkey == pkt::kDefaultPkey;
-  if (is_multicast_ipv4(dst_ipv4)) [[unlikely]] {
+  if (dst.is_multicast()) [[unlikely]] {
     // Only UD SENDs to the multicast QPN travel to a group (IBA 10.5.2.3).
     if (!datagram || p.bth.dest_qp != ud::kMulticastQpn ||
-        !deliver_multicast_locked(src_ipv4, dst_ipv4, p, len))
+        !deliver_multicast_locked(src, dst, p, len))
       ++counters_.rx_dropped;
     return;
   }
   if (p.bth.dest_qp == kGsiQpn) {
-    if (!gsi_.accept(src_ipv4, p)) ++counters_.rx_dropped;
+    if (!gsi_.accept(src, p)) ++counters_.rx_dropped;
     return;
   }
   if (datagram) [[unlikely]] {
-    if (!deliver_datagram_locked(find_qp(p.bth.dest_qp), src_ipv4, dst_ipv4, p, len))
+    if (!deliver_datagram_locked(find_qp(p.bth.dest_qp), src, dst, p, len))
       ++counters_.rx_dropped;
     return;
   }
@@ -472,7 +472,7 @@ void Hca::deliver_locked(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* da
   }
   ++qp->counters.packets_rx;
   if (qp->state == hw::QpState::reset || qp->state == hw::QpState::init ||
-      qp->state == hw::QpState::err || src_ipv4 != qp->remote_ipv4) [[unlikely]] {
+      qp->state == hw::QpState::err || src != qp->remote_ip) [[unlikely]] {
     ++counters_.rx_dropped;
     ++qp->counters.rx_dropped;
     return;
@@ -486,7 +486,7 @@ void Hca::deliver_locked(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* da
   activate_locked(*qp);
 }
 
-void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len,
+void Hca::transmit(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t len,
                    IpClass ip) {
   if (!port_up_.load(std::memory_order_relaxed)) [[unlikely]] {
     // The port is down (link.cc): the frame does not leave, and the transport, which cannot
@@ -499,16 +499,15 @@ void Hca::transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t le
   ++qp.counters.packets_tx;
   transmitted_ = true;
   if (tx_tap_) [[unlikely]]
-    tx_tap_(dst_ipv4, frame, len);
+    tx_tap_(dst, frame, len);
   if (attached_)
-    shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, frame, len,
-                           ip);
+    shared_.wire->transmit(endpoint_, Endpoint{dst, shared_.config.udp_port}, frame, len, ip);
   // A port-down (or fatal) after=N takes effect as its Nth frame goes out.
   if (count_link_frame()) [[unlikely]]
     apply_link_events_locked(now());
 }
 
-void Hca::transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len) {
+void Hca::transmit_raw(const IpAddress& dst, const uint8_t* data, size_t len) {
   if (!port_up_.load(std::memory_order_acquire)) [[unlikely]] {
     raw_link_down_drops_.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -517,10 +516,10 @@ void Hca::transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len) {
   raw_bytes_tx_.fetch_add(len, std::memory_order_relaxed);
   if (has_tx_tap_.load(std::memory_order_acquire)) [[unlikely]] {
     std::lock_guard<std::mutex> lock(mu_);
-    if (tx_tap_) tx_tap_(dst_ipv4, data, len);
+    if (tx_tap_) tx_tap_(dst, data, len);
   }
   if (!attached_) return;
-  shared_.wire->transmit(endpoint_, Endpoint{dst_ipv4, shared_.config.udp_port}, data, len);
+  shared_.wire->transmit(endpoint_, Endpoint{dst, shared_.config.udp_port}, data, len);
   if (!shared_.deterministic()) shared_.kick_sleepers(this);
   // An after=N link event this frame made due: applied now unless the engine runs (without
   // waiting for the lock, see above), else by the next pass, which a kick brings.

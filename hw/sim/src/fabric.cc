@@ -168,7 +168,8 @@ Result<std::shared_ptr<Device>> Fabric::add_device(const DeviceConfig& config) {
     index = s.next_index++;
     if (s.profile_override && same_profile(cfg.profile, hw::DeviceProfile{}))
       cfg.profile = *s.profile_override;
-    if (cfg.ipv4 == 0 && index < s.address_pool.size()) cfg.ipv4 = s.address_pool[index];
+    if (cfg.address.is_unspecified() && index < s.address_pool.size())
+      cfg.address = s.address_pool[index];
   }
   auto hca = std::make_shared<Hca>(shared_from_this(), s, cfg, index);
   RNICDV_TRY(hca->start());
@@ -268,9 +269,9 @@ void Hca::progress() {
   shared_.step();
 }
 
-void Hca::inject_datagram(uint32_t src_ipv4, const uint8_t* data, size_t len) {
+void Hca::inject_datagram(const IpAddress& src, const uint8_t* data, size_t len) {
   std::lock_guard<std::mutex> lock(mu_);
-  deliver_locked(src_ipv4, endpoint_.ipv4, data, len);
+  deliver_locked(src, endpoint_.ip, data, len);
   handle_cq_overflows_locked();
 }
 

@@ -38,7 +38,7 @@ struct FabricShared {
 
   // default_fabric(): environment overrides for devices added with default settings.
   std::optional<hw::DeviceProfile> profile_override;
-  std::vector<uint32_t> address_pool;
+  std::vector<IpAddress> address_pool;
 
   bool deterministic() const { return config.mode == ExecMode::deterministic; }
   // Wakes the threads of sleeping devices other than `except` (in-process wire only: a UDP

@@ -35,7 +35,7 @@ Status Gsi::send_mad(uint32_t dst_ipv4, const uint8_t* mad, size_t len) {
   }
   std::vector<uint8_t> frame(pkt::kMaxPacketBytes + 64);
   const size_t n = pkt::build_packet(p, frame.data(), frame.size());
-  hca_.transmit_raw(dst_ipv4, frame.data(), n);
+  hca_.transmit_raw(IpAddress::v4(dst_ipv4), frame.data(), n);
   return Status::ok();
 }
 
@@ -49,7 +49,9 @@ void Gsi::set_unreachable_handler(std::function<void(uint32_t)> handler) {
   unreachable_handler_ = std::move(handler);
 }
 
-void Gsi::peer_unreachable(uint32_t ipv4) {
+void Gsi::peer_unreachable(const IpAddress& peer) {
+  if (!peer.is_v4()) return;  // no CM runs there (gsi.h)
+  const uint32_t ipv4 = peer.ipv4();
   std::lock_guard<std::mutex> lock(mu_);
   if (!unreachable_handler_) return;
   // One notice per address in the queue is enough: a burst of refused frames is one event.
@@ -76,7 +78,10 @@ bool Gsi::cancel(TimerId id) {
   return false;
 }
 
-bool Gsi::accept(uint32_t src_ipv4, const pkt::Packet& p) {
+bool Gsi::accept(const IpAddress& src, const pkt::Packet& p) {
+  if (!src.is_v4()) [[unlikely]]
+    return false;  // the CM runs over IPv4 (gsi.h)
+  const uint32_t src_ipv4 = src.ipv4();
   // Only UD SENDs to QP1 with the GSI Q_Key (IBA 13.5.3, C13-13) are MADs.
   if (p.bth.opcode != pkt::opcode::ud_send_only || p.deth.qkey != kGsiQkey) return false;
   std::lock_guard<std::mutex> lock(mu_);

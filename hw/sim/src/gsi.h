@@ -20,12 +20,14 @@
 #include <vector>
 
 #include "packet/packet.h"
+#include "rnicdv/hw/ip_address.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::sim {
 
 class Device;
 class Hca;
+using hw::IpAddress;
 
 inline constexpr uint32_t kGsiQpn = 1;
 inline constexpr uint32_t kGsiQkey = 0x80010000;
@@ -63,10 +65,12 @@ class Gsi {
   bool cancel(TimerId id);
 
   // ---- Engine side ----
-  // Queues an inbound QP1 packet (called with the device lock held). False if dropped.
-  bool accept(uint32_t src_ipv4, const pkt::Packet& p);
-  // Queues the news that nothing receives at `ipv4` any more (any thread, any lock held).
-  void peer_unreachable(uint32_t ipv4);
+  // Queues an inbound QP1 packet (called with the device lock held). False if dropped. The CM
+  // above runs over IPv4 addresses only, so a MAD from an IPv6 address is dropped (and
+  // counted by the caller): a device with an IPv6 address runs RC and UD, but no CM, yet.
+  bool accept(const IpAddress& src, const pkt::Packet& p);
+  // Queues the news that nothing receives at `peer` any more (any thread, any lock held).
+  void peer_unreachable(const IpAddress& peer);
   // Runs queued MADs and due timers. Called without the device lock. True if anything ran.
   bool dispatch();
   uint64_t next_timer_ns() const;  // UINT64_MAX when none

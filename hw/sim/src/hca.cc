@@ -158,25 +158,28 @@ Status Hca::start() {
   for (uint32_t r = config_.dedicated_bf_regs; r-- > 0;)
     free_dedicated_.push_back(registers_[r].get());
 
-  Result<Endpoint> ep = shared_.wire->attach(Endpoint{config_.ipv4, shared_.config.udp_port}, this);
+  Result<Endpoint> ep =
+      shared_.wire->attach(Endpoint{config_.address, shared_.config.udp_port}, this);
   if (!ep) return ep.status().prepend(info_.name);
   endpoint_ = ep.value();
   attached_ = true;
-  config_.ipv4 = endpoint_.ipv4;
-  if (shared_.faults) shared_.faults->note_device(index_, endpoint_.ipv4);
+  config_.address = endpoint_.ip;
+  if (shared_.faults) shared_.faults->note_device(index_, endpoint_.ip);
   init_link_events();
-  info_.gid = hw::Gid::from_ipv4(endpoint_.ipv4);
+  info_.gid = hw::Gid::from_ip(endpoint_.ip);
   // Unique per device and host, whichever process made it and in whatever order: Mellanox's
   // OUI, then the address's low 24 bits and the UDP port, which no other live device on the
   // host's UDP wire shares (the wire refuses a taken endpoint; an in-process wire is a fabric
   // of its own, whose addresses are unique within it). The link-local GIDs derive from it.
-  info_.node_guid = (0x0002c9ull << 40) | (uint64_t{endpoint_.ipv4 & 0xffffff} << 16) |
-                    endpoint_.port;
-  // Where a ConnectX's GID table holds this address as RoCE v2 (::ffff:a.b.c.d after the two
-  // link-local entries and its RoCE v1 twin), as the uverbs shim presents it too.
+  const uint8_t* low = endpoint_.ip.bytes.data() + 13;
+  info_.node_guid = (0x0002c9ull << 40) | (uint64_t{low[0]} << 32) | (uint64_t{low[1]} << 24) |
+                    (uint64_t{low[2]} << 16) | endpoint_.port;
+  // Where a ConnectX's GID table holds this address as RoCE v2 (::ffff:a.b.c.d, or the IPv6
+  // address, after the two link-local entries and its RoCE v1 twin), as the uverbs shim
+  // presents it too.
   info_.gid_index = 3;
   info_.transport = std::string("sim ") + wire_kind_name(shared_.wire->kind()) + " " +
-                    ipv4_string(endpoint_.ipv4) + ":" + std::to_string(endpoint_.port);
+                    endpoint_.to_string();
   if (std::string detail = shared_.wire->endpoint_detail(endpoint_); !detail.empty())
     info_.transport += " " + detail;
   {

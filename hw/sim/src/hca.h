@@ -98,7 +98,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
 
   const hw::DeviceInfo& info() const { return info_; }
   const DeviceConfig& config() const { return config_; }
-  uint32_t ipv4() const { return endpoint_.ipv4; }
+  const IpAddress& address() const { return endpoint_.ip; }
+  uint32_t ipv4() const { return endpoint_.ip.ipv4(); }
   // The device's place in its fabric (creation order): the device= of fault rules.
   uint32_t index() const { return index_; }
   // The fabric's fault schedule (faults/schedule.h), or null when no faults are asked for.
@@ -186,13 +187,13 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // What a driver needs to wake the device after a register write (hw::QpView::wake).
   hw::DeviceWakeView wake_view() const;
 
-  // Hands `len` bytes to the receive path as if the wire delivered them from `src_ipv4`
+  // Hands `len` bytes to the receive path as if the wire delivered them from `src`
   // (the fuzz harness's entry, fuzz_entry.h).
-  void inject_datagram(uint32_t src_ipv4, const uint8_t* data, size_t len);
+  void inject_datagram(const IpAddress& src, const uint8_t* data, size_t len);
 
   // Packet trace: `tap` sees every datagram this device transmits (BTH..pad), on the engine
   // thread, before the wire takes it. Empty function: off.
-  using TxTap = std::function<void(uint32_t dst_ipv4, const uint8_t* data, size_t len)>;
+  using TxTap = std::function<void(const IpAddress& dst, const uint8_t* data, size_t len)>;
   void set_tx_tap(TxTap tap);
 
   // The driver's progress hook: deterministic mode steps the whole fabric; threaded mode
@@ -201,7 +202,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
 
   // Used by Gsi. Takes no device lock (unless a transmit tap is set): the CM sends from any
   // thread, also from the teardown at exit, where a command the exit interrupted may hold mu_.
-  void transmit_raw(uint32_t dst_ipv4, const uint8_t* data, size_t len);
+  void transmit_raw(const IpAddress& dst, const uint8_t* data, size_t len);
 
  private:
   friend class Gsi;
@@ -235,20 +236,21 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   bool look_at_errored_locked(uint64_t now_ns);
   // Removes a QP being destroyed from the engine's lists.
   void forget_qp_locked(QpObj& qp);
-  // A datagram from the wire, sent from `src_ipv4` to `dst_ipv4` (this device's address, or a
-  // group it joined).
-  void deliver_locked(uint32_t src_ipv4, uint32_t dst_ipv4, const uint8_t* data, size_t len);
-  bool deliver_datagram_locked(QpObj* qp, uint32_t src_ipv4, uint32_t dst_ipv4,
+  // A datagram from the wire, sent from `src` to `dst` (this device's address, or a group it
+  // joined).
+  void deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8_t* data,
+                      size_t len);
+  bool deliver_datagram_locked(QpObj* qp, const IpAddress& src, const IpAddress& dst,
                                const pkt::Packet& p, size_t len);
   // A UD SEND to a group: a copy to every QP attached (ud/multicast.cc). False if none took it.
-  bool deliver_multicast_locked(uint32_t src_ipv4, uint32_t group, const pkt::Packet& p,
-                                size_t len);
+  bool deliver_multicast_locked(const IpAddress& src, const IpAddress& group,
+                                const pkt::Packet& p, size_t len);
   // A UD QP being destroyed in RTS sends the datagrams its doorbells announced first
   // (engine.cc).
   void send_rung_datagrams_locked(QpObj& qp);
   // Takes a QP being destroyed out of its groups (ud/multicast.cc).
   void detach_all_mcast_locked(QpObj& qp);
-  void transmit(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len, IpClass ip);
+  void transmit(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t len, IpClass ip);
 
   // link.cc: the link rules of the fault specification (port-down, port-up, fatal) that
   // concern this device, as events due at a time or after a number of transmitted frames.

@@ -50,7 +50,7 @@ struct SendWqe {
   // UD: the destination from the WQE's address vector.
   uint32_t ud_dest_qpn = 0;
   uint32_t ud_qkey = 0;
-  uint32_t ud_ipv4 = 0;
+  IpAddress ud_dest;
   uint8_t ud_tclass = 0;      // the AV's traffic class and hop limit: the frame's TOS and TTL
   uint8_t ud_hop_limit = 64;
   std::vector<LocalSeg> segs;        // gather (SEND/WRITE) or scatter (READ/atomic) list
@@ -231,7 +231,7 @@ struct QpObj {
   // IB state and the attributes set so far.
   hw::QpState state = hw::QpState::reset;
   hw::QpAttr attr;
-  uint32_t remote_ipv4 = 0;
+  IpAddress remote_ip;
   IpClass ip_class;  // from attr.traffic_class and hop_limit: what the QP's frames carry
   Pacer pacer;       // its send rate limit (rc/pacer.h); off by default
   uint32_t mtu = 1024;

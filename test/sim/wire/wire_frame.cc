@@ -25,8 +25,8 @@ uint16_t reference_checksum(const std::vector<uint8_t>& bytes) {
   return static_cast<uint16_t>(~sum & 0xFFFF);
 }
 
-const Endpoint kSrc{ipv4(127, 0, 0, 2), 49152};
-const Endpoint kDst{ipv4(10, 1, 2, 3), 4791};
+const Endpoint kSrc{IpAddress::v4(ipv4(127, 0, 0, 2)), 49152};
+const Endpoint kDst{IpAddress::v4(ipv4(10, 1, 2, 3)), 4791};
 
 std::vector<uint8_t> build(const std::vector<uint8_t>& d, UdpChecksum c = UdpChecksum::zero) {
   std::vector<uint8_t> frame(kMaxRoceFrameLen);
@@ -57,8 +57,8 @@ TEST_CASE("Built frames carry the documented Ethernet, IPv4 and UDP headers", "[
   CHECK(get16(ip + 6) == 0x4000);  // DF, offset 0
   CHECK(ip[8] == 64);
   CHECK(ip[9] == 17);
-  CHECK(get32(ip + 12) == kSrc.ipv4);
-  CHECK(get32(ip + 16) == kDst.ipv4);
+  CHECK(get32(ip + 12) == kSrc.ip.ipv4());
+  CHECK(get32(ip + 16) == kDst.ip.ipv4());
 
   // Header checksum, recomputed independently with the field zeroed.
   std::vector<uint8_t> header(ip, ip + 20);
@@ -104,7 +104,7 @@ TEST_CASE("A computed UDP checksum verifies independently and is checked on pars
 
   ParsedRoceFrame p;
   CHECK(parse_roce_frame(f.data(), f.size(), &p) == FrameError::ok);
-  f[kRoceEncapLen + 20] ^= 0x10;  // payload byte
+  f[kRoceEncapLenIpv4 + 20] ^= 0x10;  // payload byte
   CHECK(parse_roce_frame(f.data(), f.size(), &p) == FrameError::bad_udp_checksum);
 }
 
@@ -114,20 +114,20 @@ TEST_CASE("parse(build(x)) gives back x", "[frame]") {
     const size_t len = kBthLen + rng() % (kMaxDatagramLen - kBthLen + 1);
     std::vector<uint8_t> d(len);
     for (auto& b : d) b = static_cast<uint8_t>(rng());
-    const Endpoint src{static_cast<uint32_t>(rng()), static_cast<uint16_t>(rng())};
-    const Endpoint dst{static_cast<uint32_t>(rng()), 4791};
+    const Endpoint src{IpAddress::v4(static_cast<uint32_t>(rng())), static_cast<uint16_t>(rng())};
+    const Endpoint dst{IpAddress::v4(static_cast<uint32_t>(rng())), 4791};
     const UdpChecksum mode = (i & 1) ? UdpChecksum::compute : UdpChecksum::zero;
     std::vector<uint8_t> frame(kMaxRoceFrameLen);
     const size_t n =
         build_roce_frame(src, dst, d.data(), d.size(), frame.data(), frame.size(), mode);
-    REQUIRE(n == kRoceEncapLen + len + kIcrcLen);
+    REQUIRE(n == kRoceEncapLenIpv4 + len + kIcrcLen);
 
     ParsedRoceFrame p;
     REQUIRE(parse_roce_frame(frame.data(), n, &p) == FrameError::ok);
     CHECK(p.src == src);
     CHECK(p.dst == dst);
-    CHECK(p.src_mac == mac_for_ipv4(src.ipv4));
-    CHECK(p.dst_mac == mac_for_ipv4(dst.ipv4));
+    CHECK(p.src_mac == mac_for_ipv4(src.ip.ipv4()));
+    CHECK(p.dst_mac == mac_for_ipv4(dst.ip.ipv4()));
     REQUIRE(p.datagram_len == len);
     CHECK(std::vector<uint8_t>(p.datagram, p.datagram + len) == d);
     CHECK(p.icrc == roce_icrc(src, dst, d.data(), d.size()));
@@ -152,13 +152,13 @@ TEST_CASE("Runt and oversize datagrams are rejected when building and parsing", 
   CHECK(build_roce_frame(kSrc, kDst, d.data(), kBthLen - 1, out.data(), out.size()) == 0);
   CHECK(build_roce_frame(kSrc, kDst, d.data(), kMaxDatagramLen + 1, out.data(), out.size()) == 0);
   CHECK(build_roce_frame(kSrc, kDst, d.data(), kMaxDatagramLen, out.data(), out.size()) ==
-        kMaxRoceFrameLen);
+        kRoceEncapLenIpv4 + kMaxWireDatagramLen);
   // Too small an output buffer.
-  CHECK(build_roce_frame(kSrc, kDst, d.data(), 100, out.data(), kRoceEncapLen + 100 + 3) == 0);
+  CHECK(build_roce_frame(kSrc, kDst, d.data(), 100, out.data(), kRoceEncapLenIpv4 + 100 + 3) == 0);
 
   ParsedRoceFrame p;
   // A UDP payload of 15 bytes (one short of BTH + ICRC), with consistent lengths.
-  std::vector<uint8_t> runt(kRoceEncapLen + 15, 0);
+  std::vector<uint8_t> runt(kRoceEncapLenIpv4 + 15, 0);
   write_roce_encap(runt.data(), kSrc, kDst, 15);
   CHECK(parse_roce_frame(runt.data(), runt.size(), &p) == FrameError::runt);
   // A UDP payload one byte over the largest datagram plus ICRC.
@@ -192,8 +192,8 @@ TEST_CASE("Frames that are not plain RoCEv2 over IPv4 are classified", "[frame]"
     }
     return parse_roce_frame(f.data(), f.size(), &p);
   };
-  CHECK(parse_with(12, 0x86) == FrameError::not_ipv4);  // ethertype 0x86dd
-  CHECK(parse_with(14, 0x65) == FrameError::not_ipv4);  // IPv6 version nibble
+  CHECK(parse_with(12, 0x86) == FrameError::not_ip);  // ethertype 0x86dd
+  CHECK(parse_with(14, 0x65) == FrameError::not_ip);  // IPv6 version nibble
   CHECK(parse_with(14, 0x46) == FrameError::ip_options);
   CHECK(parse_with(20, 0x60) == FrameError::fragmented);  // DF + MF
   CHECK(parse_with(21, 0x01) == FrameError::fragmented);  // fragment offset

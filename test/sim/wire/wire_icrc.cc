@@ -56,14 +56,14 @@ uint32_t zlib_icrc(const Endpoint& src, const Endpoint& dst, const std::vector<u
                           17,
                           0xFF,
                           0xFF,
-                          uint8_t(src.ipv4 >> 24),
-                          uint8_t(src.ipv4 >> 16),
-                          uint8_t(src.ipv4 >> 8),
-                          uint8_t(src.ipv4),
-                          uint8_t(dst.ipv4 >> 24),
-                          uint8_t(dst.ipv4 >> 16),
-                          uint8_t(dst.ipv4 >> 8),
-                          uint8_t(dst.ipv4)};
+                          uint8_t(src.ip.ipv4() >> 24),
+                          uint8_t(src.ip.ipv4() >> 16),
+                          uint8_t(src.ip.ipv4() >> 8),
+                          uint8_t(src.ip.ipv4()),
+                          uint8_t(dst.ip.ipv4() >> 24),
+                          uint8_t(dst.ip.ipv4() >> 16),
+                          uint8_t(dst.ip.ipv4() >> 8),
+                          uint8_t(dst.ip.ipv4())};
   buf.insert(buf.end(), ip, ip + 20);
   const uint8_t udp[8] = {uint8_t(src.port >> 8),
                           uint8_t(src.port),
@@ -114,7 +114,7 @@ TEST_CASE("ICRC matches a RoCEv2 CNP captured from a ConnectX-4 Lx", "[icrc]") {
   REQUIRE(parse_roce_frame(frame.data(), frame.size(), &f) == FrameError::ok);
   REQUIRE(f.datagram_len == 12 + 16);
   CHECK(f.icrc == 0x2A00FD82u);  // bytes 82 fd 00 2a, least significant first
-  CHECK(roce_icrc_ipv4(f.ipv4_header, f.datagram, f.datagram_len) == 0x2A00FD82u);
+  CHECK(roce_icrc_ipv4(f.ip_header, f.datagram, f.datagram_len) == 0x2A00FD82u);
   CHECK(roce_frame_icrc_ok(f));
 }
 
@@ -136,11 +136,11 @@ TEST_CASE("ICRC matches scapy's UC SEND_ONLY example", "[icrc]") {
 TEST_CASE("ICRC ignores exactly the masked fields", "[icrc]") {
   uint8_t frame[kMaxRoceFrameLen];
   const std::vector<uint8_t> d = datagram(0x04, 0x123, 7, {}, std::vector<uint8_t>(40, 0xAB));
-  const Endpoint a{ipv4(10, 0, 0, 1), 49152}, b{ipv4(10, 0, 0, 2), 4791};
+  const Endpoint a{IpAddress::v4(ipv4(10, 0, 0, 1)), 49152}, b{IpAddress::v4(ipv4(10, 0, 0, 2)), 4791};
   const size_t n = build_roce_frame(a, b, d.data(), d.size(), frame, sizeof(frame));
-  REQUIRE(n == kRoceEncapLen + d.size() + kIcrcLen);
+  REQUIRE(n == kRoceEncapLenIpv4 + d.size() + kIcrcLen);
   uint8_t* ip = frame + kEthHeaderLen;
-  uint8_t* dg = frame + kRoceEncapLen;
+  uint8_t* dg = frame + kRoceEncapLenIpv4;
   const uint32_t base = roce_icrc_ipv4(ip, dg, d.size());
   REQUIRE(base == roce_icrc(a, b, d.data(), d.size()));
 
@@ -176,15 +176,15 @@ TEST_CASE("roce_icrc equals zlib's CRC over the masked pseudo header on random d
     const size_t len = kBthLen + rng() % (kMaxDatagramLen - kBthLen + 1);
     std::vector<uint8_t> d(len);
     for (auto& b : d) b = static_cast<uint8_t>(rng());
-    const Endpoint src{static_cast<uint32_t>(rng()), static_cast<uint16_t>(rng())};
-    const Endpoint dst{static_cast<uint32_t>(rng()), 4791};
+    const Endpoint src{IpAddress::v4(static_cast<uint32_t>(rng())), static_cast<uint16_t>(rng())};
+    const Endpoint dst{IpAddress::v4(static_cast<uint32_t>(rng())), 4791};
     INFO("datagram length " << len);
     REQUIRE(roce_icrc(src, dst, d.data(), d.size()) == zlib_icrc(src, dst, d));
   }
 }
 
 TEST_CASE("A datagram with any byte changed fails ICRC verification", "[icrc]") {
-  const Endpoint src{ipv4(127, 0, 0, 2), 4791}, dst{ipv4(127, 0, 0, 3), 4791};
+  const Endpoint src{IpAddress::v4(ipv4(127, 0, 0, 2)), 4791}, dst{IpAddress::v4(ipv4(127, 0, 0, 3)), 4791};
   std::vector<uint8_t> wire =
       datagram(0x0A, 0x42, 99, reth(0x1000, 0x77, 8), {1, 2, 3, 4, 5, 6, 7, 8});
   const size_t len = wire.size();
@@ -202,8 +202,8 @@ TEST_CASE("A datagram with any byte changed fails ICRC verification", "[icrc]") 
     }
   }
   // The pseudo header is covered too: another source or destination fails.
-  CHECK_FALSE(icrc_matches(Endpoint{src.ipv4 + 1, src.port}, dst, wire.data(), wire.size()));
-  CHECK_FALSE(icrc_matches(src, Endpoint{dst.ipv4, 4792}, wire.data(), wire.size()));
+  CHECK_FALSE(icrc_matches(Endpoint{IpAddress::v4(src.ip.ipv4() + 1), src.port}, dst, wire.data(), wire.size()));
+  CHECK_FALSE(icrc_matches(src, Endpoint{dst.ip, 4792}, wire.data(), wire.size()));
   // Runt and oversize lengths never verify.
   CHECK_FALSE(icrc_matches(src, dst, wire.data(), kMinWireDatagramLen - 1));
   std::vector<uint8_t> big(kMaxWireDatagramLen + 1);

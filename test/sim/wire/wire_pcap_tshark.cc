@@ -82,7 +82,7 @@ TEST_CASE("tshark decodes the in-process wire's capture as RoCEv2", "[pcap][tsha
   REQUIRE(made.is_ok());
   Wire& wire = **made;
   RecordingSink a, b;
-  const Endpoint ea{ipv4(127, 0, 0, 2), 4791}, eb{ipv4(127, 0, 0, 3), 4791};
+  const Endpoint ea{IpAddress::v4(ipv4(127, 0, 0, 2)), 4791}, eb{IpAddress::v4(ipv4(127, 0, 0, 3)), 4791};
   REQUIRE(wire.attach(ea, &a).is_ok());
   REQUIRE(wire.attach(eb, &b).is_ok());
   for (const Sample& s : samples()) wire.transmit(ea, eb, s.bytes.data(), s.bytes.size());
@@ -101,9 +101,9 @@ TEST_CASE("tshark decodes the UDP wire's capture, written to a per-process path"
   REQUIRE(made.is_ok());
   Wire& wire = **made;
   RecordingSink a, b;
-  auto ea = wire.attach(Endpoint{0, free_udp_port()}, &a);
+  auto ea = wire.attach(Endpoint{IpAddress{}, free_udp_port()}, &a);
   REQUIRE(ea.is_ok());
-  auto eb = wire.attach(Endpoint{0, ea->port}, &b);
+  auto eb = wire.attach(Endpoint{IpAddress{}, ea->port}, &b);
   REQUIRE(eb.is_ok());
   for (const Sample& s : samples()) wire.transmit(*ea, *eb, s.bytes.data(), s.bytes.size());
   const std::string path = dir.file("udp-" + std::to_string(::getpid()) + ".pcap");

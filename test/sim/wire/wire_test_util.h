@@ -5,10 +5,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -202,6 +204,26 @@ inline PcapFile read_pcap(const std::string& path) {
     off += 16 + incl;
   }
   return f;
+}
+
+// Polls `local` until `sink` holds `want` datagrams or ~10 s passed (loopback delivery is
+// immediate; the bound only guards against a hang on a loaded machine). Then polls a little
+// longer, so that a datagram delivered twice would be seen.
+inline void poll_until(Wire& wire, const Endpoint& local, RecordingSink& sink, size_t want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sink.count() < want && std::chrono::steady_clock::now() < deadline) {
+    if (wire.poll(local, 64) == 0 && wire.wait_fd(local) >= 0) {
+      pollfd p{wire.wait_fd(local), POLLIN, 0};
+      ::poll(&p, 1, 10);
+    }
+  }
+  for (int i = 0; i < 5; ++i) {
+    wire.poll(local, 64);
+    if (wire.wait_fd(local) >= 0) {
+      pollfd p{wire.wait_fd(local), POLLIN, 0};
+      ::poll(&p, 1, 2);
+    }
+  }
 }
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "rnicdv/hw/ip_address.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::hw {
@@ -80,10 +81,13 @@ struct DeviceCaps {
   uint32_t max_total_mcast_qp_attach = 0;
 };
 
-// A 16-byte GID; on RoCEv2 with IPv4, the IPv4-mapped form ::ffff:a.b.c.d.
+// A 16-byte GID. On RoCE v2 it is the port's IP address: an IPv6 address as it is, an IPv4
+// one in the IPv4-mapped form ::ffff:a.b.c.d.
 struct Gid {
   uint8_t raw[16] = {};
   static Gid from_ipv4(uint32_t ipv4_host_order) noexcept;
+  static Gid from_ip(const IpAddress& ip) noexcept;
+  IpAddress ip() const noexcept { return IpAddress::from_bytes(raw); }
   bool is_ipv4_mapped() const noexcept;
   uint32_t ipv4() const noexcept;  // host order; valid when is_ipv4_mapped()
   std::string to_string() const;   // "::ffff:127.0.0.2" or full hex form

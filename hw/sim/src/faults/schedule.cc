@@ -69,8 +69,8 @@ bool selector_matches(const FrameSelector& s, uint32_t device, const Endpoint& s
     for (uint16_t m : s.mads) any |= m == attr;
     if (!any) return false;
   }
-  if (s.from_ipv4 != 0 && s.from_ipv4 != src.ipv4) return false;
-  if (s.to_ipv4 != 0 && s.to_ipv4 != dst.ipv4) return false;
+  if (s.from_ipv4 != 0 && IpAddress::v4(s.from_ipv4) != src.ip) return false;
+  if (s.to_ipv4 != 0 && IpAddress::v4(s.to_ipv4) != dst.ip) return false;
   if (s.device != kAnyDevice && s.device != device) return false;
   return true;
 }
@@ -273,13 +273,14 @@ bool FaultSchedule::fire(std::atomic<uint64_t>* matches, std::atomic<uint64_t>* 
   return false;
 }
 
-void FaultSchedule::note_device(uint32_t device, uint32_t ipv4) noexcept {
-  if (device <= kMaxDevice) device_ipv4_[device].store(ipv4, std::memory_order_relaxed);
+void FaultSchedule::note_device(uint32_t device, const IpAddress& ip) noexcept {
+  if (device <= kMaxDevice) device_addr_[device].store(hash_of(ip), std::memory_order_relaxed);
 }
 
-uint32_t FaultSchedule::device_at(uint32_t ipv4) const noexcept {
+uint32_t FaultSchedule::device_at(const IpAddress& ip) const noexcept {
+  const uint64_t h = hash_of(ip);
   for (uint32_t i = 0; i <= kMaxDevice; ++i)
-    if (device_ipv4_[i].load(std::memory_order_relaxed) == ipv4) return i;
+    if (device_addr_[i].load(std::memory_order_relaxed) == h) return i;
   return kAnyDevice;
 }
 
@@ -287,7 +288,8 @@ bool FaultSchedule::on_device(uint32_t rule_device, uint32_t rule_addr,
                               uint32_t device) const noexcept {
   if (rule_device != kAnyDevice && rule_device != device) return false;
   if (rule_addr == 0) return true;
-  return device <= kMaxDevice && device_ipv4_[device].load(std::memory_order_relaxed) == rule_addr;
+  return device <= kMaxDevice && device_addr_[device].load(std::memory_order_relaxed) ==
+                                     hash_of(IpAddress::v4(rule_addr));
 }
 
 void FaultSchedule::plan_frame(uint64_t frame_index, uint32_t device, const Endpoint& src,
@@ -335,7 +337,7 @@ void FaultSchedule::plan_frame(uint64_t frame_index, uint32_t device, const Endp
     }
     FaultLog::Line line(*log_, now_ns(), "frame");
     line.str("fault", frame_action_name(r.action)).num("rule", i + 1).num("frame", frame_index);
-    line.ipv4("src", src.ipv4).ipv4("dst", dst.ipv4).str("op", opcode_name(cls));
+    line.str("src", src.ip.to_string()).str("dst", dst.ip.to_string()).str("op", opcode_name(cls));
     if (cls == op::mad) line.str("mad", mad_name(attr));
     line.hex("qpn", qpn).num("psn", psn);
     if (r.action == FrameAction::reorder || r.action == FrameAction::delay)

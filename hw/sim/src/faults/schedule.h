@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "faults/spec.h"
+#include "rnicdv/hw/ip_address.h"
 #include "rnicdv/sim/sim.h"
 #include "rnicdv/status.h"
 
@@ -30,6 +31,7 @@ namespace rnicdv::sim {
 
 class Clock;
 struct Endpoint;
+using hw::IpAddress;
 struct FaultPlan;
 
 namespace faults {
@@ -99,10 +101,10 @@ class FaultSchedule {
 
   bool has_frame_rules() const noexcept { return !spec_.frames.empty(); }
 
-  // Which device of the fabric sends from `ipv4` (the fabric tells the schedule as devices
+  // Which device of the fabric sends from `ip` (the fabric tells the schedule as devices
   // attach), for the device= selector of frame rules; kAnyDevice when unknown.
-  void note_device(uint32_t device, uint32_t ipv4) noexcept;
-  uint32_t device_at(uint32_t ipv4) const noexcept;
+  void note_device(uint32_t device, const IpAddress& ip) noexcept;
+  uint32_t device_at(const IpAddress& ip) const noexcept;
   // Whether a rule's device= and addr= (kAnyDevice and 0: any) name the device `device`.
   bool on_device(uint32_t rule_device, uint32_t rule_addr, uint32_t device) const noexcept;
 
@@ -148,7 +150,7 @@ class FaultSchedule {
   std::unique_ptr<Counters[]> frame_counters_;
   std::unique_ptr<Counters[]> wr_counters_;
   std::unique_ptr<Counters[]> cm_counters_;
-  std::atomic<uint32_t> device_ipv4_[kMaxDevice + 1] = {};
+  std::atomic<uint64_t> device_addr_[kMaxDevice + 1] = {};  // hash_of() the device's address
   std::mutex totals_mu_;
   DeviceCounters totals_;
   uint64_t devices_ended_ = 0;

@@ -18,12 +18,12 @@ uint64_t Context::now() const {
 }
 
 void Context::transmit(QpObj& qp, const uint8_t* frame, size_t len) {
-  device_.transmit(qp, qp.remote_ipv4, frame, len, qp.ip_class);
+  device_.transmit(qp, qp.remote_ip, frame, len, qp.ip_class);
 }
 
-void Context::transmit_to(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len,
+void Context::transmit_to(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t len,
                           IpClass ip) {
-  device_.transmit(qp, dst_ipv4, frame, len, ip);
+  device_.transmit(qp, dst, frame, len, ip);
 }
 
 void Context::write_cqe(CqObj* cq, const wqe::CqeInit& init) {

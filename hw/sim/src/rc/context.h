@@ -43,6 +43,8 @@ class Context {
   const MrTable& mrs() const { return mrs_; }
   const hw::DeviceCaps& caps() const { return info_.caps; }
   const hw::DeviceProfile& profile() const { return config_.profile; }
+  // The device's address, which its frames come from: of one family with every peer's.
+  const IpAddress& local_address() const { return config_.address; }
   uint64_t now() const;
 
   // Scratch for one outgoing packet (headers and payload).
@@ -51,9 +53,10 @@ class Context {
 
   // Hands a built packet (BTH..pad) to the wire, towards the QP's peer.
   void transmit(QpObj& qp, const uint8_t* frame, size_t len);
-  // The same towards `dst_ipv4` (a UD WQE's own address vector), its IP header carrying `ip`
+  // The same towards `dst` (a UD WQE's own address vector), its IP header carrying `ip`
   // (the vector's traffic class and hop limit).
-  void transmit_to(QpObj& qp, uint32_t dst_ipv4, const uint8_t* frame, size_t len, IpClass ip);
+  void transmit_to(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t len,
+                   IpClass ip);
   // Writes a CQE into `cq` (null: the QP has none): overrun, CQ errors and completion
   // events are the device's (cq.h, cq_events.cc).
   void write_cqe(CqObj* cq, const wqe::CqeInit& init);

@@ -115,7 +115,7 @@ void Flush::flush_rq(QpObj& qp) {
 void Flush::reset(QpObj& qp) {
   qp.state = hw::QpState::reset;
   qp.attr = hw::QpAttr{};
-  qp.remote_ipv4 = 0;
+  qp.remote_ip = IpAddress{};
   qp.ip_class = IpClass{};
   qp.db_pending = false;
   qp.rtr_db_kept = false;

@@ -188,9 +188,16 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
     return fail(Errc::invalid_argument, "retry_cnt above 7");
   if ((mask & a::rnr_retry) && attr.rnr_retry > 7)
     return fail(Errc::invalid_argument, "rnr_retry above 7");
-  if ((mask & a::av) && !attr.remote_gid.is_ipv4_mapped())
-    return fail(Errc::invalid_argument,
-                "remote GID is not IPv4-mapped (the fabric runs RoCEv2 over IPv4)");
+  if ((mask & a::av) && attr.remote_gid.ip().is_unspecified())
+    return fail(Errc::invalid_argument, "remote GID is unspecified (all zeros)");
+  if ((mask & a::av) && attr.remote_gid.ip().is_v4() != ctx_.local_address().is_v4()) {
+    const std::string reason = "remote GID " + attr.remote_gid.to_string() + " is " +
+                               (attr.remote_gid.ip().is_v4() ? "IPv4" : "IPv6") +
+                               "-addressed, the device's address " +
+                               ctx_.local_address().to_string() + " is not (RoCE v2 frames carry "
+                               "one IP version end to end)";
+    return fail(Errc::invalid_argument, reason.c_str());
+  }
   if ((mask & a::av) && attr.sl > 15)
     return fail(Errc::invalid_argument,
                 ("sl " + std::to_string(attr.sl) + " is not 0..15").c_str());
@@ -238,8 +245,8 @@ void QpStateMachine::apply(QpObj& qp, const hw::QpAttr& attr, uint32_t mask) {
     cur.hop_limit = attr.hop_limit == 0 ? 64 : attr.hop_limit;
     cur.flow_label = attr.flow_label;
     cur.sl = attr.sl;
-    qp.remote_ipv4 = attr.remote_gid.ipv4();
-    qp.ip_class = IpClass{cur.traffic_class, cur.hop_limit};
+    qp.remote_ip = attr.remote_gid.ip();
+    qp.ip_class = IpClass{cur.traffic_class, cur.hop_limit, cur.flow_label & 0xFFFFF};
   }
   if (mask & a::max_dest_rd_atomic)
     qp.resp.resources.assign(std::max<uint32_t>(1, cur.max_dest_rd_atomic), RespResource{});

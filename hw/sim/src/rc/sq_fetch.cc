@@ -204,11 +204,10 @@ void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
     return;
   }
   if (qp.type == hw::QpType::ud) {
-    // One packet per datagram (IBA 9.8.2): no larger than the port's MTU. The fabric runs
-    // RoCE v2 over IPv4, so the destination GID must be IPv4-mapped.
-    hw::Gid gid;
-    std::memcpy(gid.raw, d.av.rgid, sizeof gid.raw);
-    if (!gid.is_ipv4_mapped()) {
+    // One packet per datagram (IBA 9.8.2): no larger than the port's MTU. A RoCE v2 frame
+    // carries one IP version, the device's: the destination GID must be of its family.
+    const IpAddress dest = IpAddress::from_bytes(d.av.rgid);
+    if (dest.is_v4() != ctx_.local_address().is_v4()) {
       w.error = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
       return;
     }
@@ -218,7 +217,7 @@ void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
     }
     w.ud_dest_qpn = d.av.dest_qpn;
     w.ud_qkey = d.av.qkey;
-    w.ud_ipv4 = gid.ipv4();
+    w.ud_dest = dest;
     w.ud_tclass = d.av.tclass;
     w.ud_hop_limit = d.av.hop_limit ? d.av.hop_limit : 64;
   }

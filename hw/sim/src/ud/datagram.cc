@@ -14,17 +14,26 @@
 
 namespace rnicdv::sim::ud {
 
-void write_ipv4_grh(uint8_t out[kGrhBytes], uint32_t src_ipv4, uint32_t dst_ipv4,
-                    size_t udp_payload_len) {
+void write_grh(uint8_t out[kGrhBytes], const IpAddress& src, const IpAddress& dst,
+               size_t udp_payload_len) {
   std::memset(out, 0, kGrhBytes);
+  if (src.is_v6()) {
+    out[0] = 0x60;  // version 6, traffic class and flow label 0
+    store_be16(out + 4, static_cast<uint16_t>(8 + udp_payload_len));
+    out[6] = 17;  // next header: UDP
+    out[7] = 64;  // hop limit
+    std::memcpy(out + 8, src.bytes.data(), 16);
+    std::memcpy(out + 24, dst.bytes.data(), 16);
+    return;
+  }
   uint8_t* ip = out + 20;
   ip[0] = 0x45;  // version 4, 5 words
   store_be16(ip + 2, static_cast<uint16_t>(20 + 8 + udp_payload_len));
   store_be16(ip + 6, 0x4000);  // don't fragment
   ip[8] = 64;                  // TTL
   ip[9] = 17;                  // UDP
-  store_be32(ip + 12, src_ipv4);
-  store_be32(ip + 16, dst_ipv4);
+  store_be32(ip + 12, src.ipv4());
+  store_be32(ip + 16, dst.ipv4());
   uint32_t sum = 0;
   for (int i = 0; i < 20; i += 2) sum += static_cast<uint32_t>(ip[i] << 8 | ip[i + 1]);
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
@@ -78,7 +87,7 @@ void Datagram::send_one(QpObj& qp, SendWqe& w) {
     return;
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
   qp.req.next_psn = psn_add(qp.req.next_psn, 1);
-  ctx_.transmit_to(qp, w.ud_ipv4, frame, len, IpClass{w.ud_tclass, w.ud_hop_limit});
+  ctx_.transmit_to(qp, w.ud_dest, frame, len, IpClass{w.ud_tclass, w.ud_hop_limit, 0});
 }
 
 // A send WQE that cannot execute: its error CQE, the rest of the SQ flushed, the QP in SQE.
@@ -98,8 +107,8 @@ void Datagram::recv_error(QpObj& qp, uint8_t syndrome, hw::AsyncEventType event)
   flush_.to_error(qp);
 }
 
-void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const pkt::Packet& p,
-                         size_t frame_len) {
+void Datagram::on_packet(QpObj& qp, const IpAddress& src, const IpAddress& dst,
+                         const pkt::Packet& p, size_t frame_len) {
   const auto drop = [&](uint64_t& reason) {
     ++reason;
     ++ctx_.counters().rx_dropped;
@@ -137,7 +146,7 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
   if (capacity < kGrhBytes + p.payload_len)
     return recv_error(qp, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, hw::AsyncEventType::qp_req_err);
   uint8_t grh[kGrhBytes];
-  write_ipv4_grh(grh, src_ipv4, dst_ipv4, frame_len + 4);
+  write_grh(grh, src, dst, frame_len + 4);
   if (scatter_bytes(segs, 0, grh, kGrhBytes) != SegCopy::ok ||
       (p.payload_len && scatter_bytes(segs, kGrhBytes, p.payload, p.payload_len) != SegCopy::ok)) {
     ++ctx_.counters().host_memory_faults;
@@ -149,7 +158,7 @@ void Datagram::on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const 
   c.qpn = qp.qpn;
   c.src_qpn = p.deth.src_qp;
   c.grh = true;
-  c.roce_pkt_type = 0x8 | 0x2;  // UDP, IPv4: RoCE v2 over IPv4
+  c.roce_pkt_type = src.is_v4() ? 0x8 | 0x2 : 0x8 | 0x1;  // RoCE v2 over IPv4, over IPv6
   c.byte_cnt = kGrhBytes + p.payload_len;
   c.imm = imm ? p.imm : 0;
   c.wqe_counter = static_cast<uint16_t>(r.counter);

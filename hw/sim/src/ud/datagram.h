@@ -43,8 +43,8 @@ class Datagram {
   // completes with its error and moves the QP to SQE (IBA 10.3.1.2: the receive side runs on).
   bool progress(QpObj& qp, uint32_t budget);
   // An inbound UD SEND for `qp` (the engine checked its state), `frame_len` bytes on the wire
-  // (BTH..pad), from `src_ipv4` to `dst_ipv4`.
-  void on_packet(QpObj& qp, uint32_t src_ipv4, uint32_t dst_ipv4, const pkt::Packet& p,
+  // (BTH..pad), from `src` to `dst`.
+  void on_packet(QpObj& qp, const IpAddress& src, const IpAddress& dst, const pkt::Packet& p,
                  size_t frame_len);
 
  private:
@@ -58,11 +58,12 @@ class Datagram {
   rc::Completer& completer_;
 };
 
-// The 40-byte GRH area of a RoCE v2 datagram over IPv4: 20 zero bytes, then the IPv4 header
-// the packet travelled in (RFC 791; UDP, TTL 64, DF, no options, checksum filled in).
-// `udp_payload_len` is BTH..pad plus the 4-byte ICRC.
-void write_ipv4_grh(uint8_t out[kGrhBytes], uint32_t src_ipv4, uint32_t dst_ipv4,
-                    size_t udp_payload_len);
+// The 40-byte GRH area of a RoCE v2 datagram: over IPv4, 20 zero bytes and then the IPv4
+// header the packet travelled in (RFC 791; UDP, TTL 64, DF, no options, checksum filled in);
+// over IPv6, the IPv6 header itself (RFC 8200; UDP, hop limit 64). `udp_payload_len` is
+// BTH..pad plus the 4-byte ICRC.
+void write_grh(uint8_t out[kGrhBytes], const IpAddress& src, const IpAddress& dst,
+               size_t udp_payload_len);
 
 }  // namespace ud
 }  // namespace rnicdv::sim

@@ -16,7 +16,7 @@ namespace {
 
 // The group an attach names, or an error for `op`.
 Result<uint32_t> group_of(const hw::Gid& mgid, uint32_t qpn, const char* op) {
-  if (mgid.is_ipv4_mapped() && is_multicast_ipv4(mgid.ipv4())) return mgid.ipv4();
+  if (mgid.is_ipv4_mapped() && mgid.ip().is_multicast()) return mgid.ipv4();
   if (mgid.raw[0] == 0xff)
     return Status::error(Errc::unsupported,
                          "qp %#x: %s %s: an IPv6 multicast group (the fabric carries IPv4)", qpn,
@@ -38,6 +38,11 @@ Status Hca::attach_mcast(QpObj* qp, const hw::Gid& mgid) {
                          qp->type == hw::QpType::uc ? "UC" : "RC");
   uint32_t group = 0;
   RNICDV_ASSIGN_OR_RETURN(group, group_of(mgid, qp->qpn, "attach_multicast"));
+  if (!endpoint_.ip.is_v4())
+    return Status::error(Errc::unsupported,
+                         "qp %#x: attach_multicast %s: an IPv4 group, and the device's address "
+                         "%s is IPv6",
+                         qp->qpn, mgid.to_string().c_str(), endpoint_.ip.to_string().c_str());
   std::lock_guard<std::mutex> lock(mu_);
   // Attaching again is not an error (the kernel's uverbs takes it as done).
   if (std::find(qp->mcast_groups.begin(), qp->mcast_groups.end(), group) !=
@@ -48,19 +53,19 @@ Status Hca::attach_mcast(QpObj* qp, const hw::Gid& mgid) {
   if (it == mcast_groups_.end() && mcast_groups_.size() >= caps.max_mcast_grp)
     return Status::error(Errc::no_resources,
                          "qp %#x: attach_multicast %s: the device holds %u groups already",
-                         qp->qpn, ipv4_string(group).c_str(), caps.max_mcast_grp);
+                         qp->qpn, IpAddress::v4(group).to_string().c_str(), caps.max_mcast_grp);
   if (it != mcast_groups_.end() && it->second.size() >= caps.max_mcast_qp_attach)
     return Status::error(Errc::no_resources,
                          "qp %#x: attach_multicast %s: %u QPs are attached to it already",
-                         qp->qpn, ipv4_string(group).c_str(), caps.max_mcast_qp_attach);
+                         qp->qpn, IpAddress::v4(group).to_string().c_str(), caps.max_mcast_qp_attach);
   if (mcast_attachments_ >= caps.max_total_mcast_qp_attach)
     return Status::error(Errc::no_resources,
                          "qp %#x: attach_multicast %s: the device has %u attachments already",
-                         qp->qpn, ipv4_string(group).c_str(), caps.max_total_mcast_qp_attach);
+                         qp->qpn, IpAddress::v4(group).to_string().c_str(), caps.max_total_mcast_qp_attach);
   if (it == mcast_groups_.end()) {
     // The device's first QP in the group: the device joins it on the wire.
     if (attached_) {
-      Status joined = shared_.wire->join_group(endpoint_, group);
+      Status joined = shared_.wire->join_group(endpoint_, IpAddress::v4(group));
       if (!joined) {
         char context[64];
         std::snprintf(context, sizeof context, "qp %#x: attach_multicast", qp->qpn);
@@ -85,13 +90,13 @@ Status Hca::detach_mcast(QpObj* qp, const hw::Gid& mgid) {
   if (std::erase(qp->mcast_groups, group) == 0)
     return Status::error(Errc::invalid_argument,
                          "qp %#x: detach_multicast %s: the QP is not attached to it", qp->qpn,
-                         ipv4_string(group).c_str());
+                         IpAddress::v4(group).to_string().c_str());
   auto it = mcast_groups_.find(group);
   std::erase(it->second, qp);
   --mcast_attachments_;
   if (it->second.empty()) {
     mcast_groups_.erase(it);
-    if (attached_) (void)shared_.wire->leave_group(endpoint_, group);
+    if (attached_) (void)shared_.wire->leave_group(endpoint_, IpAddress::v4(group));
   }
   return Status::ok();
 }
@@ -104,21 +109,22 @@ void Hca::detach_all_mcast_locked(QpObj& qp) {
     --mcast_attachments_;
     if (it->second.empty()) {
       mcast_groups_.erase(it);
-      if (attached_) (void)shared_.wire->leave_group(endpoint_, group);
+      if (attached_) (void)shared_.wire->leave_group(endpoint_, IpAddress::v4(group));
     }
   }
   qp.mcast_groups.clear();
 }
 
-bool Hca::deliver_multicast_locked(uint32_t src_ipv4, uint32_t group, const pkt::Packet& p,
-                                   size_t len) {
-  auto it = mcast_groups_.find(group);
+bool Hca::deliver_multicast_locked(const IpAddress& src, const IpAddress& group,
+                                   const pkt::Packet& p, size_t len) {
+  if (!group.is_v4()) return false;
+  auto it = mcast_groups_.find(group.ipv4());
   if (it == mcast_groups_.end()) return false;
   bool taken = false;
   for (QpObj* qp : it->second) {
-    if (qp->block_self_mcast_loopback && src_ipv4 == endpoint_.ipv4 && p.deth.src_qp == qp->qpn)
+    if (qp->block_self_mcast_loopback && src == endpoint_.ip && p.deth.src_qp == qp->qpn)
       continue;
-    taken |= deliver_datagram_locked(qp, src_ipv4, group, p, len);
+    taken |= deliver_datagram_locked(qp, src, group, p, len);
   }
   return taken;
 }

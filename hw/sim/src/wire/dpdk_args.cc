@@ -21,16 +21,16 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-Result<uint32_t> parse_ipv4(const std::string& option, const std::string& text) {
-  in_addr a{};
-  if (::inet_pton(AF_INET, text.c_str(), &a) != 1)
-    return Status::error(Errc::invalid_argument, "dpdk wire: %s: '%s' is not an IPv4 address",
+Result<IpAddress> parse_ip(const std::string& option, const std::string& text) {
+  Result<IpAddress> a = IpAddress::parse(text);
+  if (!a)
+    return Status::error(Errc::invalid_argument,
+                         "dpdk wire: %s: '%s' is not an IPv4 or IPv6 address", option.c_str(),
+                         text.c_str());
+  if (a->is_unspecified() || a->is_multicast())
+    return Status::error(Errc::invalid_argument, "dpdk wire: %s: %s is not a device address",
                          option.c_str(), text.c_str());
-  const uint32_t v = ntohl(a.s_addr);
-  if (v == 0)
-    return Status::error(Errc::invalid_argument, "dpdk wire: %s: 0.0.0.0 is not a device address",
-                         option.c_str());
-  return v;
+  return a;
 }
 
 int hex_digit(char c) {
@@ -131,8 +131,8 @@ Result<DpdkWireOptions> parse_dpdk_args(const std::string& text) {
       }
     } else if (name == "--ip") {
       for (const std::string& a : split_list(value)) {
-        RNICDV_ASSIGN_OR_RETURN(const uint32_t ip, parse_ipv4("--ip", a));
-        o.ipv4.push_back(ip);
+        RNICDV_ASSIGN_OR_RETURN(const IpAddress ip, parse_ip("--ip", a));
+        o.ips.push_back(ip);
       }
     } else if (name == "--mac") {
       for (const std::string& m : split_list(value)) {
@@ -140,12 +140,12 @@ Result<DpdkWireOptions> parse_dpdk_args(const std::string& text) {
         if (!mac) return mac.status().prepend("dpdk wire: --mac");
         o.macs.push_back(mac.value());
       }
-    } else {  // --peer=a.b.c.d=mac
+    } else {  // --peer=<address>=mac
       const size_t sep = value.find('=');
       if (sep == std::string::npos)
         return Status::error(Errc::invalid_argument,
-                             "dpdk wire: --peer=%s: expected <a.b.c.d>=<mac>", value.c_str());
-      RNICDV_ASSIGN_OR_RETURN(const uint32_t ip, parse_ipv4("--peer", value.substr(0, sep)));
+                             "dpdk wire: --peer=%s: expected <address>=<mac>", value.c_str());
+      RNICDV_ASSIGN_OR_RETURN(const IpAddress ip, parse_ip("--peer", value.substr(0, sep)));
       Result<MacAddress> mac = parse_mac(value.substr(sep + 1));
       if (!mac) return mac.status().prepend("dpdk wire: --peer");
       o.peers.emplace_back(ip, mac.value());

@@ -28,9 +28,9 @@ namespace rnicdv::sim {
 struct DpdkWireOptions {
   std::vector<std::string> eal_args;  // in order, without a program name
   std::vector<std::string> ports;     // port ids or ethdev names
-  std::vector<uint32_t> ipv4;         // host order, per port in attach order
+  std::vector<IpAddress> ips;         // IPv4 or IPv6, per port in attach order
   std::vector<MacAddress> macs;       // per port in attach order
-  std::vector<std::pair<uint32_t, MacAddress>> peers;
+  std::vector<std::pair<IpAddress, MacAddress>> peers;
 };
 
 // Splits on blanks; single and double quotes group, a backslash escapes the next character.

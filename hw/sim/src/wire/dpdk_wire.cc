@@ -128,12 +128,12 @@ class DpdkWire final : public WireBase {
       c->dropped_no_sink += e.rx_no_sink.get();
     });
   }
-  MacAddress peer_mac(uint32_t ipv4) const noexcept {
+  MacAddress peer_mac(const IpAddress& peer) const noexcept {
     for (const auto& [ip, mac] : options_.peers)
-      if (ip == ipv4) return mac;
-    return mac_for_ipv4(ipv4);
+      if (ip == peer) return mac;
+    return mac_for_ip(peer);
   }
-  Result<uint32_t> pick_address(size_t port_index) const;
+  Result<IpAddress> pick_address(size_t port_index) const;
   // Builds and sends one frame carrying `wire_len` bytes (datagram + ICRC) that `fill` writes.
   template <class Fill>
   void send_frame(DpdkEndpoint& ep, const Endpoint& src, const Endpoint& dst, IpClass ip,
@@ -156,11 +156,11 @@ DpdkWire::~DpdkWire() {
   release_dpdk_ports(ports_);
 }
 
-Result<uint32_t> DpdkWire::pick_address(size_t k) const {
-  if (k < options_.ipv4.size()) return options_.ipv4[k];
+Result<IpAddress> DpdkWire::pick_address(size_t k) const {
+  if (k < options_.ips.size()) return options_.ips[k];
   const DpdkPort& p = ports_[k];
-  if (p.in_process_link) return kLinkNet | (p.link_index + 1);
-  if (uint32_t ip = interface_ipv4(p.if_index)) return ip;
+  if (p.in_process_link) return IpAddress::v4(kLinkNet | (p.link_index + 1));
+  if (uint32_t ip = interface_ipv4(p.if_index)) return IpAddress::v4(ip);
   return Status::error(Errc::invalid_argument,
                        "dpdk wire: attach on %s: no IPv4 address for the device: give one with "
                        "--ip= in the DPDK arguments, in the device configuration, or on the "
@@ -181,13 +181,13 @@ Result<Endpoint> DpdkWire::attach(Endpoint local, WireSink* sink) {
                          "dpdk wire: attach %s: all %zu ports have a device (one device per port; "
                          "give EAL more ports)",
                          endpoint_string(local).c_str(), ports_.size());
-  if (local.ipv4 == 0) {
-    RNICDV_ASSIGN_OR_RETURN(local.ipv4, pick_address(k));
+  if (local.ip.is_unspecified()) {
+    RNICDV_ASSIGN_OR_RETURN(local.ip, pick_address(k));
   }
   if (endpoints_.contains(local))
     return Status::error(Errc::address_in_use, "dpdk wire: attach %s: address in use",
                          endpoint_string(local).c_str());
-  const MacAddress mac = k < options_.macs.size() ? options_.macs[k] : mac_for_ipv4(local.ipv4);
+  const MacAddress mac = k < options_.macs.size() ? options_.macs[k] : mac_for_ip(local.ip);
   std::unique_ptr<DpdkEndpoint> ep;
   try {
     ep = std::make_unique<DpdkEndpoint>(local, sink, &ports_[k], k, mac, may_hold_frames());
@@ -201,15 +201,16 @@ Result<Endpoint> DpdkWire::attach(Endpoint local, WireSink* sink) {
                          endpoint_string(local).c_str());
   port_used_[k] = true;
   const DpdkPort& p = ports_[k];
-  // A RoCEv2 frame at the largest path MTU is 4096 + 58..86 bytes.
-  if (p.max_frame < kRoceEncapLen + 4096 + 32 + kIcrcLen)
+  // A RoCEv2 frame at the largest path MTU is 4096 + 58..106 bytes.
+  const size_t encap = roce_encap_len(local.ip);
+  if (p.max_frame < encap + 4096 + 32 + kIcrcLen)
     std::fprintf(stderr,
                  "rnicdv: dpdk: %s carries frames up to %u bytes: use a path MTU of %u or less, "
                  "or raise the link's MTU\n",
                  p.describe().c_str(), p.max_frame,
-                 p.max_frame >= kRoceEncapLen + 2048 + 32 + kIcrcLen   ? 2048u
-                 : p.max_frame >= kRoceEncapLen + 1024 + 32 + kIcrcLen ? 1024u
-                                                                       : 256u);
+                 p.max_frame >= encap + 2048 + 32 + kIcrcLen   ? 2048u
+                 : p.max_frame >= encap + 1024 + 32 + kIcrcLen ? 1024u
+                                                               : 256u);
   ep.release();
   return local;
 }
@@ -239,7 +240,8 @@ void DpdkWire::detach(Endpoint local) {
 template <class Fill>
 void DpdkWire::send_frame(DpdkEndpoint& ep, const Endpoint& src, const Endpoint& dst,
                           IpClass ip, size_t wire_len, Fill&& fill) {
-  const size_t frame_len = kRoceEncapLen + wire_len;
+  const size_t encap_len = roce_encap_len(src.ip);
+  const size_t frame_len = encap_len + wire_len;
   if (frame_len > ep.port->max_frame) [[unlikely]] {
     bump(tx_counters().dropped_send_error);  // longer than the link carries
     return;
@@ -255,10 +257,10 @@ void DpdkWire::send_frame(DpdkEndpoint& ep, const Endpoint& src, const Endpoint&
     bump(tx_counters().dropped_send_error);
     return;
   }
-  uint8_t* payload = frame + kRoceEncapLen;
+  uint8_t* payload = frame + encap_len;
   fill(payload);
   write_roce_encap(frame, src, dst, wire_len, UdpChecksum::compute, payload, ip);
-  const MacAddress to = peer_mac(dst.ipv4);
+  const MacAddress to = peer_mac(dst.ip);
   std::memcpy(frame, to.data(), 6);
   std::memcpy(frame + 6, ep.mac.data(), 6);
 
@@ -337,7 +339,7 @@ void DpdkWire::receive_one(DpdkEndpoint& ep, rte_mbuf* m, size_t* delivered) {
   if (len < kEthHeaderLen || std::memcmp(frame, ep.mac.data(), 6) != 0) return;  // not ours
   ParsedRoceFrame f;
   const FrameError err = parse_roce_frame(frame, len, &f);
-  if (err == FrameError::not_ipv4 || err == FrameError::not_udp) return;  // other protocols
+  if (err == FrameError::not_ip || err == FrameError::not_udp) return;  // other protocols
   if (err != FrameError::ok) [[unlikely]] {
     ep.rx.dropped_malformed.add();
     return;

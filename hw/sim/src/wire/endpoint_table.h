@@ -7,6 +7,11 @@
 // re-checking its key; detach unpublishes the key first and then waits for `users` to drain
 // before it frees the state. With sequentially consistent operations on both sides, either
 // the reader sees the key gone or detach sees the reader, so state is never used after free.
+//
+// The key is a 64-bit digest of the endpoint (an address of either family and a port do not
+// fit in one atomic word); the slot also holds the endpoint itself, written before the key is
+// published and compared once a reader has pinned the slot, so two endpoints with one digest
+// are still told apart. A reader reads it only after seeing the key that published it.
 #pragma once
 
 #include <atomic>
@@ -27,6 +32,7 @@ class EndpointTable {
     std::atomic<uint64_t> key{kEmpty};
     std::atomic<uint32_t> users{0};
     std::atomic<State*> state{nullptr};
+    Endpoint endpoint;  // valid while `key` is live
   };
 
  public:
@@ -67,13 +73,17 @@ class EndpointTable {
       if (k == kEmpty) return;
       if (k != key) continue;
       s.users.fetch_add(1, std::memory_order_seq_cst);
-      if (s.key.load(std::memory_order_seq_cst) == key) {
-        ref->slot_ = &s;
-        ref->state_ = s.state.load(std::memory_order_acquire);
-        return;
+      if (s.key.load(std::memory_order_seq_cst) != key) {
+        s.users.fetch_sub(1, std::memory_order_release);
+        return;  // detached while we looked
       }
-      s.users.fetch_sub(1, std::memory_order_release);
-      return;  // detached while we looked
+      if (!(s.endpoint == ep)) [[unlikely]] {
+        s.users.fetch_sub(1, std::memory_order_release);
+        continue;  // another endpoint with the same digest
+      }
+      ref->slot_ = &s;
+      ref->state_ = s.state.load(std::memory_order_acquire);
+      return;
     }
   }
 
@@ -86,7 +96,8 @@ class EndpointTable {
       const uint64_t k = s.key.load(std::memory_order_relaxed);
       if (k != kEmpty && k != kTombstone) continue;
       s.state.store(state, std::memory_order_relaxed);
-      s.key.store(key, std::memory_order_seq_cst);  // publishes `state`
+      s.endpoint = ep;
+      s.key.store(key, std::memory_order_seq_cst);  // publishes `state` and `endpoint`
       ++live_;
       return true;
     }
@@ -121,7 +132,8 @@ class EndpointTable {
 
  private:
   static uint64_t key_of(const Endpoint& ep) noexcept {
-    return (uint64_t{ep.ipv4} << 16 | ep.port) + 1;  // never kEmpty or kTombstone
+    const uint64_t k = (hash_of(ep.ip) ^ ep.port) * 0x9E3779B97F4A7C15ull;
+    return k == kEmpty || k == kTombstone ? 1 : k;
   }
   static size_t hash(uint64_t key) noexcept {
     return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - kSlotsLog2));
@@ -133,7 +145,7 @@ class EndpointTable {
       Slot& s = slots_[idx];
       const uint64_t k = s.key.load(std::memory_order_relaxed);
       if (k == kEmpty) return nullptr;
-      if (k == key) return &s;
+      if (k == key && s.endpoint == ep) return &s;
     }
     return nullptr;
   }

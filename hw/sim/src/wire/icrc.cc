@@ -12,25 +12,30 @@ namespace {
 // CRC register after the eight 0xFF bytes of the masked LRH, from the initial all-ones
 // register (rxe_icrc.c seeds with the same constant).
 constexpr uint32_t kStateAfterMaskedLrh = 0xDEBB20E3u;
-constexpr size_t kMaskedHeadersLen = kIpv4HeaderLen + kUdpHeaderLen + kBthLen;
+constexpr size_t kMaxMaskedHeadersLen = kIpv6HeaderLen + kUdpHeaderLen + kBthLen;
 
-// Offsets inside the masked header block.
-constexpr size_t kIpv4Tos = 1, kIpv4Ttl = 8, kIpv4Checksum = 10;
-constexpr size_t kUdpChecksum = kIpv4HeaderLen + 6;
-constexpr size_t kBthFecnBecn = kIpv4HeaderLen + kUdpHeaderLen + 4;
-
-inline void mask_variant_fields(uint8_t* h) {
-  h[kIpv4Tos] = 0xFF;
-  h[kIpv4Ttl] = 0xFF;
-  h[kIpv4Checksum] = h[kIpv4Checksum + 1] = 0xFF;
-  h[kUdpChecksum] = h[kUdpChecksum + 1] = 0xFF;
-  h[kBthFecnBecn] = 0xFF;
+// The variant fields (IBA A17.3.3), set to all ones. IPv4: TOS, TTL, header checksum. IPv6:
+// traffic class and flow label (everything of the first word but the version), hop limit.
+void mask_ipv4(uint8_t* ip) {
+  ip[1] = 0xFF;
+  ip[8] = 0xFF;
+  ip[10] = ip[11] = 0xFF;
+}
+void mask_ipv6(uint8_t* ip) {
+  ip[0] |= 0x0F;
+  ip[1] = ip[2] = ip[3] = 0xFF;
+  ip[7] = 0xFF;
 }
 
-inline uint32_t finish(uint8_t* masked, const uint8_t* datagram, size_t len) {
-  std::memcpy(masked + kIpv4HeaderLen + kUdpHeaderLen, datagram, kBthLen);
-  mask_variant_fields(masked);
-  uint32_t state = crc32_advance(kStateAfterMaskedLrh, masked, kMaskedHeadersLen);
+// `masked` holds the IP header (`ip_len` bytes) and the UDP header; appends the BTH, masks the
+// UDP checksum and the BTH's FECN/BECN byte, and runs the CRC over it and the rest.
+uint32_t finish(uint8_t* masked, size_t ip_len, const uint8_t* datagram, size_t len) {
+  uint8_t* udp = masked + ip_len;
+  udp[6] = udp[7] = 0xFF;
+  uint8_t* bth = udp + kUdpHeaderLen;
+  std::memcpy(bth, datagram, kBthLen);
+  bth[4] = 0xFF;
+  uint32_t state = crc32_advance(kStateAfterMaskedLrh, masked, ip_len + kUdpHeaderLen + kBthLen);
   state = crc32_advance(state, datagram + kBthLen, len - kBthLen);
   return ~state;
 }
@@ -41,32 +46,55 @@ uint32_t roce_icrc_ipv4(const uint8_t* ipv4_udp_headers, const uint8_t* datagram
                         size_t len) noexcept {
   if (len < kBthLen) [[unlikely]]
     return 0;
-  uint8_t masked[kMaskedHeadersLen];
+  uint8_t masked[kMaxMaskedHeadersLen];
   std::memcpy(masked, ipv4_udp_headers, kIpv4HeaderLen + kUdpHeaderLen);
-  return finish(masked, datagram, len);
+  mask_ipv4(masked);
+  return finish(masked, kIpv4HeaderLen, datagram, len);
+}
+
+uint32_t roce_icrc_ipv6(const uint8_t* ipv6_udp_headers, const uint8_t* datagram,
+                        size_t len) noexcept {
+  if (len < kBthLen) [[unlikely]]
+    return 0;
+  uint8_t masked[kMaxMaskedHeadersLen];
+  std::memcpy(masked, ipv6_udp_headers, kIpv6HeaderLen + kUdpHeaderLen);
+  mask_ipv6(masked);
+  return finish(masked, kIpv6HeaderLen, datagram, len);
 }
 
 uint32_t roce_icrc(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
   if (len < kBthLen) [[unlikely]]
     return 0;
-  // The header an unconnected IP_PMTUDISC_DO socket sends (Linux ip_select_ident_segs: a DF
-  // datagram with no connected peer gets ID 0): ID 0, DF.
-  // Lengths include the ICRC the datagram will carry. Masked fields are left for
-  // mask_variant_fields().
-  uint8_t masked[kMaskedHeadersLen];
+  // The headers the frame carries, lengths including the ICRC the datagram will carry.
+  // Masked fields are left for finish() and mask_ipv*().
+  uint8_t masked[kMaxMaskedHeadersLen] = {};
   const size_t udp_len = kUdpHeaderLen + len + kIcrcLen;
-  masked[0] = 0x45;  // version 4, IHL 5
-  store_be16(masked + 2, static_cast<uint32_t>(kIpv4HeaderLen + udp_len));
-  store_be16(masked + 4, 0);       // identification
-  store_be16(masked + 6, 0x4000);  // DF, fragment offset 0
-  masked[9] = 17;             // UDP
-  store_be32(masked + 12, src.ipv4);
-  store_be32(masked + 16, dst.ipv4);
-  uint8_t* udp = masked + kIpv4HeaderLen;
+  size_t ip_len;
+  if (src.ip.is_v4()) {
+    // The header an unconnected IP_PMTUDISC_DO socket sends (Linux ip_select_ident_segs: a DF
+    // datagram with no connected peer gets ID 0): ID 0, DF.
+    ip_len = kIpv4HeaderLen;
+    masked[0] = 0x45;  // version 4, IHL 5
+    store_be16(masked + 2, static_cast<uint32_t>(kIpv4HeaderLen + udp_len));
+    store_be16(masked + 6, 0x4000);  // DF, fragment offset 0
+    masked[9] = 17;                  // UDP
+    std::memcpy(masked + 12, src.ip.bytes.data() + 12, 4);
+    std::memcpy(masked + 16, dst.ip.bytes.data() + 12, 4);
+    mask_ipv4(masked);
+  } else {
+    ip_len = kIpv6HeaderLen;
+    masked[0] = 0x60;
+    store_be16(masked + 4, static_cast<uint32_t>(udp_len));  // payload length
+    masked[6] = 17;                                          // next header: UDP
+    std::memcpy(masked + 8, src.ip.bytes.data(), 16);
+    std::memcpy(masked + 24, dst.ip.bytes.data(), 16);
+    mask_ipv6(masked);
+  }
+  uint8_t* udp = masked + ip_len;
   store_be16(udp, src.port);
   store_be16(udp + 2, dst.port);
   store_be16(udp + 4, static_cast<uint32_t>(udp_len));
-  return finish(masked, data, len);
+  return finish(masked, ip_len, data, len);
 }
 
 bool icrc_matches(const Endpoint& src, const Endpoint& dst, const uint8_t* wire_datagram,

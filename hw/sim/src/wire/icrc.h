@@ -2,7 +2,8 @@
 // RoCEv2 invariant CRC (IBA Annex A17.3.3) and the datagram sizes the wire accepts.
 //
 // The ICRC is the standard CRC-32 over: eight 0xFF bytes standing in for the masked LRH, the
-// IPv4 header with TOS, TTL and header checksum set to all ones, the UDP header with its
+// IPv4 header with TOS, TTL and header checksum set to all ones (or the IPv6 header with
+// traffic class, flow label and hop limit set to all ones), the UDP header with its
 // checksum set to all ones, the BTH with byte 4 (FECN, BECN, reserved) set to all ones, and
 // the rest of the datagram (extension headers, payload, pad). It is appended least
 // significant byte first (Linux rxe_icrc.c; scapy contrib/roce.py).
@@ -25,6 +26,7 @@ inline constexpr size_t kMinWireDatagramLen = kBthLen + kIcrcLen;
 inline constexpr size_t kMaxWireDatagramLen = kMaxDatagramLen + kIcrcLen;
 static_assert(kMaxWireDatagramLen == kMaxWireDatagramBytes, "sim.h states the same limit");
 inline constexpr size_t kIpv4HeaderLen = 20;  // IHL 5: RoCEv2 frames carry no IPv4 options
+inline constexpr size_t kIpv6HeaderLen = 40;  // no extension headers
 inline constexpr size_t kUdpHeaderLen = 8;
 
 // ICRC of `datagram` (BTH..pad, `len` bytes, no ICRC) under the IPv4 + UDP headers a frame
@@ -32,6 +34,9 @@ inline constexpr size_t kUdpHeaderLen = 8;
 // The masked fields are masked here; everything else, including the IPv4 ID, flags and
 // lengths, is covered as found.
 uint32_t roce_icrc_ipv4(const uint8_t* ipv4_udp_headers, const uint8_t* datagram,
+                        size_t len) noexcept;
+// The same under a 40-byte IPv6 header and the UDP header.
+uint32_t roce_icrc_ipv6(const uint8_t* ipv6_udp_headers, const uint8_t* datagram,
                         size_t len) noexcept;
 
 inline void store_icrc(uint8_t* out, uint32_t icrc) noexcept {

@@ -19,10 +19,10 @@
 // bad ICRC) were on the link and are captured; frames lost before leaving (fault drop, full
 // holding area, endpoint detached during the hold) are not.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
-#include <unordered_map>
 #include <vector>
 
 #include "wire/endpoint_table.h"
@@ -59,8 +59,8 @@ class InprocWire final : public WireBase {
                 IpClass ip) override;
   size_t poll(const Endpoint& local, size_t budget) override;
   uint64_t next_delivery_ns(const Endpoint& local) const override;
-  Status join_group(const Endpoint& local, uint32_t group) override;
-  Status leave_group(const Endpoint& local, uint32_t group) override;
+  Status join_group(const Endpoint& local, const IpAddress& group) override;
+  Status leave_group(const Endpoint& local, const IpAddress& group) override;
 
  private:
   void add_endpoint_counters(WireCounters* c) const override {
@@ -77,7 +77,7 @@ class InprocWire final : public WireBase {
   EndpointTable<InprocPort> ports_;
   // Group address -> the endpoints joined to it.
   std::mutex groups_mu_;
-  std::unordered_map<uint32_t, std::vector<Endpoint>> groups_;
+  std::map<IpAddress, std::vector<Endpoint>> groups_;
 };
 
 InprocWire::~InprocWire() {
@@ -89,7 +89,7 @@ Result<Endpoint> InprocWire::pick_address(uint16_t port) const {
   for (uint32_t host = 2; host < (1u << 24); ++host) {
     const uint8_t last = host & 0xFF;
     if (last == 0 || last == 1 || last == 255) continue;
-    const Endpoint candidate{0x7F000000u | host, port};
+    const Endpoint candidate{IpAddress::v4(0x7F000000u | host), port};
     if (!ports_.contains(candidate)) return candidate;
   }
   return Status::error(Errc::no_resources, "inproc wire: attach: no free 127/8 address");
@@ -104,7 +104,7 @@ Result<Endpoint> InprocWire::attach(Endpoint local, WireSink* sink) {
   if (ports_.size() >= ports_.kMaxEntries)
     return Status::error(Errc::no_resources, "inproc wire: attach %s: %zu endpoints attached",
                          endpoint_string(local).c_str(), ports_.size());
-  if (local.ipv4 == 0) {
+  if (local.ip.is_unspecified()) {
     Result<Endpoint> picked = pick_address(local.port);
     if (!picked) return picked;
     local = *picked;
@@ -153,7 +153,7 @@ void InprocWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_
                           size_t len, IpClass ip) {
   TxFrame tx;
   if (!begin_transmit(src, dst, data, len, ip, &tx)) return;
-  if (is_multicast_ipv4(tx.dst.ipv4)) [[unlikely]]
+  if (tx.dst.ip.is_multicast()) [[unlikely]]
     return transmit_group(tx);
   // A held frame is captured when its hold ends, unless it is lost on arrival (below).
   const uint64_t capture_ts = capturing() ? (tx.held() ? tx.due_ns : now_ns()) : 0;
@@ -188,7 +188,7 @@ void InprocWire::enqueue(const TxFrame& tx, const Endpoint& dst, bool capture_he
 void InprocWire::transmit_group(const TxFrame& tx) {
   const uint64_t capture_ts = capturing() ? (tx.held() ? tx.due_ns : now_ns()) : 0;
   std::lock_guard lock(groups_mu_);
-  auto it = groups_.find(tx.dst.ipv4);
+  auto it = groups_.find(tx.dst.ip);
   if (it == groups_.end()) {
     for (uint8_t copy = 0; copy < tx.plan.copies; ++copy) capture(tx, capture_ts);
     return;
@@ -200,23 +200,23 @@ void InprocWire::transmit_group(const TxFrame& tx) {
   }
 }
 
-Status InprocWire::join_group(const Endpoint& local, uint32_t group) {
+Status InprocWire::join_group(const Endpoint& local, const IpAddress& group) {
   RNICDV_TRY(check_group("inproc", local, group));
   std::lock_guard lock(control_mutex_);
   const Endpoint ep = resolve(local);
   if (!ports_.contains(ep))
     return Status::error(Errc::not_found, "inproc wire: %s joining %s: not attached",
-                         endpoint_string(ep).c_str(), ipv4_string(group).c_str());
+                         endpoint_string(ep).c_str(), group.to_string().c_str());
   std::lock_guard groups(groups_mu_);
   std::vector<Endpoint>& members = groups_[group];
   if (std::find(members.begin(), members.end(), ep) != members.end())
     return Status::error(Errc::address_in_use, "inproc wire: %s joining %s: already a member",
-                         endpoint_string(ep).c_str(), ipv4_string(group).c_str());
+                         endpoint_string(ep).c_str(), group.to_string().c_str());
   members.push_back(ep);
   return Status::ok();
 }
 
-Status InprocWire::leave_group(const Endpoint& local, uint32_t group) {
+Status InprocWire::leave_group(const Endpoint& local, const IpAddress& group) {
   std::lock_guard lock(control_mutex_);
   const Endpoint ep = resolve(local);
   std::lock_guard groups(groups_mu_);

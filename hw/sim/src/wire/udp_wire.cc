@@ -8,6 +8,14 @@
 // header actually sent (IBA Annex A17, RoCEv2). A receiver cannot see the IPv4 header; it
 // rebuilds the same pseudo header from the sender's address (recvmmsg) and the bound address.
 //
+// IPv6. An endpoint with an IPv6 address gets an AF_INET6 socket (IPV6_V6ONLY, and
+// IPV6_PMTUDISC_DO: IPv6 routers never fragment, and neither does the sender), and the ICRC's
+// pseudo header is the IPv6 header, whose variant fields it masks. A link-local address is
+// bound on the interface that holds it (getifaddrs), and datagrams to a link-local peer leave
+// on that same interface. The traffic class and hop limit go as ancillary data (IPV6_TCLASS,
+// IPV6_HOPLIMIT); the flow label is the kernel's to choose (it needs a flow label lease), which
+// the ICRC masks.
+//
 // A peer's port that is gone. When the process that had an address ends (however it ends:
 // exit, SIGKILL, a crash), the kernel closes its socket, and a datagram sent there draws an
 // ICMP port unreachable. The sockets set IP_RECVERR, so the kernel keeps that error for the
@@ -34,6 +42,7 @@
 // socket error, endpoint detached during the hold) are not written.
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -67,15 +76,15 @@ struct IpClassControl {
   alignas(cmsghdr) uint8_t bytes[CMSG_SPACE(sizeof(int)) * 2];
 };
 
-void set_ip_class(msghdr* msg, IpClass ip, IpClassControl* control) {
-  if (ip == IpClass{}) return;
+void set_ip_class(msghdr* msg, IpClass ip, bool v6, IpClassControl* control) {
+  if (ip.tos == 0 && ip.ttl == IpClass{}.ttl) return;
   msg->msg_control = control->bytes;
   msg->msg_controllen = sizeof(control->bytes);
   cmsghdr* c = CMSG_FIRSTHDR(msg);
   const int values[2] = {ip.tos, ip.ttl};
-  const int types[2] = {IP_TOS, IP_TTL};
+  const int types[2] = {v6 ? IPV6_TCLASS : IP_TOS, v6 ? IPV6_HOPLIMIT : IP_TTL};
   for (int i = 0; i < 2; ++i) {
-    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
     c->cmsg_type = types[i];
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &values[i], sizeof(int));
@@ -83,23 +92,83 @@ void set_ip_class(msghdr* msg, IpClass ip, IpClassControl* control) {
   }
 }
 
-sockaddr_in to_sockaddr(const Endpoint& ep) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(ep.ipv4);
-  sa.sin_port = htons(ep.port);
-  return sa;
+// A socket address of either family. `scope_id` is the interface of a link-local IPv6 address.
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
+};
+
+SockAddr to_sockaddr(const Endpoint& ep, uint32_t scope_id = 0) {
+  SockAddr a;
+  if (ep.ip.is_v4()) {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&a.storage);
+    sa->sin_family = AF_INET;
+    sa->sin_addr.s_addr = htonl(ep.ip.ipv4());
+    sa->sin_port = htons(ep.port);
+    a.len = sizeof(sockaddr_in);
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&a.storage);
+    sa->sin6_family = AF_INET6;
+    std::memcpy(&sa->sin6_addr, ep.ip.bytes.data(), 16);
+    sa->sin6_port = htons(ep.port);
+    if (ep.ip.is_link_local()) sa->sin6_scope_id = scope_id;
+    a.len = sizeof(sockaddr_in6);
+  }
+  return a;
 }
 
-// A non-blocking UDP socket bound to `ep`, or -errno.
-int open_bound_socket(const Endpoint& ep, int* failed_step) {
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+// The endpoint a received datagram came from; false when it is of neither family.
+bool from_sockaddr(const sockaddr_storage& from, socklen_t len, Endpoint* ep) {
+  if (from.ss_family == AF_INET && len == sizeof(sockaddr_in)) {
+    const auto* sa = reinterpret_cast<const sockaddr_in*>(&from);
+    *ep = Endpoint{IpAddress::v4(ntohl(sa->sin_addr.s_addr)), ntohs(sa->sin_port)};
+    return true;
+  }
+  if (from.ss_family == AF_INET6 && len == sizeof(sockaddr_in6)) {
+    const auto* sa = reinterpret_cast<const sockaddr_in6*>(&from);
+    *ep = Endpoint{IpAddress::from_bytes(sa->sin6_addr.s6_addr), ntohs(sa->sin6_port)};
+    return true;
+  }
+  return false;
+}
+
+// The index of the interface that holds the IPv6 address `ip` (a link-local address is only
+// meaningful with it), or 0 when none does.
+uint32_t interface_holding(const IpAddress& ip) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return 0;
+  uint32_t index = 0;
+  for (const ifaddrs* i = list; i != nullptr && index == 0; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET6) continue;
+    const auto* sa = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+    if (std::memcmp(sa->sin6_addr.s6_addr, ip.bytes.data(), 16) == 0) index = sa->sin6_scope_id;
+  }
+  ::freeifaddrs(list);
+  return index;
+}
+
+// A non-blocking UDP socket bound to `ep` (on interface `scope_id` when it is link-local), or
+// -errno.
+int open_bound_socket(const Endpoint& ep, uint32_t scope_id, int* failed_step) {
+  const bool v6 = ep.ip.is_v6();
+  const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *failed_step = 0;
     return -errno;
   }
-  const int pmtu = IP_PMTUDISC_DO;  // DF set and IPv4 ID 0 on an unconnected socket
-  if (::setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) {
+  const int one = 1;
+  if (v6 && ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    *failed_step = 0;
+    return -err;
+  }
+  // IPv4: DF set and IPv4 ID 0 on an unconnected socket. IPv6: no fragments.
+  const int pmtu = v6 ? IPV6_PMTUDISC_DO : IP_PMTUDISC_DO;
+  if (::setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER,
+                   &pmtu, sizeof(pmtu)) != 0) {
     const int err = errno;
     ::close(fd);
     *failed_step = 1;
@@ -107,7 +176,8 @@ int open_bound_socket(const Endpoint& ep, int* failed_step) {
   }
   // ICMP errors (a peer's port that is gone) are kept for the socket: see the header comment.
   const int recverr = 1;
-  if (::setsockopt(fd, IPPROTO_IP, IP_RECVERR, &recverr, sizeof(recverr)) != 0) {
+  if (::setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_RECVERR : IP_RECVERR, &recverr,
+                   sizeof(recverr)) != 0) {
     const int err = errno;
     ::close(fd);
     *failed_step = 3;
@@ -120,24 +190,25 @@ int open_bound_socket(const Endpoint& ep, int* failed_step) {
     (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
     (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-  const sockaddr_in sa = to_sockaddr(ep);
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+  const SockAddr sa = to_sockaddr(ep, scope_id);
+  if (::bind(fd, sa.get(), sa.len) != 0) {
     const int err = errno;
     ::close(fd);
     *failed_step = 2;
     return -err;
   }
+  if (v6) return fd;
   // Datagrams for a group leave through the interface that has this address. Without it the
   // kernel picks the route's, and a send to a group may then fail (and count as a send error).
   in_addr mc_if{};
-  mc_if.s_addr = sa.sin_addr.s_addr;
+  mc_if.s_addr = htonl(ep.ip.ipv4());
   (void)::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mc_if, sizeof(mc_if));
   return fd;
 }
 
 // A non-blocking UDP socket that hears `group` on the interface of `local`'s address, or
 // -errno; `*failed_step` names the call that failed.
-int open_group_socket(const Endpoint& local, uint32_t group, const char** failed_step) {
+int open_group_socket(const Endpoint& local, const IpAddress& group, const char** failed_step) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *failed_step = "socket";
@@ -157,11 +228,11 @@ int open_group_socket(const Endpoint& local, uint32_t group, const char** failed
   const int bytes = kSocketBufferBytes;
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
     (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-  const sockaddr_in sa = to_sockaddr(Endpoint{group, local.port});
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) return fail("bind");
+  const SockAddr sa = to_sockaddr(Endpoint{group, local.port});
+  if (::bind(fd, sa.get(), sa.len) != 0) return fail("bind");
   ip_mreqn mreq{};
-  mreq.imr_multiaddr.s_addr = htonl(group);
-  mreq.imr_address.s_addr = htonl(local.ipv4);
+  mreq.imr_multiaddr.s_addr = htonl(group.ipv4());
+  mreq.imr_address.s_addr = htonl(local.ip.ipv4());
   if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof(mreq)) != 0)
     return fail("IP_ADD_MEMBERSHIP");
   return fd;
@@ -195,18 +266,22 @@ bool is_icmp_error(int err) {
 struct RecvBatch {
   mmsghdr msgs[kRecvBatch];
   iovec iov[kRecvBatch];
-  sockaddr_in from[kRecvBatch];
+  sockaddr_storage from[kRecvBatch];
   uint8_t buffers[kRecvBatch][kMaxWireDatagramLen];
 };
 
 struct GroupSocket {
-  uint32_t group;  // the address it is bound to
+  IpAddress group;  // the address it is bound to
   int fd;
 };
 
 struct UdpPort {
-  UdpPort(const Endpoint& l, WireSink* s, int socket_fd, bool faults)
-      : local(l), sink(s), fd(socket_fd), recv(std::make_unique_for_overwrite<RecvBatch>()) {
+  UdpPort(const Endpoint& l, uint32_t scope, WireSink* s, int socket_fd, bool faults)
+      : local(l),
+        scope_id(scope),
+        sink(s),
+        fd(socket_fd),
+        recv(std::make_unique_for_overwrite<RecvBatch>()) {
     if (faults) outbox = std::make_unique<MpscRing<WireFrame>>(kOutboxLog2);
   }
   ~UdpPort() {
@@ -218,6 +293,7 @@ struct UdpPort {
   UdpPort& operator=(const UdpPort&) = delete;
 
   const Endpoint local;
+  const uint32_t scope_id;  // the interface of a link-local IPv6 address, else 0
   WireSink* const sink;
   const int fd;
   std::unique_ptr<MpscRing<WireFrame>> outbox;      // only when faults are configured
@@ -248,8 +324,8 @@ class UdpWire final : public WireBase {
   size_t poll(const Endpoint& local, size_t budget) override;
   uint64_t next_delivery_ns(const Endpoint& local) const override;
   int wait_fd(const Endpoint& local) const override;
-  Status join_group(const Endpoint& local, uint32_t group) override;
-  Status leave_group(const Endpoint& local, uint32_t group) override;
+  Status join_group(const Endpoint& local, const IpAddress& group) override;
+  Status leave_group(const Endpoint& local, const IpAddress& group) override;
 
  private:
   void add_endpoint_counters(WireCounters* c) const override {
@@ -275,10 +351,10 @@ Result<int> UdpWire::bind_auto(Endpoint* local) {
   // The first 127.0.0.x whose port is free. bind() decides atomically, so two processes
   // racing for the same address each end up with a different one.
   for (uint32_t host = kFirstAutoHost; host <= kLastAutoHost; ++host) {
-    const Endpoint candidate{kLoopbackNet | host, local->port};
+    const Endpoint candidate{IpAddress::v4(kLoopbackNet | host), local->port};
     if (ports_.contains(candidate)) continue;
     int step = 0;
-    const int fd = open_bound_socket(candidate, &step);
+    const int fd = open_bound_socket(candidate, 0, &step);
     if (fd >= 0) {
       *local = candidate;
       return fd;
@@ -308,15 +384,24 @@ Result<Endpoint> UdpWire::attach(Endpoint local, WireSink* sink) {
     return Status::error(Errc::no_resources, "udp wire: attach %s: %zu endpoints attached",
                          endpoint_string(local).c_str(), ports_.size());
   int fd;
-  if (local.ipv4 == 0) {
+  uint32_t scope_id = 0;
+  if (local.ip.is_unspecified()) {
     RNICDV_ASSIGN_OR_RETURN(fd, bind_auto(&local));
   } else {
     if (ports_.contains(local))
       return Status::error(Errc::address_in_use,
                            "udp wire: attach %s: address in use (already attached)",
                            endpoint_string(local).c_str());
+    if (local.ip.is_multicast())
+      return Status::error(Errc::invalid_argument,
+                           "udp wire: attach %s: a multicast address names a group, not a port",
+                           endpoint_string(local).c_str());
+    if (local.ip.is_link_local() && (scope_id = interface_holding(local.ip)) == 0)
+      return Status::error(Errc::not_found,
+                           "udp wire: attach %s: no interface holds this link-local address",
+                           endpoint_string(local).c_str());
     int step = 0;
-    fd = open_bound_socket(local, &step);
+    fd = open_bound_socket(local, scope_id, &step);
     if (fd < 0) {
       if (fd == -EADDRINUSE)
         return Status::error(Errc::address_in_use, "udp wire: attach %s: address in use",
@@ -332,7 +417,7 @@ Result<Endpoint> UdpWire::attach(Endpoint local, WireSink* sink) {
   }
   std::unique_ptr<UdpPort> port;
   try {
-    port = std::make_unique<UdpPort>(local, sink, fd, may_hold_frames());
+    port = std::make_unique<UdpPort>(local, scope_id, sink, fd, may_hold_frames());
   } catch (const std::bad_alloc&) {
     ::close(fd);
     return Status::error(Errc::no_resources, "udp wire: attach %s: out of memory",
@@ -383,15 +468,15 @@ void UdpWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* 
     }
     return;
   }
-  sockaddr_in to = to_sockaddr(tx.dst);
+  SockAddr to = to_sockaddr(tx.dst, port->scope_id);
   iovec parts[4];
   msghdr msg{};
-  msg.msg_name = &to;
-  msg.msg_namelen = sizeof(to);
+  msg.msg_name = to.get();
+  msg.msg_namelen = to.len;
   msg.msg_iov = parts;
   msg.msg_iovlen = static_cast<size_t>(tx.gather(parts));
   IpClassControl control;
-  set_ip_class(&msg, tx.ip, &control);
+  set_ip_class(&msg, tx.ip, tx.dst.ip.is_v6(), &control);
   for (uint8_t copy = 0; copy < tx.plan.copies; ++copy) {
     // Never blocks: the socket is non-blocking, and a full buffer is a dropped frame.
     if (!send_frame(*port, msg)) [[unlikely]] {
@@ -419,8 +504,8 @@ bool UdpWire::send_frame(UdpPort& p, const msghdr& msg) {
 void UdpWire::read_errors(UdpPort& p) {
   p.errors_queued.store(false, std::memory_order_relaxed);
   for (int n = 0; n < 64; ++n) {  // bounded: the queue holds at most the socket's buffer
-    sockaddr_in dst{};
-    alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(sock_extended_err) + sizeof(sockaddr_in))];
+    sockaddr_storage dst{};
+    alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(sock_extended_err) + sizeof(sockaddr_in6))];
     uint8_t payload[64];
     iovec iov{payload, sizeof payload};
     msghdr h{};
@@ -432,15 +517,20 @@ void UdpWire::read_errors(UdpPort& p) {
     h.msg_controllen = sizeof control;
     if (::recvmsg(p.fd, &h, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;  // empty (EAGAIN)
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
-      if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR) continue;
+      const bool v4 = c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_RECVERR;
+      const bool v6 = c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_RECVERR;
+      if (!v4 && !v6) continue;
       sock_extended_err ee;
       std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
       // The original datagram's destination is msg_name (the ICMP message's quoted header).
-      if (ee.ee_origin != SO_EE_ORIGIN_ICMP || !is_icmp_error(static_cast<int>(ee.ee_errno)) ||
-          h.msg_namelen < sizeof dst || dst.sin_family != AF_INET)
+      const bool unreachable = v4 ? ee.ee_origin == SO_EE_ORIGIN_ICMP
+                                  : ee.ee_origin == SO_EE_ORIGIN_ICMP6;
+      Endpoint peer;
+      if (!unreachable || !is_icmp_error(static_cast<int>(ee.ee_errno)) ||
+          !from_sockaddr(dst, h.msg_namelen, &peer))
         continue;
       p.rx.peers_unreachable.add();
-      p.sink->on_unreachable(Endpoint{ntohl(dst.sin_addr.s_addr), ntohs(dst.sin_port)});
+      p.sink->on_unreachable(peer);
     }
   }
 }
@@ -457,15 +547,15 @@ void UdpWire::release_held(UdpPort& p) {
   if (!p.held.empty()) {
     const uint64_t now = now_ns();
     while (WireFrame* f = p.held.take_due(now)) {
-      const sockaddr_in to = to_sockaddr(f->dst());
+      SockAddr to = to_sockaddr(f->dst(), p.scope_id);
       iovec part{f->bytes, f->len};
       msghdr msg{};
-      msg.msg_name = const_cast<sockaddr_in*>(&to);
-      msg.msg_namelen = sizeof(to);
+      msg.msg_name = to.get();
+      msg.msg_namelen = to.len;
       msg.msg_iov = &part;
       msg.msg_iovlen = 1;
       IpClassControl control;
-      set_ip_class(&msg, f->ip(), &control);
+      set_ip_class(&msg, f->ip(), f->dst().ip.is_v6(), &control);
       if (!send_frame(p, msg)) [[unlikely]] {
         bump(tx_counters().dropped_send_error);
       } else {
@@ -510,12 +600,12 @@ size_t UdpWire::receive(UdpPort& p, int fd, const Endpoint& bound, size_t budget
     for (int i = 0; i < n; ++i) {
       ++received;
       const msghdr& h = b.msgs[i].msg_hdr;
-      if ((h.msg_flags & MSG_TRUNC) || h.msg_namelen != sizeof(sockaddr_in) ||
-          b.from[i].sin_family != AF_INET) [[unlikely]] {
-        p.rx.dropped_malformed.add();  // oversize (truncated) or not from an IPv4 peer
+      Endpoint src;
+      if ((h.msg_flags & MSG_TRUNC) || !from_sockaddr(b.from[i], h.msg_namelen, &src))
+          [[unlikely]] {
+        p.rx.dropped_malformed.add();  // oversize (truncated) or from no IP peer
         continue;
       }
-      const Endpoint src{ntohl(b.from[i].sin_addr.s_addr), ntohs(b.from[i].sin_port)};
       if (deliver(p.sink, src, bound, b.buffers[i], b.msgs[i].msg_len, &p.rx)) ++delivered;
     }
     if (static_cast<unsigned>(n) < want) break;  // the socket is drained
@@ -558,7 +648,7 @@ int UdpWire::wait_fd(const Endpoint& local) const {
   return ref->has_groups.load(std::memory_order_acquire) ? ref->epoll_fd.load() : ref->fd;
 }
 
-Status UdpWire::join_group(const Endpoint& local, uint32_t group) {
+Status UdpWire::join_group(const Endpoint& local, const IpAddress& group) {
   RNICDV_TRY(check_group("udp", local, group));
   std::lock_guard lock(control_mutex_);
   const Endpoint ep = resolve(local);
@@ -566,18 +656,18 @@ Status UdpWire::join_group(const Endpoint& local, uint32_t group) {
   ports_.find(ep, &ref);
   if (!ref)
     return Status::error(Errc::not_found, "udp wire: %s joining %s: not attached",
-                         endpoint_string(ep).c_str(), ipv4_string(group).c_str());
+                         endpoint_string(ep).c_str(), group.to_string().c_str());
   UdpPort& p = *ref;
   {
     std::lock_guard groups(p.groups_mu);
     for (const GroupSocket& g : p.groups)
       if (g.group == group)
         return Status::error(Errc::address_in_use, "udp wire: %s joining %s: already a member",
-                             endpoint_string(ep).c_str(), ipv4_string(group).c_str());
+                             endpoint_string(ep).c_str(), group.to_string().c_str());
   }
   const auto failed = [&](const char* step, int err) {
     return Status::error(errc_for_bind(err), "udp wire: %s joining %s: %s: %s",
-                         endpoint_string(ep).c_str(), ipv4_string(group).c_str(), step,
+                         endpoint_string(ep).c_str(), group.to_string().c_str(), step,
                          std::strerror(err));
   };
   int epoll = p.epoll_fd.load(std::memory_order_relaxed);
@@ -616,7 +706,7 @@ Status UdpWire::join_group(const Endpoint& local, uint32_t group) {
   return Status::ok();
 }
 
-Status UdpWire::leave_group(const Endpoint& local, uint32_t group) {
+Status UdpWire::leave_group(const Endpoint& local, const IpAddress& group) {
   std::lock_guard lock(control_mutex_);
   const Endpoint ep = resolve(local);
   EndpointTable<UdpPort>::Ref ref;

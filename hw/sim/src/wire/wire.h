@@ -3,7 +3,8 @@
 //
 // The device hands the wire a RoCEv2 UDP payload *without* its ICRC: BTH, extension headers,
 // payload and pad. The wire is the link layer: it appends the ICRC (computed over the
-// pseudo IPv4/UDP header the frame would carry, rxe/RoCEv2 rules: IBA Annex A17, Linux rxe_icrc.c),
+// pseudo IPv4/UDP or IPv6/UDP header the frame would carry, rxe/RoCEv2 rules: IBA Annex A17,
+// Linux rxe_icrc.c),
 // applies seeded faults, writes the pcap, and on receive verifies the ICRC and lengths,
 // strips the ICRC and delivers the datagram to the sink attached at the destination
 // address. Frames with a bad ICRC, a runt length or no sink are dropped and counted.
@@ -14,28 +15,32 @@
 #include <memory>
 #include <string>
 
+#include "rnicdv/hw/ip_address.h"
 #include "rnicdv/sim/sim.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::sim {
 
+using hw::IpAddress;
+
+// Where a RoCE v2 datagram comes from or goes to: an IPv4 or IPv6 address and a UDP port.
 struct Endpoint {
-  uint32_t ipv4 = 0;  // host order
+  IpAddress ip;
   uint16_t port = 0;  // UDP port (4791 for RoCEv2 destinations)
   bool operator==(const Endpoint&) const = default;
+  std::string to_string() const;  // "127.0.0.2:4791", "[fd00::1]:4791"
 };
 
-// "239.1.2.3", for messages.
+// "239.1.2.3", for messages about an IPv4 address in host order.
 std::string ipv4_string(uint32_t ipv4);
 
-// An IPv4 multicast (class D) address, 224.0.0.0/4, host order.
-constexpr bool is_multicast_ipv4(uint32_t ipv4) noexcept { return (ipv4 >> 28) == 0xE; }
-
-// The IP header's per-packet fields a QP's address vector sets (traffic class, hop limit):
-// the TOS byte (DSCP in bits 7..2, ECN in 1..0) and the TTL. The ICRC masks both (IBA A17.3).
+// The IP header's per-packet fields a QP's address vector sets: the traffic class (IPv4's TOS
+// byte; DSCP in bits 7..2, ECN in 1..0), the hop limit (IPv4's TTL) and, in an IPv6 header
+// only, the flow label. The ICRC masks all three (IBA A17.3.3).
 struct IpClass {
   uint8_t tos = 0;
   uint8_t ttl = 64;
+  uint32_t flow_label = 0;  // 20 bits; IPv6 only
   bool operator==(const IpClass&) const = default;
 };
 
@@ -103,14 +108,15 @@ class Wire {
   virtual WireKind kind() const = 0;
 
   // Makes `local` reachable and delivers its datagrams to `sink`. The UDP wire binds a socket
-  // to local.ipv4:local.port (only that address). When local.ipv4 is 0 the wire picks an
+  // to local.ip:local.port (only that address; an IPv6 link-local one on the interface that
+  // holds it). When local.ip is unspecified (0.0.0.0 or ::) the wire picks an IPv4
   // address (UDP: the first 127.0.0.x, x >= 2, whose port is free) and returns it.
   virtual Result<Endpoint> attach(Endpoint local, WireSink* sink) = 0;
   // Waits until no other thread is using `local`, so it must not be called from `local`'s own
   // sink. Frames still queued or held for or from `local` are dropped and counted.
   virtual void detach(Endpoint local) = 0;
 
-  // Multicast groups (IPv4 class D addresses). From join_group on, datagrams sent to `group`
+  // Multicast groups (IPv4 class D addresses; IPv6 groups are refused for now). From join_group on, datagrams sent to `group`
   // also reach `local`'s sink, with on_datagram's `dst` the group: every endpoint joined gets
   // its own copy, the sender's own included, as a switch and the IP stack's multicast
   // loopback deliver them. An endpoint joins a group once (its device counts its QPs); a
@@ -118,8 +124,8 @@ class Wire {
   // for the endpoint from the group no earlier than leave returns; detach leaves every group.
   // A datagram sent to a group nobody joined goes nowhere, and is not a drop. Wires that carry
   // no multicast refuse the join (Errc::unsupported).
-  virtual Status join_group(const Endpoint& local, uint32_t group);
-  virtual Status leave_group(const Endpoint& local, uint32_t group);
+  virtual Status join_group(const Endpoint& local, const IpAddress& group);
+  virtual Status leave_group(const Endpoint& local, const IpAddress& group);
 
   // Sends one datagram (BTH..pad, no ICRC; at most 4096 + 64 bytes). Never blocks; a frame
   // the wire cannot queue is dropped and counted, as a link would.
@@ -163,13 +169,13 @@ class Wire {
 
 Result<std::unique_ptr<Wire>> make_inproc_wire(const WireConfig& config);
 Result<std::unique_ptr<Wire>> make_udp_wire(const WireConfig& config);
-// Whole Ethernet/IPv4/UDP/RoCEv2 frames on DPDK ethdev ports (dpdk_wire.cc). Without libdpdk
+// Whole Ethernet/IP/UDP/RoCEv2 frames on DPDK ethdev ports (dpdk_wire.cc). Without libdpdk
 // it returns Errc::unsupported.
 Result<std::unique_ptr<Wire>> make_dpdk_wire(const WireConfig& config);
 
-// RoCEv2 ICRC of a datagram (BTH..pad) that travels src -> dst over IPv4/UDP with
-// IPv4 ID 0 and DF set (the header an unconnected DF socket produces). Returned as the value
-// to append in little-endian byte order.
+// RoCEv2 ICRC of a datagram (BTH..pad) that travels src -> dst over IPv4/UDP with IPv4 ID 0
+// and DF set (the header an unconnected DF socket produces), or over IPv6/UDP. Both addresses
+// are of one family. Returned as the value to append in little-endian byte order.
 uint32_t roce_icrc(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len);
 
 }  // namespace rnicdv::sim

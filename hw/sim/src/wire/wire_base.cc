@@ -27,11 +27,9 @@ const Clock& monotonic_clock() noexcept {
   return clock;
 }
 
-std::string endpoint_string(const Endpoint& ep) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%u.%u.%u.%u:%u", ep.ipv4 >> 24, (ep.ipv4 >> 16) & 0xFF,
-                (ep.ipv4 >> 8) & 0xFF, ep.ipv4 & 0xFF, unsigned{ep.port});
-  return text;
+std::string Endpoint::to_string() const {
+  const std::string port_text = ":" + std::to_string(port);
+  return ip.is_v4() ? ip.to_string() + port_text : "[" + ip.to_string() + "]" + port_text;
 }
 
 std::string ipv4_string(uint32_t ipv4) {
@@ -41,23 +39,28 @@ std::string ipv4_string(uint32_t ipv4) {
   return text;
 }
 
-Status Wire::join_group(const Endpoint& local, uint32_t group) {
+Status Wire::join_group(const Endpoint& local, const IpAddress& group) {
   return Status::error(Errc::unsupported, "%s wire: %s joining %s: this wire carries no multicast",
                        wire_kind_name(kind()), endpoint_string(local).c_str(),
-                       ipv4_string(group).c_str());
+                       group.to_string().c_str());
 }
 
-Status Wire::leave_group(const Endpoint& local, uint32_t group) {
+Status Wire::leave_group(const Endpoint& local, const IpAddress& group) {
   return Status::error(Errc::not_found, "%s wire: %s leaving %s: it never joined",
                        wire_kind_name(kind()), endpoint_string(local).c_str(),
-                       ipv4_string(group).c_str());
+                       group.to_string().c_str());
 }
 
-Status WireBase::check_group(const char* wire_name, const Endpoint& local, uint32_t group) {
-  if (is_multicast_ipv4(group)) return Status::ok();
+Status WireBase::check_group(const char* wire_name, const Endpoint& local,
+                             const IpAddress& group) {
+  if (group.is_v6())
+    return Status::error(Errc::unsupported,
+                         "%s wire: %s joining %s: IPv6 multicast groups are not carried yet",
+                         wire_name, endpoint_string(local).c_str(), group.to_string().c_str());
+  if (group.is_multicast()) return Status::ok();
   return Status::error(Errc::invalid_argument,
                        "%s wire: %s joining %s: not a multicast address (224.0.0.0/4)",
-                       wire_name, endpoint_string(local).c_str(), ipv4_string(group).c_str());
+                       wire_name, endpoint_string(local).c_str(), group.to_string().c_str());
 }
 
 void EndpointRxCounters::add_to(WireCounters* c) const noexcept {
@@ -120,7 +123,8 @@ WireBase::WireBase(const WireConfig& config, std::unique_ptr<PcapWriter> pcap)
 
 bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
                               size_t len, IpClass ip, TxFrame* tx) noexcept {
-  if (data == nullptr || len < kBthLen || len > kMaxDatagramLen) [[unlikely]] {
+  if (data == nullptr || len < kBthLen || len > kMaxDatagramLen ||
+      src.ip.is_v4() != dst.ip.is_v4()) [[unlikely]] {
     bump(tx_.dropped_malformed);
     return false;
   }
@@ -137,7 +141,7 @@ bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const ui
   const uint64_t index = next_frame_index_.fetch_add(1, std::memory_order_relaxed);
   tx->plan = faults_.plan(index, tx->wire_len());
   if (schedule_ != nullptr)
-    schedule_->plan_frame(index, schedule_->device_at(tx->src.ipv4), tx->src, tx->dst, data, len,
+    schedule_->plan_frame(index, schedule_->device_at(tx->src.ip), tx->src, tx->dst, data, len,
                           tx->wire_len(), &tx->plan);
   if (tx->plan.drop) {
     bump(tx_.faults_dropped);
@@ -160,20 +164,31 @@ bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const ui
 
 void WireBase::capture(const TxFrame& tx, uint64_t timestamp_ns) noexcept {
   if (!pcap_) return;
-  uint8_t encap[kRoceEncapLen];
-  write_roce_encap(encap, tx.src, tx.dst, tx.wire_len(), UdpChecksum::zero, nullptr, tx.ip);
+  uint8_t encap[kMaxRoceEncapLen];
+  if (tx.src.ip.is_v6()) {
+    // The UDP checksum an IPv6 frame must carry covers the payload: gather it first.
+    uint8_t payload[kMaxWireDatagramLen];
+    tx.copy_to(payload);
+    const size_t n = write_roce_encap(encap, tx.src, tx.dst, tx.wire_len(), UdpChecksum::compute,
+                                      payload, tx.ip);
+    iovec parts[2] = {{encap, n}, {payload, tx.wire_len()}};
+    pcap_->write(timestamp_ns, parts, 2);
+    return;
+  }
+  const size_t n = write_roce_encap(encap, tx.src, tx.dst, tx.wire_len(), UdpChecksum::zero,
+                                    nullptr, tx.ip);
   iovec parts[1 + 4];
-  parts[0] = {encap, sizeof(encap)};
-  const int n = 1 + tx.gather(parts + 1);
-  pcap_->write(timestamp_ns, parts, n);
+  parts[0] = {encap, n};
+  const int count = 1 + tx.gather(parts + 1);
+  pcap_->write(timestamp_ns, parts, count);
 }
 
 void WireBase::capture(const WireFrame& frame, uint64_t timestamp_ns) noexcept {
   if (!pcap_) return;
-  uint8_t encap[kRoceEncapLen];
-  write_roce_encap(encap, frame.src(), frame.dst(), frame.len, UdpChecksum::zero, nullptr,
-                   frame.ip());
-  iovec parts[2] = {{encap, sizeof(encap)}, {const_cast<uint8_t*>(frame.bytes), frame.len}};
+  uint8_t encap[kMaxRoceEncapLen];
+  const size_t n = write_roce_encap(encap, frame.src(), frame.dst(), frame.len,
+                                    UdpChecksum::zero, frame.bytes, frame.ip());
+  iovec parts[2] = {{encap, n}, {const_cast<uint8_t*>(frame.bytes), frame.len}};
   pcap_->write(timestamp_ns, parts, 2);
 }
 

@@ -25,8 +25,8 @@ namespace rnicdv::sim {
 // CLOCK_MONOTONIC, for wires configured without a clock.
 const Clock& monotonic_clock() noexcept;
 
-// "127.0.0.2:4791", for messages.
-std::string endpoint_string(const Endpoint& ep);
+// "127.0.0.2:4791", "[fd00::1]:4791", for messages.
+inline std::string endpoint_string(const Endpoint& ep) { return ep.to_string(); }
 
 // A counter with one writer (an endpoint's poller) that other threads may read.
 class OwnedCounter {
@@ -81,7 +81,7 @@ class WireBase : public Wire {
   // Checks what both wires share (fault probabilities, port). Errors name `wire_name`.
   static Status validate(const WireConfig& config, const char* wire_name);
   // An invalid_argument error unless `group` is a multicast address.
-  static Status check_group(const char* wire_name, const Endpoint& local, uint32_t group);
+  static Status check_group(const char* wire_name, const Endpoint& local, const IpAddress& group);
 
  protected:
   WireBase(const WireConfig& config, std::unique_ptr<PcapWriter> pcap);
@@ -97,8 +97,9 @@ class WireBase : public Wire {
   // frame rules of its fault specification. Endpoints then need somewhere to hold them.
   bool may_hold_frames() const noexcept { return config_.faults.any() || schedule_ != nullptr; }
 
-  // The transmit() prologue: checks the length, counts, computes the ICRC and draws faults.
-  // False when the frame goes no further (malformed or dropped by a fault); it is counted.
+  // The transmit() prologue: checks the length and that both addresses are of one family,
+  // counts, computes the ICRC and draws faults. False when the frame goes no further
+  // (malformed or dropped by a fault); it is counted.
   bool begin_transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len,
                       IpClass ip, TxFrame* tx) noexcept;
 

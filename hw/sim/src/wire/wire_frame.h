@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -20,20 +21,21 @@ struct WireFrame {
 
   uint64_t due_ns;    // earliest time the frame goes on (or comes off) the link
   uint64_t sequence;  // transmit order; breaks ties between equal due times
-  uint32_t src_ipv4, dst_ipv4;
+  uint8_t src_ip[16], dst_ip[16];
   uint16_t src_port, dst_port;
   uint8_t ip_tos, ip_ttl;  // the IpClass it was sent with
+  uint32_t ip_flow_label;
   uint32_t len;  // bytes used in `bytes`: datagram + ICRC
   uint8_t flags;
   uint8_t bytes[kMaxWireDatagramLen];
 
-  Endpoint src() const noexcept { return Endpoint{src_ipv4, src_port}; }
-  Endpoint dst() const noexcept { return Endpoint{dst_ipv4, dst_port}; }
-  IpClass ip() const noexcept { return IpClass{ip_tos, ip_ttl}; }
+  Endpoint src() const noexcept { return Endpoint{IpAddress::from_bytes(src_ip), src_port}; }
+  Endpoint dst() const noexcept { return Endpoint{IpAddress::from_bytes(dst_ip), dst_port}; }
+  IpClass ip() const noexcept { return IpClass{ip_tos, ip_ttl, ip_flow_label}; }
   void set_route(const Endpoint& s, const Endpoint& d) noexcept {
-    src_ipv4 = s.ipv4;
+    std::memcpy(src_ip, s.ip.bytes.data(), 16);
     src_port = s.port;
-    dst_ipv4 = d.ipv4;
+    std::memcpy(dst_ip, d.ip.bytes.data(), 16);
     dst_port = d.port;
   }
 };

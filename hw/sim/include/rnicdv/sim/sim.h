@@ -66,7 +66,10 @@ Status check_fault_spec(const std::string& text, std::string* summary = nullptr)
 struct DeviceConfig {
   std::string name;            // empty: "sim<N>"
   hw::DeviceProfile profile;   // default: mlx5 (keeps_rtr_doorbell, no fetch beyond DBR)
-  uint32_t ipv4 = 0;           // host order; 0 = pick one (udp: first free 127.0.0.x, x >= 2)
+  // IPv4 or IPv6 (rnicdv/hw/ip_address.h); unspecified: pick an IPv4 one (udp: the first free
+  // 127.0.0.x, x >= 2). Over IPv6 the device sends RoCE v2 in IPv6 frames and its GID is the
+  // address itself; its CM is IPv4-only for now (a connection request to it goes unanswered).
+  hw::IpAddress address;
   hw::DeviceCaps caps;         // zero fields take the model's defaults
   uint32_t dedicated_bf_regs = 4;  // QPs beyond this many share a BlueFlame register
 };
@@ -203,7 +206,8 @@ class Device : public hw::Device {
   hw::ConnectionManager* connection_manager() override;
 
   const DeviceConfig& config() const;
-  uint32_t ipv4() const;  // host order
+  const hw::IpAddress& address() const;
+  uint32_t ipv4() const;  // host order; 0 when the device's address is IPv6
   DeviceCounters counters() const;
   Result<QpSnapshot> qp_snapshot(uint32_t qpn) const;
   std::string dump() const;  // readable state of every object
