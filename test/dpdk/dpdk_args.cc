@@ -48,11 +48,11 @@ TEST_CASE("bad wire options are refused, naming the option and the value", "[dpd
     const char* args;
     const char* says;
   };
-  for (const Case& c : {Case{"--ip=10.0.0", "--ip: '10.0.0' is not an IPv4 address"},
+  for (const Case& c : {Case{"--ip=10.0.0", "--ip: '10.0.0' is not an IPv4 or IPv6 address"},
                         Case{"--ip=0.0.0.0", "0.0.0.0 is not a device address"},
                         Case{"--mac=02:00:00:00:00", "'02:00:00:00:00' is not a MAC address"},
                         Case{"--mac=01:00:5e:00:00:01", "multicast"},
-                        Case{"--peer=10.0.0.1", "expected <a.b.c.d>=<mac>"},
+                        Case{"--peer=10.0.0.1", "expected <address>=<mac>"},
                         Case{"--port=", "--port needs a value"},
                         Case{"--port=1,,2", "empty port name"}}) {
     auto r = parse_dpdk_args(c.args);
@@ -96,4 +96,19 @@ TEST_CASE("EAL arguments the user gives win over the defaults", "[dpdk][eal]") {
   // The user's arguments come last, unchanged.
   REQUIRE(plan.args.size() >= user.size());
   CHECK(std::equal(user.begin(), user.end(), plan.args.end() - static_cast<long>(user.size())));
+}
+
+TEST_CASE("the wire's addresses and peers may be IPv6", "[dpdk][args][ipv6]") {
+  auto r = parse_dpdk_args("--ip=fd00::1,10.0.0.2 --peer=fd00::9=02:00:00:00:00:09");
+  REQUIRE(r);
+  const DpdkWireOptions& o = *r;
+  REQUIRE(o.ips.size() == 2);
+  CHECK(o.ips[0].to_string() == "fd00::1");
+  CHECK(o.ips[1] == hw::IpAddress::v4(0x0A000002u));
+  REQUIRE(o.peers.size() == 1);
+  CHECK(o.peers[0].first.to_string() == "fd00::9");
+  CHECK(mac_string(o.peers[0].second) == "02:00:00:00:00:09");
+  auto multicast = parse_dpdk_args("--ip=ff02::1");
+  REQUIRE_FALSE(multicast);
+  CHECK(multicast.status().message().find("ff02::1 is not a device address") != std::string::npos);
 }

@@ -66,8 +66,6 @@ uint16_t reference_udp6_checksum(const IpAddress& s, const IpAddress& d, const u
   return static_cast<uint16_t>(~sum);
 }
 
-const Endpoint kA6{IpAddress{}, 4791};
-
 }  // namespace
 
 TEST_CASE("an IP address parses and prints in either family and says what kind it is",
