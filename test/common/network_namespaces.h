@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ class NamespacePair {
     addr_b_ = subnet + ".2";
     veth_a_ = veth_prefix + id + "a";
     veth_b_ = veth_prefix + id + "b";
+    second_octet_ = second_octet;
   }
   NamespacePair(const NamespacePair&) = delete;
   NamespacePair& operator=(const NamespacePair&) = delete;
@@ -76,6 +78,30 @@ class NamespacePair {
     return "";
   }
 
+  // IPv6 on the veth ends, without duplicate address detection so that both are usable at
+  // once: a unique local address each (fd00:<second_octet>:<pid % 65536>::1 and ::2, in hex)
+  // and a
+  // link-local one (fe80::a and fe80::b: each pair is a link of its own). Returns an empty
+  // string, or why not.
+  std::string add_ipv6() {
+    char prefix[32];
+    std::snprintf(prefix, sizeof prefix, "fd00:%x:%x::", second_octet_,
+                  static_cast<unsigned>(::getpid()) % 65536);
+    addr6_a_ = std::string(prefix) + "1";
+    addr6_b_ = std::string(prefix) + "2";
+    const std::vector<std::vector<std::string>> steps = {
+        {"-n", a_, "-6", "addr", "add", addr6_a_ + "/64", "dev", veth_a_, "nodad"},
+        {"-n", b_, "-6", "addr", "add", addr6_b_ + "/64", "dev", veth_b_, "nodad"},
+        {"-n", a_, "-6", "addr", "add", "fe80::a/64", "dev", veth_a_, "nodad"},
+        {"-n", b_, "-6", "addr", "add", "fe80::b/64", "dev", veth_b_, "nodad"},
+    };
+    for (const auto& s : steps)
+      if (!ip(s)) return "cannot add IPv6 addresses (is IPv6 disabled?)";
+    return "";
+  }
+  const std::string& addr6_a() const { return addr6_a_; }
+  const std::string& addr6_b() const { return addr6_b_; }
+
   const std::string& ns_a() const { return a_; }
   const std::string& ns_b() const { return b_; }
   const std::string& addr_a() const { return addr_a_; }
@@ -84,7 +110,8 @@ class NamespacePair {
   const std::string& veth_b() const { return veth_b_; }
 
  private:
-  std::string a_, b_, addr_a_, addr_b_, veth_a_, veth_b_;
+  std::string a_, b_, addr_a_, addr_b_, veth_a_, veth_b_, addr6_a_, addr6_b_;
+  unsigned second_octet_ = 0;
   bool made_a_ = false, made_b_ = false;
 };
 

@@ -25,8 +25,8 @@ TEST_CASE("the wire's options are taken out and everything else goes to EAL in o
   CHECK(o.eal_args ==
         std::vector<std::string>{"--vdev=net_af_packet0,iface=veth0", "-l", "1", "--log-level=7"});
   CHECK(o.ports == std::vector<std::string>{"0", "net_tap1"});
-  CHECK(o.ips == std::vector<hw::IpAddress>{hw::IpAddress::v4(0x0A000001u),
-                                          hw::IpAddress::v4(0x0A000002u)});
+  CHECK(o.ips ==
+        std::vector<hw::IpAddress>{hw::IpAddress::v4(0x0A000001u), hw::IpAddress::v4(0x0A000002u)});
   REQUIRE(o.macs.size() == 1);
   CHECK(mac_string(o.macs[0]) == "02:aa:bb:cc:dd:ee");
   REQUIRE(o.peers.size() == 1);
@@ -48,13 +48,13 @@ TEST_CASE("bad wire options are refused, naming the option and the value", "[dpd
     const char* args;
     const char* says;
   };
-  for (const Case& c : {Case{"--ip=10.0.0", "--ip: '10.0.0' is not an IPv4 or IPv6 address"},
-                        Case{"--ip=0.0.0.0", "0.0.0.0 is not a device address"},
-                        Case{"--mac=02:00:00:00:00", "'02:00:00:00:00' is not a MAC address"},
-                        Case{"--mac=01:00:5e:00:00:01", "multicast"},
-                        Case{"--peer=10.0.0.1", "expected <address>=<mac>"},
-                        Case{"--port=", "--port needs a value"},
-                        Case{"--port=1,,2", "empty port name"}}) {
+  for (const Case& c :
+       {Case{"--ip=10.0.0", "--ip: '10.0.0' is not an IPv4 or IPv6 address"},
+        Case{"--ip=0.0.0.0", "0.0.0.0 is not a device address"},
+        Case{"--mac=02:00:00:00:00", "'02:00:00:00:00' is not a MAC address"},
+        Case{"--mac=01:00:5e:00:00:01", "multicast"},
+        Case{"--peer=10.0.0.1", "expected <address>=<mac>"},
+        Case{"--port=", "--port needs a value"}, Case{"--port=1,,2", "empty port name"}}) {
     auto r = parse_dpdk_args(c.args);
     INFO(c.args);
     REQUIRE_FALSE(r);

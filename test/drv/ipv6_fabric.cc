@@ -21,7 +21,9 @@ namespace {
 
 constexpr uint32_t kQkey = 0x11111111;
 
-hw::IpAddress ip(const char* text) { return take(hw::IpAddress::parse(text)); }
+hw::IpAddress ip(const char* text) {
+  return take(hw::IpAddress::parse(text));
+}
 
 // The ethertypes of the frames in a classic pcap file (24-byte header, 16 per record).
 std::vector<uint16_t> pcap_ethertypes(const std::string& path) {
@@ -67,9 +69,10 @@ struct Ipv6Pair {
 
 }  // namespace
 
-TEST_CASE("RC between two devices with IPv6 addresses: early-posted SENDs and a WRITE, in IPv6 "
-          "frames",
-          "[drv][ipv6]") {
+TEST_CASE(
+    "RC between two devices with IPv6 addresses: early-posted SENDs and a WRITE, in IPv6 "
+    "frames",
+    "[drv][ipv6]") {
   Ipv6Pair t;
   Pair& p = t.p;
   CHECK(p.a.sim->address() == ip("fd00::1"));
@@ -144,16 +147,17 @@ TEST_CASE("a UD datagram between IPv6 devices arrives behind the IPv6 header as 
   CHECK(std::memcmp(p.b.bytes(0x2000 + kGrh), p.a.bytes(0), 300) == 0);
 }
 
-TEST_CASE("a peer of the other IP version is refused at RTR and by an address handle, naming "
-          "both addresses",
-          "[drv][ipv6][errors]") {
+TEST_CASE(
+    "a peer of the other IP version is refused at RTR and by an address handle, naming "
+    "both addresses",
+    "[drv][ipv6][errors]") {
   Ipv6Pair t(default_qp_config(), "127.0.0.9");
   Pair& p = t.p;
   check(p.a.qp->to_init());
   const Status st = p.a.qp->to_rtr(p.b.qp->local_endpoint(kPsnB), hw::Mtu::mtu1024);
   CHECK(st.code() == Errc::invalid_argument);
-  CHECK_THAT(st.message(), Catch::Contains("::ffff:127.0.0.9") &&
-                               Catch::Contains("fd00::1") && Catch::Contains("one IP version"));
+  CHECK_THAT(st.message(), Catch::Contains("::ffff:127.0.0.9") && Catch::Contains("fd00::1") &&
+                               Catch::Contains("one IP version"));
   CHECK(p.a.qp->state() == hw::QpState::init);
 
   hw::AhAttr attr;

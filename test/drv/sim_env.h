@@ -98,8 +98,8 @@ inline QpConfig default_qp_config() {
 }
 
 inline Node make_node(const std::shared_ptr<sim::Fabric>& fabric, const hw::DeviceProfile& profile,
-                      const QpConfig& config, size_t mem_bytes = 1 << 16,
-                      uint32_t cq_entries = 256, const hw::IpAddress& address = {}) {
+                      const QpConfig& config, size_t mem_bytes = 1 << 16, uint32_t cq_entries = 256,
+                      const hw::IpAddress& address = {}) {
   sim::DeviceConfig dc;
   dc.profile = profile;
   dc.address = address;

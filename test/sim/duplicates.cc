@@ -25,10 +25,12 @@ struct Tapped {
 
   Tapped() {
     p.connect();
-    p.a.dev->impl().hca->set_tx_tap(
-        [this](const hw::IpAddress&, const uint8_t* d, size_t n) { from_a.emplace_back(d, d + n); });
-    p.b.dev->impl().hca->set_tx_tap(
-        [this](const hw::IpAddress&, const uint8_t* d, size_t n) { from_b.emplace_back(d, d + n); });
+    p.a.dev->impl().hca->set_tx_tap([this](const hw::IpAddress&, const uint8_t* d, size_t n) {
+      from_a.emplace_back(d, d + n);
+    });
+    p.b.dev->impl().hca->set_tx_tap([this](const hw::IpAddress&, const uint8_t* d, size_t n) {
+      from_b.emplace_back(d, d + n);
+    });
   }
   ~Tapped() {
     p.a.dev->impl().hca->set_tx_tap({});

@@ -26,7 +26,8 @@ TEST_CASE("a MAD travels as a UD SEND_ONLY to QP1 and reaches the peer's handler
     got.emplace_back(mad, mad + len);
   });
   std::vector<uint8_t> frame;
-  a->impl().hca->set_tx_tap([&](const hw::IpAddress&, const uint8_t* d, size_t n) { frame.assign(d, d + n); });
+  a->impl().hca->set_tx_tap(
+      [&](const hw::IpAddress&, const uint8_t* d, size_t n) { frame.assign(d, d + n); });
   uint8_t mad[sim::kMadBytes];
   for (size_t i = 0; i < sizeof mad; ++i) mad[i] = static_cast<uint8_t>(i);
   REQUIRE(ga.send_mad(b->ipv4(), mad));

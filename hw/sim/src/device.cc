@@ -59,7 +59,9 @@ const hw::DeviceInfo& Device::info() const {
 const DeviceConfig& Device::config() const {
   return impl_->hca->config();
 }
-const hw::IpAddress& Device::address() const { return impl_->hca->address(); }
+const hw::IpAddress& Device::address() const {
+  return impl_->hca->address();
+}
 
 uint32_t Device::ipv4() const {
   return impl_->hca->ipv4();

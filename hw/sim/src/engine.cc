@@ -455,8 +455,7 @@ void Hca::deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8
     return;
   }
   if (datagram) [[unlikely]] {
-    if (!deliver_datagram_locked(find_qp(p.bth.dest_qp), src, dst, p, len))
-      ++counters_.rx_dropped;
+    if (!deliver_datagram_locked(find_qp(p.bth.dest_qp), src, dst, p, len)) ++counters_.rx_dropped;
     return;
   }
   QpObj* qp = find_qp(p.bth.dest_qp);
@@ -486,8 +485,7 @@ void Hca::deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8
   activate_locked(*qp);
 }
 
-void Hca::transmit(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t len,
-                   IpClass ip) {
+void Hca::transmit(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t len, IpClass ip) {
   if (!port_up_.load(std::memory_order_relaxed)) [[unlikely]] {
     // The port is down (link.cc): the frame does not leave, and the transport, which cannot
     // tell, recovers it as a loss (retransmission) or gives up (RETRY_EXC_ERR).

@@ -178,8 +178,8 @@ Status Hca::start() {
   // address, after the two link-local entries and its RoCE v1 twin), as the uverbs shim
   // presents it too.
   info_.gid_index = 3;
-  info_.transport = std::string("sim ") + wire_kind_name(shared_.wire->kind()) + " " +
-                    endpoint_.to_string();
+  info_.transport =
+      std::string("sim ") + wire_kind_name(shared_.wire->kind()) + " " + endpoint_.to_string();
   if (std::string detail = shared_.wire->endpoint_detail(endpoint_); !detail.empty())
     info_.transport += " " + detail;
   {

@@ -238,13 +238,12 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   void forget_qp_locked(QpObj& qp);
   // A datagram from the wire, sent from `src` to `dst` (this device's address, or a group it
   // joined).
-  void deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8_t* data,
-                      size_t len);
+  void deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8_t* data, size_t len);
   bool deliver_datagram_locked(QpObj* qp, const IpAddress& src, const IpAddress& dst,
                                const pkt::Packet& p, size_t len);
   // A UD SEND to a group: a copy to every QP attached (ud/multicast.cc). False if none took it.
-  bool deliver_multicast_locked(const IpAddress& src, const IpAddress& group,
-                                const pkt::Packet& p, size_t len);
+  bool deliver_multicast_locked(const IpAddress& src, const IpAddress& group, const pkt::Packet& p,
+                                size_t len);
   // A UD QP being destroyed in RTS sends the datagrams its doorbells announced first
   // (engine.cc).
   void send_rung_datagrams_locked(QpObj& qp);

@@ -16,8 +16,8 @@ using namespace rnicdv::sim::test;
 
 namespace {
 
-const Endpoint kA{IpAddress::v4(ipv4(127, 0, 0, 2)), 4791};
-const Endpoint kB{IpAddress::v4(ipv4(127, 0, 0, 3)), 4791};
+const Endpoint kA{v4(127, 0, 0, 2), 4791};
+const Endpoint kB{v4(127, 0, 0, 3), 4791};
 
 struct Run {
   std::vector<uint32_t> delivered;  // tag indices in delivery order

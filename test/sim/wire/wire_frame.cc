@@ -25,8 +25,8 @@ uint16_t reference_checksum(const std::vector<uint8_t>& bytes) {
   return static_cast<uint16_t>(~sum & 0xFFFF);
 }
 
-const Endpoint kSrc{IpAddress::v4(ipv4(127, 0, 0, 2)), 49152};
-const Endpoint kDst{IpAddress::v4(ipv4(10, 1, 2, 3)), 4791};
+const Endpoint kSrc{v4(127, 0, 0, 2), 49152};
+const Endpoint kDst{v4(10, 1, 2, 3), 4791};
 
 std::vector<uint8_t> build(const std::vector<uint8_t>& d, UdpChecksum c = UdpChecksum::zero) {
   std::vector<uint8_t> frame(kMaxRoceFrameLen);

@@ -136,7 +136,7 @@ TEST_CASE("ICRC matches scapy's UC SEND_ONLY example", "[icrc]") {
 TEST_CASE("ICRC ignores exactly the masked fields", "[icrc]") {
   uint8_t frame[kMaxRoceFrameLen];
   const std::vector<uint8_t> d = datagram(0x04, 0x123, 7, {}, std::vector<uint8_t>(40, 0xAB));
-  const Endpoint a{IpAddress::v4(ipv4(10, 0, 0, 1)), 49152}, b{IpAddress::v4(ipv4(10, 0, 0, 2)), 4791};
+  const Endpoint a{v4(10, 0, 0, 1), 49152}, b{v4(10, 0, 0, 2), 4791};
   const size_t n = build_roce_frame(a, b, d.data(), d.size(), frame, sizeof(frame));
   REQUIRE(n == kRoceEncapLenIpv4 + d.size() + kIcrcLen);
   uint8_t* ip = frame + kEthHeaderLen;
@@ -184,7 +184,7 @@ TEST_CASE("roce_icrc equals zlib's CRC over the masked pseudo header on random d
 }
 
 TEST_CASE("A datagram with any byte changed fails ICRC verification", "[icrc]") {
-  const Endpoint src{IpAddress::v4(ipv4(127, 0, 0, 2)), 4791}, dst{IpAddress::v4(ipv4(127, 0, 0, 3)), 4791};
+  const Endpoint src{v4(127, 0, 0, 2), 4791}, dst{v4(127, 0, 0, 3), 4791};
   std::vector<uint8_t> wire =
       datagram(0x0A, 0x42, 99, reth(0x1000, 0x77, 8), {1, 2, 3, 4, 5, 6, 7, 8});
   const size_t len = wire.size();
@@ -202,7 +202,8 @@ TEST_CASE("A datagram with any byte changed fails ICRC verification", "[icrc]") 
     }
   }
   // The pseudo header is covered too: another source or destination fails.
-  CHECK_FALSE(icrc_matches(Endpoint{IpAddress::v4(src.ip.ipv4() + 1), src.port}, dst, wire.data(), wire.size()));
+  CHECK_FALSE(icrc_matches(Endpoint{IpAddress::v4(src.ip.ipv4() + 1), src.port}, dst, wire.data(),
+                           wire.size()));
   CHECK_FALSE(icrc_matches(src, Endpoint{dst.ip, 4792}, wire.data(), wire.size()));
   // Runt and oversize lengths never verify.
   CHECK_FALSE(icrc_matches(src, dst, wire.data(), kMinWireDatagramLen - 1));

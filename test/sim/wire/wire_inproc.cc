@@ -20,9 +20,9 @@ std::unique_ptr<Wire> inproc(const WireConfig& config = {}) {
   return std::move(wire.value());
 }
 
-const Endpoint kA{IpAddress::v4(ipv4(127, 0, 0, 2)), 4791};
-const Endpoint kB{IpAddress::v4(ipv4(127, 0, 0, 3)), 4791};
-const Endpoint kC{IpAddress::v4(ipv4(127, 0, 0, 4)), 4791};
+const Endpoint kA{v4(127, 0, 0, 2), 4791};
+const Endpoint kB{v4(127, 0, 0, 3), 4791};
+const Endpoint kC{v4(127, 0, 0, 4), 4791};
 
 }  // namespace
 
@@ -79,18 +79,18 @@ TEST_CASE("In-process attach picks free 127.0.0.x addresses and rejects duplicat
   RecordingSink s1, s2, s3;
   auto first = wire->attach(Endpoint{}, &s1);
   REQUIRE(first.is_ok());
-  CHECK(first->ip == IpAddress::v4(ipv4(127, 0, 0, 2)));
+  CHECK(first->ip == v4(127, 0, 0, 2));
   CHECK(first->port == 5000);  // port 0 means the configured UDP port
   auto second = wire->attach(Endpoint{}, &s2);
   REQUIRE(second.is_ok());
-  CHECK(second->ip == IpAddress::v4(ipv4(127, 0, 0, 3)));
+  CHECK(second->ip == v4(127, 0, 0, 3));
 
-  auto dup = wire->attach(Endpoint{IpAddress::v4(ipv4(127, 0, 0, 3)), 5000}, &s3);
+  auto dup = wire->attach(Endpoint{v4(127, 0, 0, 3), 5000}, &s3);
   REQUIRE_FALSE(dup.is_ok());
   CHECK(dup.status().code() == Errc::address_in_use);
   CHECK_THAT(dup.status().message(), Catch::Contains("127.0.0.3:5000"));
 
-  auto no_sink = wire->attach(Endpoint{IpAddress::v4(ipv4(10, 0, 0, 1)), 4791}, nullptr);
+  auto no_sink = wire->attach(Endpoint{v4(10, 0, 0, 1), 4791}, nullptr);
   REQUIRE_FALSE(no_sink.is_ok());
   CHECK(no_sink.status().code() == Errc::invalid_argument);
 
@@ -98,7 +98,7 @@ TEST_CASE("In-process attach picks free 127.0.0.x addresses and rejects duplicat
   wire->detach(*first);
   auto again = wire->attach(Endpoint{}, &s3);
   REQUIRE(again.is_ok());
-  CHECK(again->ip == IpAddress::v4(ipv4(127, 0, 0, 2)));
+  CHECK(again->ip == v4(127, 0, 0, 2));
 }
 
 TEST_CASE("Detaching drops what was queued for the endpoint and stops delivery", "[inproc]") {

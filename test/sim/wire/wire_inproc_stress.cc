@@ -18,11 +18,11 @@ using namespace rnicdv::sim::test;
 namespace {
 
 constexpr uint32_t kProducers = 4;
-const Endpoint kB{IpAddress::v4(ipv4(127, 0, 0, 3)), 4791};
-const Endpoint kC{IpAddress::v4(ipv4(127, 0, 0, 4)), 4791};
+const Endpoint kB{v4(127, 0, 0, 3), 4791};
+const Endpoint kC{v4(127, 0, 0, 4), 4791};
 
 Endpoint producer_endpoint(uint32_t p) {
-  return Endpoint{IpAddress::v4(ipv4(127, 0, 1, uint8_t(10 + p))), 4791};
+  return Endpoint{v4(127, 0, 1, uint8_t(10 + p)), 4791};
 }
 
 // Checks per-stream order and content as datagrams arrive, on the polling thread.

@@ -35,14 +35,19 @@ IpAddress ip(const char* text) {
 uint32_t zlib_icrc_ipv6(const Endpoint& src, const Endpoint& dst, const std::vector<uint8_t>& d) {
   std::vector<uint8_t> buf(8, 0xFF);
   const size_t udp_len = 8 + d.size() + 4;
-  const uint8_t first[8] = {0x6F, 0xFF, 0xFF, 0xFF, uint8_t(udp_len >> 8), uint8_t(udp_len), 17,
-                            0xFF};
+  const uint8_t first[8] = {0x6F, 0xFF, 0xFF, 0xFF, uint8_t(udp_len >> 8), uint8_t(udp_len),
+                            17,   0xFF};
   buf.insert(buf.end(), first, first + 8);
   buf.insert(buf.end(), src.ip.bytes.begin(), src.ip.bytes.end());
   buf.insert(buf.end(), dst.ip.bytes.begin(), dst.ip.bytes.end());
-  const uint8_t udp[8] = {uint8_t(src.port >> 8), uint8_t(src.port), uint8_t(dst.port >> 8),
-                          uint8_t(dst.port),      uint8_t(udp_len >> 8), uint8_t(udp_len),
-                          0xFF,                   0xFF};
+  const uint8_t udp[8] = {uint8_t(src.port >> 8),
+                          uint8_t(src.port),
+                          uint8_t(dst.port >> 8),
+                          uint8_t(dst.port),
+                          uint8_t(udp_len >> 8),
+                          uint8_t(udp_len),
+                          0xFF,
+                          0xFF};
   buf.insert(buf.end(), udp, udp + 8);
   buf.insert(buf.end(), d.begin(), d.end());
   buf[8 + 40 + 8 + 4] = 0xFF;
@@ -55,8 +60,8 @@ uint16_t reference_udp6_checksum(const IpAddress& s, const IpAddress& d, const u
                                  size_t len) {
   std::vector<uint8_t> b(s.bytes.begin(), s.bytes.end());
   b.insert(b.end(), d.bytes.begin(), d.bytes.end());
-  const uint8_t tail[8] = {uint8_t(len >> 24), uint8_t(len >> 16), uint8_t(len >> 8), uint8_t(len),
-                           0, 0, 0, 17};
+  const uint8_t tail[8] = {
+      uint8_t(len >> 24), uint8_t(len >> 16), uint8_t(len >> 8), uint8_t(len), 0, 0, 0, 17};
   b.insert(b.end(), tail, tail + 8);
   b.insert(b.end(), udp, udp + len);
   if (b.size() % 2) b.push_back(0);
@@ -102,9 +107,10 @@ TEST_CASE("an IP address parses and prints in either family and says what kind i
   CHECK_THAT(bad.status().message(), Catch::Contains("\"10.0.0\""));
 }
 
-TEST_CASE("an IPv6 RoCE v2 frame carries the traffic class, flow label and hop limit, a UDP "
-          "checksum that verifies, and parses back",
-          "[ipv6][frame]") {
+TEST_CASE(
+    "an IPv6 RoCE v2 frame carries the traffic class, flow label and hop limit, a UDP "
+    "checksum that verifies, and parses back",
+    "[ipv6][frame]") {
   const Endpoint src{ip("fd00::1"), 49152}, dst{ip("fd00::2"), 4791};
   const std::vector<uint8_t> d = datagram(0x04, 0x000011, 100, {}, std::vector<uint8_t>(33, 0x5A));
   std::vector<uint8_t> frame(kMaxRoceFrameLen);
@@ -190,9 +196,10 @@ TEST_CASE("the ICRC over IPv6 is IBA A17.3.3's, computed by zlib, and masks the 
   }
 }
 
-TEST_CASE("tshark decodes IPv6 RoCE v2 frames with their addresses, traffic class and flow "
-          "label, none malformed",
-          "[ipv6][pcap][tshark]") {
+TEST_CASE(
+    "tshark decodes IPv6 RoCE v2 frames with their addresses, traffic class and flow "
+    "label, none malformed",
+    "[ipv6][pcap][tshark]") {
   skip_without_tshark();
   TempDir dir;
   WireConfig config;
@@ -211,11 +218,11 @@ TEST_CASE("tshark decodes IPv6 RoCE v2 frames with their addresses, traffic clas
   wire.transmit(eb, ea, write.data(), write.size());
   CHECK(wire.poll(eb, 16) == 1);
   CHECK(wire.poll(ea, 16) == 1);
-  const auto rows = tshark_rows(tshark(
-      config.pcap_path,
-      "-T fields -e frame.protocols -e ipv6.src -e ipv6.dst -e ipv6.tclass -e ipv6.flow "
-      "-e ipv6.hlim -e udp.dstport -e infiniband.bth.opcode -e infiniband.bth.destqp "
-      "-e infiniband.reth.r_key"));
+  const auto rows = tshark_rows(
+      tshark(config.pcap_path,
+             "-T fields -e frame.protocols -e ipv6.src -e ipv6.dst -e ipv6.tclass -e ipv6.flow "
+             "-e ipv6.hlim -e udp.dstport -e infiniband.bth.opcode -e infiniband.bth.destqp "
+             "-e infiniband.reth.r_key"));
   REQUIRE(rows.size() == 2);
   REQUIRE(rows[0].size() >= 9);
   CHECK(rows[0][0] == "eth:ethertype:ipv6:udp:infiniband:data");
@@ -233,21 +240,22 @@ TEST_CASE("tshark decodes IPv6 RoCE v2 frames with their addresses, traffic clas
   CHECK(rows[1][9] == "0x0000cafe");
   CHECK(tshark(config.pcap_path, "-Y _ws.malformed -T fields -e frame.number").empty());
   // tshark checks the UDP checksum too, as a receiver of IPv6 would: 1 is "Good".
-  const auto sums = tshark_rows(tshark(
-      config.pcap_path, "-o udp.check_checksum:TRUE -T fields -e udp.checksum.status"));
+  const auto sums = tshark_rows(
+      tshark(config.pcap_path, "-o udp.check_checksum:TRUE -T fields -e udp.checksum.status"));
   REQUIRE(sums.size() == 2);
   for (const auto& row : sums) CHECK(row.at(0) == "1");
 }
 
-TEST_CASE("the in-process wire carries IPv6 endpoints and drops a frame whose two addresses "
-          "are of different families",
-          "[ipv6][inproc]") {
+TEST_CASE(
+    "the in-process wire carries IPv6 endpoints and drops a frame whose two addresses "
+    "are of different families",
+    "[ipv6][inproc]") {
   auto made = make_inproc_wire(WireConfig{});
   REQUIRE(made.is_ok());
   Wire& wire = **made;
   RecordingSink a, b, c;
   const Endpoint ea{ip("fd00::1"), 4791}, eb{ip("fd00::2"), 4791};
-  const Endpoint ec{IpAddress::v4(ipv4(127, 0, 0, 2)), 4791};
+  const Endpoint ec{v4(127, 0, 0, 2), 4791};
   REQUIRE(wire.attach(ea, &a).is_ok());
   REQUIRE(wire.attach(eb, &b).is_ok());
   REQUIRE(wire.attach(ec, &c).is_ok());
@@ -273,9 +281,10 @@ TEST_CASE("the in-process wire carries IPv6 endpoints and drops a frame whose tw
   wire.detach(ec);
 }
 
-TEST_CASE("the UDP wire carries RoCE v2 over IPv6 on ::1, and refuses a link-local address "
-          "that no interface holds",
-          "[ipv6][udp]") {
+TEST_CASE(
+    "the UDP wire carries RoCE v2 over IPv6 on ::1, and refuses a link-local address "
+    "that no interface holds",
+    "[ipv6][udp]") {
   WireConfig config;
   auto made = make_udp_wire(config);
   REQUIRE(made.is_ok());

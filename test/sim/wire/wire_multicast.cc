@@ -18,8 +18,8 @@ using namespace rnicdv::sim::test;
 
 namespace {
 
-constexpr IpAddress kGroup = IpAddress::v4(ipv4(239, 1, 2, 3));
-constexpr IpAddress kOtherGroup = IpAddress::v4(ipv4(239, 1, 2, 4));
+constexpr IpAddress kGroup = v4(239, 1, 2, 3);
+constexpr IpAddress kOtherGroup = v4(239, 1, 2, 4);
 
 std::unique_ptr<Wire> make_wire(WireKind kind, uint16_t port) {
   WireConfig config;
@@ -28,7 +28,6 @@ std::unique_ptr<Wire> make_wire(WireKind kind, uint16_t port) {
   REQUIRE(made.is_ok());
   return std::move(made.value());
 }
-
 
 }  // namespace
 
@@ -40,8 +39,8 @@ TEST_CASE("a datagram sent to a group reaches every member once, the sender's ow
     const uint16_t port = free_udp_port();
     auto wire = make_wire(kind, port);
     RecordingSink sa, sb, sc, sd;
-    const Endpoint a{IpAddress::v4(ipv4(127, 0, 0, 2)), port}, b{IpAddress::v4(ipv4(127, 0, 0, 3)), port},
-        c{IpAddress::v4(ipv4(127, 0, 0, 4)), port}, d{IpAddress::v4(ipv4(127, 0, 0, 5)), port};
+    const Endpoint a{v4(127, 0, 0, 2), port}, b{v4(127, 0, 0, 3), port}, c{v4(127, 0, 0, 4), port},
+        d{v4(127, 0, 0, 5), port};
     REQUIRE(wire->attach(a, &sa).is_ok());
     REQUIRE(wire->attach(b, &sb).is_ok());
     REQUIRE(wire->attach(c, &sc).is_ok());
@@ -117,10 +116,10 @@ TEST_CASE("a wire refuses a join to an address that is not a group's, a second j
     const uint16_t port = free_udp_port();
     auto wire = make_wire(kind, port);
     RecordingSink sink;
-    const Endpoint a{IpAddress::v4(ipv4(127, 0, 0, 2)), port};
+    const Endpoint a{v4(127, 0, 0, 2), port};
     REQUIRE(wire->attach(a, &sink).is_ok());
 
-    Status s = wire->join_group(a, IpAddress::v4(ipv4(10, 1, 2, 3)));
+    Status s = wire->join_group(a, v4(10, 1, 2, 3));
     CHECK(s.code() == Errc::invalid_argument);
     CHECK_THAT(s.message(), Catch::Contains("10.1.2.3") && Catch::Contains("not a multicast"));
     REQUIRE(wire->join_group(a, kGroup).is_ok());
@@ -130,7 +129,7 @@ TEST_CASE("a wire refuses a join to an address that is not a group's, a second j
     s = wire->leave_group(a, kOtherGroup);
     CHECK(s.code() == Errc::not_found);
     CHECK_THAT(s.message(), Catch::Contains("239.1.2.4") && Catch::Contains("never joined"));
-    s = wire->join_group(Endpoint{IpAddress::v4(ipv4(127, 0, 0, 9)), port}, kGroup);
+    s = wire->join_group(Endpoint{v4(127, 0, 0, 9), port}, kGroup);
     CHECK(s.code() == Errc::not_found);
     CHECK_THAT(s.message(), Catch::Contains("127.0.0.9") && Catch::Contains("not attached"));
     CHECK(wire->leave_group(a, kGroup).is_ok());

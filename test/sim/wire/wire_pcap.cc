@@ -22,8 +22,8 @@ using namespace rnicdv::sim::test;
 
 namespace {
 
-const Endpoint kA{IpAddress::v4(ipv4(127, 0, 0, 2)), 4791};
-const Endpoint kB{IpAddress::v4(ipv4(127, 0, 0, 3)), 4791};
+const Endpoint kA{v4(127, 0, 0, 2), 4791};
+const Endpoint kB{v4(127, 0, 0, 3), 4791};
 
 struct Fixture {
   explicit Fixture(const std::string& name, FaultConfig faults = {}) {
@@ -152,7 +152,7 @@ TEST_CASE("A held-back frame is captured when it leaves, stamped with that time"
 TEST_CASE("Frames to an address with no sink are still captured", "[pcap]") {
   Fixture f("nosink.pcap");
   const auto d = tagged_datagram(0, 1);
-  f.wire->transmit(kA, Endpoint{IpAddress::v4(ipv4(127, 0, 0, 99)), 4791}, d.data(), d.size());
+  f.wire->transmit(kA, Endpoint{v4(127, 0, 0, 99), 4791}, d.data(), d.size());
   CHECK(f.wire->counters().dropped_no_sink == 1);
   const PcapFile file = read_pcap(f.path);
   REQUIRE(file.records.size() == 1);
@@ -244,7 +244,7 @@ TEST_CASE("Concurrent transmitters append whole, well-formed records", "[pcap]")
     threads.emplace_back([&f, t] {
       for (uint32_t i = 0; i < kFrames; ++i) {
         const auto d = tagged_datagram(t, i, 16 + (i * 37) % 1000);
-        f.wire->transmit(Endpoint{IpAddress::v4(ipv4(127, 0, 1, uint8_t(t))), 4791}, kB, d.data(), d.size());
+        f.wire->transmit(Endpoint{v4(127, 0, 1, uint8_t(t)), 4791}, kB, d.data(), d.size());
       }
     });
   }

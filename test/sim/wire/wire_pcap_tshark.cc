@@ -82,7 +82,7 @@ TEST_CASE("tshark decodes the in-process wire's capture as RoCEv2", "[pcap][tsha
   REQUIRE(made.is_ok());
   Wire& wire = **made;
   RecordingSink a, b;
-  const Endpoint ea{IpAddress::v4(ipv4(127, 0, 0, 2)), 4791}, eb{IpAddress::v4(ipv4(127, 0, 0, 3)), 4791};
+  const Endpoint ea{v4(127, 0, 0, 2), 4791}, eb{v4(127, 0, 0, 3), 4791};
   REQUIRE(wire.attach(ea, &a).is_ok());
   REQUIRE(wire.attach(eb, &b).is_ok());
   for (const Sample& s : samples()) wire.transmit(ea, eb, s.bytes.data(), s.bytes.size());

@@ -30,6 +30,11 @@ inline constexpr uint32_t ipv4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
   return uint32_t{a} << 24 | uint32_t{b} << 16 | uint32_t{c} << 8 | d;
 }
 
+// The same as an address.
+inline constexpr IpAddress v4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+  return IpAddress::v4(ipv4(a, b, c, d));
+}
+
 class VirtualClock final : public Clock {
  public:
   uint64_t now_ns() const override { return now_.load(std::memory_order_relaxed); }

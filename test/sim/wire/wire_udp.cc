@@ -87,7 +87,7 @@ TEST_CASE("Two UDP endpoints on 127.0.0.x exchange datagrams", "[udp]") {
   auto wire = udp_wire();
   CHECK(wire->kind() == WireKind::udp);
   RecordingSink sa, sb;
-  const Endpoint a{IpAddress::v4(ipv4(127, 0, 0, 2)), port}, b{IpAddress::v4(ipv4(127, 0, 0, 3)), port};
+  const Endpoint a{v4(127, 0, 0, 2), port}, b{v4(127, 0, 0, 3), port};
   REQUIRE(wire->attach(a, &sa).is_ok());
   REQUIRE(wire->attach(b, &sb).is_ok());
   CHECK(wire->wait_fd(a) >= 0);
@@ -127,7 +127,7 @@ TEST_CASE("Each UDP socket is bound to its own address only", "[udp]") {
   const uint16_t port = free_udp_port();
   auto wire = udp_wire();
   RecordingSink s;
-  const Endpoint a{IpAddress::v4(ipv4(127, 0, 0, 5)), port};
+  const Endpoint a{v4(127, 0, 0, 5), port};
   REQUIRE(wire->attach(a, &s).is_ok());
   sockaddr_in bound{};
   socklen_t len = sizeof(bound);
@@ -135,7 +135,7 @@ TEST_CASE("Each UDP socket is bound to its own address only", "[udp]") {
   CHECK(ntohl(bound.sin_addr.s_addr) == a.ip.ipv4());  // never INADDR_ANY
   CHECK(ntohs(bound.sin_port) == port);
   // The same port on another loopback address is still free.
-  const int other = bind_plain(Endpoint{IpAddress::v4(ipv4(127, 0, 0, 6)), port});
+  const int other = bind_plain(Endpoint{v4(127, 0, 0, 6), port});
   CHECK(other >= 0);
   if (other >= 0) ::close(other);
   // DF on every datagram, as the ICRC's pseudo header assumes.
@@ -148,7 +148,7 @@ TEST_CASE("Each UDP socket is bound to its own address only", "[udp]") {
 TEST_CASE("UDP auto-addressing picks distinct addresses and skips taken ones", "[udp]") {
   const uint16_t port = free_udp_port();
   // Someone else (another process, say) holds 127.0.0.2 on this port.
-  const int squatter = bind_plain(Endpoint{IpAddress::v4(ipv4(127, 0, 0, 2)), port});
+  const int squatter = bind_plain(Endpoint{v4(127, 0, 0, 2), port});
   REQUIRE(squatter >= 0);
   auto wire = udp_wire();
   RecordingSink s1, s2;
@@ -156,8 +156,8 @@ TEST_CASE("UDP auto-addressing picks distinct addresses and skips taken ones", "
   REQUIRE(first.is_ok());
   auto second = wire->attach(Endpoint{IpAddress{}, port}, &s2);
   REQUIRE(second.is_ok());
-  CHECK(first->ip == IpAddress::v4(ipv4(127, 0, 0, 3)));
-  CHECK(second->ip == IpAddress::v4(ipv4(127, 0, 0, 4)));
+  CHECK(first->ip == v4(127, 0, 0, 3));
+  CHECK(second->ip == v4(127, 0, 0, 4));
   CHECK(first->port == port);
 
   // A second wire (as in another process) gets yet another address.
@@ -165,13 +165,13 @@ TEST_CASE("UDP auto-addressing picks distinct addresses and skips taken ones", "
   RecordingSink s3;
   auto third = other_wire->attach(Endpoint{IpAddress{}, port}, &s3);
   REQUIRE(third.is_ok());
-  CHECK(third->ip == IpAddress::v4(ipv4(127, 0, 0, 5)));
+  CHECK(third->ip == v4(127, 0, 0, 5));
   ::close(squatter);
 }
 
 TEST_CASE("An explicit UDP address already in use gives address_in_use naming it", "[udp]") {
   const uint16_t port = free_udp_port();
-  const Endpoint taken{IpAddress::v4(ipv4(127, 0, 0, 7)), port};
+  const Endpoint taken{v4(127, 0, 0, 7), port};
   const int squatter = bind_plain(taken);
   REQUIRE(squatter >= 0);
   auto wire = udp_wire();
@@ -189,7 +189,7 @@ TEST_CASE("An explicit UDP address already in use gives address_in_use naming it
   CHECK(twice.status().code() == Errc::address_in_use);
 
   // An address this host does not have is a different error.
-  auto foreign = wire->attach(Endpoint{IpAddress::v4(ipv4(192, 0, 2, 1)), port}, &s);
+  auto foreign = wire->attach(Endpoint{v4(192, 0, 2, 1), port}, &s);
   REQUIRE_FALSE(foreign.is_ok());
   CHECK(foreign.status().code() == Errc::not_found);
   CHECK_THAT(foreign.status().message(), Catch::Contains("192.0.2.1"));
@@ -199,9 +199,9 @@ TEST_CASE("Hostile datagrams are dropped and counted, never delivered", "[udp]")
   const uint16_t port = free_udp_port();
   auto wire = udp_wire();
   RecordingSink s;
-  const Endpoint local{IpAddress::v4(ipv4(127, 0, 0, 3)), port};
+  const Endpoint local{v4(127, 0, 0, 3), port};
   REQUIRE(wire->attach(local, &s).is_ok());
-  const Endpoint attacker{IpAddress::v4(ipv4(127, 0, 0, 8)), port};
+  const Endpoint attacker{v4(127, 0, 0, 8), port};
   const int raw = bind_plain(attacker);
   REQUIRE(raw >= 0);
   const sockaddr_in to = sockaddr_of(local);
@@ -245,13 +245,13 @@ TEST_CASE("Hostile datagrams are dropped and counted, never delivered", "[udp]")
 TEST_CASE("UDP transmit from an endpoint this wire does not own is dropped and counted", "[udp]") {
   auto wire = udp_wire();
   const auto d = tagged_datagram(1, 1);
-  wire->transmit(Endpoint{IpAddress::v4(ipv4(127, 0, 0, 9)), 4791}, Endpoint{IpAddress::v4(ipv4(127, 0, 0, 10)), 4791}, d.data(),
+  wire->transmit(Endpoint{v4(127, 0, 0, 9), 4791}, Endpoint{v4(127, 0, 0, 10), 4791}, d.data(),
                  d.size());
   const WireCounters c = wire->counters();
   CHECK(c.frames_tx == 1);
   CHECK(c.dropped_send_error == 1);
-  CHECK(wire->poll(Endpoint{IpAddress::v4(ipv4(127, 0, 0, 9)), 4791}, 8) == 0);
-  CHECK(wire->wait_fd(Endpoint{IpAddress::v4(ipv4(127, 0, 0, 9)), 4791}) == -1);
+  CHECK(wire->poll(Endpoint{v4(127, 0, 0, 9), 4791}, 8) == 0);
+  CHECK(wire->wait_fd(Endpoint{v4(127, 0, 0, 9), 4791}) == -1);
 }
 
 TEST_CASE("UDP faults: corruption dies at the ICRC, delayed frames leave with the sender's poll",
@@ -263,7 +263,7 @@ TEST_CASE("UDP faults: corruption dies at the ICRC, delayed frames leave with th
   config.faults.corrupt = 1.0;
   auto corrupting = udp_wire(config);
   RecordingSink s1, s2;
-  const Endpoint a{IpAddress::v4(ipv4(127, 0, 0, 2)), port}, b{IpAddress::v4(ipv4(127, 0, 0, 3)), port};
+  const Endpoint a{v4(127, 0, 0, 2), port}, b{v4(127, 0, 0, 3), port};
   REQUIRE(corrupting->attach(a, &s1).is_ok());
   REQUIRE(corrupting->attach(b, &s2).is_ok());
   for (uint32_t i = 0; i < 20; ++i) {
@@ -314,7 +314,7 @@ TEST_CASE("UDP faults of a fault specification: a reordered frame is held, then 
   config.schedule = schedule.value().get();
   auto wire = udp_wire(config);
   RecordingSink s1, s2;
-  const Endpoint a{IpAddress::v4(ipv4(127, 0, 0, 2)), port}, b{IpAddress::v4(ipv4(127, 0, 0, 3)), port};
+  const Endpoint a{v4(127, 0, 0, 2), port}, b{v4(127, 0, 0, 3), port};
   REQUIRE(wire->attach(a, &s1).is_ok());
   REQUIRE(wire->attach(b, &s2).is_ok());
   const auto d = tagged_datagram(1, 1);
@@ -348,7 +348,7 @@ TEST_CASE("On the loopback link the kernel's IPv4 header is the one the ICRC ass
   const uint16_t port = free_udp_port();
   auto wire = udp_wire();
   RecordingSink sa, sb;
-  const Endpoint a{IpAddress::v4(ipv4(127, 0, 0, 2)), port}, b{IpAddress::v4(ipv4(127, 0, 0, 3)), port};
+  const Endpoint a{v4(127, 0, 0, 2), port}, b{v4(127, 0, 0, 3), port};
   REQUIRE(wire->attach(a, &sa).is_ok());
   REQUIRE(wire->attach(b, &sb).is_ok());
   const auto d = datagram(0x0A, 0x33, 5, reth(0x1000, 0x99, 40), std::vector<uint8_t>(40, 3));
@@ -399,8 +399,8 @@ TEST_CASE("A UDP frame to an address whose socket is closed reports that peer go
   auto wire = udp_wire();
   GoneSink sa;
   RecordingSink sc;
-  const Endpoint a{IpAddress::v4(ipv4(127, 0, 0, 2)), port}, c{IpAddress::v4(ipv4(127, 0, 0, 4)), port};
-  const Endpoint dead{IpAddress::v4(ipv4(127, 0, 0, 3)), port};
+  const Endpoint a{v4(127, 0, 0, 2), port}, c{v4(127, 0, 0, 4), port};
+  const Endpoint dead{v4(127, 0, 0, 3), port};
   REQUIRE(wire->attach(a, &sa).is_ok());
   REQUIRE(wire->attach(c, &sc).is_ok());
   // A port that was bound and closed, as a process that ended leaves it.

@@ -288,8 +288,8 @@ bool FaultSchedule::on_device(uint32_t rule_device, uint32_t rule_addr,
                               uint32_t device) const noexcept {
   if (rule_device != kAnyDevice && rule_device != device) return false;
   if (rule_addr == 0) return true;
-  return device <= kMaxDevice && device_addr_[device].load(std::memory_order_relaxed) ==
-                                     hash_of(IpAddress::v4(rule_addr));
+  return device <= kMaxDevice &&
+         device_addr_[device].load(std::memory_order_relaxed) == hash_of(IpAddress::v4(rule_addr));
 }
 
 void FaultSchedule::plan_frame(uint64_t frame_index, uint32_t device, const Endpoint& src,

@@ -55,8 +55,7 @@ class Context {
   void transmit(QpObj& qp, const uint8_t* frame, size_t len);
   // The same towards `dst` (a UD WQE's own address vector), its IP header carrying `ip`
   // (the vector's traffic class and hop limit).
-  void transmit_to(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t len,
-                   IpClass ip);
+  void transmit_to(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t len, IpClass ip);
   // Writes a CQE into `cq` (null: the QP has none): overrun, CQ errors and completion
   // events are the device's (cq.h, cq_events.cc).
   void write_cqe(CqObj* cq, const wqe::CqeInit& init);

@@ -194,7 +194,8 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
     const std::string reason = "remote GID " + attr.remote_gid.to_string() + " is " +
                                (attr.remote_gid.ip().is_v4() ? "IPv4" : "IPv6") +
                                "-addressed, the device's address " +
-                               ctx_.local_address().to_string() + " is not (RoCE v2 frames carry "
+                               ctx_.local_address().to_string() +
+                               " is not (RoCE v2 frames carry "
                                "one IP version end to end)";
     return fail(Errc::invalid_argument, reason.c_str());
   }

@@ -52,16 +52,16 @@ Status Hca::attach_mcast(QpObj* qp, const hw::Gid& mgid) {
   auto it = mcast_groups_.find(group);
   if (it == mcast_groups_.end() && mcast_groups_.size() >= caps.max_mcast_grp)
     return Status::error(Errc::no_resources,
-                         "qp %#x: attach_multicast %s: the device holds %u groups already",
-                         qp->qpn, IpAddress::v4(group).to_string().c_str(), caps.max_mcast_grp);
+                         "qp %#x: attach_multicast %s: the device holds %u groups already", qp->qpn,
+                         IpAddress::v4(group).to_string().c_str(), caps.max_mcast_grp);
   if (it != mcast_groups_.end() && it->second.size() >= caps.max_mcast_qp_attach)
     return Status::error(Errc::no_resources,
-                         "qp %#x: attach_multicast %s: %u QPs are attached to it already",
-                         qp->qpn, IpAddress::v4(group).to_string().c_str(), caps.max_mcast_qp_attach);
+                         "qp %#x: attach_multicast %s: %u QPs are attached to it already", qp->qpn,
+                         IpAddress::v4(group).to_string().c_str(), caps.max_mcast_qp_attach);
   if (mcast_attachments_ >= caps.max_total_mcast_qp_attach)
-    return Status::error(Errc::no_resources,
-                         "qp %#x: attach_multicast %s: the device has %u attachments already",
-                         qp->qpn, IpAddress::v4(group).to_string().c_str(), caps.max_total_mcast_qp_attach);
+    return Status::error(
+        Errc::no_resources, "qp %#x: attach_multicast %s: the device has %u attachments already",
+        qp->qpn, IpAddress::v4(group).to_string().c_str(), caps.max_total_mcast_qp_attach);
   if (it == mcast_groups_.end()) {
     // The device's first QP in the group: the device joins it on the wire.
     if (attached_) {
@@ -122,8 +122,7 @@ bool Hca::deliver_multicast_locked(const IpAddress& src, const IpAddress& group,
   if (it == mcast_groups_.end()) return false;
   bool taken = false;
   for (QpObj* qp : it->second) {
-    if (qp->block_self_mcast_loopback && src == endpoint_.ip && p.deth.src_qp == qp->qpn)
-      continue;
+    if (qp->block_self_mcast_loopback && src == endpoint_.ip && p.deth.src_qp == qp->qpn) continue;
     taken |= deliver_datagram_locked(qp, src, group, p, len);
   }
   return taken;

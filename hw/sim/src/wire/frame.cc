@@ -123,8 +123,8 @@ uint16_t udp_checksum(const IpAddress& src, const IpAddress& dst, const uint8_t*
 }
 
 size_t write_roce_encap(uint8_t* out, const Endpoint& src, const Endpoint& dst,
-                        size_t udp_payload_len, UdpChecksum checksum,
-                        const uint8_t* udp_payload, IpClass cls) noexcept {
+                        size_t udp_payload_len, UdpChecksum checksum, const uint8_t* udp_payload,
+                        IpClass cls) noexcept {
   const bool v4 = src.ip.is_v4();
   const MacAddress dst_mac = mac_for_ip(dst.ip), src_mac = mac_for_ip(src.ip);
   std::memcpy(out, dst_mac.data(), 6);
@@ -256,8 +256,7 @@ FrameError parse_roce_frame(const uint8_t* frame, size_t len, ParsedRoceFrame* o
   const uint8_t* udp = ip + (v4 ? kIpv4HeaderLen : kIpv6HeaderLen);
   const uint16_t carried_checksum = load_be16(udp + 6);
   // IPv6 has no "no checksum" (RFC 8200 8.1); IPv4's zero means none was computed.
-  if ((carried_checksum != 0 || !v4) &&
-      udp_checksum(out->src.ip, out->dst.ip, udp, udp_len) != 0)
+  if ((carried_checksum != 0 || !v4) && udp_checksum(out->src.ip, out->dst.ip, udp, udp_len) != 0)
     return FrameError::bad_udp_checksum;
   const size_t payload_len = udp_len - kUdpHeaderLen;
   if (payload_len < kMinWireDatagramLen) return FrameError::runt;

@@ -43,7 +43,9 @@ using MacAddress = std::array<uint8_t, 6>;
 // bits (RFC 1112 6.4). 06:00 and the last four bytes for an IPv6 address, and for an IPv6
 // group 33:33 and its last four bytes (RFC 2464 7).
 MacAddress mac_for_ip(const IpAddress& ip) noexcept;
-inline MacAddress mac_for_ipv4(uint32_t ipv4) noexcept { return mac_for_ip(IpAddress::v4(ipv4)); }
+inline MacAddress mac_for_ipv4(uint32_t ipv4) noexcept {
+  return mac_for_ip(IpAddress::v4(ipv4));
+}
 
 enum class UdpChecksum : uint8_t { zero, compute };
 
@@ -53,8 +55,8 @@ enum class UdpChecksum : uint8_t { zero, compute };
 // UdpChecksum::zero over IPv4 it is not read. `udp_payload_len` must be at most
 // kMaxWireDatagramLen, and src and dst of one family.
 size_t write_roce_encap(uint8_t* out, const Endpoint& src, const Endpoint& dst,
-                      size_t udp_payload_len, UdpChecksum checksum = UdpChecksum::zero,
-                      const uint8_t* udp_payload = nullptr, IpClass ip = {}) noexcept;
+                        size_t udp_payload_len, UdpChecksum checksum = UdpChecksum::zero,
+                        const uint8_t* udp_payload = nullptr, IpClass ip = {}) noexcept;
 
 // Builds a whole frame: headers, `datagram` (BTH..pad, `len` bytes) and its ICRC. Returns
 // the frame length, or 0 when len is outside [kBthLen, kMaxDatagramLen] or the frame does not
@@ -77,7 +79,7 @@ enum class FrameError : uint8_t {
   not_ip,      // ethertype neither 0x0800 nor 0x86DD, or an IP version that disagrees with it
   ip_options,  // IHL other than 5: RoCEv2 frames carry no IPv4 options
   bad_ip_checksum,
-  fragmented,  // MF set or a fragment offset: the ICRC cannot be checked per fragment
+  fragmented,        // MF set or a fragment offset: the ICRC cannot be checked per fragment
   not_udp,           // another protocol, or IPv6 extension headers before the UDP header
   bad_ip_length,     // total length below the headers it must contain
   bad_udp_length,    // UDP length disagrees with the IP header's length

@@ -523,8 +523,8 @@ void UdpWire::read_errors(UdpPort& p) {
       sock_extended_err ee;
       std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
       // The original datagram's destination is msg_name (the ICMP message's quoted header).
-      const bool unreachable = v4 ? ee.ee_origin == SO_EE_ORIGIN_ICMP
-                                  : ee.ee_origin == SO_EE_ORIGIN_ICMP6;
+      const bool unreachable =
+          v4 ? ee.ee_origin == SO_EE_ORIGIN_ICMP : ee.ee_origin == SO_EE_ORIGIN_ICMP6;
       Endpoint peer;
       if (!unreachable || !is_icmp_error(static_cast<int>(ee.ee_errno)) ||
           !from_sockaddr(dst, h.msg_namelen, &peer))

@@ -116,10 +116,10 @@ class Wire {
   // sink. Frames still queued or held for or from `local` are dropped and counted.
   virtual void detach(Endpoint local) = 0;
 
-  // Multicast groups (IPv4 class D addresses; IPv6 groups are refused for now). From join_group on, datagrams sent to `group`
-  // also reach `local`'s sink, with on_datagram's `dst` the group: every endpoint joined gets
-  // its own copy, the sender's own included, as a switch and the IP stack's multicast
-  // loopback deliver them. An endpoint joins a group once (its device counts its QPs); a
+  // Multicast groups (IPv4 class D addresses; IPv6 groups are refused for now). From join_group on,
+  // datagrams sent to `group` also reach `local`'s sink, with on_datagram's `dst` the group: every
+  // endpoint joined gets its own copy, the sender's own included, as a switch and the IP stack's
+  // multicast loopback deliver them. An endpoint joins a group once (its device counts its QPs); a
   // second join, or a leave of a group not joined, is an error. Leaving drops what was queued
   // for the endpoint from the group no earlier than leave returns; detach leaves every group.
   // A datagram sent to a group nobody joined goes nowhere, and is not a drop. Wires that carry

@@ -51,16 +51,15 @@ Status Wire::leave_group(const Endpoint& local, const IpAddress& group) {
                        group.to_string().c_str());
 }
 
-Status WireBase::check_group(const char* wire_name, const Endpoint& local,
-                             const IpAddress& group) {
+Status WireBase::check_group(const char* wire_name, const Endpoint& local, const IpAddress& group) {
   if (group.is_v6())
     return Status::error(Errc::unsupported,
                          "%s wire: %s joining %s: IPv6 multicast groups are not carried yet",
                          wire_name, endpoint_string(local).c_str(), group.to_string().c_str());
   if (group.is_multicast()) return Status::ok();
   return Status::error(Errc::invalid_argument,
-                       "%s wire: %s joining %s: not a multicast address (224.0.0.0/4)",
-                       wire_name, endpoint_string(local).c_str(), group.to_string().c_str());
+                       "%s wire: %s joining %s: not a multicast address (224.0.0.0/4)", wire_name,
+                       endpoint_string(local).c_str(), group.to_string().c_str());
 }
 
 void EndpointRxCounters::add_to(WireCounters* c) const noexcept {
@@ -123,8 +122,8 @@ WireBase::WireBase(const WireConfig& config, std::unique_ptr<PcapWriter> pcap)
 
 bool WireBase::begin_transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* data,
                               size_t len, IpClass ip, TxFrame* tx) noexcept {
-  if (data == nullptr || len < kBthLen || len > kMaxDatagramLen ||
-      src.ip.is_v4() != dst.ip.is_v4()) [[unlikely]] {
+  if (data == nullptr || len < kBthLen || len > kMaxDatagramLen || src.ip.is_v4() != dst.ip.is_v4())
+      [[unlikely]] {
     bump(tx_.dropped_malformed);
     return false;
   }
@@ -175,8 +174,8 @@ void WireBase::capture(const TxFrame& tx, uint64_t timestamp_ns) noexcept {
     pcap_->write(timestamp_ns, parts, 2);
     return;
   }
-  const size_t n = write_roce_encap(encap, tx.src, tx.dst, tx.wire_len(), UdpChecksum::zero,
-                                    nullptr, tx.ip);
+  const size_t n =
+      write_roce_encap(encap, tx.src, tx.dst, tx.wire_len(), UdpChecksum::zero, nullptr, tx.ip);
   iovec parts[1 + 4];
   parts[0] = {encap, n};
   const int count = 1 + tx.gather(parts + 1);
@@ -186,8 +185,8 @@ void WireBase::capture(const TxFrame& tx, uint64_t timestamp_ns) noexcept {
 void WireBase::capture(const WireFrame& frame, uint64_t timestamp_ns) noexcept {
   if (!pcap_) return;
   uint8_t encap[kMaxRoceEncapLen];
-  const size_t n = write_roce_encap(encap, frame.src(), frame.dst(), frame.len,
-                                    UdpChecksum::zero, frame.bytes, frame.ip());
+  const size_t n = write_roce_encap(encap, frame.src(), frame.dst(), frame.len, UdpChecksum::zero,
+                                    frame.bytes, frame.ip());
   iovec parts[2] = {{encap, n}, {const_cast<uint8_t*>(frame.bytes), frame.len}};
   pcap_->write(timestamp_ns, parts, 2);
 }

@@ -26,7 +26,9 @@ namespace rnicdv::sim {
 const Clock& monotonic_clock() noexcept;
 
 // "127.0.0.2:4791", "[fd00::1]:4791", for messages.
-inline std::string endpoint_string(const Endpoint& ep) { return ep.to_string(); }
+inline std::string endpoint_string(const Endpoint& ep) {
+  return ep.to_string();
+}
 
 // A counter with one writer (an endpoint's poller) that other threads may read.
 class OwnedCounter {
