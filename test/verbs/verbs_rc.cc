@@ -458,7 +458,10 @@ TEST_CASE("a source GID that is RoCE v1, empty or beyond the table is refused wi
   ah.port_num = 1;
   ah.grh.dgid = e.gid();  // IPv4-mapped, so only the source index is at fault
   ah.grh.hop_limit = 64;
-  for (auto [index, err] : {std::pair{0, EOPNOTSUPP}, std::pair{2, EOPNOTSUPP},
+  // Index 1 is the port's default link-local GID, which a device with an IPv4 address does not
+  // hold on the fabric (run_pingpong_ipv6.sh sends from it on a device that does).
+  for (auto [index, err] : {std::pair{0, EOPNOTSUPP}, std::pair{1, EOPNOTSUPP},
+                            std::pair{2, EOPNOTSUPP},
                             std::pair{4, ENODATA}, std::pair{7, ENODATA}, std::pair{8, EINVAL},
                             std::pair{255, EINVAL}}) {
     INFO("source GID index " << index);

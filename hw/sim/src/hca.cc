@@ -168,16 +168,17 @@ Status Hca::start() {
   init_link_events();
   info_.gid = hw::Gid::from_ip(endpoint_.ip);
   // Unique per device and host, whichever process made it and in whatever order: Mellanox's
-  // OUI, then the address's low 24 bits and the UDP port, which no other live device on the
-  // host's UDP wire shares (the wire refuses a taken endpoint; an in-process wire is a fabric
-  // of its own, whose addresses are unique within it). The link-local GIDs derive from it.
-  const uint8_t* low = endpoint_.ip.bytes.data() + 13;
-  info_.node_guid = (0x0002c9ull << 40) | (uint64_t{low[0]} << 32) | (uint64_t{low[1]} << 24) |
-                    (uint64_t{low[2]} << 16) | endpoint_.port;
-  // Where a ConnectX's GID table holds this address as RoCE v2 (::ffff:a.b.c.d, or the IPv6
-  // address, after the two link-local entries and its RoCE v1 twin), as the uverbs shim
-  // presents it too.
-  info_.gid_index = 3;
+  // OUI, then 24 bits of the address (an IPv4 one's low 24 bits; a mix of an IPv6 one's) and
+  // the UDP port, which no other live device on the host's UDP wire shares (the wire refuses a
+  // taken endpoint; an in-process wire is a fabric of its own, whose addresses are unique
+  // within it). The default link-local GID derives from it.
+  const uint64_t address_bits =
+      endpoint_.ip.is_v4() ? endpoint_.ip.ipv4() & 0xffffff : hw::hash_of(endpoint_.ip) >> 40;
+  info_.node_guid = (0x0002c9ull << 40) | (address_bits << 16) | endpoint_.port;
+  // Where a ConnectX's GID table holds this address as RoCE v2, as the uverbs shim presents it
+  // too: after the default link-local GID's two entries and its own RoCE v1 twin (::ffff:a.b.c.d
+  // or the IPv6 address at 3); a link-local address is the default GID itself (at 1).
+  info_.gid_index = endpoint_.ip.is_link_local() ? 1 : 3;
   info_.transport =
       std::string("sim ") + wire_kind_name(shared_.wire->kind()) + " " + endpoint_.to_string();
   if (std::string detail = shared_.wire->endpoint_detail(endpoint_); !detail.empty())

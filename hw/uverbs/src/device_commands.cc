@@ -247,7 +247,7 @@ int dealloc_pd(Cmd& c) {
 
 // ---- Address handles ----
 // For RoCE the kernel resolves the destination MAC from the destination GID; on the simulated
-// fabric that is the MAC the wire gives the IPv4 address (wire/frame.h mac_for_ipv4).
+// fabric that is the MAC the wire gives the address (wire/frame.h mac_for_ip).
 int create_ah(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_create_ah>();
   auto pd = c.ctx.pds.find(req.pd_handle);
@@ -258,18 +258,17 @@ int create_ah(Cmd& c) {
     return c.error(EINVAL, "AH on PD %u: port %u does not exist (one port)", pdh, a.port_num);
   if (!a.is_global)
     return c.error(EINVAL, "AH on PD %u: no GRH: RoCE address handles need one (is_global)", pdh);
-  if (const GidRefusal* no = source_gid_refusal(a.grh.sgid_index))
+  const hw::IpAddress& own = c.ctx.dev->dev->address();
+  if (const GidRefusal* no = source_gid_refusal(a.grh.sgid_index, own))
     return c.error(no->err, "AH on PD %u: source GID index %u %s", pdh, a.grh.sgid_index,
                    no->reason);
-  static constexpr uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(a.grh.dgid, kV4Prefix, sizeof kV4Prefix) != 0)
+  const hw::IpAddress dest = hw::IpAddress::from_bytes(a.grh.dgid);
+  if (dest.is_v4() != own.is_v4())
     return c.error(EINVAL,
-                   "AH on PD %u: destination GID is not IPv4-mapped (the simulated fabric carries "
-                   "RoCE v2 over IPv4 only)",
-                   pdh);
-  uint32_t ipv4 = 0;
-  std::memcpy(&ipv4, a.grh.dgid + 12, 4);
-  const sim::MacAddress mac = sim::mac_for_ipv4(be32toh(ipv4));
+                   "AH on PD %u: destination GID %s and the device's address %s are of different "
+                   "IP versions (RoCE v2 carries one end to end)",
+                   pdh, hw::Gid::from_ip(dest).to_string().c_str(), own.to_string().c_str());
+  const sim::MacAddress mac = sim::mac_for_ip(dest);
   const uint32_t h = new_handle(c.ctx);
   c.ctx.ahs[h].pd = req.pd_handle;
   ++pd->second.users;

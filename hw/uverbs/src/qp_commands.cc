@@ -307,13 +307,18 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
   if (m & IBV_QP_AV) {
     if (!req.dest.is_global)
       return c.error(EINVAL, "QP %#x: RoCE needs a GRH (is_global) in the address vector", obj.qpn);
-    if (const GidRefusal* no = source_gid_refusal(req.dest.sgid_index))
+    const hw::IpAddress& own = c.ctx.dev->dev->address();
+    if (const GidRefusal* no = source_gid_refusal(req.dest.sgid_index, own))
       return c.error(no->err, "QP %#x: source GID index %u %s", obj.qpn, req.dest.sgid_index,
                      no->reason);
     std::memcpy(attr->remote_gid.raw, req.dest.dgid, 16);
-    if (!attr->remote_gid.is_ipv4_mapped())
-      return c.error(EOPNOTSUPP, "QP %#x: destination GID %s is not an IPv4-mapped address",
-                     obj.qpn, attr->remote_gid.to_string().c_str());
+    if (attr->remote_gid.ip().is_v4() != own.is_v4())
+      return c.error(EOPNOTSUPP,
+                     "QP %#x: destination GID %s is %s, and the device's address %s is not (RoCE "
+                     "v2 carries one IP version end to end)",
+                     obj.qpn, attr->remote_gid.to_string().c_str(),
+                     attr->remote_gid.ip().is_v4() ? "IPv4-mapped" : "IPv6",
+                     own.to_string().c_str());
     attr->traffic_class = req.dest.traffic_class;
     attr->hop_limit = req.dest.hop_limit;
     // 20 bits, as mlx5 stores it (UCX passes ~0 for "any"). On the fabric's IPv4 path it is
@@ -403,7 +408,7 @@ int query_qp(Cmd& c) {
     r.dest.traffic_class = a.traffic_class;
     r.dest.flow_label = a.flow_label;
     r.dest.sl = a.sl;
-    r.dest.sgid_index = 3;  // ::ffff:<address>, RoCE v2
+    r.dest.sgid_index = static_cast<uint8_t>(own_gid_index(c.ctx.dev->dev->address()));
     r.dest.port_num = a.port_num;
   }
   r.qkey = a.qkey;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "rnicdv/hw/device.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::uverbs {
@@ -60,29 +61,58 @@ inline constexpr uint32_t kUverbsMajor = 231;       // the kernel's infiniband_v
 inline constexpr uint32_t kUverbsMinorBase = 192;   // uverbs0
 inline constexpr uint32_t kMaxDevices = 8;
 inline constexpr uint32_t kGidTableLen = 8;
-// The GID table (sysfs.cc): for each of the device's two addresses, link-local fe80:: and
-// IPv4-mapped, a RoCE v1 entry then a RoCE v2 one; the rest empty.
-inline constexpr uint32_t kGidEntriesInUse = 4;
 
-// Why a QP's or an AH's address vector may not send from GID index `index`, with the errno the
-// kernel gives (rdma_get_gid_attr: EINVAL beyond the table, ENODATA for an empty entry); null
-// when it may. A RoCE v1 entry is refused with EOPNOTSUPP: a ConnectX would send RoCE v1
-// frames (Ethertype 0x8915, a GRH, no IP header) from it, which the simulated fabric does not
-// carry, and sending RoCE v2 instead would be a silent change of protocol.
+// The GID table (sysfs.cc), as the kernel builds one for a netdev with one address
+// (roce_gid_mgmt.c), a RoCE v1 entry then a RoCE v2 one for each GID. At 0 and 1 the port's
+// default GID, link-local: the device's own address when that is link-local (fe80::/10), else
+// fe80:: with the node GUID as interface identifier, an address the device does not hold on
+// the fabric. Then, unless the device's address is link-local, that address's GID at 2 and 3
+// (::ffff:a.b.c.d, or the IPv6 address). The rest is empty.
+inline uint32_t gid_entries_in_use(const hw::IpAddress& device_address) {
+  return device_address.is_link_local() ? 2 : 4;
+}
+// The RoCE v2 entry of the device's own address: where its frames come from.
+inline uint32_t own_gid_index(const hw::IpAddress& device_address) {
+  return device_address.is_link_local() ? 1 : 3;
+}
+inline hw::Gid gid_entry(uint32_t index, const hw::IpAddress& device_address,
+                         uint64_t node_guid) {
+  hw::Gid g;
+  if (index >= gid_entries_in_use(device_address)) return g;
+  if (index >= 2 || device_address.is_link_local()) return hw::Gid::from_ip(device_address);
+  g.raw[0] = 0xfe;  // link-local, interface identifier from the node GUID
+  g.raw[1] = 0x80;
+  for (int b = 0; b < 8; ++b) g.raw[8 + b] = static_cast<uint8_t>(node_guid >> (56 - 8 * b));
+  return g;
+}
+
+// Why a QP's or an AH's address vector may not send from GID index `index` of a device whose
+// address is `device_address`, with the errno the kernel gives (rdma_get_gid_attr: EINVAL
+// beyond the table, ENODATA for an empty entry); null when it may. A RoCE v1 entry is refused
+// with EOPNOTSUPP: a ConnectX would send RoCE v1 frames (Ethertype 0x8915, a GRH, no IP
+// header) from it, which the simulated fabric does not carry, and sending RoCE v2 instead
+// would be a silent change of protocol. So is the default link-local GID of a device whose
+// address is not link-local: nothing on the fabric answers there.
 struct GidRefusal {
   int err;
   const char* reason;
 };
-inline const GidRefusal* source_gid_refusal(uint32_t index) {
+inline const GidRefusal* source_gid_refusal(uint32_t index, const hw::IpAddress& device_address) {
   static constexpr GidRefusal kBeyond{EINVAL, "is outside the GID table (8 entries)"};
   static constexpr GidRefusal kEmpty{ENODATA, "is an empty entry of the GID table"};
   static constexpr GidRefusal kRoceV1{
       EOPNOTSUPP,
       "is a RoCE v1 entry; the simulated fabric carries RoCE v2 only (the next index is the "
       "same address's RoCE v2 entry)"};
+  static constexpr GidRefusal kNotHeld{
+      EOPNOTSUPP,
+      "is the port's default link-local GID, which this device does not hold on the simulated "
+      "fabric: its address is not link-local (give it one, RNICDV_SIM_ADDR=fe80::..., to send "
+      "from index 1; its own address is at index 3)"};
   if (index >= kGidTableLen) return &kBeyond;
-  if (index >= kGidEntriesInUse) return &kEmpty;
+  if (index >= gid_entries_in_use(device_address)) return &kEmpty;
   if (index % 2 == 0) return &kRoceV1;
+  if (index == 1 && !device_address.is_link_local()) return &kNotHeld;
   return nullptr;
 }
 inline constexpr uint16_t kPkeyTableLen = 1;

@@ -141,8 +141,8 @@ Status write_device(const std::string& root, uint32_t i) {
   };
   for (const auto& [path, content] : files) RNICDV_TRY(put(path, content));
   // Even entries are RoCE v1, odd ones RoCE v2 (the kernel's order for each address). The
-  // first four are the device's (link-local and IPv4-mapped), on the loopback interface that
-  // carries 127.0.0.x; the rest are empty.
+  // first four are the device's (shim.h gid_entry: its default link-local GID and its
+  // address's), on the loopback interface that carries 127.0.0.x; the rest are empty.
   for (uint32_t g = 0; g < kGidTableLen; ++g) {
     const std::string type = g % 2 ? "RoCE v2" : "IB/RoCE v1";
     RNICDV_TRY(put(port + "/gid_attrs/types/" + std::to_string(g), type));
@@ -356,15 +356,9 @@ int open_dynamic_sysfs_file(const char* path, int flags) {
              static_cast<unsigned>(g) & 0xffff);
     return memfd_with(text);
   }
-  uint8_t raw[16] = {};
-  if (gid_index < 2) {
-    raw[0] = 0xfe;  // link-local, interface id from the node GUID
-    raw[1] = 0x80;
-    for (int b = 0; b < 8; ++b) raw[8 + b] = static_cast<uint8_t>(info.node_guid >> (56 - 8 * b));
-  } else if (gid_index < 4) {
-    std::memcpy(raw, info.gid.raw, 16);  // ::ffff:a.b.c.d, the address the device sends from
-  }
-  return memfd_with(gid_text(raw));
+  const hw::Gid entry =
+      gid_entry(static_cast<uint32_t>(gid_index), dev.value()->dev->address(), info.node_guid);
+  return memfd_with(gid_text(entry.raw));
 }
 
 }  // namespace rnicdv::uverbs
