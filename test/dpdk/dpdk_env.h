@@ -56,11 +56,14 @@ inline std::shared_ptr<sim::Fabric> make_dpdk_fabric(const std::string& pcap_pat
   return take(sim::Fabric::create(config));
 }
 
-inline Pair make_dpdk_pair(const std::string& pcap_path = "", const sim::FaultConfig& faults = {}) {
+// `address_a` and `address_b` (unspecified: the link's own 10.77.0.x) are the devices'.
+inline Pair make_dpdk_pair(const std::string& pcap_path = "", const sim::FaultConfig& faults = {},
+                           const hw::IpAddress& address_a = {},
+                           const hw::IpAddress& address_b = {}) {
   Pair p;
   p.fabric = make_dpdk_fabric(pcap_path, faults);
-  p.a = make_node(p.fabric, mlx5_profile(), default_qp_config());
-  p.b = make_node(p.fabric, mlx5_profile(), default_qp_config());
+  p.a = make_node(p.fabric, mlx5_profile(), default_qp_config(), 1 << 16, 256, address_a);
+  p.b = make_node(p.fabric, mlx5_profile(), default_qp_config(), 1 << 16, 256, address_b);
   to_rtr(p);  // MTU 1024
   to_rts(p.b, kPsnB);
   to_rts(p.a, kPsnA);

@@ -25,20 +25,24 @@ hw::IpAddress ip(const char* text) {
   return take(hw::IpAddress::parse(text));
 }
 
-// The ethertypes of the frames in a classic pcap file (24-byte header, 16 per record).
-std::vector<uint16_t> pcap_ethertypes(const std::string& path) {
+// The frames of a classic pcap file (24-byte header, 16 per record).
+std::vector<std::vector<uint8_t>> pcap_frames(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   const std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), {});
-  std::vector<uint16_t> out;
+  std::vector<std::vector<uint8_t>> out;
   for (size_t at = 24; at + 16 <= b.size();) {
     uint32_t caplen = 0;
     std::memcpy(&caplen, &b[at + 8], 4);
     at += 16;
-    if (at + caplen > b.size() || caplen < 14) break;
-    out.push_back(static_cast<uint16_t>(b[at + 12] << 8 | b[at + 13]));
+    if (at + caplen > b.size()) break;
+    out.emplace_back(b.begin() + static_cast<long>(at), b.begin() + static_cast<long>(at + caplen));
     at += caplen;
   }
   return out;
+}
+
+uint16_t ethertype(const std::vector<uint8_t>& f) {
+  return f.size() < 14 ? 0 : static_cast<uint16_t>(f[12] << 8 | f[13]);
 }
 
 struct Ipv6Pair {
@@ -111,9 +115,9 @@ TEST_CASE(
   CHECK(std::memcmp(p.b.bytes(0x8000), p.a.bytes(0x1000), 3000) == 0);
 
   { Pair gone = std::move(p); }  // the fabric goes last, and closes its capture
-  const std::vector<uint16_t> types = pcap_ethertypes(t.pcap);
-  CHECK(types.size() >= 6);  // 2 SENDs, 3 WRITE packets, ACKs
-  for (uint16_t type : types) CHECK(type == 0x86DD);
+  const auto frames = pcap_frames(t.pcap);
+  CHECK(frames.size() >= 6);  // 2 SENDs, 3 WRITE packets, ACKs
+  for (const auto& f : frames) CHECK(ethertype(f) == 0x86DD);
 }
 
 TEST_CASE("a UD datagram between IPv6 devices arrives behind the IPv6 header as its GRH",
@@ -124,6 +128,8 @@ TEST_CASE("a UD datagram between IPv6 devices arrives behind the IPv6 header as 
   ud_move_to(*p.b.qp, hw::QpState::rts, kQkey);
   hw::AhAttr attr;
   attr.remote_gid = p.b.dev->info().gid;
+  attr.traffic_class = 0x28;
+  attr.flow_label = 0x54321;
   AddressHandle to_b = take(p.a.pd->create_ah(attr));
   post_receive(p.b, 5, 0x2000, 512 + kGrh);
   fill(p.a.bytes(0), 300, 0x71);
@@ -145,6 +151,16 @@ TEST_CASE("a UD datagram between IPv6 devices arrives behind the IPv6 header as 
   CHECK(std::memcmp(grh + 8, ip("fd00::1").bytes.data(), 16) == 0);
   CHECK(std::memcmp(grh + 24, ip("fd00::2").bytes.data(), 16) == 0);
   CHECK(std::memcmp(p.b.bytes(0x2000 + kGrh), p.a.bytes(0), 300) == 0);
+
+  // On the wire: the address handle's traffic class and flow label in the IPv6 header.
+  { Pair gone = std::move(p); }
+  const auto frames = pcap_frames(t.pcap);
+  REQUIRE(frames.size() == 1);
+  REQUIRE(frames[0].size() >= 62);
+  CHECK(ethertype(frames[0]) == 0x86DD);
+  const uint8_t* h = frames[0].data() + 14;
+  const uint32_t word0 = uint32_t(h[0]) << 24 | uint32_t(h[1]) << 16 | uint32_t(h[2]) << 8 | h[3];
+  CHECK(word0 == (6u << 28 | 0x28u << 20 | 0x54321u));
 }
 
 TEST_CASE(

@@ -12,7 +12,7 @@ using namespace simtest;
 
 TEST_CASE("default_fabric is threaded, honours the environment, and is shared while alive") {
   ::setenv("RNICDV_SIM_WIRE", "inproc", 1);
-  ::setenv("RNICDV_SIM_ADDR", "127.0.0.77,127.0.0.78", 1);
+  ::setenv("RNICDV_SIM_ADDR", "127.0.0.77,127.0.0.78,fd00::4f", 1);
   ::setenv("RNICDV_SIM_PROFILE", "scanning-forgetful", 1);
   {
     auto fabric = must(sim::default_fabric());
@@ -22,6 +22,10 @@ TEST_CASE("default_fabric is threaded, honours the environment, and is shared wh
     auto d1 = must(fabric->add_device());
     CHECK(d0->ipv4() == 0x7f00004d);
     CHECK(d1->ipv4() == 0x7f00004e);
+    auto d2v6 = must(fabric->add_device());  // the third address of the list: IPv6
+    CHECK(d2v6->address().to_string() == "fd00::4f");
+    CHECK(d2v6->ipv4() == 0);
+    CHECK(d2v6->info().gid.to_string() == "fd00::4f");
     CHECK(d0->info().profile.fetches_beyond_dbr);
     CHECK_FALSE(d0->info().profile.keeps_rtr_doorbell);
     CHECK(d0->info().name == "sim0");
@@ -42,7 +46,10 @@ TEST_CASE("default_fabric is threaded, honours the environment, and is shared wh
   CHECK_FALSE(sim::default_fabric());
   ::unsetenv("RNICDV_SIM_PROFILE");
   ::setenv("RNICDV_SIM_ADDR", "127.0.0.300", 1);
-  CHECK_FALSE(sim::default_fabric());
+  auto bad_address = sim::default_fabric();
+  REQUIRE_FALSE(bad_address);
+  CHECK(bad_address.status().message().find("RNICDV_SIM_ADDR") != std::string::npos);
+  CHECK(bad_address.status().message().find("127.0.0.300") != std::string::npos);
   ::unsetenv("RNICDV_SIM_ADDR");
   ::unsetenv("RNICDV_SIM_WIRE");
   // Default: UDP.

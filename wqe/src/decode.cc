@@ -213,6 +213,7 @@ WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, Decod
     std::memcpy(out->av.rmac, av + offsetof(mlx5_wqe_av, rmac), sizeof out->av.rmac);
     out->av.tclass = av[offsetof(mlx5_wqe_av, tclass)];
     out->av.hop_limit = av[offsetof(mlx5_wqe_av, hop_limit)];
+    out->av.flow_label = load_be32(av + offsetof(mlx5_wqe_av, grh_gid_fl)) & 0xFFFFF;
     // The compact (16-byte) form has no GID, and RoCE routes by GID. (Bit 30 of grh_gid_fl,
     // "GRH present", is reserved on RoCE, where every packet has one: libmlx5 leaves it 0.)
     if (!(dqp & MLX5_EXTENDED_UD_AV)) return WqeDefect::bad_av;

@@ -435,6 +435,11 @@ void Hca::deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8
   }
   ++counters_.packets_rx;
   counters_.bytes_rx += len;
+  // One IP version end to end: a wire never hands over another, and injected bytes may not.
+  if (src.is_v4() != endpoint_.ip.is_v4()) [[unlikely]] {
+    ++counters_.rx_dropped;
+    return;
+  }
   pkt::Packet p;
   if (pkt::parse_packet(data, len, &p) != pkt::ParseError::none) [[unlikely]] {
     ++counters_.rx_dropped;

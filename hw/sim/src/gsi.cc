@@ -18,6 +18,11 @@ uint64_t Gsi::now_ns() const {
 }
 
 Status Gsi::send_mad(uint32_t dst_ipv4, const uint8_t* mad, size_t len) {
+  if (!hca_.address().is_v4())
+    return Status::error(Errc::unsupported,
+                         "%s: gsi: send_mad: the device's address %s is IPv6, and the CM runs over "
+                         "IPv4 only",
+                         hca_.info().name.c_str(), hca_.address().to_string().c_str());
   if (!mad || len == 0 || len > pkt::kMaxPayload)
     return Status::error(Errc::invalid_argument, "%s: gsi: send_mad: %zu bytes (1..%u)",
                          hca_.info().name.c_str(), len, pkt::kMaxPayload);

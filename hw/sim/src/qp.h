@@ -53,6 +53,7 @@ struct SendWqe {
   IpAddress ud_dest;
   uint8_t ud_tclass = 0;      // the AV's traffic class and hop limit: the frame's TOS and TTL
   uint8_t ud_hop_limit = 64;
+  uint32_t ud_flow_label = 0;  // the AV's, carried by an IPv6 header
   std::vector<LocalSeg> segs;        // gather (SEND/WRITE) or scatter (READ/atomic) list
   std::vector<uint8_t> inline_data;  // backing store of inline segments
 

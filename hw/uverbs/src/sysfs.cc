@@ -141,8 +141,10 @@ Status write_device(const std::string& root, uint32_t i) {
   };
   for (const auto& [path, content] : files) RNICDV_TRY(put(path, content));
   // Even entries are RoCE v1, odd ones RoCE v2 (the kernel's order for each address). The
-  // first four are the device's (shim.h gid_entry: its default link-local GID and its
-  // address's), on the loopback interface that carries 127.0.0.x; the rest are empty.
+  // entries themselves (gids/N) are read when opened (shim.h gid_entry: the default link-local
+  // GID and the device's address's, four at most). These static files are written before the
+  // devices have addresses, so the first four name "lo" as their netdev, even where a device
+  // with a link-local address leaves entries 2 and 3 empty.
   for (uint32_t g = 0; g < kGidTableLen; ++g) {
     const std::string type = g % 2 ? "RoCE v2" : "IB/RoCE v1";
     RNICDV_TRY(put(port + "/gid_attrs/types/" + std::to_string(g), type));

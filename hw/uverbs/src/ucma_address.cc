@@ -20,10 +20,12 @@ namespace rnicdv::uverbs::ucma {
 
 // ---- Addresses and routes -------------------------------------------------------------------
 
+// The device whose address is `ipv4` (a device with an IPv6 address owns no IPv4 one).
 SimDevice* device_owning(uint32_t ipv4) {
   for (uint32_t i = 0; i < config().devices; ++i) {
     Result<SimDevice*> d = device_for(i);
-    if (d && d.value()->dev->ipv4() == ipv4) return d.value();
+    if (d && d.value()->dev->address().is_v4() && d.value()->dev->ipv4() == ipv4)
+      return d.value();
   }
   return nullptr;
 }
@@ -53,7 +55,8 @@ int parse_addr(const Cmd& c, const Id& id, const void* sa, size_t size, Parsed* 
         return 0;
       }
       return c.unsupported(EADDRNOTAVAIL,
-                           "id %u: an IPv6 address (the devices have IPv4 addresses)", id.handle);
+                           "id %u: an IPv6 address (rdma_cm runs over IPv4 only, for now)",
+                           id.handle);
     }
     case AF_IB: {
       sockaddr_ib ib{};
@@ -164,6 +167,11 @@ int resolve(const Cmd& c, Id& id, const Parsed* src, const Parsed& dst) {
       id.dev = d.value();
     }
   }
+  if (!id.dev->dev->address().is_v4())
+    return c.unsupported(EAFNOSUPPORT,
+                         "id %u: the route's device has the IPv6 address %s, and rdma_cm runs "
+                         "over IPv4 only, for now",
+                         id.handle, id.dev->dev->address().to_string().c_str());
   if (dst_ip == 0) dst_ip = id.dev->dev->ipv4();  // connecting to "any" is loopback
   id.src.ipv4 = id.dev->dev->ipv4();
   id.dst = {dst_ip, dst.ep.port};

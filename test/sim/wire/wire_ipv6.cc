@@ -159,6 +159,11 @@ TEST_CASE(
   std::vector<uint8_t> v4nibble(frame.begin(), frame.begin() + static_cast<long>(n));
   v4nibble[kEthHeaderLen] = 0x4B;
   CHECK(parse_roce_frame(v4nibble.data(), v4nibble.size(), &p) == FrameError::not_ip);
+  // An IPv4-mapped address inside an IPv6 header: not how an IPv4 peer is carried.
+  std::vector<uint8_t> mapped(frame.begin(), frame.begin() + static_cast<long>(n));
+  const IpAddress v4peer = IpAddress::v4(0x0A000001u);
+  std::memcpy(&mapped[kEthHeaderLen + 24], v4peer.bytes.data(), 16);
+  CHECK(parse_roce_frame(mapped.data(), mapped.size(), &p) == FrameError::mapped_address);
   // Cut anywhere inside the headers: truncated, never read past the end.
   for (size_t cut = 0; cut < kRoceEncapLenIpv6; ++cut)
     CHECK(parse_roce_frame(frame.data(), cut, &p) != FrameError::ok);
@@ -323,4 +328,12 @@ TEST_CASE(
   CHECK(refused.status().code() == Errc::not_found);
   CHECK_THAT(refused.status().message(),
              Catch::Contains("[fe80::dead:beef:1]") && Catch::Contains("no interface holds"));
+  // An address that nobody owns: bind's EADDRNOTAVAIL, named.
+  const Endpoint unowned{ip("fd00:dead::1"), pa};
+  auto not_ours = wire.attach(unowned, &c);
+  REQUIRE_FALSE(not_ours.is_ok());
+  CHECK(not_ours.status().code() == Errc::not_found);
+  CHECK_THAT(not_ours.status().message(),
+             Catch::Contains("[fd00:dead::1]:") && Catch::Contains("bind") &&
+                 Catch::Contains("Cannot assign requested address"));
 }

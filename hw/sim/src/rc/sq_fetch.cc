@@ -220,6 +220,7 @@ void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
     w.ud_dest = dest;
     w.ud_tclass = d.av.tclass;
     w.ud_hop_limit = d.av.hop_limit ? d.av.hop_limit : 64;
+    w.ud_flow_label = d.av.flow_label;
   }
 
   // READ and atomic results are written into the local list: it needs LOCAL_WRITE.

@@ -87,7 +87,7 @@ void Datagram::send_one(QpObj& qp, SendWqe& w) {
     return;
   const size_t len = pkt::finish_packet(frame, hl, payload_len);
   qp.req.next_psn = psn_add(qp.req.next_psn, 1);
-  ctx_.transmit_to(qp, w.ud_dest, frame, len, IpClass{w.ud_tclass, w.ud_hop_limit, 0});
+  ctx_.transmit_to(qp, w.ud_dest, frame, len, IpClass{w.ud_tclass, w.ud_hop_limit, w.ud_flow_label});
 }
 
 // A send WQE that cannot execute: its error CQE, the rest of the SQ flushed, the QP in SQE.

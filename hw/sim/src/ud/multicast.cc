@@ -19,7 +19,7 @@ Result<uint32_t> group_of(const hw::Gid& mgid, uint32_t qpn, const char* op) {
   if (mgid.is_ipv4_mapped() && mgid.ip().is_multicast()) return mgid.ipv4();
   if (mgid.raw[0] == 0xff)
     return Status::error(Errc::unsupported,
-                         "qp %#x: %s %s: an IPv6 multicast group (the fabric carries IPv4)", qpn,
+                         "qp %#x: %s %s: an IPv6 multicast group (IPv4 groups only, for now)", qpn,
                          op, mgid.to_string().c_str());
   return Status::error(Errc::invalid_argument,
                        "qp %#x: %s %s: not a multicast GID (an IPv4-mapped 224.0.0.0/4 address)",

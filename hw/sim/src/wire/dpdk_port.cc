@@ -26,7 +26,7 @@ constexpr unsigned kLinkRingSize = 1024;
 // pool holds more than a ring's worth.
 constexpr unsigned kPoolMbufs = 2047;
 static_assert(kPoolMbufs > kLinkRingSize);
-// A jumbo frame's room: the largest RoCEv2 frame (42 + 4164 + 4 bytes) fits without chaining,
+// A jumbo frame's room: the largest RoCEv2 frame (62 + 4164 + 4 bytes over IPv6) fits without chaining,
 // and so does what net_af_packet asks of an RX mbuf when its frames are large enough for a
 // 4096-byte path MTU (framesz=8192).
 constexpr uint16_t kMbufDataRoom = RTE_PKTMBUF_HEADROOM + 9216;

@@ -75,7 +75,7 @@ class EndpointTable {
       s.users.fetch_add(1, std::memory_order_seq_cst);
       if (s.key.load(std::memory_order_seq_cst) != key) {
         s.users.fetch_sub(1, std::memory_order_release);
-        return;  // detached while we looked
+        continue;  // detached while we looked (another endpoint of its digest may follow)
       }
       if (!(s.endpoint == ep)) [[unlikely]] {
         s.users.fetch_sub(1, std::memory_order_release);

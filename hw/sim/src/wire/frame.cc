@@ -190,6 +190,8 @@ const char* frame_error_name(FrameError e) noexcept {
       return "bad UDP length";
     case FrameError::bad_udp_checksum:
       return "bad UDP checksum";
+    case FrameError::mapped_address:
+      return "IPv4-mapped address in an IPv6 header";
     case FrameError::runt:
       return "runt datagram";
     case FrameError::oversize:
@@ -237,6 +239,9 @@ FrameError parse_ipv6(const uint8_t* ip, size_t avail, ParsedRoceFrame* out, siz
   if (*udp_len != payload) return FrameError::bad_udp_length;
   out->src.ip = IpAddress::from_bytes(ip + 8);
   out->dst.ip = IpAddress::from_bytes(ip + 24);
+  // An IPv4 peer is carried in an IPv4 header: the pseudo header, the checksum and the ICRC
+  // all follow from the header's own version, which this would contradict.
+  if (out->src.ip.is_v4() || out->dst.ip.is_v4()) return FrameError::mapped_address;
   out->ip_class = IpClass{static_cast<uint8_t>(word0 >> 20), ip[7], word0 & 0xFFFFF};
   return FrameError::ok;
 }

@@ -84,6 +84,7 @@ enum class FrameError : uint8_t {
   bad_ip_length,     // total length below the headers it must contain
   bad_udp_length,    // UDP length disagrees with the IP header's length
   bad_udp_checksum,  // a non-zero UDP checksum that does not verify
+  mapped_address,    // an IPv4-mapped address in an IPv6 header
   runt,              // UDP payload shorter than BTH + ICRC
   oversize,          // UDP payload longer than kMaxWireDatagramLen
 };

@@ -151,38 +151,32 @@ uint32_t interface_holding(const IpAddress& ip) {
 
 // A non-blocking UDP socket bound to `ep` (on interface `scope_id` when it is link-local), or
 // -errno.
-int open_bound_socket(const Endpoint& ep, uint32_t scope_id, int* failed_step) {
+int open_bound_socket(const Endpoint& ep, uint32_t scope_id, const char** failed_step) {
   const bool v6 = ep.ip.is_v6();
   const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    *failed_step = 0;
+    *failed_step = "socket";
     return -errno;
   }
-  const int one = 1;
-  if (v6 && ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) {
+  const auto fail = [fd, failed_step](const char* step) {
     const int err = errno;
     ::close(fd);
-    *failed_step = 0;
+    *failed_step = step;
     return -err;
-  }
+  };
+  const int one = 1;
+  if (v6 && ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0)
+    return fail("set IPV6_V6ONLY");
   // IPv4: DF set and IPv4 ID 0 on an unconnected socket. IPv6: no fragments.
   const int pmtu = v6 ? IPV6_PMTUDISC_DO : IP_PMTUDISC_DO;
   if (::setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER,
-                   &pmtu, sizeof(pmtu)) != 0) {
-    const int err = errno;
-    ::close(fd);
-    *failed_step = 1;
-    return -err;
-  }
+                   &pmtu, sizeof(pmtu)) != 0)
+    return fail(v6 ? "set IPV6_MTU_DISCOVER" : "set IP_MTU_DISCOVER");
   // ICMP errors (a peer's port that is gone) are kept for the socket: see the header comment.
   const int recverr = 1;
   if (::setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_RECVERR : IP_RECVERR, &recverr,
-                   sizeof(recverr)) != 0) {
-    const int err = errno;
-    ::close(fd);
-    *failed_step = 3;
-    return -err;
-  }
+                   sizeof(recverr)) != 0)
+    return fail(v6 ? "set IPV6_RECVERR" : "set IP_RECVERR");
   // Deep buffers absorb bursts between polls. The *FORCE variants pass net.core.*mem_max
   // when privileged; otherwise the kernel clamps the plain request, which is fine.
   const int bytes = kSocketBufferBytes;
@@ -191,12 +185,7 @@ int open_bound_socket(const Endpoint& ep, uint32_t scope_id, int* failed_step) {
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
     (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
   const SockAddr sa = to_sockaddr(ep, scope_id);
-  if (::bind(fd, sa.get(), sa.len) != 0) {
-    const int err = errno;
-    ::close(fd);
-    *failed_step = 2;
-    return -err;
-  }
+  if (::bind(fd, sa.get(), sa.len) != 0) return fail("bind");
   if (v6) return fd;
   // Datagrams for a group leave through the interface that has this address. Without it the
   // kernel picks the route's, and a send to a group may then fail (and count as a send error).
@@ -353,7 +342,7 @@ Result<int> UdpWire::bind_auto(Endpoint* local) {
   for (uint32_t host = kFirstAutoHost; host <= kLastAutoHost; ++host) {
     const Endpoint candidate{IpAddress::v4(kLoopbackNet | host), local->port};
     if (ports_.contains(candidate)) continue;
-    int step = 0;
+    const char* step = "";
     const int fd = open_bound_socket(candidate, 0, &step);
     if (fd >= 0) {
       *local = candidate;
@@ -362,10 +351,7 @@ Result<int> UdpWire::bind_auto(Endpoint* local) {
     if (fd == -EADDRINUSE) continue;
     return Status::error(errc_for_bind(-fd), "udp wire: attach %s: %s: %s",
                          endpoint_string(candidate).c_str(),
-                         step == 2   ? "bind"
-                         : step == 1 ? "set IP_MTU_DISCOVER"
-                         : step == 3 ? "set IP_RECVERR"
-                                     : "socket",
+                         step,
                          std::strerror(-fd));
   }
   return Status::error(Errc::address_in_use,
@@ -400,7 +386,7 @@ Result<Endpoint> UdpWire::attach(Endpoint local, WireSink* sink) {
       return Status::error(Errc::not_found,
                            "udp wire: attach %s: no interface holds this link-local address",
                            endpoint_string(local).c_str());
-    int step = 0;
+    const char* step = "";
     fd = open_bound_socket(local, scope_id, &step);
     if (fd < 0) {
       if (fd == -EADDRINUSE)
@@ -408,10 +394,7 @@ Result<Endpoint> UdpWire::attach(Endpoint local, WireSink* sink) {
                              endpoint_string(local).c_str());
       return Status::error(errc_for_bind(-fd), "udp wire: attach %s: %s: %s",
                            endpoint_string(local).c_str(),
-                           step == 2   ? "bind"
-                           : step == 1 ? "set IP_MTU_DISCOVER"
-                           : step == 3 ? "set IP_RECVERR"
-                                       : "socket",
+                           step,
                            std::strerror(-fd));
     }
   }

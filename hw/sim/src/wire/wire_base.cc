@@ -56,6 +56,10 @@ Status WireBase::check_group(const char* wire_name, const Endpoint& local, const
     return Status::error(Errc::unsupported,
                          "%s wire: %s joining %s: IPv6 multicast groups are not carried yet",
                          wire_name, endpoint_string(local).c_str(), group.to_string().c_str());
+  if (local.ip.is_v6())
+    return Status::error(Errc::invalid_argument,
+                         "%s wire: %s joining %s: an IPv4 group, from an IPv6 endpoint",
+                         wire_name, endpoint_string(local).c_str(), group.to_string().c_str());
   if (group.is_multicast()) return Status::ok();
   return Status::error(Errc::invalid_argument,
                        "%s wire: %s joining %s: not a multicast address (224.0.0.0/4)", wire_name,
@@ -98,6 +102,7 @@ void TxFrame::fill(WireFrame* frame, uint8_t copy, uint8_t flags) const noexcept
   frame->set_route(src, dst);
   frame->ip_tos = ip.tos;
   frame->ip_ttl = ip.ttl;
+  frame->ip_flow_label = ip.flow_label;
   frame->len = static_cast<uint32_t>(wire_len());
   frame->flags = flags;
   copy_to(frame->bytes);

@@ -41,6 +41,7 @@ struct DatagramAv {
   uint8_t rmac[6];
   uint8_t tclass;
   uint8_t hop_limit;
+  uint32_t flow_label;  // grh_gid_fl bits 19:0: an IPv6 header carries it
 };
 
 inline constexpr uint32_t kMaxDecodedSegments = 64;
