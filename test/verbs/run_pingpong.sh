@@ -19,14 +19,4 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   [ "${args[$i]}" = -n ] && iters=${args[$((i + 1))]}
 done
 pingpong_pair "$shim" "$port" 120 "$prog" "$@"
-status=0
-for side in server client; do
-  rc_var=${side}_rc
-  echo "===== $prog $* ($side, exit ${!rc_var})"
-  cat "$work/$side.out"
-  if [ "${!rc_var}" -ne 0 ] || ! grep -q "^$iters iters in" "$work/$side.out"; then
-    echo "$prog $side: exit ${!rc_var}, or not all $iters iterations" >&2
-    status=1
-  fi
-done
-exit $status
+check_pingpong_outputs "$prog" "$iters" "$*"

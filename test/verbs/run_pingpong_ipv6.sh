@@ -10,6 +10,7 @@
 #
 #   run_pingpong_ipv6.sh SHIM PORT PROGRAM [ARGS...]
 set -u
+. "$(dirname "$0")/pingpong_pair.sh"
 shim=$1 port=$2 prog=$3
 shift 3
 skip() {
@@ -69,15 +70,7 @@ server_rc=$?
 server_pid=
 
 status=0
-for side in server client; do
-  rc_var=${side}_rc
-  echo "===== $prog ${args[*]} -g 1 over fe80:: ($side, exit ${!rc_var})"
-  cat "$work/$side.out"
-  if [ "${!rc_var}" -ne 0 ] || ! grep -q "^$iters iters in" "$work/$side.out"; then
-    echo "$prog $side: exit ${!rc_var}, or not all $iters iterations" >&2
-    status=1
-  fi
-done
+check_pingpong_outputs "$prog" "$iters" "${args[*]} -g 1 over fe80::" || status=1
 # Each side sent from its link-local GID and learnt the other's.
 for check in "server:local address:.*GID fe80::a" "server:remote address:.*GID fe80::b" \
   "client:local address:.*GID fe80::b" "client:remote address:.*GID fe80::a"; do

@@ -40,26 +40,31 @@ uint32_t finish(uint8_t* masked, size_t ip_len, const uint8_t* datagram, size_t 
   return ~state;
 }
 
+// The ICRC under the IP header (`ip_len` bytes: 20 for IPv4, 40 for IPv6) and UDP header at
+// `ip_udp_headers`, as carried: copied, masked, and run over with the datagram.
+uint32_t icrc_under(const uint8_t* ip_udp_headers, size_t ip_len, const uint8_t* datagram,
+                    size_t len) {
+  if (len < kBthLen) [[unlikely]]
+    return 0;
+  uint8_t masked[kMaxMaskedHeadersLen];
+  std::memcpy(masked, ip_udp_headers, ip_len + kUdpHeaderLen);
+  if (ip_len == kIpv4HeaderLen)
+    mask_ipv4(masked);
+  else
+    mask_ipv6(masked);
+  return finish(masked, ip_len, datagram, len);
+}
+
 }  // namespace
 
 uint32_t roce_icrc_ipv4(const uint8_t* ipv4_udp_headers, const uint8_t* datagram,
                         size_t len) noexcept {
-  if (len < kBthLen) [[unlikely]]
-    return 0;
-  uint8_t masked[kMaxMaskedHeadersLen];
-  std::memcpy(masked, ipv4_udp_headers, kIpv4HeaderLen + kUdpHeaderLen);
-  mask_ipv4(masked);
-  return finish(masked, kIpv4HeaderLen, datagram, len);
+  return icrc_under(ipv4_udp_headers, kIpv4HeaderLen, datagram, len);
 }
 
 uint32_t roce_icrc_ipv6(const uint8_t* ipv6_udp_headers, const uint8_t* datagram,
                         size_t len) noexcept {
-  if (len < kBthLen) [[unlikely]]
-    return 0;
-  uint8_t masked[kMaxMaskedHeadersLen];
-  std::memcpy(masked, ipv6_udp_headers, kIpv6HeaderLen + kUdpHeaderLen);
-  mask_ipv6(masked);
-  return finish(masked, kIpv6HeaderLen, datagram, len);
+  return icrc_under(ipv6_udp_headers, kIpv6HeaderLen, datagram, len);
 }
 
 uint32_t roce_icrc(const Endpoint& src, const Endpoint& dst, const uint8_t* data, size_t len) {
