@@ -169,8 +169,8 @@ int resolve(const Cmd& c, Id& id, const Parsed* src, const Parsed& dst) {
   }
   if (!id.dev->dev->address().is_v4())
     return c.unsupported(EAFNOSUPPORT,
-                         "id %u: the route's device has the IPv6 address %s, and rdma_cm runs "
-                         "over IPv4 only, for now",
+                         "id %u: rdma_cm over a device with an IPv6 address (%s; the CM runs over "
+                         "IPv4 only, for now)",
                          id.handle, id.dev->dev->address().to_string().c_str());
   if (dst_ip == 0) dst_ip = id.dev->dev->ipv4();  // connecting to "any" is loopback
   id.src.ipv4 = id.dev->dev->ipv4();

@@ -337,3 +337,40 @@ TEST_CASE(
              Catch::Contains("[fd00:dead::1]:") && Catch::Contains("bind") &&
                  Catch::Contains("Cannot assign requested address"));
 }
+
+TEST_CASE("an IPv6 frame held back by a delay fault keeps its traffic class and flow label",
+          "[ipv6][faults]") {
+  TempDir dir;
+  VirtualClock clock;
+  WireConfig config;
+  config.clock = &clock;
+  config.faults.delay = 1.0;  // every frame waits
+  config.faults.max_delay_ns = 1000;
+  config.pcap_path = dir.file("held.pcap");
+  auto made = make_inproc_wire(config);
+  REQUIRE(made.is_ok());
+  Wire& wire = **made;
+  RecordingSink a, b;
+  const Endpoint ea{ip("fd00::1"), 4791}, eb{ip("fd00::2"), 4791};
+  REQUIRE(wire.attach(ea, &a).is_ok());
+  REQUIRE(wire.attach(eb, &b).is_ok());
+  const IpClass cls{0x48, 40, 0xABCDE};
+  const auto d = tagged_datagram(3, 0);
+  wire.transmit(ea, eb, d.data(), d.size(), cls);
+  CHECK(wire.counters().faults_delayed == 1);
+  clock.set(clock.now_ns() + 1'000'000);
+  wire.poll(ea, 8);  // the sender's held frame goes out once due
+  CHECK(wire.poll(eb, 8) == 1);
+  REQUIRE(b.take().size() == 1);
+  wire.detach(ea);
+  wire.detach(eb);
+  made->reset();  // the wire goes, and closes its capture
+
+  const PcapFile pcap = read_pcap(config.pcap_path);
+  REQUIRE(pcap.records.size() == 1);
+  ParsedRoceFrame p;
+  REQUIRE(parse_roce_frame(pcap.records[0].bytes.data(), pcap.records[0].bytes.size(), &p) ==
+          FrameError::ok);
+  CHECK(p.ip_class == cls);
+  CHECK(roce_frame_icrc_ok(p));
+}
