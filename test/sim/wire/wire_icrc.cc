@@ -65,15 +65,7 @@ uint32_t zlib_icrc(const Endpoint& src, const Endpoint& dst, const std::vector<u
                           uint8_t(dst.ip.ipv4() >> 8),
                           uint8_t(dst.ip.ipv4())};
   buf.insert(buf.end(), ip, ip + 20);
-  const uint8_t udp[8] = {uint8_t(src.port >> 8),
-                          uint8_t(src.port),
-                          uint8_t(dst.port >> 8),
-                          uint8_t(dst.port),
-                          uint8_t(udp_len >> 8),
-                          uint8_t(udp_len),
-                          0xFF,
-                          0xFF};
-  buf.insert(buf.end(), udp, udp + 8);
+  append_masked_udp_header(buf, src, dst, udp_len);
   buf.insert(buf.end(), d.begin(), d.end());
   buf[8 + 20 + 8 + 4] = 0xFF;
   return static_cast<uint32_t>(crc32(0, buf.data(), static_cast<uInt>(buf.size())));

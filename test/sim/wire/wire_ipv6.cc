@@ -40,15 +40,7 @@ uint32_t zlib_icrc_ipv6(const Endpoint& src, const Endpoint& dst, const std::vec
   buf.insert(buf.end(), first, first + 8);
   buf.insert(buf.end(), src.ip.bytes.begin(), src.ip.bytes.end());
   buf.insert(buf.end(), dst.ip.bytes.begin(), dst.ip.bytes.end());
-  const uint8_t udp[8] = {uint8_t(src.port >> 8),
-                          uint8_t(src.port),
-                          uint8_t(dst.port >> 8),
-                          uint8_t(dst.port),
-                          uint8_t(udp_len >> 8),
-                          uint8_t(udp_len),
-                          0xFF,
-                          0xFF};
-  buf.insert(buf.end(), udp, udp + 8);
+  append_masked_udp_header(buf, src, dst, udp_len);
   buf.insert(buf.end(), d.begin(), d.end());
   buf[8 + 40 + 8 + 4] = 0xFF;
   return static_cast<uint32_t>(crc32(0, buf.data(), static_cast<uInt>(buf.size())));
@@ -69,6 +61,17 @@ uint16_t reference_udp6_checksum(const IpAddress& s, const IpAddress& d, const u
   for (size_t i = 0; i < b.size(); i += 2) sum += uint32_t(b[i]) << 8 | b[i + 1];
   while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
   return static_cast<uint16_t>(~sum);
+}
+
+// An in-process wire made with `config`, with `ea` attached to `a` and `eb` to `b`.
+std::unique_ptr<Wire> inproc_pair(const WireConfig& config, const Endpoint& ea, RecordingSink& a,
+                                  const Endpoint& eb, RecordingSink& b) {
+  auto made = make_inproc_wire(config);
+  REQUIRE(made.is_ok());
+  std::unique_ptr<Wire> wire = std::move(*made);
+  REQUIRE(wire->attach(ea, &a).is_ok());
+  REQUIRE(wire->attach(eb, &b).is_ok());
+  return wire;
 }
 
 }  // namespace
@@ -209,13 +212,10 @@ TEST_CASE(
   TempDir dir;
   WireConfig config;
   config.pcap_path = dir.file("ipv6.pcap");
-  auto made = make_inproc_wire(config);
-  REQUIRE(made.is_ok());
-  Wire& wire = **made;
   RecordingSink a, b;
   const Endpoint ea{ip("fd00::a"), 4791}, eb{ip("fe80::b"), 4791};
-  REQUIRE(wire.attach(ea, &a).is_ok());
-  REQUIRE(wire.attach(eb, &b).is_ok());
+  std::unique_ptr<Wire> made = inproc_pair(config, ea, a, eb, b);
+  Wire& wire = *made;
   const auto send = datagram(0x04, 0x000011, 100, {}, {'h', 'e', 'l', 'l', 'o'});
   const auto write = datagram(0x0A, 0x0000AB, 7, reth(0x00007F0012340000ull, 0xCAFE, 16),
                               std::vector<uint8_t>(16, 0x42));
@@ -347,13 +347,10 @@ TEST_CASE("an IPv6 frame held back by a delay fault keeps its traffic class and 
   config.faults.delay = 1.0;  // every frame waits
   config.faults.max_delay_ns = 1000;
   config.pcap_path = dir.file("held.pcap");
-  auto made = make_inproc_wire(config);
-  REQUIRE(made.is_ok());
-  Wire& wire = **made;
   RecordingSink a, b;
   const Endpoint ea{ip("fd00::1"), 4791}, eb{ip("fd00::2"), 4791};
-  REQUIRE(wire.attach(ea, &a).is_ok());
-  REQUIRE(wire.attach(eb, &b).is_ok());
+  std::unique_ptr<Wire> made = inproc_pair(config, ea, a, eb, b);
+  Wire& wire = *made;
   const IpClass cls{0x48, 40, 0xABCDE};
   const auto d = tagged_datagram(3, 0);
   wire.transmit(ea, eb, d.data(), d.size(), cls);
@@ -364,7 +361,7 @@ TEST_CASE("an IPv6 frame held back by a delay fault keeps its traffic class and 
   REQUIRE(b.take().size() == 1);
   wire.detach(ea);
   wire.detach(eb);
-  made->reset();  // the wire goes, and closes its capture
+  made.reset();  // the wire goes, and closes its capture
 
   const PcapFile pcap = read_pcap(config.pcap_path);
   REQUIRE(pcap.records.size() == 1);

@@ -211,6 +211,16 @@ inline PcapFile read_pcap(const std::string& path) {
   return f;
 }
 
+// For the zlib ICRC oracles: the UDP header of a datagram src -> dst, `udp_len` bytes long,
+// with its checksum masked to all ones (IBA A17.3.3), appended to `buf`.
+inline void append_masked_udp_header(std::vector<uint8_t>& buf, const Endpoint& src,
+                                     const Endpoint& dst, size_t udp_len) {
+  const uint8_t udp[8] = {uint8_t(src.port >> 8), uint8_t(src.port), uint8_t(dst.port >> 8),
+                          uint8_t(dst.port),      uint8_t(udp_len >> 8), uint8_t(udp_len),
+                          0xFF,                   0xFF};
+  buf.insert(buf.end(), udp, udp + 8);
+}
+
 // Polls `local` until `sink` holds `want` datagrams or ~10 s passed (loopback delivery is
 // immediate; the bound only guards against a hang on a loaded machine). Then polls a little
 // longer, so that a datagram delivered twice would be seen.
