@@ -196,7 +196,7 @@ int run_server(const Args& a) {
   if (Status st = ep.open(a.addr); !st) return fail(st);
   auto l = Listener::listen(*ep.dev, "", a.port);
   if (!l) return fail(l.status());
-  say("listening %s", hw::cm_address_string({ep.dev->info().gid.ipv4(), a.port}).c_str());
+  say("listening %s", hw::cm_address_string({ep.dev->info().gid.ip(), a.port}).c_str());
   const auto end = Clock::now() + std::chrono::seconds(a.timeout_s);
   std::optional<ConnectionEvent> req = l->wait_event(std::chrono::seconds(a.timeout_s));
   if (!req || !req->request) return fail(Status::error(Errc::timeout, "no connection request"));

@@ -62,16 +62,15 @@ std::string connection_name(uint32_t qpn, const hw::CmConnection& cm) {
          hw::cm_address_string(cm.remote_address());
 }
 
-Result<uint32_t> parse_ipv4(const std::string& address, bool allow_any, const char* what) {
-  if (allow_any && (address.empty() || address == "0.0.0.0")) return uint32_t{0};
-  in_addr a{};
-  if (inet_pton(AF_INET, address.c_str(), &a) != 1)
-    return Status::error(Errc::invalid_argument, "%s: \"%s\" is not an IPv4 address", what,
+Result<hw::IpAddress> parse_address(const std::string& address, bool allow_any,
+                                    const char* what) {
+  if (allow_any && address.empty()) return hw::IpAddress{};
+  Result<hw::IpAddress> a = hw::IpAddress::parse(address);
+  if (!a) return a.status().prepend(what);
+  if (a.value().is_unspecified() && !allow_any)
+    return Status::error(Errc::invalid_argument, "%s: %s is not a peer address", what,
                          address.c_str());
-  const uint32_t v = ntohl(a.s_addr);
-  if (v == 0 && !allow_any)
-    return Status::error(Errc::invalid_argument, "%s: 0.0.0.0 is not a peer address", what);
-  return v;
+  return a;
 }
 
 bool wait_readable(int fd, int timeout_ms) {
@@ -322,7 +321,7 @@ Result<Connection> Connection::connect(QueuePair& qp, const std::string& address
   detail::QpCore& q = *qp.core();
   char what[96];
   std::snprintf(what, sizeof what, "conn qp %#x: connect to %s:%u", q.qpn, address.c_str(), port);
-  RNICDV_ASSIGN_OR_RETURN(const uint32_t ipv4, detail::parse_ipv4(address, false, what));
+  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, false, what));
   hw::ConnectionManager* cmgr = q.device->hw->connection_manager();
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: device %s has no connection manager", what,
@@ -349,7 +348,7 @@ Result<Connection> Connection::connect(QueuePair& qp, const std::string& address
   }
 
   hw::CmConnectParams params;
-  params.remote = {ipv4, port};
+  params.remote = {ip, port};
   params.qp.qpn = q.qpn;
   params.qp.path_mtu = std::min(options.path_mtu, q.device->hw->info().caps.active_mtu);
   params.qp.responder_resources = options.responder_resources;
@@ -449,7 +448,7 @@ Result<DatagramService> resolve_datagram_service(Device& device, const std::stri
   char what[128];
   std::snprintf(what, sizeof what, "resolve datagram service %s:%u from %s", address.c_str(),
                 port, device.name().c_str());
-  RNICDV_ASSIGN_OR_RETURN(const uint32_t ipv4, detail::parse_ipv4(address, false, what));
+  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, false, what));
   if (port == 0) return Status::error(Errc::invalid_argument, "%s: port 0", what);
   if (timeout.count() <= 0 || timeout.count() > UINT32_MAX)
     return Status::error(Errc::invalid_argument, "%s: a timeout of %lld ms", what,
@@ -459,7 +458,7 @@ Result<DatagramService> resolve_datagram_service(Device& device, const std::stri
     return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
   hw::CmConnectParams params;
   params.space = hw::CmPortSpace::udp;
-  params.remote = {ipv4, port};
+  params.remote = {ip, port};
   params.private_data.assign(private_data.begin(), private_data.end());
   params.timeout_ms = static_cast<uint32_t>(timeout.count());
   params.max_cm_retries = 15;  // rdma_cm's for a SIDR_REQ (CMA_MAX_CM_RETRIES)

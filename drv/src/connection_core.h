@@ -62,8 +62,10 @@ struct ListenerCore {
 // "conn qp 0x101 127.0.0.2:40001->127.0.0.3:7471"
 std::string connection_name(uint32_t qpn, const hw::CmConnection& cm);
 
-// Parses dotted IPv4 ("" and "0.0.0.0" give 0 when `allow_any`).
-Result<uint32_t> parse_ipv4(const std::string& address, bool allow_any, const char* what);
+// Parses an IPv4 or IPv6 address ("127.0.0.3", "fd00::2"). "" (and "0.0.0.0" or "::") give
+// the unspecified address when `allow_any`, and are refused otherwise.
+Result<hw::IpAddress> parse_address(const std::string& address, bool allow_any,
+                                    const char* what);
 
 bool wait_readable(int fd, int timeout_ms);
 

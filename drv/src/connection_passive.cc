@@ -166,12 +166,12 @@ Result<Listener> Listener::listen(Device& device, const std::string& address, ui
                                   int backlog) {
   char what[96];
   std::snprintf(what, sizeof what, "listen on %s port %u", device.name().c_str(), port);
-  RNICDV_ASSIGN_OR_RETURN(const uint32_t ipv4, detail::parse_ipv4(address, true, what));
+  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, true, what));
   hw::ConnectionManager* cmgr = device.hw().connection_manager();
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
   auto core = std::make_unique<ListenerCore>();
-  RNICDV_ASSIGN_OR_RETURN(core->cm, cmgr->listen({ipv4, port}, backlog));
+  RNICDV_ASSIGN_OR_RETURN(core->cm, cmgr->listen({ip, port}, backlog));
   core->device = device.core();
   return Listener(std::move(core));
 }
@@ -180,12 +180,12 @@ Result<Listener> Listener::listen_datagram(Device& device, const std::string& ad
                                            uint16_t port, int backlog) {
   char what[112];
   std::snprintf(what, sizeof what, "datagram service on %s port %u", device.name().c_str(), port);
-  RNICDV_ASSIGN_OR_RETURN(const uint32_t ipv4, detail::parse_ipv4(address, true, what));
+  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, true, what));
   hw::ConnectionManager* cmgr = device.hw().connection_manager();
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
   auto core = std::make_unique<ListenerCore>();
-  RNICDV_ASSIGN_OR_RETURN(core->cm, cmgr->listen_ud({ipv4, port}, backlog));
+  RNICDV_ASSIGN_OR_RETURN(core->cm, cmgr->listen_ud({ip, port}, backlog));
   core->device = device.core();
   return Listener(std::move(core));
 }

@@ -7,10 +7,8 @@
 namespace rnicdv::hw {
 
 std::string cm_address_string(const CmAddress& a) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%u.%u.%u.%u:%u", a.ipv4 >> 24, (a.ipv4 >> 16) & 0xff,
-                (a.ipv4 >> 8) & 0xff, a.ipv4 & 0xff, a.port);
-  return buf;
+  const std::string ip = a.ip.to_string();
+  return (a.ip.is_v4() ? ip : "[" + ip + "]") + ":" + std::to_string(a.port);
 }
 
 // IBA 12.6.7.2 Table 108 (Linux ib_cm.h enum ib_cm_rej_reason).

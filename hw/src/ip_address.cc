@@ -43,4 +43,45 @@ std::string IpAddress::to_string() const {
   return buf;
 }
 
+SocketAddress to_socket_address(const IpAddress& ip, uint16_t port, uint32_t scope_id) noexcept {
+  SocketAddress a;
+  if (ip.is_v4()) {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&a.storage);
+    sa->sin_family = AF_INET;
+    sa->sin_addr.s_addr = htonl(ip.ipv4());
+    sa->sin_port = htons(port);
+    a.len = sizeof(sockaddr_in);
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&a.storage);
+    sa->sin6_family = AF_INET6;
+    std::memcpy(&sa->sin6_addr, ip.bytes.data(), 16);
+    sa->sin6_port = htons(port);
+    if (ip.is_link_local()) sa->sin6_scope_id = scope_id;
+    a.len = sizeof(sockaddr_in6);
+  }
+  return a;
+}
+
+bool from_socket_address(const sockaddr* sa, socklen_t len, IpAddress* ip, uint16_t* port,
+                         uint32_t* scope_id) noexcept {
+  if (!sa) return false;
+  if (sa->sa_family == AF_INET && len >= static_cast<socklen_t>(sizeof(sockaddr_in))) {
+    sockaddr_in in{};
+    std::memcpy(&in, sa, sizeof in);
+    *ip = IpAddress::v4(ntohl(in.sin_addr.s_addr));
+    *port = ntohs(in.sin_port);
+    if (scope_id) *scope_id = 0;
+    return true;
+  }
+  if (sa->sa_family == AF_INET6 && len >= static_cast<socklen_t>(sizeof(sockaddr_in6))) {
+    sockaddr_in6 in6{};
+    std::memcpy(&in6, sa, sizeof in6);
+    *ip = IpAddress::from_bytes(in6.sin6_addr.s6_addr);
+    *port = ntohs(in6.sin6_port);
+    if (scope_id) *scope_id = in6.sin6_scope_id;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace rnicdv::hw

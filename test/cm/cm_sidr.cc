@@ -17,8 +17,8 @@ using rnicdv::test::wait_event;
 
 namespace {
 
-constexpr uint32_t kA = 0x7f000002;  // the side that asks
-constexpr uint32_t kB = 0x7f000003;  // the service
+constexpr hw::IpAddress kA = hw::IpAddress::v4(0x7f000002);  // the side that asks
+constexpr hw::IpAddress kB = hw::IpAddress::v4(0x7f000003);  // the service
 constexpr uint16_t kPort = 7174;
 
 struct Pair {
@@ -46,7 +46,7 @@ hw::CmAcceptParams sidr_accept(uint32_t qpn = 0x345, uint32_t qkey = hw::kRdmaUd
 }
 
 // The last MAD `src` sent of attribute `attr`, decoded.
-CmMad last_sent(const FakeMadFabric& fab, AttrId attr, uint32_t src) {
+CmMad last_sent(const FakeMadFabric& fab, AttrId attr, const hw::IpAddress& src) {
   for (auto it = fab.log().rbegin(); it != fab.log().rend(); ++it)
     if (it->src == src && ((it->mad[16] << 8) | it->mad[17]) == static_cast<int>(attr))
       return decode_cm_mad(it->mad).value();
@@ -58,7 +58,7 @@ CmMad last_sent(const FakeMadFabric& fab, AttrId attr, uint32_t src) {
 
 TEST_CASE("a SIDR request learns the service's QPN and Q_Key, and both sides keep nothing") {
   Pair p;
-  auto listener = p.b->listen_ud({0, kPort}, 16);
+  auto listener = p.b->listen_ud({{}, kPort}, 16);
   REQUIRE(listener);
   auto active = p.a->connect(sidr_params());
   REQUIRE(active);
@@ -66,7 +66,7 @@ TEST_CASE("a SIDR request learns the service's QPN and Q_Key, and both sides kee
   hw::CmEvent req = wait_event(p.fab, **listener);
   REQUIRE(req.type == hw::CmEventType::connect_request);
   CHECK(req.sidr);
-  CHECK(req.remote.ipv4 == kA);
+  CHECK(req.remote.ip == kA);
   CHECK(req.remote.port == (*active)->local_address().port);
   // The consumer's bytes follow rdma_cm's header: 216 - 36 of them.
   REQUIRE(req.private_data.size() == hw::kSidrReqPrivateDataMax);
@@ -106,7 +106,7 @@ TEST_CASE("a SIDR request learns the service's QPN and Q_Key, and both sides kee
 TEST_CASE("a SIDR request to a port with no UDP listener is answered 'unsupported'") {
   Pair p;
   // A TCP-space listener on the same port does not take it: the spaces are apart.
-  auto tcp = p.b->listen({0, kPort});
+  auto tcp = p.b->listen({{}, kPort});
   REQUIRE(tcp);
   auto active = p.a->connect(sidr_params());
   REQUIRE(active);
@@ -118,14 +118,14 @@ TEST_CASE("a SIDR request to a port with no UDP listener is answered 'unsupporte
   hw::CmEvent none;
   CHECK_FALSE((*tcp)->next_event(&none));
   // And a UDP listener leaves TCP REQs to the TCP one.
-  auto udp = p.b->listen_ud({0, kPort}, 16);
+  auto udp = p.b->listen_ud({{}, kPort}, 16);
   REQUIRE(udp);
-  CHECK(p.b->listen_ud({0, kPort}, 16).status().code() == Errc::address_in_use);
+  CHECK(p.b->listen_ud({{}, kPort}, 16).status().code() == Errc::address_in_use);
 }
 
 TEST_CASE("a rejected SIDR request, and one its listener never took, are answered 'reject'") {
   Pair p;
-  auto listener = p.b->listen_ud({0, kPort}, 16);
+  auto listener = p.b->listen_ud({{}, kPort}, 16);
   REQUIRE(listener);
   auto first = p.a->connect(sidr_params());
   REQUIRE(first);
@@ -152,7 +152,7 @@ TEST_CASE("a rejected SIDR request, and one its listener never took, are answere
 
 TEST_CASE("a lost SIDR_REQ is sent again, and unanswered ones end unreachable") {
   Pair p;
-  auto listener = p.b->listen_ud({0, kPort}, 16);
+  auto listener = p.b->listen_ud({{}, kPort}, 16);
   REQUIRE(listener);
   p.a->drop_outgoing(AttrId::sidr_req, 2);
   auto active = p.a->connect(sidr_params(2000));
@@ -168,7 +168,7 @@ TEST_CASE("a lost SIDR_REQ is sent again, and unanswered ones end unreachable") 
 
   // Nobody at the address: 1 + 3 tries within the 2 s budget, then UNREACHABLE.
   hw::CmConnectParams lost = sidr_params(2000);
-  lost.remote.ipv4 = 0x7f000009;
+  lost.remote.ip = hw::IpAddress::v4(0x7f000009);
   const uint64_t start = p.fab.now();
   auto nobody = p.a->connect(lost);
   REQUIRE(nobody);
@@ -181,7 +181,7 @@ TEST_CASE("a lost SIDR_REQ is sent again, and unanswered ones end unreachable") 
 
 TEST_CASE("a retransmitted SIDR_REQ is offered once, and a forged SIDR_REP is dropped") {
   Pair p;
-  auto listener = p.b->listen_ud({0, kPort}, 16);
+  auto listener = p.b->listen_ud({{}, kPort}, 16);
   REQUIRE(listener);
   auto active = p.a->connect(sidr_params(2000));
   REQUIRE(active);
@@ -201,7 +201,7 @@ TEST_CASE("a retransmitted SIDR_REQ is offered once, and a forged SIDR_REP is dr
   rep.request_id = std::get<SidrReqMsg>(sent.body).request_id;
   rep.qpn = 0xbad;
   forged.body = rep;
-  p.fab.inject(0x7f000009, kA, encode_cm_mad(forged));
+  p.fab.inject(hw::IpAddress::v4(0x7f000009), kA, encode_cm_mad(forged));
   forged.header.tid ^= 1;
   p.fab.inject(kB, kA, encode_cm_mad(forged));
   p.fab.run_until([] { return false; }, 1'000'000);
@@ -222,7 +222,7 @@ TEST_CASE("SIDR's arguments are checked, with the limits named") {
   CHECK(r.status().code() == Errc::invalid_argument);
   CHECK(r.status().message().find("SIDR_REQ carries at most 180") != std::string::npos);
 
-  auto listener = p.b->listen_ud({0, kPort}, 16);
+  auto listener = p.b->listen_ud({{}, kPort}, 16);
   REQUIRE(listener);
   auto active = p.a->connect(sidr_params());
   REQUIRE(active);

@@ -19,8 +19,8 @@ using rnicdv::test::wait_event;
 
 namespace {
 
-constexpr uint32_t kA = 0x7f000002;  // 127.0.0.2: the active side
-constexpr uint32_t kB = 0x7f000003;  // 127.0.0.3: the passive side
+constexpr hw::IpAddress kA = hw::IpAddress::v4(0x7f000002);  // 127.0.0.2: the active side
+constexpr hw::IpAddress kB = hw::IpAddress::v4(0x7f000003);  // 127.0.0.3: the passive side
 constexpr uint16_t kPort = 7471;
 
 struct Pair {
@@ -71,7 +71,7 @@ struct Connected {
 // and no RTU has been sent.
 Connected accepted(Pair& p) {
   Connected c;
-  c.listener = std::move(p.b->listen({0, kPort}).value());
+  c.listener = std::move(p.b->listen({{}, kPort}).value());
   c.active = std::move(p.a->connect(connect_params()).value());
   hw::CmEvent req = wait_event(p.fab, *c.listener);
   REQUIRE(req.type == hw::CmEventType::connect_request);
@@ -95,7 +95,7 @@ Connected handshake(Pair& p) {
 TEST_CASE("the SRQ bit of each side's QP reaches the other side in the REQ and the REP") {
   for (const bool active_srq : {false, true}) {
     Pair p;
-    auto listener = p.b->listen({0, kPort});
+    auto listener = p.b->listen({{}, kPort});
     REQUIRE(listener);
     hw::CmConnectParams cp = connect_params();
     cp.qp.srq = active_srq;
@@ -115,14 +115,14 @@ TEST_CASE("the SRQ bit of each side's QP reaches the other side in the REQ and t
 
 TEST_CASE("a REQ/REP/RTU handshake negotiates QPNs, PSNs, MTU, retries and rd_atomic") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   REQUIRE(listener);
   auto active = p.a->connect(connect_params());
   REQUIRE(active);
 
   hw::CmEvent req = wait_event(p.fab, **listener);
   REQUIRE(req.type == hw::CmEventType::connect_request);
-  CHECK(req.remote.ipv4 == kA);
+  CHECK(req.remote.ip == kA);
   CHECK(req.remote.port == (*active)->local_address().port);
   REQUIRE(req.private_data.size() == hw::kReqPrivateDataMax);
   CHECK(std::memcmp(req.private_data.data(), "hello", 5) == 0);
@@ -144,7 +144,7 @@ TEST_CASE("a REQ/REP/RTU handshake negotiates QPNs, PSNs, MTU, retries and rd_at
   CHECK(attr.dest_qpn == 0x111);
   CHECK(attr.path_mtu == hw::Mtu::mtu2048);
   CHECK(attr.max_dest_rd_atomic == 4);  // what the active side will issue
-  CHECK(attr.remote_gid.ipv4() == kA);
+  CHECK(attr.remote_gid.ip() == kA);
   const uint32_t active_psn = attr.rq_psn;
   CHECK((mask & hw::qp_attr::av) != 0);
 
@@ -223,7 +223,7 @@ TEST_CASE("a REQ to a port nobody listens on is rejected with reason 8") {
 
 TEST_CASE("a consumer reject reaches the requester with reason 28 and its private data") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   auto active = p.a->connect(connect_params());
   hw::CmEvent req = wait_event(p.fab, **listener);
   const uint8_t why[] = {'b', 'u', 's', 'y'};
@@ -239,7 +239,7 @@ TEST_CASE("a consumer reject reaches the requester with reason 28 and its privat
 
 TEST_CASE("a REJ from an address other than the peer's is ignored") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   auto active = p.a->connect(connect_params());
   hw::CmEvent req = wait_event(p.fab, **listener);
   REQUIRE(req.type == hw::CmEventType::connect_request);
@@ -258,7 +258,7 @@ TEST_CASE("a REJ from an address other than the peer's is ignored") {
   rej.reason = hw::reject_reason::consumer_defined;
   forged.body = rej;
   const uint64_t unmatched = p.a->counters().rx_unmatched;
-  p.fab.inject(0x7f000009, kA, encode_cm_mad(forged));  // from 127.0.0.9, not the peer
+  p.fab.inject(hw::IpAddress::v4(0x7f000009), kA, encode_cm_mad(forged));  // not the peer
   p.fab.run_until([] { return false; }, 1'000'000);
   CHECK_FALSE(has_event(**active));
   CHECK(p.a->counters().rx_unmatched == unmatched + 1);
@@ -272,7 +272,7 @@ namespace {
 
 // The communication ID `src` put in the first message of type M it sent.
 template <class M>
-uint32_t sent_comm_id(const FakeMadFabric& fab, uint32_t src) {
+uint32_t sent_comm_id(const FakeMadFabric& fab, const hw::IpAddress& src) {
   for (const auto& s : fab.log()) {
     if (s.src != src) continue;
     Result<CmMad> m = decode_cm_mad(s.mad);
@@ -281,10 +281,10 @@ uint32_t sent_comm_id(const FakeMadFabric& fab, uint32_t src) {
   return 0;
 }
 
-constexpr uint32_t kStranger = 0x7f000009;  // 127.0.0.9: no side of the connection
+constexpr hw::IpAddress kStranger = hw::IpAddress::v4(0x7f000009);  // 127.0.0.9: no side of the connection
 
 template <class M>
-void inject_from_stranger(FakeMadFabric& fab, uint32_t dst, const M& body) {
+void inject_from_stranger(FakeMadFabric& fab, const hw::IpAddress& dst, const M& body) {
   CmMad forged;
   forged.header.tid = 1;
   forged.body = body;
@@ -313,7 +313,7 @@ TEST_CASE("an RTU from an address other than the peer's does not establish the p
 
 TEST_CASE("an MRA from an address other than the peer's does not stretch a pending REQ") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   auto active = p.a->connect(connect_params());
   hw::CmEvent req = wait_event(p.fab, **listener);  // held, never answered
   REQUIRE(req.type == hw::CmEventType::connect_request);
@@ -352,7 +352,7 @@ TEST_CASE("a DREP from an address other than the peer's does not end the disconn
 
 TEST_CASE("a lost REQ is sent again by its timer") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   p.a->drop_outgoing(AttrId::req, 2);
   auto active = p.a->connect(connect_params());
   hw::CmEvent req = wait_event(p.fab, **listener);
@@ -363,7 +363,7 @@ TEST_CASE("a lost REQ is sent again by its timer") {
 
 TEST_CASE("a lost REP is sent again by the passive side's timer; duplicate REQs are dropped") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   auto active = p.a->connect(connect_params(0x111, 20'000));
   hw::CmEvent req = wait_event(p.fab, **listener);
   p.b->drop_outgoing(AttrId::rep, 3);
@@ -435,7 +435,7 @@ TEST_CASE("an address where nobody answers is unreachable once every REQ try has
 
 TEST_CASE("a passive side whose REP is never answered times out and tells the requester") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   auto params = connect_params(0x111, 500);
   params.max_cm_retries = 2;
   auto active = p.a->connect(params);
@@ -503,7 +503,7 @@ TEST_CASE("a DREQ that matches no connection is still answered with a DREP") {
 
 TEST_CASE("destroying a connection mid-handshake tells the peer") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   auto active = p.a->connect(connect_params());
   hw::CmEvent req = wait_event(p.fab, **listener);
   active->reset();  // REJ "timeout" with our CA GUID, as cm_destroy_id in REQ_SENT
@@ -527,7 +527,7 @@ TEST_CASE("a REQ from a QPN still bound to a live connection is rejected as stal
 
 TEST_CASE("listen refuses a taken port and an address that is not the device's") {
   Pair p;
-  auto l = p.b->listen({0, kPort});
+  auto l = p.b->listen({{}, kPort});
   REQUIRE(l);
   auto again = p.b->listen({kB, kPort});
   CHECK(again.status().code() == Errc::address_in_use);
@@ -565,8 +565,8 @@ TEST_CASE("a listener bound to one address rejects REQs whose cma_hdr names anot
   q.local_qpn = 0x99;
   q.path_mtu = 3;
   CmaHeader cma;
-  cma.src_ipv4 = kA;
-  cma.dst_ipv4 = 0x0a000001;
+  cma.src = kA;
+  cma.dst = hw::IpAddress::v4(0x0a000001);
   encode_cma_header(cma, q.private_data.data());
   CmMad mad;
   mad.body = q;
@@ -651,7 +651,7 @@ TEST_CASE("a peer found gone ends its connections at once: established, DREQ sen
   SECTION("another address: nothing changes") {
     Pair p;
     Connected c = handshake(p);
-    p.a->on_peer_unreachable(0x7f000009);
+    p.a->on_peer_unreachable(kStranger);
     CHECK_FALSE(has_event(*c.active));
     CHECK(p.a->counters().peers_gone == 0);
     REQUIRE(c.active->disconnect().is_ok());
@@ -672,4 +672,63 @@ TEST_CASE("a farewell sends the DREQ of every established connection and leaves 
   // A second farewell finds it closing: nothing more.
   REQUIRE(p.a->farewell(1'000'000'000));
   CHECK(count_sent(p.fab, AttrId::dreq, kA) == 1);
+}
+
+TEST_CASE("two IPv6 agents connect: the REQ names their GIDs and the cma_hdr says IPv6") {
+  const hw::IpAddress a6 = hw::IpAddress::parse("fd00::a").value();
+  const hw::IpAddress b6 = hw::IpAddress::parse("fd00::b").value();
+  FakeMadFabric fab;
+  auto a = fab.add(a6, 0xa6a6a6a6a6a6a6a6ull);
+  auto b = fab.add(b6, 0xb6b6b6b6b6b6b6b6ull);
+  auto listener = b->listen({b6, kPort});
+  REQUIRE(listener);
+  hw::CmConnectParams cp = connect_params();
+  cp.remote = {b6, kPort};
+  auto active = a->connect(cp);
+  REQUIRE(active);
+  CHECK((*active)->local_address().ip == a6);
+  hw::CmEvent req = wait_event(fab, **listener);
+  REQUIRE(req.type == hw::CmEventType::connect_request);
+  CHECK(req.remote.ip == a6);
+  CHECK(req.remote.port == (*active)->local_address().port);
+  CHECK(hw::cm_address_string(req.remote) ==
+        "[fd00::a]:" + std::to_string((*active)->local_address().port));
+
+  // On the wire: the REQ's primary path GIDs are the two addresses, and its private data
+  // starts with an IP version 6 cma_hdr naming both whole.
+  auto sent = decode_cm_mad(fab.log().front().mad);
+  REQUIRE(sent);
+  const auto& q = std::get<ReqMsg>(sent->body);
+  CHECK(hw::IpAddress::from_bytes(q.primary_local_gid.data()) == a6);
+  CHECK(hw::IpAddress::from_bytes(q.primary_remote_gid.data()) == b6);
+  CHECK(q.private_data[1] == 0x60);
+  auto cma = decode_cma_header(std::span(q.private_data).first(kCmaHeaderSize));
+  REQUIRE(cma);
+  CHECK(cma->src == a6);
+  CHECK(cma->dst == b6);
+
+  hw::QpAttr attr;
+  uint32_t mask = 0;
+  REQUIRE(req.request->qp_attr(hw::QpState::rtr, &attr, &mask).is_ok());
+  CHECK(attr.remote_gid.ip() == a6);
+  REQUIRE(req.request->accept(accept_params()).is_ok());
+  hw::CmEvent rep = wait_event(fab, **active);
+  REQUIRE(rep.type == hw::CmEventType::connect_response);
+  REQUIRE((*active)->qp_attr(hw::QpState::rtr, &attr, &mask).is_ok());
+  CHECK(attr.remote_gid.ip() == b6);
+  REQUIRE((*active)->establish().is_ok());
+  CHECK(wait_event(fab, *req.request).type == hw::CmEventType::established);
+
+  // A listener bound to the other address of the fabric hears nothing from a REQ to b6.
+  auto other = a->listen({b6, kPort + 1});
+  CHECK(other.status().code() == Errc::invalid_argument);
+  // One IP version per device: an IPv4 peer is refused before anything is sent.
+  const size_t before = fab.log().size();
+  hw::CmConnectParams v4 = connect_params();
+  v4.remote = {kB, kPort};
+  auto refused = a->connect(v4);
+  CHECK(refused.status().code() == Errc::invalid_argument);
+  CHECK(refused.status().message().find("127.0.0.3 is IPv4") != std::string::npos);
+  CHECK(refused.status().message().find("fd00::a is IPv6") != std::string::npos);
+  CHECK(fab.log().size() == before);
 }

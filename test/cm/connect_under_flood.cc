@@ -23,9 +23,9 @@ TEST_CASE("a legitimate client connects within a second while forged REQs flood 
   Side client = make_side(fabric);
   auto attacker = take(fabric->add_device());
   Listener listener = take(Listener::listen(*server.dev, "", kCmPort));
-  const uint32_t server_ip = server.sim->ipv4();
-  const uint32_t client_ip = client.sim->ipv4();
-  const uint32_t attacker_ip = attacker->ipv4();
+  const hw::IpAddress server_ip = server.sim->address();
+  const hw::IpAddress client_ip = client.sim->address();
+  const hw::IpAddress attacker_ip = attacker->address();
   const size_t fds_before = open_descriptors();
 
   std::atomic<bool> stop{false};
@@ -51,7 +51,7 @@ TEST_CASE("a legitimate client connects within a second while forged REQs flood 
     while (!stop.load(std::memory_order_relaxed)) {
       std::optional<ConnectionEvent> ev = listener.wait_event(10ms);
       if (!ev || !ev->request) continue;
-      if (ev->request->remote_address().ipv4 == client_ip) {
+      if (ev->request->remote_address().ip == client_ip) {
         Result<Connection> c = ev->request->accept(*server.qp);
         std::lock_guard lock(mu);
         if (c) accepted.emplace(std::move(c).value());

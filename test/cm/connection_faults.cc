@@ -211,8 +211,16 @@ TEST_CASE("connection API errors name the connection, the operation and the reas
   Net n;
   auto bad = Connection::connect(*n.a.qp, "not-an-address", kCmPort);
   CHECK(bad.status().code() == Errc::invalid_argument);
-  CHECK(bad.status().message().find("\"not-an-address\" is not an IPv4 address") !=
+  CHECK(bad.status().message().find("\"not-an-address\": neither IPv4 nor IPv6") !=
         std::string::npos);
+  auto any = Connection::connect(*n.a.qp, "::", kCmPort);
+  CHECK(any.status().code() == Errc::invalid_argument);
+  CHECK(any.status().message().find(":: is not a peer address") != std::string::npos);
+  // The device's address is IPv4: an IPv6 peer is refused, naming both.
+  auto other_version = Connection::connect(*n.a.qp, "fd00::2", kCmPort);
+  CHECK(other_version.status().code() == Errc::invalid_argument);
+  CHECK(other_version.status().message().find("fd00::2 is IPv6") != std::string::npos);
+  CHECK(other_version.status().message().find(n.a.ip() + " is IPv4") != std::string::npos);
   std::vector<uint8_t> big(57, 1);
   auto too_much = Connection::connect(*n.a.qp, n.b.ip(), kCmPort, big);
   CHECK(too_much.status().code() == Errc::invalid_argument);

@@ -74,7 +74,7 @@ TEST_CASE("a UD QP learns a datagram service's QPN and Q_Key and its datagram ar
   CHECK(std::memcmp(asked.data(), "quotes", 6) == 0);
   CHECK(svc.qpn == service.qpn());
   CHECK(svc.qkey == kQkey);
-  CHECK(svc.address.ipv4 == b.sim->ipv4());
+  CHECK(svc.address.ip == b.sim->address());
   CHECK(svc.address.port == kServicePort);
   REQUIRE(svc.private_data.size() == hw::kSidrRepPrivateDataMax);
   CHECK(std::memcmp(svc.private_data.data(), "welcome", 7) == 0);
@@ -87,7 +87,7 @@ TEST_CASE("a UD QP learns a datagram service's QPN and Q_Key and its datagram ar
   r.num_sge = 1;
   REQUIRE(service.post_recv(r) == Errc::ok);
   hw::AhAttr attr;
-  attr.remote_gid = hw::Gid::from_ipv4(svc.address.ipv4);
+  attr.remote_gid = hw::Gid::from_ip(svc.address.ip);
   AddressHandle ah = take(a.pd->create_ah(attr));
   std::memcpy(a.mem.data() + 4096, "tick", 4);
   Sge ssge = a.mr->sge(4096, 4);

@@ -21,21 +21,21 @@ class FakeMadFabric {
   static constexpr uint64_t kLatencyNs = 10'000;
 
   struct Sent {
-    uint32_t src, dst;
+    hw::IpAddress src, dst;
     sim::cm::MadBytes mad;
   };
 
-  // A new agent at `ipv4`.
-  std::shared_ptr<sim::cm::CmAgent> add(uint32_t ipv4, uint64_t guid) {
-    auto node = std::make_unique<Node>(this, ipv4);
+  // A new agent at `ip`.
+  std::shared_ptr<sim::cm::CmAgent> add(const hw::IpAddress& ip, uint64_t guid) {
+    auto node = std::make_unique<Node>(this, ip);
     sim::cm::CmAgentConfig cfg;
-    cfg.ipv4 = ipv4;
+    cfg.address = ip;
     cfg.ca_guid = guid;
     cfg.seed = guid;
     cfg.device_name = "fake" + std::to_string(nodes_.size());
     node->agent = sim::cm::CmAgent::create(cfg, node.get());
     auto agent = node->agent;
-    nodes_[ipv4] = std::move(node);
+    nodes_[ip] = std::move(node);
     return agent;
   }
 
@@ -78,42 +78,43 @@ class FakeMadFabric {
 
   // Every MAD handed to the fabric, in order (including those then lost).
   const std::vector<Sent>& log() const { return log_; }
-  // Loses everything sent to `ipv4` (a host that is not there).
-  void blackhole(uint32_t ipv4) { blackholes_.push_back(ipv4); }
+  // Loses everything sent to `ip` (a host that is not there).
+  void blackhole(const hw::IpAddress& ip) { blackholes_.push_back(ip); }
   // Hands `mad` to the agent at `dst` as if `src` had sent it.
-  void inject(uint32_t src, uint32_t dst, const sim::cm::MadBytes& mad) {
+  void inject(const hw::IpAddress& src, const hw::IpAddress& dst, const sim::cm::MadBytes& mad) {
     in_flight_.emplace(now_ + kLatencyNs, Sent{src, dst, mad});
   }
 
  private:
   struct Node : sim::cm::MadPort {
-    Node(FakeMadFabric* f, uint32_t ip) : fabric(f), ipv4(ip) {}
+    Node(FakeMadFabric* f, const hw::IpAddress& a) : fabric(f), ip(a) {}
     ~Node() override { agent->detach_port(); }
-    void send(uint32_t dst, const sim::cm::MadBytes& mad) override {
-      fabric->log_.push_back({ipv4, dst, mad});
-      for (uint32_t b : fabric->blackholes_)
+    void send(const hw::IpAddress& dst, const sim::cm::MadBytes& mad) override {
+      fabric->log_.push_back({ip, dst, mad});
+      for (const hw::IpAddress& b : fabric->blackholes_)
         if (b == dst) return;
-      fabric->in_flight_.emplace(fabric->now_ + kLatencyNs, Sent{ipv4, dst, mad});
+      fabric->in_flight_.emplace(fabric->now_ + kLatencyNs, Sent{ip, dst, mad});
     }
     void schedule(uint64_t at) override {
       if (at < wake_at) wake_at = at;
     }
     uint64_t now_ns() const override { return fabric->now_; }
     FakeMadFabric* fabric;
-    uint32_t ipv4;
+    hw::IpAddress ip;
     uint64_t wake_at = UINT64_MAX;
     std::shared_ptr<sim::cm::CmAgent> agent;
   };
 
   uint64_t now_ = 1'000'000;
-  std::map<uint32_t, std::unique_ptr<Node>> nodes_;
+  std::map<hw::IpAddress, std::unique_ptr<Node>> nodes_;
   std::multimap<uint64_t, Sent> in_flight_;
   std::vector<Sent> log_;
-  std::vector<uint32_t> blackholes_;
+  std::vector<hw::IpAddress> blackholes_;
 };
 
 // MADs of attribute `attr` that `src` handed to the fabric (lost ones included).
-inline size_t count_sent(const FakeMadFabric& fab, sim::cm::AttrId attr, uint32_t src) {
+inline size_t count_sent(const FakeMadFabric& fab, sim::cm::AttrId attr,
+                         const hw::IpAddress& src) {
   size_t n = 0;
   for (const auto& s : fab.log())
     if (s.src == src && ((s.mad[16] << 8) | s.mad[17]) == static_cast<int>(attr)) ++n;

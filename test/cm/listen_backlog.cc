@@ -25,9 +25,12 @@ using rnicdv::test::open_descriptors;
 
 namespace {
 
-constexpr uint32_t kA = 0x7f000002;       // 127.0.0.2: a legitimate requester
-constexpr uint32_t kB = 0x7f000003;       // 127.0.0.3: the listener
-constexpr uint32_t kForged = 0x0a630000;  // 10.99.0.0 and up: forged source addresses
+constexpr hw::IpAddress kA = hw::IpAddress::v4(0x7f000002);       // 127.0.0.2: a legitimate requester
+constexpr hw::IpAddress kB = hw::IpAddress::v4(0x7f000003);       // 127.0.0.3: the listener
+// 10.99.0.0 and up: forged source addresses.
+constexpr hw::IpAddress forged(uint32_t i) {
+  return hw::IpAddress::v4(0x0a630000 + i);
+}
 constexpr uint16_t kPort = 7471;
 constexpr uint64_t kMs = 1'000'000;
 
@@ -42,7 +45,7 @@ void deliver(FakeMadFabric& fab) {
   fab.run_until([] { return false; }, 1 * kMs);
 }
 
-std::vector<RejMsg> rejs_sent(const FakeMadFabric& fab, uint32_t src) {
+std::vector<RejMsg> rejs_sent(const FakeMadFabric& fab, const hw::IpAddress& src) {
   std::vector<RejMsg> out;
   for (const auto& s : fab.log()) {
     if (s.src != src) continue;
@@ -76,7 +79,7 @@ TEST_CASE(
     "a flood of 10,000 forged REQs holds no descriptor per request, never more than the "
     "backlog waits, and the REQs past it are dropped without a REJ") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});  // the default backlog, 1024
+  auto listener = p.b->listen({{}, kPort});  // the default backlog, 1024
   REQUIRE(listener);
   const size_t fds_before = open_descriptors();
   constexpr uint32_t kFlood = 10'000;
@@ -84,7 +87,7 @@ TEST_CASE(
   size_t most_waiting = 0;
   size_t most_fds = fds_before;
   for (uint32_t i = 0; i < kFlood; ++i) {
-    const uint32_t src = kForged + i % kSources;
+    const hw::IpAddress src = forged(i % kSources);
     p.fab.inject(src, kB, forged_req(src, kB, kPort, 0x10000 + i, 0x100 + i));
     if (i % 100 == 99 || i == kFlood - 1) {
       deliver(p.fab);
@@ -120,7 +123,7 @@ TEST_CASE(
       [&] {
         hw::CmEvent ev;
         while (listener.value()->next_event(&ev)) {
-          if (ev.remote.ipv4 == kA) {
+          if (ev.remote.ip == kA) {
             req = std::move(ev);
             return true;
           }
@@ -137,10 +140,10 @@ TEST_CASE(
 
 TEST_CASE("a request holds no descriptor until the application accepts it") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   REQUIRE(listener);
   for (uint32_t i = 0; i < 200; ++i) {
-    const uint32_t src = kForged + i % 4;
+    const hw::IpAddress src = forged(i % 4);
     p.fab.inject(src, kB, forged_req(src, kB, kPort, 0x20000 + i, 0x200 + i));
   }
   deliver(p.fab);
@@ -164,10 +167,10 @@ TEST_CASE(
     "a taken request's events wake the listener's descriptor only while someone watches "
     "them") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   REQUIRE(listener);
   for (uint32_t i = 0; i < 2; ++i)
-    p.fab.inject(kForged + i, kB, forged_req(kForged + i, kB, kPort, 0x60000 + i, 0x600 + i));
+    p.fab.inject(forged(i), kB, forged_req(forged(i), kB, kPort, 0x60000 + i, 0x600 + i));
   deliver(p.fab);
   hw::CmEvent watched, unwatched;
   REQUIRE(listener.value()->next_event(&watched));
@@ -197,14 +200,14 @@ TEST_CASE(
   CHECK(CmAgent::source_share(10) == 10);
 
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   REQUIRE(listener);
   constexpr uint32_t kFlood = 1'000;
   for (uint32_t i = 0; i < kFlood; ++i)
-    p.fab.inject(kForged, kB, forged_req(kForged, kB, kPort, 0x30000 + i, 0x300 + i));
+    p.fab.inject(forged(0), kB, forged_req(forged(0), kB, kPort, 0x30000 + i, 0x300 + i));
   deliver(p.fab);
   const size_t share = static_cast<size_t>(CmAgent::source_share(hw::kDefaultListenBacklog));
-  CHECK(p.b->pending_requests_from(kPort, kForged) == share);
+  CHECK(p.b->pending_requests_from(kPort, forged(0)) == share);
   CHECK(p.b->pending_requests(kPort) == share);
   CHECK(p.b->counters().req_dropped_source_share == kFlood - share);
   CHECK(count_sent(p.fab, AttrId::rej, kB) == 0);
@@ -219,9 +222,9 @@ TEST_CASE(
   CHECK(p.b->pending_requests_from(kPort, kA) == 1);
   std::vector<hw::CmEvent> held;  // the forged requests, taken and left unanswered
   hw::CmEvent req;
-  while (listener.value()->next_event(&req) && req.remote.ipv4 != kA)
+  while (listener.value()->next_event(&req) && req.remote.ip != kA)
     held.push_back(std::move(req));
-  REQUIRE(req.remote.ipv4 == kA);
+  REQUIRE(req.remote.ip == kA);
   CHECK(held.size() == share);
   REQUIRE(req.request->accept(accept_params()).is_ok());
   hw::CmEvent ev = wait_event(p.fab, **active, 10 * kMs);
@@ -233,10 +236,10 @@ TEST_CASE(
 
 TEST_CASE("listen's backlog bounds the waiting requests; 0 means the default; it can change") {
   Pair p;
-  auto listener = p.b->listen({0, kPort}, 10);
+  auto listener = p.b->listen({{}, kPort}, 10);
   REQUIRE(listener);
   for (uint32_t i = 0; i < 30; ++i) {
-    const uint32_t src = kForged + i % 3;
+    const hw::IpAddress src = forged(i % 3);
     p.fab.inject(src, kB, forged_req(src, kB, kPort, 0x40000 + i, 0x400 + i));
   }
   deliver(p.fab);
@@ -244,7 +247,7 @@ TEST_CASE("listen's backlog bounds the waiting requests; 0 means the default; it
   CHECK(p.b->counters().req_dropped_backlog == 20);
   REQUIRE(listener.value()->set_backlog(12).is_ok());
   for (uint32_t i = 30; i < 40; ++i)
-    p.fab.inject(kForged + 5, kB, forged_req(kForged + 5, kB, kPort, 0x40000 + i, 0x400 + i));
+    p.fab.inject(forged(5), kB, forged_req(forged(5), kB, kPort, 0x40000 + i, 0x400 + i));
   deliver(p.fab);
   CHECK(p.b->pending_requests(kPort) == 12);
   CHECK(hw::listen_backlog(0) == hw::kDefaultListenBacklog);
@@ -259,11 +262,11 @@ TEST_CASE("listen's backlog bounds the waiting requests; 0 means the default; it
 
 TEST_CASE("a half-open request whose REQ claims the longest timeouts is gone within the bound") {
   Pair p;
-  auto listener = p.b->listen({0, kPort});
+  auto listener = p.b->listen({{}, kPort});
   REQUIRE(listener);
   // 4.096 us * 2^31 (2.4 hours) per try and 15 retries: what the REQ claims the passive side
   // should wait for.
-  p.fab.inject(kForged, kB, forged_req(kForged, kB, kPort, 0x50000, 0x500, 31, 15));
+  p.fab.inject(forged(0), kB, forged_req(forged(0), kB, kPort, 0x50000, 0x500, 31, 15));
   deliver(p.fab);
   REQUIRE(p.b->pending_requests(kPort) == 1);
   const uint64_t start = p.fab.now();

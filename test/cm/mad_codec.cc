@@ -10,6 +10,7 @@
 #include "cm/mad.h"
 
 using namespace rnicdv::sim::cm;
+namespace hw = rnicdv::hw;
 
 namespace {
 
@@ -67,8 +68,8 @@ ReqMsg sample_req() {
   q.max_cm_retries = 15;
   q.primary_local_lid = 0xffff;
   q.primary_remote_lid = 0xffff;
-  q.primary_local_gid = ipv4_gid(0x7f000002);
-  q.primary_remote_gid = ipv4_gid(0x7f000003);
+  q.primary_local_gid = ip_gid(hw::IpAddress::v4(0x7f000002));
+  q.primary_remote_gid = ip_gid(hw::IpAddress::v4(0x7f000003));
   q.primary_flow_label = 0x12345;
   q.primary_packet_rate = 3;
   q.primary_traffic_class = 0x20;
@@ -78,8 +79,8 @@ ReqMsg sample_req() {
   q.primary_local_ack_timeout = 18;
   CmaHeader cma;
   cma.src_port = 40001;  // 0x9c41
-  cma.src_ipv4 = 0x7f000002;
-  cma.dst_ipv4 = 0x7f000003;
+  cma.src = hw::IpAddress::v4(0x7f000002);
+  cma.dst = hw::IpAddress::v4(0x7f000003);
   encode_cma_header(cma, q.private_data.data());
   std::memcpy(q.private_data.data() + kCmaHeaderSize, "hello", 5);
   return q;
@@ -256,8 +257,8 @@ TEST_CASE("cma_hdr and the rdma_cm service ID decode back and reject what rdma_c
   auto cma = decode_cma_header(std::span(q.private_data).first(kCmaHeaderSize));
   REQUIRE(cma);
   CHECK(cma->src_port == 40001);
-  CHECK(cma->src_ipv4 == 0x7f000002u);
-  CHECK(cma->dst_ipv4 == 0x7f000003u);
+  CHECK(cma->src == hw::IpAddress::v4(0x7f000002));
+  CHECK(cma->dst == hw::IpAddress::v4(0x7f000003));
   CHECK(is_rdma_tcp_service(q.service_id));
   CHECK_FALSE(is_rdma_tcp_service(0x0000000001110000ull | 80));  // RDMA_PS_UDP
   CHECK((q.service_id & 0xffff) == 7391);
@@ -266,10 +267,53 @@ TEST_CASE("cma_hdr and the rdma_cm service ID decode back and reject what rdma_c
   CHECK(decode_cma_header(std::span(q.private_data).first(kCmaHeaderSize)).status().code() ==
         rnicdv::Errc::protocol_error);
   q.private_data[0] = 0;
-  q.private_data[1] = 0x60;  // IPv6
+  q.private_data[1] = 0x50;  // neither 4 nor 6
   CHECK(decode_cma_header(std::span(q.private_data).first(kCmaHeaderSize)).status().code() ==
-        rnicdv::Errc::unsupported);
+        rnicdv::Errc::protocol_error);
+  q.private_data[1] = 0x60;  // IPv6: the 16 bytes are read whole
+  auto as_v6 = decode_cma_header(std::span(q.private_data).first(kCmaHeaderSize));
+  REQUIRE(as_v6);
+  CHECK(as_v6->src.to_string() == "::127.0.0.2");
+  // An IPv4-mapped address inside an IPv6 header is refused, as in an IPv6 frame.
+  q.private_data[4 + 10] = q.private_data[4 + 11] = 0xff;
+  auto mapped = decode_cma_header(std::span(q.private_data).first(kCmaHeaderSize));
+  CHECK(mapped.status().code() == rnicdv::Errc::protocol_error);
+  CHECK(mapped.status().message().find("IPv4-mapped") != std::string::npos);
   CHECK_FALSE(decode_cma_header(std::span(q.private_data).first(10)));
+}
+
+TEST_CASE("cma_hdr over IPv6 carries both addresses whole, with IP version 6") {
+  CmaHeader h;
+  h.src_port = 0x9c41;  // 40001
+  h.src = hw::IpAddress::parse("fd00::a").value();
+  h.dst = hw::IpAddress::parse("fd00:1:2:3:4:5:6:b").value();
+  uint8_t out[kCmaHeaderSize];
+  std::memset(out, 0xee, sizeof out);
+  encode_cma_header(h, out);
+  // Linux struct cma_hdr: cma_version, ip_version << 4, port, src_addr, dst_addr (in6).
+  const uint8_t expected[kCmaHeaderSize] = {
+      0x00, 0x60, 0x9c, 0x41,                                                  // version, IPv6, port
+      0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a,                 // fd00::a
+      0xfd, 0x00, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 0x0b};                // fd00:1:...:b
+  CHECK(std::memcmp(out, expected, sizeof out) == 0);
+  auto back = decode_cma_header(std::span<const uint8_t>(out, sizeof out));
+  REQUIRE(back);
+  CHECK(*back == h);
+
+  // IPv4: 12 zero bytes before each address, not the ::ffff: form the address type holds.
+  h.src = hw::IpAddress::v4(0x0a000001);
+  h.dst = hw::IpAddress::v4(0x0a000002);
+  encode_cma_header(h, out);
+  CHECK(out[1] == 0x40);
+  for (int i = 0; i < 12; ++i) {
+    CHECK(out[4 + i] == 0);
+    CHECK(out[20 + i] == 0);
+  }
+  CHECK(out[19] == 1);
+  CHECK(out[35] == 2);
+  back = decode_cma_header(std::span<const uint8_t>(out, sizeof out));
+  REQUIRE(back);
+  CHECK(*back == h);
 }
 
 TEST_CASE("CM time codes are 4.096 us times 2^t") {

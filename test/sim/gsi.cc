@@ -20,8 +20,8 @@ TEST_CASE("a MAD travels as a UD SEND_ONLY to QP1 and reaches the peer's handler
   sim::Gsi& ga = sim::gsi_of(*a);
   sim::Gsi& gb = sim::gsi_of(*b);
   std::vector<std::vector<uint8_t>> got;
-  uint32_t from = 0;
-  gb.set_mad_handler([&](uint32_t src, const uint8_t* mad, size_t len) {
+  hw::IpAddress from;
+  gb.set_mad_handler([&](const hw::IpAddress& src, const uint8_t* mad, size_t len) {
     from = src;
     got.emplace_back(mad, mad + len);
   });
@@ -30,10 +30,10 @@ TEST_CASE("a MAD travels as a UD SEND_ONLY to QP1 and reaches the peer's handler
       [&](const hw::IpAddress&, const uint8_t* d, size_t n) { frame.assign(d, d + n); });
   uint8_t mad[sim::kMadBytes];
   for (size_t i = 0; i < sizeof mad; ++i) mad[i] = static_cast<uint8_t>(i);
-  REQUIRE(ga.send_mad(b->ipv4(), mad));
+  REQUIRE(ga.send_mad(b->address(), mad));
   fabric->run_until([&] { return !got.empty(); });
   REQUIRE(got.size() == 1);
-  CHECK(from == a->ipv4());
+  CHECK(from == a->address());
   CHECK(std::memcmp(got[0].data(), mad, sizeof mad) == 0);
 
   pkt::Packet p;
@@ -69,14 +69,14 @@ TEST_CASE("a handler may call back into the device: it runs outside the device l
   auto a = must(fabric->add_device());
   auto b = must(fabric->add_device());
   int replies = 0;
-  sim::gsi_of(*b).set_mad_handler([&](uint32_t src, const uint8_t* mad, size_t len) {
+  sim::gsi_of(*b).set_mad_handler([&](const hw::IpAddress& src, const uint8_t* mad, size_t len) {
     (void)b->counters();  // takes the device lock
     auto pd = must(b->alloc_pd());
     (void)sim::gsi_of(*b).send_mad(src, mad, len);
   });
-  sim::gsi_of(*a).set_mad_handler([&](uint32_t, const uint8_t*, size_t) { ++replies; });
+  sim::gsi_of(*a).set_mad_handler([&](const hw::IpAddress&, const uint8_t*, size_t) { ++replies; });
   uint8_t mad[256] = {};
-  REQUIRE(sim::gsi_of(*a).send_mad(b->ipv4(), mad));
+  REQUIRE(sim::gsi_of(*a).send_mad(b->address(), mad));
   CHECK(fabric->run_until([&] { return replies == 1; }));
 }
 
@@ -84,7 +84,7 @@ TEST_CASE("packets to QP1 that are not GSI MADs are dropped") {
   auto fabric = make_fabric();
   auto a = must(fabric->add_device());
   uint64_t got = 0;
-  sim::gsi_of(*a).set_mad_handler([&](uint32_t, const uint8_t*, size_t) { ++got; });
+  sim::gsi_of(*a).set_mad_handler([&](const hw::IpAddress&, const uint8_t*, size_t) { ++got; });
   pkt::Packet p;
   p.bth.opcode = 0x64;
   p.bth.dest_qp = 1;

@@ -187,12 +187,12 @@ TEST_CASE("port-down after=N counts the connection manager's QP1 frames too, and
   auto a = must(fabric->add_device());
   auto b = must(fabric->add_device());
   int to_b = 0, to_a = 0;
-  sim::gsi_of(*b).set_mad_handler([&](uint32_t, const uint8_t*, size_t) { ++to_b; });
-  sim::gsi_of(*a).set_mad_handler([&](uint32_t, const uint8_t*, size_t) { ++to_a; });
+  sim::gsi_of(*b).set_mad_handler([&](const hw::IpAddress&, const uint8_t*, size_t) { ++to_b; });
+  sim::gsi_of(*a).set_mad_handler([&](const hw::IpAddress&, const uint8_t*, size_t) { ++to_a; });
   uint8_t mad[sim::kMadBytes] = {};
   // The third is lost: as on a port that went down, the sender is not told.
-  for (int i = 0; i < 3; ++i) REQUIRE(sim::gsi_of(*a).send_mad(b->ipv4(), mad));
-  REQUIRE(sim::gsi_of(*b).send_mad(a->ipv4(), mad));
+  for (int i = 0; i < 3; ++i) REQUIRE(sim::gsi_of(*a).send_mad(b->address(), mad));
+  REQUIRE(sim::gsi_of(*b).send_mad(a->address(), mad));
   fabric->run_until([] { return false; }, 10 * kMs);
   CHECK(to_b == 2);
   CHECK(to_a == 0);

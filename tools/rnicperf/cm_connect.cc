@@ -48,19 +48,17 @@ Status wait_established(rnicdv::Connection& conn, std::chrono::milliseconds time
   }
 }
 
-// The server's HCA address, from its record's GID (an IPv4-mapped one).
+// The server's HCA address, from its record's GID: RoCE v2 GIDs are IP addresses (IPv4-mapped
+// or IPv6).
 Result<std::string> server_address(const TestEndpoint& ep) {
   const PeerRecord& peer = ep.remote(0);
   rnicdv::hw::Gid gid;
   std::copy(std::begin(peer.gid), std::end(peer.gid), gid.raw);
-  if (!gid.is_ipv4_mapped())
-    return Status::error(Errc::unsupported, "-R: the server's GID %s is not an IPv4 address",
+  const rnicdv::hw::IpAddress ip = gid.ip();
+  if (ip.is_unspecified())
+    return Status::error(Errc::unsupported, "-R: the server's GID %s is no IP address",
                          gid.to_string().c_str());
-  const uint32_t ip = gid.ipv4();
-  char address[16];
-  std::snprintf(address, sizeof address, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
-                (ip >> 8) & 0xff, ip & 0xff);
-  return std::string(address);
+  return ip.to_string();
 }
 
 // Waits for the listener's next request.

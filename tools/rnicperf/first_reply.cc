@@ -305,10 +305,7 @@ Result<FirstReplyResult> run_first_reply(const Options& o) {
   Side server, client;
   RNICDV_TRY(server.open(hw_server));
   RNICDV_TRY(client.open(hw_client));
-  const uint32_t ip = server.dev->hw().info().gid.ipv4();
-  char server_ip[16];
-  std::snprintf(server_ip, sizeof server_ip, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
-                (ip >> 8) & 0xff, ip & 0xff);
+  const std::string server_ip = server.dev->hw().info().gid.ip().to_string();
 
   FirstReplyResult out;
   out.transport = server.dev->hw().info().transport + ", " + client.dev->hw().info().transport;

@@ -167,7 +167,7 @@ struct ConnectionEvent {
 class Connection {
  public:
   // Sends a REQ for `qp` (RESET or INIT; moved to INIT now) to CM port `port` of the HCA at
-  // IPv4 `address` ("127.0.0.3"). Up to 56 bytes of private data. ESTABLISHED (the QP then in
+  // `address`, IPv4 or IPv6 ("127.0.0.3", "fd00::2"; of the device's own IP version). Up to 56 bytes of private data. ESTABLISHED (the QP then in
   // RTS), REJECTED, UNREACHABLE or TIMEOUT follow.
   static Result<Connection> connect(QueuePair& qp, const std::string& address, uint16_t port,
                                     std::span<const uint8_t> private_data = {},
@@ -202,8 +202,8 @@ class Connection {
 
 class Listener {
  public:
-  // Listens on CM port `port` of `device`. `address` is the device's IPv4 or "" / "0.0.0.0"
-  // for any address of the device. `backlog`, as rdma_listen's: how many requests may wait
+  // Listens on CM port `port` of `device`. `address` is the device's address (IPv4 or IPv6),
+  // or "", "0.0.0.0" or "::" for any address of the device. `backlog`, as rdma_listen's: how many requests may wait
   // (received, neither accepted nor rejected) at once; 0, a negative value or one above
   // hw::kDefaultListenBacklog (1024, the kernel's default) means that default. REQs beyond it,
   // and beyond one source address's share of it, are dropped (no REJ) so that the requester
@@ -240,7 +240,7 @@ struct DatagramService {
   std::vector<uint8_t> private_data;  // the SIDR_REP's private data field, whole (136 bytes)
 };
 
-// Asks the datagram service at CM port `port` of the HCA at IPv4 `address` ("127.0.0.3")
+// Asks the datagram service at CM port `port` of the HCA at `address` ("127.0.0.3", "fd00::2")
 // for its QPN and Q_Key (a SIDR_REQ from `device`, with up to 180 bytes of private data), and
 // waits up to `timeout` for the answer, sending the request again meanwhile. Errors:
 // unreachable (no answer in time, or nothing listens in the UDP port space there: the status

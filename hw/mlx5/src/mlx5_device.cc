@@ -90,7 +90,7 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
   info.profile.keeps_rtr_doorbell = true;
   info.caps = core->caps;
   device->cm_ = std::make_unique<cm::RdmaCmConnectionManager>(
-      ctx.get(), info.gid.is_ipv4_mapped() ? info.gid.ipv4() : 0, name, core->events);
+      ctx.get(), info.gid.ip(), name, core->events);
   return device;
 }
 

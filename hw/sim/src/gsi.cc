@@ -9,20 +9,17 @@
 
 namespace rnicdv::sim {
 
-uint32_t Gsi::local_ipv4() const {
-  return hca_.ipv4();
-}
-
 uint64_t Gsi::now_ns() const {
   return hca_.now();
 }
 
-Status Gsi::send_mad(uint32_t dst_ipv4, const uint8_t* mad, size_t len) {
-  if (!hca_.address().is_v4())
-    return Status::error(Errc::unsupported,
-                         "%s: gsi: send_mad: the device's address %s is IPv6, and the CM runs over "
-                         "IPv4 only",
-                         hca_.info().name.c_str(), hca_.address().to_string().c_str());
+Status Gsi::send_mad(const IpAddress& dst, const uint8_t* mad, size_t len) {
+  if (dst.is_v4() != hca_.address().is_v4())
+    return Status::error(Errc::invalid_argument,
+                         "%s: gsi: send_mad to %s: the device's address %s is of the other IP "
+                         "version",
+                         hca_.info().name.c_str(), dst.to_string().c_str(),
+                         hca_.address().to_string().c_str());
   if (!mad || len == 0 || len > pkt::kMaxPayload)
     return Status::error(Errc::invalid_argument, "%s: gsi: send_mad: %zu bytes (1..%u)",
                          hca_.info().name.c_str(), len, pkt::kMaxPayload);
@@ -40,7 +37,7 @@ Status Gsi::send_mad(uint32_t dst_ipv4, const uint8_t* mad, size_t len) {
   }
   std::vector<uint8_t> frame(pkt::kMaxPacketBytes + 64);
   const size_t n = pkt::build_packet(p, frame.data(), frame.size());
-  hca_.transmit_raw(IpAddress::v4(dst_ipv4), frame.data(), n);
+  hca_.transmit_raw(dst, frame.data(), n);
   return Status::ok();
 }
 
@@ -49,20 +46,18 @@ void Gsi::set_mad_handler(MadHandler handler) {
   handler_ = std::move(handler);
 }
 
-void Gsi::set_unreachable_handler(std::function<void(uint32_t)> handler) {
+void Gsi::set_unreachable_handler(UnreachableHandler handler) {
   std::lock_guard<std::mutex> lock(mu_);
   unreachable_handler_ = std::move(handler);
 }
 
 void Gsi::peer_unreachable(const IpAddress& peer) {
-  if (!peer.is_v4()) return;  // no CM runs there (gsi.h)
-  const uint32_t ipv4 = peer.ipv4();
   std::lock_guard<std::mutex> lock(mu_);
   if (!unreachable_handler_) return;
   // One notice per address in the queue is enough: a burst of refused frames is one event.
   for (const Inbound& in : inbox_)
-    if (in.unreachable && in.src_ipv4 == ipv4) return;
-  inbox_.push_back(Inbound{ipv4, {}, true});
+    if (in.unreachable && in.src == peer) return;
+  inbox_.push_back(Inbound{peer, {}, true});
 }
 
 TimerId Gsi::schedule_at(uint64_t when_ns, std::function<void()> fn) {
@@ -84,14 +79,11 @@ bool Gsi::cancel(TimerId id) {
 }
 
 bool Gsi::accept(const IpAddress& src, const pkt::Packet& p) {
-  if (!src.is_v4()) [[unlikely]]
-    return false;  // the CM runs over IPv4 (gsi.h)
-  const uint32_t src_ipv4 = src.ipv4();
   // Only UD SENDs to QP1 with the GSI Q_Key (IBA 13.5.3, C13-13) are MADs.
   if (p.bth.opcode != pkt::opcode::ud_send_only || p.deth.qkey != kGsiQkey) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (!handler_) return false;
-  inbox_.push_back(Inbound{src_ipv4, std::vector<uint8_t>(p.payload, p.payload + p.payload_len)});
+  inbox_.push_back(Inbound{src, std::vector<uint8_t>(p.payload, p.payload + p.payload_len)});
   ++mads_rx_;
   return true;
 }
@@ -103,7 +95,7 @@ bool Gsi::dispatch() {
   for (;;) {
     Inbound in{};
     MadHandler handler;
-    std::function<void(uint32_t)> gone;
+    UnreachableHandler gone;
     std::function<void()> timer_fn;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -122,8 +114,8 @@ bool Gsi::dispatch() {
       }
     }
     did = true;
-    if (handler) handler(in.src_ipv4, in.mad.data(), in.mad.size());
-    if (gone) gone(in.src_ipv4);
+    if (handler) handler(in.src, in.mad.data(), in.mad.size());
+    if (gone) gone(in.src);
     if (timer_fn) timer_fn();
   }
   return did;

@@ -33,8 +33,9 @@ inline constexpr uint32_t kGsiQpn = 1;
 inline constexpr uint32_t kGsiQkey = 0x80010000;
 inline constexpr size_t kMadBytes = 256;
 
-// (source IPv4 in host order, MAD bytes, length)
-using MadHandler = std::function<void(uint32_t src_ipv4, const uint8_t* mad, size_t len)>;
+// (source address, MAD bytes, length)
+using MadHandler = std::function<void(const IpAddress& src, const uint8_t* mad, size_t len)>;
+using UnreachableHandler = std::function<void(const IpAddress& peer)>;
 using TimerId = uint64_t;
 
 class Gsi {
@@ -43,16 +44,15 @@ class Gsi {
   Gsi(const Gsi&) = delete;
   Gsi& operator=(const Gsi&) = delete;
 
-  uint32_t local_ipv4() const;
-
-  // Sends `len` (1..4096, normally kMadBytes) bytes as a UD SEND_ONLY to QP1 at `dst_ipv4`.
-  Status send_mad(uint32_t dst_ipv4, const uint8_t* mad, size_t len = kMadBytes);
+  // Sends `len` (1..4096, normally kMadBytes) bytes as a UD SEND_ONLY to QP1 at `dst`, an
+  // address of the device's IP version (another is refused: no frame could carry both).
+  Status send_mad(const IpAddress& dst, const uint8_t* mad, size_t len = kMadBytes);
 
   // Replaces the handler of inbound MADs (an empty function removes it; MADs then drop).
   void set_mad_handler(MadHandler handler);
   // Replaces the handler told that the wire found nothing at an address any more (the peer's
   // port is gone: see WireSink::on_unreachable). It runs where MAD handlers run.
-  void set_unreachable_handler(std::function<void(uint32_t ipv4)> handler);
+  void set_unreachable_handler(UnreachableHandler handler);
 
   // The fabric clock (virtual in deterministic mode).
   uint64_t now_ns() const;
@@ -65,9 +65,7 @@ class Gsi {
   bool cancel(TimerId id);
 
   // ---- Engine side ----
-  // Queues an inbound QP1 packet (called with the device lock held). False if dropped. The CM
-  // above runs over IPv4 addresses only, so a MAD from an IPv6 address is dropped (and
-  // counted by the caller): a device with an IPv6 address runs RC and UD, but no CM, yet.
+  // Queues an inbound QP1 packet (called with the device lock held). False if dropped.
   bool accept(const IpAddress& src, const pkt::Packet& p);
   // Queues the news that nothing receives at `peer` any more (any thread, any lock held).
   void peer_unreachable(const IpAddress& peer);
@@ -79,9 +77,9 @@ class Gsi {
 
  private:
   struct Inbound {
-    uint32_t src_ipv4;
+    IpAddress src;
     std::vector<uint8_t> mad;
-    bool unreachable = false;  // no MAD: src_ipv4 is gone
+    bool unreachable = false;  // no MAD: src is gone
   };
   struct Timer {
     TimerId id;
@@ -92,7 +90,7 @@ class Gsi {
   mutable std::mutex mu_;   // handler_, inbox_, timers_, counters
   std::mutex dispatch_mu_;  // one dispatcher at a time
   MadHandler handler_;
-  std::function<void(uint32_t)> unreachable_handler_;
+  UnreachableHandler unreachable_handler_;
   std::deque<Inbound> inbox_;
   std::multimap<uint64_t, Timer> timers_;
   TimerId next_id_ = 1;

@@ -74,10 +74,10 @@ void on_connect_request(Registry& r, Id& l, SimDevice* dev, hw::CmEvent& ev) {
   id->ps = l.ps;
   id->qp_type = l.qp_type;
   id->state = State::connect;
-  id->family = AF_INET;
+  id->family = ev.remote.ip.is_v4() ? AF_INET : AF_INET6;
   id->dev = dev;
-  id->src = {ev.request->local_address().ipv4, ev.request->local_address().port};
-  id->dst = {ev.remote.ipv4, ev.remote.port};
+  id->src = {ev.request->local_address().ip, ev.request->local_address().port};
+  id->dst = {ev.remote.ip, ev.remote.port};
   id->passive = true;
   id->have_peer = true;
   id->peer = ev.peer;
@@ -121,7 +121,7 @@ void on_sidr_event(Id& id, hw::CmEvent& ev, Event& out) {
       out.resp.event = RDMA_CM_EVENT_ESTABLISHED;
       p.qp_num = ev.peer.qpn;
       p.qkey = ev.peer.qkey;
-      fill_ah_attr(p.ah_attr, hw::Gid::from_ipv4(id.dst.ipv4), id.tos, kHopLimit, 0, 0);
+      fill_ah_attr(p.ah_attr, *id.dev, hw::Gid::from_ip(id.dst.ip), id.tos, kHopLimit, 0, 0);
       copy_private_data(p, ev.private_data);
       break;
     case hw::CmEventType::unreachable:

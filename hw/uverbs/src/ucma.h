@@ -126,9 +126,11 @@ enum class State : uint8_t {
 };
 const char* state_name(State s) noexcept;
 
+// An rdma_cm address: IPv4 or IPv6 (unspecified: any, of the ID's family), and the CM port.
 struct Endpoint {
-  uint32_t ipv4 = 0;  // host order; 0 = any
+  hw::IpAddress ip;
   uint16_t port = 0;
+  uint32_t scope_id = 0;  // a link-local IPv6 address's interface, as the application gave it
 };
 
 struct Id {

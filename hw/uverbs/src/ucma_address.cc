@@ -20,12 +20,10 @@ namespace rnicdv::uverbs::ucma {
 
 // ---- Addresses and routes -------------------------------------------------------------------
 
-// The device whose address is `ipv4` (a device with an IPv6 address owns no IPv4 one).
-SimDevice* device_owning(uint32_t ipv4) {
+SimDevice* device_owning(const hw::IpAddress& ip) {
   for (uint32_t i = 0; i < config().devices; ++i) {
     Result<SimDevice*> d = device_for(i);
-    if (d && d.value()->dev->address().is_v4() && d.value()->dev->ipv4() == ipv4)
-      return d.value();
+    if (d && d.value()->dev->address() == ip) return d.value();
   }
   return nullptr;
 }
@@ -38,32 +36,23 @@ int parse_addr(const Cmd& c, const Id& id, const void* sa, size_t size, Parsed* 
     case AF_INET: {
       sockaddr_in in{};
       std::memcpy(&in, sa, std::min(size, sizeof in));
-      *out = {AF_INET, {ntohl(in.sin_addr.s_addr), ntohs(in.sin_port)}};
+      *out = {AF_INET, {hw::IpAddress::v4(ntohl(in.sin_addr.s_addr)), ntohs(in.sin_port)}};
       return 0;
     }
     case AF_INET6: {
       sockaddr_in6 in6{};
       std::memcpy(&in6, sa, std::min(size, sizeof in6));
-      if (IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr)) {
-        *out = {AF_INET6, {0, ntohs(in6.sin6_port)}};
-        return 0;
-      }
-      if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
-        uint32_t v4;
-        std::memcpy(&v4, &in6.sin6_addr.s6_addr[12], 4);
-        *out = {AF_INET, {ntohl(v4), ntohs(in6.sin6_port)}};
-        return 0;
-      }
-      return c.unsupported(EADDRNOTAVAIL,
-                           "id %u: an IPv6 address (rdma_cm runs over IPv4 only, for now)",
-                           id.handle);
+      // An IPv4-mapped address names the IPv4 one, which only a device speaking IPv4 owns.
+      const hw::IpAddress ip = hw::IpAddress::from_bytes(in6.sin6_addr.s6_addr);
+      *out = {ip.is_v4() ? AF_INET : AF_INET6, {ip, ntohs(in6.sin6_port), in6.sin6_scope_id}};
+      return 0;
     }
     case AF_IB: {
       sockaddr_ib ib{};
       std::memcpy(&ib, sa, std::min(size, sizeof ib));
       static const uint8_t zero[16] = {};
       if (std::memcmp(&ib.sib_addr, zero, sizeof zero) == 0) {
-        *out = {AF_IB, {0, 0}};
+        *out = {AF_IB, {}};
         return 0;
       }
       return c.unsupported(EAFNOSUPPORT, "id %u: AF_IB addressing (native InfiniBand)", id.handle);
@@ -110,71 +99,92 @@ int bind_to(const Cmd& c, Id& id, const Parsed& a) {
     return 0;
   }
   SimDevice* dev = nullptr;
-  if (a.ep.ipv4 != 0) {
-    dev = device_owning(a.ep.ipv4);
+  if (!a.ep.ip.is_unspecified()) {
+    dev = device_owning(a.ep.ip);
     if (!dev)
       return c.error(EADDRNOTAVAIL, "id %u: %s is not the address of a simulated device",
-                     id.handle, hw::cm_address_string({a.ep.ipv4, 0}).c_str());
+                     id.handle, a.ep.ip.to_string().c_str());
   }
   if (int rc = reserve_port(c, id, a.ep.port); rc != 0) return rc;
   id.family = a.family;
   id.dev = dev;
-  id.src.ipv4 = a.ep.ipv4;
+  id.src.ip = a.ep.ip;
+  id.src.scope_id = a.ep.scope_id;
   id.state = State::addr_bound;
   return 0;
 }
 
 namespace {
 
-// Address resolution's answer, as ARP gives it: false only when no simulated HCA can own
-// `ipv4`. On the UDP wire a loopback address belongs to the process that bound its RoCE port,
-// so a port that can be bound has nobody behind it. Other addresses (other hosts, network
-// namespaces) cannot be probed and are taken as present; the CM's retries then decide.
-bool address_present(uint32_t ipv4) {
-  if (device_owning(ipv4)) return true;
-  if ((ipv4 >> 24) != 127) return true;
+// Address resolution's answer, as ARP or neighbour discovery gives it: false only when no
+// simulated HCA can own `ip`. On the UDP wire a loopback address belongs to the process that
+// bound its RoCE port, so a port that can be bound has nobody behind it. Other addresses
+// (other hosts, network namespaces) cannot be probed and are taken as present; the CM's
+// retries then decide.
+bool address_present(const hw::IpAddress& ip) {
+  if (device_owning(ip)) return true;
+  if (!ip.is_loopback()) return true;
   Result<std::shared_ptr<sim::Fabric>> fabric = sim::default_fabric();
   if (!fabric || fabric.value()->config().wire != sim::WireKind::udp) return true;
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const hw::SocketAddress sa = hw::to_socket_address(ip, fabric.value()->config().udp_port);
+  const int fd = ::socket(sa.storage.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return true;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(ipv4);
-  sa.sin_port = htons(fabric.value()->config().udp_port);
-  const bool free_port = ::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0;
+  const bool free_port = ::bind(fd, sa.get(), sa.len) == 0;
   libc::close(fd);
   return !free_port;
+}
+
+// The device a route to `dst` leaves from, for an ID bound to none: the one that owns `dst`
+// (loopback), else the first whose address is of `dst`'s IP version. Null, with the reason
+// reported, when there is none.
+SimDevice* route_device(const Cmd& c, const Id& id, const hw::IpAddress& dst, int* rc) {
+  if (!dst.is_unspecified())
+    if (SimDevice* owner = device_owning(dst)) return owner;
+  std::string seen;
+  for (uint32_t i = 0; i < config().devices; ++i) {
+    Result<SimDevice*> d = device_for(i);
+    if (!d) {
+      *rc = c.error(ENODEV, "id %u: %s", id.handle, d.status().message().c_str());
+      return nullptr;
+    }
+    const hw::IpAddress own = d.value()->dev->address();
+    if (own.is_v4() == dst.is_v4()) return d.value();
+    seen += (seen.empty() ? "" : ", ") + d.value()->dev->info().name + " " + own.to_string();
+  }
+  *rc = c.error(ENETUNREACH, "id %u: no route to %s: no simulated device has an %s address (%s)",
+                id.handle, dst.to_string().c_str(), dst.is_v4() ? "IPv4" : "IPv6",
+                seen.c_str());
+  return nullptr;
 }
 
 int resolve(const Cmd& c, Id& id, const Parsed* src, const Parsed& dst) {
   if (dst.family == AF_IB)
     return c.unsupported(EAFNOSUPPORT, "id %u: AF_IB addressing (native InfiniBand)", id.handle);
-  if (dst.family == AF_INET6)
-    return c.unsupported(EADDRNOTAVAIL, "id %u: the IPv6 wildcard as a destination", id.handle);
   if (id.state == State::idle) {
-    Parsed any{AF_INET, {0, 0}};
-    if (int rc = bind_to(c, id, src && src->family == AF_INET ? *src : any); rc != 0) return rc;
+    // An unbound ID takes the destination's IP version (cma_bind_addr).
+    Parsed any{dst.family, {dst.ep.ip.is_v4() ? hw::IpAddress::v4(0) : hw::IpAddress{}, 0}};
+    if (int rc = bind_to(c, id, src && src->family != AF_IB ? *src : any); rc != 0) return rc;
   } else if (id.state != State::addr_bound || id.family == AF_IB) {
     return c.error(EINVAL, "id %u: resolving: it is %s", id.handle, state_name(id.state));
   }
-  uint32_t dst_ip = dst.ep.ipv4;
+  // The source and the destination are of one IP version (rdma_resolve_addr's EINVAL).
+  if (id.family != dst.family)
+    return c.error(EINVAL, "id %u: resolving %s from an ID bound to an %s address", id.handle,
+                   dst.ep.ip.to_string().c_str(), id.family == AF_INET6 ? "IPv6" : "IPv4");
   if (!id.dev) {
-    // The route's device: the one that owns the destination (loopback), or the first.
-    id.dev = dst_ip ? device_owning(dst_ip) : nullptr;
-    if (!id.dev) {
-      Result<SimDevice*> d = device_for(0);
-      if (!d) return c.error(ENODEV, "id %u: %s", id.handle, d.status().message().c_str());
-      id.dev = d.value();
-    }
+    int rc = 0;
+    id.dev = route_device(c, id, dst.ep.ip, &rc);
+    if (!id.dev) return rc;
   }
-  if (!id.dev->dev->address().is_v4())
-    return c.unsupported(EAFNOSUPPORT,
-                         "id %u: rdma_cm over a device with an IPv6 address (%s; the CM runs over "
-                         "IPv4 only, for now)",
-                         id.handle, id.dev->dev->address().to_string().c_str());
-  if (dst_ip == 0) dst_ip = id.dev->dev->ipv4();  // connecting to "any" is loopback
-  id.src.ipv4 = id.dev->dev->ipv4();
-  id.dst = {dst_ip, dst.ep.port};
+  const hw::IpAddress own = id.dev->dev->address();
+  if (own.is_v4() != dst.ep.ip.is_v4())
+    return c.error(ENETUNREACH, "id %u: no route to %s from %s, whose address %s is %s",
+                   id.handle, dst.ep.ip.to_string().c_str(), id.dev->dev->info().name.c_str(),
+                   own.to_string().c_str(), own.is_v4() ? "IPv4" : "IPv6");
+  // Connecting to "any" is loopback.
+  const hw::IpAddress dst_ip = dst.ep.ip.is_unspecified() ? own : dst.ep.ip;
+  id.src.ip = own;
+  id.dst = {dst_ip, dst.ep.port, dst.ep.scope_id};
   if (!address_present(dst_ip)) {
     // As an ARP request nobody answers: ADDR_ERROR, and the ID is bound as before.
     id.state = State::addr_bound;
@@ -186,12 +196,12 @@ int resolve(const Cmd& c, Id& id, const Parsed* src, const Parsed& dst) {
   return 0;
 }
 
-sockaddr_in sockaddr_of(const Endpoint& ep) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(ep.ipv4);
-  sa.sin_port = htons(ep.port);
-  return sa;
+// An address as the ID reports it: an unspecified one in the ID's family (IPv4 until it has
+// one), as the kernel's zeroed sockaddr of the bound family.
+hw::SocketAddress sockaddr_of(const Id& id, const Endpoint& ep) {
+  hw::IpAddress ip = ep.ip;
+  if (ip.is_unspecified()) ip = id.family == AF_INET6 ? hw::IpAddress{} : hw::IpAddress::v4(0);
+  return hw::to_socket_address(ip, ep.port, ep.scope_id);
 }
 
 uint64_t node_guid_be(const Id& id) {
@@ -217,7 +227,7 @@ uint8_t packet_life_time(const Id& id) { return static_cast<uint8_t>(local_ack_t
 // The RoCE path rdma_cm resolves: IPv4-mapped GIDs, permissive LIDs, the route's hop limit.
 ibv_path_record path_record(const Id& id) {
   ibv_path_record p{};
-  const hw::Gid d = hw::Gid::from_ipv4(id.dst.ipv4), s = hw::Gid::from_ipv4(id.src.ipv4);
+  const hw::Gid d = hw::Gid::from_ip(id.dst.ip), s = hw::Gid::from_ip(id.src.ip);
   std::memcpy(p.dgid.raw, d.raw, 16);
   std::memcpy(p.sgid.raw, s.raw, 16);
   p.service_id = htobe64((uint64_t{id.ps} << 16) | id.dst.port);
@@ -299,9 +309,9 @@ int query_route(const Cmd& c) {
   FIND_ID(c, id, cmd.id);
   if (int rc = c.writable(cmd.response, sizeof(rdma_ucm_query_route_resp)); rc != 0) return rc;
   rdma_ucm_query_route_resp resp{};
-  const sockaddr_in src = sockaddr_of(id->src), dst = sockaddr_of(id->dst);
-  std::memcpy(&resp.src_addr, &src, sizeof src);
-  std::memcpy(&resp.dst_addr, &dst, sizeof dst);
+  const hw::SocketAddress src = sockaddr_of(*id, id->src), dst = sockaddr_of(*id, id->dst);
+  std::memcpy(&resp.src_addr, &src.storage, src.len);
+  std::memcpy(&resp.dst_addr, &dst.storage, dst.len);
   resp.ibdev_index = UINT32_MAX;
   if (id->dev) {
     resp.node_guid = node_guid_be(*id);
@@ -361,10 +371,11 @@ int query(const Cmd& c) {
         std::memcpy(&resp.src_addr, &ib, sizeof ib);
         std::memcpy(&resp.dst_addr, &ib, sizeof ib);
       } else {
-        const sockaddr_in src = sockaddr_of(id->src), dst = sockaddr_of(id->dst);
-        resp.src_size = resp.dst_size = sizeof(sockaddr_in);
-        std::memcpy(&resp.src_addr, &src, sizeof src);
-        std::memcpy(&resp.dst_addr, &dst, sizeof dst);
+        const hw::SocketAddress src = sockaddr_of(*id, id->src), dst = sockaddr_of(*id, id->dst);
+        resp.src_size = static_cast<uint16_t>(src.len);
+        resp.dst_size = static_cast<uint16_t>(dst.len);
+        std::memcpy(&resp.src_addr, &src.storage, src.len);
+        std::memcpy(&resp.dst_addr, &dst.storage, dst.len);
       }
       return c.reply(cmd.response, resp);
     }
@@ -374,9 +385,9 @@ int query(const Cmd& c) {
       s.sib_family = d.sib_family = AF_IB;
       s.sib_pkey = d.sib_pkey = htobe16(kDefaultPkey);
       if (id->dev) {
-        const hw::Gid sg = hw::Gid::from_ipv4(id->src.ipv4), dg = hw::Gid::from_ipv4(id->dst.ipv4);
+        const hw::Gid sg = hw::Gid::from_ip(id->src.ip), dg = hw::Gid::from_ip(id->dst.ip);
         std::memcpy(&s.sib_addr, sg.raw, 16);
-        if (id->dst.ipv4) std::memcpy(&d.sib_addr, dg.raw, 16);
+        if (!id->dst.ip.is_unspecified()) std::memcpy(&d.sib_addr, dg.raw, 16);
       }
       s.sib_sid = htobe64((uint64_t{id->ps} << 16) | id->src.port);
       d.sib_sid = htobe64((uint64_t{id->ps} << 16) | id->dst.port);

@@ -15,14 +15,14 @@
 
 namespace rnicdv::uverbs::ucma {
 
-inline constexpr uint8_t kRoceV2Ipv4GidIndex = 3;  // ::ffff:<address>, RoCE v2 (sysfs.cc)
 inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kHopLimit = 64;           // an IPv4 route's TTL
 
-// The address vector toward `remote_ipv4` as the ABI carries it (a connected QP's RTR
-// attributes, a UD ID's ESTABLISHED): RoCE v2 over IPv4, this port's IPv4-mapped GID.
-void fill_ah_attr(ib_uverbs_ah_attr& ah, const hw::Gid& remote, uint8_t traffic_class,
-                  uint8_t hop_limit, uint32_t flow_label, uint8_t sl);
+// The address vector toward `remote` as the ABI carries it (a connected QP's RTR attributes, a
+// UD ID's ESTABLISHED, a join): RoCE v2 from `dev`'s own GID entry (own_gid_index: its
+// address's, IPv4-mapped or IPv6).
+void fill_ah_attr(ib_uverbs_ah_attr& ah, const SimDevice& dev, const hw::Gid& remote,
+                  uint8_t traffic_class, uint8_t hop_limit, uint32_t flow_label, uint8_t sl);
 
 // One command being run: its input, its response size, and the error path. A handler answers
 // 0 or a negative errno, as the kernel's ucma handlers do; ucma_write turns that into -1 with
@@ -89,17 +89,17 @@ Id* find(uint32_t handle, const std::shared_ptr<File>& file);
   if (!var) return (c).error(ENOENT, "id %u: no such id on this channel", handle)
 
 // ---- shared by the address and connection commands (ucma_address.cc) ----
-// A socket address from user space. AF_INET, the IPv6 wildcard and IPv4-mapped IPv6, and
-// the AF_IB wildcard (librdmacm's probe) are accepted.
+// A socket address from user space: AF_INET, AF_INET6 (an IPv4-mapped one is taken as
+// AF_INET), and the AF_IB wildcard (librdmacm's probe).
 struct Parsed {
   int family = 0;
   Endpoint ep;
 };
 // Reads the socket address of `size` bytes at `sa` for `id`: 0, or -errno with the refusal
-// reported (an IPv6 address, AF_IB beyond the wildcard, an unknown family).
+// reported (AF_IB beyond the wildcard, an unknown family).
 int parse_addr(const Cmd& c, const Id& id, const void* sa, size_t size, Parsed* out);
-// The simulated device that owns `ipv4`, if any (devices are opened on first use).
-SimDevice* device_owning(uint32_t ipv4);
+// The simulated device whose address is `ip`, if any (devices are opened on first use).
+SimDevice* device_owning(const hw::IpAddress& ip);
 // Binds `id` to `a` (its port reserved, an ephemeral one for port 0): 0 or -errno.
 int bind_to(const Cmd& c, Id& id, const Parsed& a);
 hw::Mtu path_mtu(const Id& id);

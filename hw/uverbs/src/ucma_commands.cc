@@ -323,16 +323,20 @@ int join_mcast(const Cmd& c) {
                    id->handle, id->ps);
   Parsed group;
   if (int rc = parse_addr(c, *id, &cmd.addr, cmd.addr_size, &group); rc != 0) return rc;
-  if (group.family != AF_INET)
+  if (group.family == AF_IB)
     return c.unsupported(EADDRNOTAVAIL, "id %u: join: an AF_IB group", id->handle);
-  if (group.ep.ipv4 == 0)
+  if (group.ep.ip.is_unspecified())
     return c.error(EINVAL, "id %u: join: the wildcard address is no group", id->handle);
-  if (!IN_MULTICAST(group.ep.ipv4))
-    return c.error(EINVAL, "id %u: join: %s is not a multicast address (224.0.0.0/4)",
-                   id->handle, hw::cm_address_string({group.ep.ipv4, 0}).c_str());
+  if (!group.ep.ip.is_multicast())
+    return c.error(EINVAL, "id %u: join: %s is not a multicast address (%s)", id->handle,
+                   group.ep.ip.to_string().c_str(),
+                   group.ep.ip.is_v4() ? "224.0.0.0/4" : "ff00::/8");
+  if (!group.ep.ip.is_v4())
+    return c.unsupported(EADDRNOTAVAIL, "id %u: join: IPv6 multicast group %s", id->handle,
+                         group.ep.ip.to_string().c_str());
   Registry& r = registry();
   const uint32_t handle = r.next_mc++;
-  r.mcasts[handle] = Multicast{id->handle, cmd.uid, group.ep.ipv4, 0};
+  r.mcasts[handle] = Multicast{id->handle, cmd.uid, group.ep.ip.ipv4(), 0};
   rdma_ucm_create_id_resp resp{};
   resp.id = handle;
   if (int rc = c.reply(cmd.response, resp); rc != 0) {
@@ -346,7 +350,7 @@ int join_mcast(const Cmd& c) {
   ev.owner = id->handle;
   ev.mc = handle;
   rdma_ucm_ud_param& p = ev.resp.param.ud;
-  fill_ah_attr(p.ah_attr, hw::Gid::from_ipv4(group.ep.ipv4), id->tos, kHopLimit, 0, 0);
+  fill_ah_attr(p.ah_attr, *id->dev, hw::Gid::from_ip(group.ep.ip), id->tos, kHopLimit, 0, 0);
   p.qp_num = 0xFFFFFF;
   p.qkey = hw::kRdmaUdpQkey;
   id->file->push(ev);

@@ -33,7 +33,7 @@ int listen(const Cmd& c) {
     return 0;
   }
   if (id->state == State::idle) {
-    Parsed any{AF_INET, {0, 0}};
+    Parsed any{AF_INET, {hw::IpAddress::v4(0), 0}};
     if (int rc = bind_to(c, *id, any); rc != 0) return rc;
   }
   if (id->state != State::addr_bound)
@@ -53,7 +53,7 @@ int listen(const Cmd& c) {
   }
   for (SimDevice* d : devs) {
     hw::ConnectionManager* cm = d->dev->connection_manager();
-    const hw::CmAddress at{id->dev ? id->src.ipv4 : 0, id->src.port};
+    const hw::CmAddress at{id->dev ? id->src.ip : hw::IpAddress{}, id->src.port};
     Result<std::unique_ptr<hw::CmListener>> l =
         id->ud() ? cm->listen_ud(at, backlog) : cm->listen(at, backlog);
     if (!l)
@@ -84,7 +84,7 @@ int connect(const Cmd& c) {
   hw::CmConnectParams params;
   params.space = id->ud() ? hw::CmPortSpace::udp : hw::CmPortSpace::tcp;
   params.qp.srq = p.srq != 0;
-  params.remote = {id->dst.ipv4, id->dst.port};
+  params.remote = {id->dst.ip, id->dst.port};
   params.local_port = id->src.port;
   params.qp.qpn = p.qp_num;
   params.qp.path_mtu = path_mtu(*id);
@@ -239,17 +239,18 @@ int init_qp_attr(const Cmd& c) {
     m |= IBV_QP_AV;
     // The path's, from the CM: this side's TOS when it connected, the REQ's when it accepted
     // (as the kernel's CM gives a passive rdma_cm ID the REQ's path).
-    fill_ah_attr(r.ah_attr, a.remote_gid, a.traffic_class, a.hop_limit, a.flow_label, a.sl);
+    fill_ah_attr(r.ah_attr, *id->dev, a.remote_gid, a.traffic_class, a.hop_limit, a.flow_label,
+                 a.sl);
   }
   r.qp_attr_mask = m;
   return c.reply(cmd.response, r);
 }
 
-void fill_ah_attr(ib_uverbs_ah_attr& ah, const hw::Gid& remote, uint8_t traffic_class,
-                  uint8_t hop_limit, uint32_t flow_label, uint8_t sl) {
+void fill_ah_attr(ib_uverbs_ah_attr& ah, const SimDevice& dev, const hw::Gid& remote,
+                  uint8_t traffic_class, uint8_t hop_limit, uint32_t flow_label, uint8_t sl) {
   ah = ib_uverbs_ah_attr{};
   std::memcpy(ah.grh.dgid, remote.raw, 16);
-  ah.grh.sgid_index = kRoceV2Ipv4GidIndex;
+  ah.grh.sgid_index = static_cast<uint8_t>(own_gid_index(dev.dev->address()));
   ah.grh.hop_limit = hop_limit;
   ah.grh.traffic_class = traffic_class;
   ah.grh.flow_label = flow_label;

@@ -24,18 +24,20 @@
 #include <vector>
 
 #include "rnicdv/hw/device.h"
+#include "rnicdv/hw/ip_address.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::hw {
 
-// An IPv4 address and a CM port, host order. The CM port space (rdma_cm's RDMA_PS_TCP) is
-// independent of the UDP port the fabric uses; the address is the peer HCA's IPv4.
+// An HCA's IP address (either family) and a CM port, host order. The CM port space (rdma_cm's
+// RDMA_PS_TCP or RDMA_PS_UDP) is independent of the UDP port the fabric uses. An unspecified
+// address (0.0.0.0 or ::, the default) means "any address of this device" where one is bound.
 struct CmAddress {
-  uint32_t ipv4 = 0;
+  IpAddress ip;
   uint16_t port = 0;
   bool operator==(const CmAddress&) const = default;
 };
-std::string cm_address_string(const CmAddress& a);  // "127.0.0.3:7471"
+std::string cm_address_string(const CmAddress& a);  // "127.0.0.3:7471", "[fd00::2]:7471"
 
 // Private data capacities (IBA 12.6, Tables 106-113; rdma_cm takes 36 bytes of the REQ's 92
 // for its cma_hdr, Linux cma.c).
@@ -246,8 +248,8 @@ class ConnectionManager {
  public:
   virtual ~ConnectionManager() = default;
 
-  // Listens on `local.port` of this device. `local.ipv4` is the device's address or 0 (any
-  // address of this device). At most `backlog` requests (listen_backlog() applies) wait for
+  // Listens on `local.port` of this device. `local.ip` is the device's address or unspecified
+  // (any address of this device). At most `backlog` requests (listen_backlog() applies) wait for
   // the application at once; REQs beyond it are dropped, as the kernel's CM drops them, so
   // that the requester's REQ retries find room later. Errors: address_in_use,
   // invalid_argument (not this device's address).
@@ -266,8 +268,9 @@ class ConnectionManager {
   // Sends a REQ (or a SIDR_REQ, by params.space) to `params.remote`. Events follow on the
   // returned connection.
   virtual Result<std::unique_ptr<CmConnection>> connect(const CmConnectParams& params) = 0;
-  // The address connections from this device come from.
-  virtual uint32_t local_ipv4() const = 0;
+  // The address connections from this device come from, IPv4 or IPv6: the CM runs over the
+  // device's one IP version.
+  virtual IpAddress local_address() const = 0;
 };
 
 }  // namespace rnicdv::hw

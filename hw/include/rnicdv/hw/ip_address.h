@@ -11,12 +11,18 @@
 #include <string>
 #include <string_view>
 
+#include <sys/socket.h>
+
 #include "rnicdv/status.h"
 
 namespace rnicdv::hw {
 
 struct IpAddress {
   std::array<uint8_t, 16> bytes{};
+
+  // :: (unspecified). Declared so that IpAddress is no aggregate: a brace list that held a
+  // host-order IPv4 integer where an address belongs would otherwise fill its bytes.
+  constexpr IpAddress() noexcept = default;
 
   static constexpr IpAddress v4(uint32_t host_order) noexcept {
     IpAddress a;
@@ -72,11 +78,30 @@ struct IpAddress {
   constexpr auto operator<=>(const IpAddress&) const = default;
 };
 
+// A socket address of either family: an AF_INET one for an IPv4 address, an AF_INET6 one for
+// an IPv6 address, with `scope_id` (an interface index) for a link-local one.
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&storage); }
+  sockaddr* get() noexcept { return reinterpret_cast<sockaddr*>(&storage); }
+};
+SocketAddress to_socket_address(const IpAddress& ip, uint16_t port, uint32_t scope_id = 0) noexcept;
+
+// The address and port (host order) of a sockaddr_in or sockaddr_in6 at `sa`, `len` bytes
+// (at least the family's structure); false for another family, a short length or null. An
+// IPv4-mapped IPv6 address reads as the IPv4 one. `scope_id`, if given, gets a sockaddr_in6's.
+bool from_socket_address(const sockaddr* sa, socklen_t len, IpAddress* ip, uint16_t* port,
+                         uint32_t* scope_id = nullptr) noexcept;
+
 // A 64-bit mix of the address, for hash tables.
 constexpr uint64_t hash_of(const IpAddress& a) noexcept {
   uint64_t h = 0xcbf29ce484222325ull;
   for (uint8_t b : a.bytes) h = (h ^ b) * 0x100000001b3ull;
   return h;
 }
+struct IpAddressHash {
+  size_t operator()(const IpAddress& a) const noexcept { return static_cast<size_t>(hash_of(a)); }
+};
 
 }  // namespace rnicdv::hw

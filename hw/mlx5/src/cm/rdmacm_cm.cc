@@ -18,18 +18,18 @@
 namespace rnicdv::hw::mlx5::cm {
 namespace {
 
-sockaddr_in make_sockaddr(uint32_t ipv4, uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(ipv4);
-  sa.sin_port = htons(port);
-  return sa;
+// librdmacm's addresses are whole sockaddr_in or sockaddr_in6 structures.
+CmAddress from_sockaddr(const sockaddr* sa) {
+  CmAddress a;
+  if (!sa) return a;
+  const socklen_t len = sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (!from_socket_address(sa, len, &a.ip, &a.port)) return {};
+  return a;
 }
 
-CmAddress from_sockaddr(const sockaddr* sa) {
-  if (!sa || sa->sa_family != AF_INET) return {};
-  const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-  return {ntohl(in->sin_addr.s_addr), ntohs(in->sin_port)};
+// The unspecified address of `like`'s IP version.
+IpAddress any_address_like(const IpAddress& like) {
+  return like.is_v4() ? IpAddress::v4(0) : IpAddress{};
 }
 
 Status errno_status(const std::string& what, const char* call) {
@@ -229,7 +229,7 @@ class RdmaCmConnection final : public CmConnection {
   CmAddress local_address() const override { return from_sockaddr(rdma_get_local_addr(id_)); }
   CmAddress remote_address() const override {
     CmAddress a = from_sockaddr(rdma_get_peer_addr(id_));
-    return a.ipv4 ? a : params_.remote;
+    return a.ip.is_unspecified() ? params_.remote : a;
   }
   std::string name() const override {
     return "cm " + cm_address_string(local_address()) + "->" + cm_address_string(remote_address());
@@ -309,17 +309,17 @@ class RdmaCmListener final : public CmListener {
 
 }  // namespace
 
-RdmaCmConnectionManager::RdmaCmConnectionManager(ibv_context* verbs, uint32_t ipv4,
+RdmaCmConnectionManager::RdmaCmConnectionManager(ibv_context* verbs, const IpAddress& address,
                                                  std::string device_name,
                                                  std::shared_ptr<EventThread> events)
-    : verbs_(verbs), ipv4_(ipv4), name_(std::move(device_name)), events_(std::move(events)) {}
+    : verbs_(verbs), address_(address), name_(std::move(device_name)), events_(std::move(events)) {}
 
 Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddress& local,
                                                                     int backlog) {
   const std::string what = "listen " + cm_address_string(local) + " on " + name_;
-  if (local.ipv4 != 0 && local.ipv4 != ipv4_)
+  if (!local.ip.is_unspecified() && local.ip != address_)
     return Status::error(Errc::invalid_argument, "%s: not the device's address (%s)", what.c_str(),
-                         cm_address_string({ipv4_, 0}).c_str());
+                         address_.to_string().c_str());
   RNICDV_ASSIGN_OR_RETURN(rdma_event_channel* const ch, open_channel(what));
   rdma_cm_id* id = nullptr;
   if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) {
@@ -327,8 +327,8 @@ Result<std::unique_ptr<CmListener>> RdmaCmConnectionManager::listen(const CmAddr
     rdma_destroy_event_channel(ch);
     return st;
   }
-  sockaddr_in sa = make_sockaddr(local.ipv4, local.port);
-  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&sa)) != 0 ||
+  SocketAddress sa = to_socket_address(local.ip, local.port);
+  if (rdma_bind_addr(id, sa.get()) != 0 ||
       rdma_listen(id, listen_backlog(backlog)) != 0) {
     Status st = errno_status(what, "rdma_bind_addr/rdma_listen");
     if (errno == EADDRINUSE) st = Status(Errc::address_in_use, st.message());
@@ -349,7 +349,7 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
                          "%s: %zu bytes of private data, a REQ carries "
                          "at most %zu",
                          what.c_str(), p.private_data.size(), kReqPrivateDataMax);
-  if (p.remote.ipv4 == 0 || p.remote.port == 0 || p.qp.qpn == 0)
+  if (p.remote.ip.is_unspecified() || p.remote.port == 0 || p.qp.qpn == 0)
     return Status::error(Errc::invalid_argument, "%s: address, port and QPN must be non-zero",
                          what.c_str());
   RNICDV_ASSIGN_OR_RETURN(rdma_event_channel* const ch, open_channel(what));
@@ -376,10 +376,14 @@ Result<std::unique_ptr<CmConnection>> RdmaCmConnectionManager::connect(const CmC
   // them (a loopback test that waits on its listener would otherwise never see the REQ).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(p.timeout_ms);
   const int timeout_ms = static_cast<int>(std::min<uint32_t>(p.timeout_ms, INT32_MAX));
-  sockaddr_in src = make_sockaddr(ipv4_, p.local_port);
-  sockaddr_in dst = make_sockaddr(p.remote.ipv4, p.remote.port);
-  if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
-                        timeout_ms) != 0)
+  // The source is the device's address where it is of the destination's IP version and names
+  // no one link; otherwise the kernel's route chooses it (and the device check below holds).
+  const bool own_source = !address_.is_unspecified() && !address_.is_link_local() &&
+                          address_.is_v4() == p.remote.ip.is_v4();
+  SocketAddress src =
+      to_socket_address(own_source ? address_ : any_address_like(p.remote.ip), p.local_port);
+  SocketAddress dst = to_socket_address(p.remote.ip, p.remote.port);
+  if (rdma_resolve_addr(id, src.get(), dst.get(), timeout_ms) != 0)
     return errno_status(what, "rdma_resolve_addr");
   RNICDV_TRY(await(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, what));
   if (!same_device(id->verbs, verbs_))

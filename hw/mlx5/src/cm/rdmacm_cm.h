@@ -31,16 +31,17 @@ namespace rnicdv::hw::mlx5::cm {
 class RdmaCmConnectionManager final : public ConnectionManager {
  public:
   // `verbs` is the device's context: addresses that resolve to another device are refused.
-  // `ipv4` (host order) is the device's address, bound as the source of connections.
+  // `address` is the device's address (its default GID's), bound as the source of connections
+  // to its IP version unless it is link-local; unspecified: none.
   // `events` is the device's event thread, which reads the channels of passive connections
   // with an establishment notifier.
-  RdmaCmConnectionManager(ibv_context* verbs, uint32_t ipv4, std::string device_name,
+  RdmaCmConnectionManager(ibv_context* verbs, const IpAddress& address, std::string device_name,
                           std::shared_ptr<EventThread> events);
 
   using ConnectionManager::listen;
   Result<std::unique_ptr<CmListener>> listen(const CmAddress& local, int backlog) override;
   Result<std::unique_ptr<CmConnection>> connect(const CmConnectParams& params) override;
-  uint32_t local_ipv4() const override { return ipv4_; }
+  IpAddress local_address() const override { return address_; }
 
   ibv_context* verbs() const { return verbs_; }
   const std::string& device_name() const { return name_; }
@@ -48,7 +49,7 @@ class RdmaCmConnectionManager final : public ConnectionManager {
 
  private:
   ibv_context* verbs_;
-  uint32_t ipv4_;
+  IpAddress address_;
   std::string name_;
   std::shared_ptr<EventThread> events_;
 };

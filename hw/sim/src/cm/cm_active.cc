@@ -43,7 +43,7 @@ std::unique_ptr<CmAgent::Record> CmAgent::new_active_record(const hw::CmConnectP
   r->sidr = p.space == hw::CmPortSpace::udp;
   r->tid = tid_for(r->local_id);
   // rdma_cm binds an ephemeral source port; it travels in the cma_hdr.
-  r->local = {config_.ipv4, p.local_port ? p.local_port
+  r->local = {config_.address, p.local_port ? p.local_port
                                          : static_cast<uint16_t>(32768 + rng_() % 28232)};
   r->remote = p.remote;
   r->name = connection_name(r->local, r->remote);
@@ -52,12 +52,26 @@ std::unique_ptr<CmAgent::Record> CmAgent::new_active_record(const hw::CmConnectP
   return r;
 }
 
+Status CmAgent::check_remote(const hw::CmAddress& remote, const std::string& what) const {
+  if (remote.ip.is_unspecified() || remote.port == 0)
+    return Status::error(Errc::invalid_argument, "%s: address and port must be non-zero",
+                         what.c_str());
+  // The device speaks one IP version (its address's); its MADs could not reach the other.
+  if (remote.ip.is_v4() != config_.address.is_v4())
+    return Status::error(Errc::invalid_argument, "%s: %s is %s and %s's address %s is %s",
+                         what.c_str(), remote.ip.to_string().c_str(),
+                         remote.ip.is_v4() ? "IPv4" : "IPv6", config_.device_name.c_str(),
+                         config_.address.to_string().c_str(),
+                         config_.address.is_v4() ? "IPv4" : "IPv6");
+  return Status::ok();
+}
+
 void CmAgent::put_request_private_data(const Record& r, std::span<const uint8_t> data,
                                        uint8_t* out) const {
   CmaHeader cma;
   cma.src_port = r.local.port;
-  cma.src_ipv4 = config_.ipv4;
-  cma.dst_ipv4 = r.remote.ipv4;
+  cma.src = config_.address;
+  cma.dst = r.remote.ip;
   encode_cma_header(cma, out);
   if (!data.empty()) std::memcpy(out + kCmaHeaderSize, data.data(), data.size());
 }
@@ -65,9 +79,7 @@ void CmAgent::put_request_private_data(const Record& r, std::span<const uint8_t>
 Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectParams& p) {
   if (p.space == hw::CmPortSpace::udp) return connect_sidr(p);
   const std::string what = "connect to " + hw::cm_address_string(p.remote);
-  if (p.remote.ipv4 == 0 || p.remote.port == 0)
-    return Status::error(Errc::invalid_argument, "%s: address and port must be non-zero",
-                         what.c_str());
+  if (Status st = check_remote(p.remote, what); !st) return st;
   if (p.private_data.size() > hw::kReqPrivateDataMax)
     return Status::error(Errc::invalid_argument,
                          "%s: %zu bytes of private data, a REQ carries at most %zu", what.c_str(),
@@ -128,12 +140,12 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     q.rnr_retry_count = r.rnr_retry_count;
     q.max_cm_retries = r.max_cm_retries;
     q.srq = p.qp.srq;
-    // RoCEv2 over IPv4 with a routed hop limit: permissive LIDs, IPv4-mapped GIDs, not
+    // RoCE v2 with a routed hop limit: permissive LIDs, the two addresses' GIDs, not
     // subnet-local (Linux cm.c, cm_format_req, with a hop limit above 1).
     q.primary_local_lid = 0xffff;
     q.primary_remote_lid = 0xffff;
-    q.primary_local_gid = ipv4_gid(config_.ipv4);
-    q.primary_remote_gid = ipv4_gid(p.remote.ipv4);
+    q.primary_local_gid = ip_gid(config_.address);
+    q.primary_remote_gid = ip_gid(p.remote.ip);
     q.primary_flow_label = r.flow_label;
     q.primary_traffic_class = r.traffic_class;
     q.primary_hop_limit = r.hop_limit;
@@ -141,7 +153,7 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
     q.primary_local_ack_timeout = r.local_ack_timeout;
     put_request_private_data(r, p.private_data, q.private_data.data());
 
-    r.pending = send(out, r.remote.ipv4, r.tid, q);
+    r.pending = send(out, r.remote.ip, r.tid, q);
     r.state = State::req_sent;
     const uint32_t id = r.local_id;
     records_.emplace(id, std::move(rec));
@@ -155,9 +167,9 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect(const hw::CmConnectPa
   return handle;
 }
 
-void CmAgent::on_rep(Outbox& out, uint32_t src, const MadHeader&, const RepMsg& m) {
+void CmAgent::on_rep(Outbox& out, const hw::IpAddress& src, const MadHeader&, const RepMsg& m) {
   Record* r = find(m.remote_comm_id);
-  if (!r || !r->active || src != r->remote.ipv4) {
+  if (!r || !r->active || src != r->remote.ip) {
     ++counters_.rx_unmatched;
     return;
   }
@@ -170,7 +182,7 @@ void CmAgent::on_rep(Outbox& out, uint32_t src, const MadHeader&, const RepMsg& 
       // the RTU again (Linux cm_dup_rep_handler).
       if (m.local_comm_id == r->remote_id && r->has_rtu) {
         ++counters_.rtu_resent;
-        emit(out, r->remote.ipv4, r->rtu);
+        emit(out, r->remote.ip, r->rtu);
       }
       return;
     default:
@@ -217,7 +229,7 @@ Status CmAgent::establish(uint32_t id) {
     RtuMsg rtu;
     rtu.local_comm_id = r->local_id;
     rtu.remote_comm_id = r->remote_id;
-    r->rtu = send(out, r->remote.ipv4, r->tid, rtu);
+    r->rtu = send(out, r->remote.ip, r->tid, rtu);
     r->has_rtu = true;
     r->state = State::established;
     note_established(out, *r, t);

@@ -63,6 +63,12 @@ uint64_t effective_seed(const CmAgentConfig& c) {
   return c.fresh_entropy ? c.seed ^ entropy64() : c.seed;
 }
 
+// The address's part of the agent's seed: an IPv4 address itself, as it always was (so that
+// seeded IPv4 fabrics draw what they drew before), a digest of an IPv6 one.
+uint64_t address_seed(const hw::IpAddress& a) noexcept {
+  return a.is_v4() ? a.ipv4() : hw::hash_of(a);
+}
+
 }  // namespace
 
 CmAgent::CmAgent(const CmAgentConfig& config, MadPort* port)
@@ -70,7 +76,7 @@ CmAgent::CmAgent(const CmAgentConfig& config, MadPort* port)
       hi_tid_(static_cast<uint32_t>(
           std::mt19937_64(effective_seed(config) ^ config.ca_guid ^ 0x7c1d5eedull)())),
       port_(port),
-      rng_(effective_seed(config) ^ (uint64_t{config.ipv4} << 32) ^ config.ca_guid),
+      rng_(effective_seed(config) ^ (address_seed(config.address) << 32) ^ config.ca_guid),
       id_rng_(config.fresh_entropy ? entropy64() : 0) {
   // Deterministic fabrics: IDs are allocated cyclically and XORed with a random operand, so
   // they never repeat soon (Linux cm.c cm_alloc_id_priv) and runs reproduce.
@@ -154,7 +160,7 @@ uint64_t CmAgent::tid_for(uint32_t local_id) const {
   return (uint64_t{hi_tid_} << 32) | local_id;
 }
 
-void CmAgent::emit(Outbox& out, uint32_t dst, const MadBytes& mad) {
+void CmAgent::emit(Outbox& out, const hw::IpAddress& dst, const MadBytes& mad) {
   const uint16_t attr = static_cast<uint16_t>((mad[16] << 8) | mad[17]);
   if (attr < drop_next_.size() && drop_next_[attr] > 0) {
     --drop_next_[attr];
@@ -166,7 +172,7 @@ void CmAgent::emit(Outbox& out, uint32_t dst, const MadBytes& mad) {
   out.mads.emplace_back(dst, mad);
 }
 
-MadBytes CmAgent::send(Outbox& out, uint32_t dst, uint64_t tid, CmBody body) {
+MadBytes CmAgent::send(Outbox& out, const hw::IpAddress& dst, uint64_t tid, CmBody body) {
   CmMad mad;
   mad.header.tid = tid;
   mad.body = std::move(body);
@@ -216,7 +222,7 @@ void CmAgent::unindex_live(Record& r) {
 void CmAgent::unindex_remote(Record& r) {
   unindex_live(r);
   if (r.sidr && !r.active) {
-    auto it = sidr_by_remote_.find({r.remote.ipv4, r.remote_id});
+    auto it = sidr_by_remote_.find({r.remote.ip, r.remote_id});
     if (it != sidr_by_remote_.end() && it->second == r.local_id) sidr_by_remote_.erase(it);
   }
   if (r.indexed_id) {
@@ -256,13 +262,13 @@ void CmAgent::erase(uint32_t id) {
 void CmAgent::retransmit(Outbox& out, Record& r, uint64_t now) {
   --r.tries_left;
   ++counters_.retransmits;
-  emit(out, r.remote.ipv4, r.pending);
+  emit(out, r.remote.ip, r.pending);
   arm(r, TimerKind::retry, now + r.retry_interval_ns);
 }
 
 // ---- Inbound ---------------------------------------------------------------------------------
 
-void CmAgent::on_mad(uint32_t src_ipv4, std::span<const uint8_t> bytes) {
+void CmAgent::on_mad(const hw::IpAddress& src, std::span<const uint8_t> bytes) {
   Result<CmMad> decoded = decode_cm_mad(bytes);
   const uint64_t t = now();
   Outbox out;
@@ -279,23 +285,23 @@ void CmAgent::on_mad(uint32_t src_ipv4, std::span<const uint8_t> bytes) {
         [&](const auto& m) {
           using M = std::decay_t<decltype(m)>;
           if constexpr (std::is_same_v<M, ReqMsg>)
-            on_req(out, src_ipv4, mad.header, m, t);
+            on_req(out, src, mad.header, m, t);
           else if constexpr (std::is_same_v<M, RepMsg>)
-            on_rep(out, src_ipv4, mad.header, m);
+            on_rep(out, src, mad.header, m);
           else if constexpr (std::is_same_v<M, RtuMsg>)
-            on_rtu(out, src_ipv4, m, t);
+            on_rtu(out, src, m, t);
           else if constexpr (std::is_same_v<M, RejMsg>)
-            on_rej(src_ipv4, m, t);
+            on_rej(src, m, t);
           else if constexpr (std::is_same_v<M, MraMsg>)
-            on_mra(src_ipv4, m, t);
+            on_mra(src, m, t);
           else if constexpr (std::is_same_v<M, DreqMsg>)
-            on_dreq(out, src_ipv4, mad.header, m, t);
+            on_dreq(out, src, mad.header, m, t);
           else if constexpr (std::is_same_v<M, DrepMsg>)
-            on_drep(src_ipv4, m, t);
+            on_drep(src, m, t);
           else if constexpr (std::is_same_v<M, SidrReqMsg>)
-            on_sidr_req(out, src_ipv4, mad.header, m, t);
+            on_sidr_req(out, src, mad.header, m, t);
           else if constexpr (std::is_same_v<M, SidrRepMsg>)
-            on_sidr_rep(src_ipv4, mad.header, m);
+            on_sidr_rep(src, mad.header, m);
         },
         mad.body);
     out.schedule = std::exchange(wake_request_, UINT64_MAX);
@@ -392,10 +398,10 @@ Result<std::unique_ptr<hw::CmListener>> CmAgent::listen_in(hw::CmPortSpace space
   const bool udp = space == hw::CmPortSpace::udp;
   const std::string what = std::string(udp ? "listen (UDP port space) " : "listen ") +
                            hw::cm_address_string(local);
-  if (local.ipv4 != 0 && local.ipv4 != config_.ipv4)
+  if (!local.ip.is_unspecified() && local.ip != config_.address)
     return Status::error(Errc::invalid_argument, "%s: not an address of %s (%s)", what.c_str(),
                          config_.device_name.c_str(),
-                         hw::cm_address_string({config_.ipv4, 0}).c_str());
+                         hw::cm_address_string({config_.address, 0}).c_str());
   if (local.port == 0)
     return Status::error(Errc::invalid_argument, "%s: port 0 cannot be listened on", what.c_str());
   if (!port_attached())
@@ -412,7 +418,7 @@ Result<std::unique_ptr<hw::CmListener>> CmAgent::listen_in(hw::CmPortSpace space
     auto l = std::make_unique<Listener>();
     l->port = local.port;
     l->key = key;
-    l->bound_ipv4 = local.ipv4;
+    l->bound = local.ip;
     l->serial = next_listener_serial_++;
     l->backlog = hw::listen_backlog(backlog);
     l->events = queue.value();
@@ -475,7 +481,7 @@ void CmAgent::release_slot(Record& r) {
   Listener* l = listener_of(r);
   if (!l) return;
   --l->pending;
-  if (auto it = l->pending_by_source.find(r.remote.ipv4); it != l->pending_by_source.end())
+  if (auto it = l->pending_by_source.find(r.remote.ip); it != l->pending_by_source.end())
     if (--it->second == 0) l->pending_by_source.erase(it);
   if (!r.taken) l->events->remove_request(r.local_id);
 }
@@ -500,11 +506,11 @@ size_t CmAgent::pending_requests(uint16_t port) const {
   return it == listeners_.end() ? 0 : it->second->pending;
 }
 
-size_t CmAgent::pending_requests_from(uint16_t port, uint32_t src_ipv4) const {
+size_t CmAgent::pending_requests_from(uint16_t port, const hw::IpAddress& src) const {
   std::lock_guard lock(mu_);
   auto it = listeners_.find(listen_key(hw::CmPortSpace::tcp, port));
   if (it == listeners_.end()) return 0;
-  auto s = it->second->pending_by_source.find(src_ipv4);
+  auto s = it->second->pending_by_source.find(src);
   return s == it->second->pending_by_source.end() ? 0 : s->second;
 }
 
@@ -555,7 +561,7 @@ Status CmAgent::qp_attr(uint32_t id, hw::QpState target, hw::QpAttr* attr, uint3
       attr->rq_psn = r->rq_psn;
       attr->max_dest_rd_atomic = r->responder_resources;
       attr->min_rnr_timer = 12;  // 0.64 ms; the CM does not carry it (IBA 12.7.34 is local)
-      attr->remote_gid = hw::Gid::from_ipv4(r->remote.ipv4);
+      attr->remote_gid = hw::Gid::from_ip(r->remote.ip);
       attr->traffic_class = r->traffic_class;
       attr->hop_limit = r->hop_limit;
       attr->flow_label = r->flow_label;
@@ -611,7 +617,7 @@ std::string CmAgent::dump() const {
   for (const auto& [key, l] : listeners_)
     s += std::string(key >> 16 == static_cast<uint16_t>(hw::CmPortSpace::udp) ? "  listen udp "
                                                                                : "  listen ") +
-         hw::cm_address_string({l->bound_ipv4, l->port}) + " backlog " +
+         hw::cm_address_string({l->bound, l->port}) + " backlog " +
          std::to_string(l->backlog) + ", " + std::to_string(l->pending) + " waiting\n";
   for (const auto& [id, r] : records_) {
     char line[256];

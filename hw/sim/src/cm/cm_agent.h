@@ -40,15 +40,15 @@ namespace rnicdv::sim::cm {
 class MadPort {
  public:
   virtual ~MadPort() = default;
-  // Sends one MAD as UD from QP1 to QP1 at `dst_ipv4` (Q_Key 0x80010000). Any thread.
-  virtual void send(uint32_t dst_ipv4, const MadBytes& mad) = 0;
+  // Sends one MAD as UD from QP1 to QP1 at `dst` (Q_Key 0x80010000). Any thread.
+  virtual void send(const hw::IpAddress& dst, const MadBytes& mad) = 0;
   // Makes CmAgent::on_timer() run on the engine thread at or after `at_ns` (fabric clock).
   virtual void schedule(uint64_t at_ns) = 0;
   virtual uint64_t now_ns() const = 0;
 };
 
 struct CmAgentConfig {
-  uint32_t ipv4 = 0;     // host order: the HCA's address, and the GIDs' IPv4
+  hw::IpAddress address;  // the HCA's address (its GID), IPv4 or IPv6
   uint64_t ca_guid = 0;  // node GUID, sent as Local CA GUID
   hw::Mtu max_mtu = hw::Mtu::mtu4096;
   hw::Mtu active_mtu = hw::Mtu::mtu4096;
@@ -118,15 +118,15 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void detach_port();
 
   // ---- Engine thread ----------------------------------------------------------------------
-  void on_mad(uint32_t src_ipv4, std::span<const uint8_t> mad);
+  void on_mad(const hw::IpAddress& src, std::span<const uint8_t> mad);
   void on_timer();
-  // The fabric found nothing at `ipv4` any more: a frame sent there was refused because no
+  // The fabric found nothing at `peer` any more: a frame sent there was refused because no
   // port receives at that address (the process that had it ended; udp_wire.cc). The peer's
   // CM is gone and will answer nothing, so every connection to it ends now, as it would once
   // its retries ran out: an established one, or one waiting for a DREP, is disconnected; one
   // waiting for a REP or RTU times out (REQ_ERROR or REP_ERROR). A request waiting to be
   // accepted is left to its own deadline.
-  void on_peer_unreachable(uint32_t ipv4);
+  void on_peer_unreachable(const hw::IpAddress& peer);
 
   // The process ends and its connection handles will never be destroyed (the uverbs shim's
   // exit teardown could not reach them): every connection a handle still holds tells its peer
@@ -144,7 +144,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   Result<std::unique_ptr<hw::CmListener>> listen_ud(const hw::CmAddress& local,
                                                     int backlog) override;
   Result<std::unique_ptr<hw::CmConnection>> connect(const hw::CmConnectParams& params) override;
-  uint32_t local_ipv4() const override { return config_.ipv4; }
+  hw::IpAddress local_address() const override { return config_.address; }
 
   // ---- Test hooks ---------------------------------------------------------------------------
   // Drops the next `count` outgoing MADs of attribute `attr` (retransmissions included), as a
@@ -155,7 +155,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // Requests waiting on the (TCP port space) listener of `port` (REQ received, neither
   // accepted nor rejected), in all or from one source address.
   size_t pending_requests(uint16_t port) const;
-  size_t pending_requests_from(uint16_t port, uint32_t src_ipv4) const;
+  size_t pending_requests_from(uint16_t port, const hw::IpAddress& src) const;
   std::string dump() const;
 
   // ---- Used by the connection and listener handles -----------------------------------------
@@ -209,7 +209,7 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   struct Record;
   struct Listener;
   struct Outbox {
-    std::vector<std::pair<uint32_t, MadBytes>> mads;
+    std::vector<std::pair<hw::IpAddress, MadBytes>> mads;
     uint64_t schedule = UINT64_MAX;  // wake-up to ask of the port
   };
   struct Timer {
@@ -234,8 +234,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   Record* find_by_remote(uint64_t guid, uint32_t remote_comm_id);
   uint32_t allocate_comm_id();
   uint64_t tid_for(uint32_t local_id) const;
-  void emit(Outbox& out, uint32_t dst, const MadBytes& mad);
-  MadBytes send(Outbox& out, uint32_t dst, uint64_t tid, CmBody body);
+  void emit(Outbox& out, const hw::IpAddress& dst, const MadBytes& mad);
+  MadBytes send(Outbox& out, const hw::IpAddress& dst, uint64_t tid, CmBody body);
   void arm(Record& r, TimerKind kind, uint64_t at);
   void index_remote(Record& r);
   void unindex_live(Record& r);    // leaves the stale-connection index
@@ -261,23 +261,23 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   std::unique_ptr<hw::CmConnection> make_connection_handle(uint32_t id);
 
   // Inbound, one per message (mu_ held).
-  void on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m, uint64_t now);
-  void on_rep(Outbox& out, uint32_t src, const MadHeader& hdr, const RepMsg& m);
+  void on_req(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const ReqMsg& m, uint64_t now);
+  void on_rep(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const RepMsg& m);
   // Every message that acts on a connection must come from its peer's address (and name the
   // peer's communication ID once it is known): REP, RTU, MRA, REJ, DREQ, DREP.
-  void on_rtu(Outbox& out, uint32_t src, const RtuMsg& m, uint64_t now);
-  void on_rej(uint32_t src, const RejMsg& m, uint64_t now);
-  void on_mra(uint32_t src, const MraMsg& m, uint64_t now);
-  void on_dreq(Outbox& out, uint32_t src, const MadHeader& hdr, const DreqMsg& m, uint64_t now);
-  void on_drep(uint32_t src, const DrepMsg& m, uint64_t now);
+  void on_rtu(Outbox& out, const hw::IpAddress& src, const RtuMsg& m, uint64_t now);
+  void on_rej(const hw::IpAddress& src, const RejMsg& m, uint64_t now);
+  void on_mra(const hw::IpAddress& src, const MraMsg& m, uint64_t now);
+  void on_dreq(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const DreqMsg& m, uint64_t now);
+  void on_drep(const hw::IpAddress& src, const DrepMsg& m, uint64_t now);
   void on_timer_for(Outbox& out, Record& r, uint64_t now);
-  void reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
+  void reject_req(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const ReqMsg& m,
                   uint16_t reason);
   Result<std::unique_ptr<hw::CmListener>> listen_in(hw::CmPortSpace space,
                                                     const hw::CmAddress& local, int backlog);
   // Whether a request from `src` may wait on `l` (its backlog and the source's share of it);
   // counts the drop if not.
-  bool admit(const Listener& l, uint32_t src);
+  bool admit(const Listener& l, const hw::IpAddress& src);
   // Where a request (REQ or SIDR_REQ) for `service_id` goes: the listener of `space` on its
   // port, and the rdma_cm header at the start of its private data. `miss` says why there is
   // none: no_service (another space, no listener on the port, or one bound to another
@@ -296,6 +296,8 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   // timeout, the port, and its event queue (cm_active.cc).
   Result<std::shared_ptr<CmEventQueue>> request_queue(const hw::CmConnectParams& p,
                                                       const std::string& what) const;
+  // A request's destination: an address of the device's IP version, and a port.
+  Status check_remote(const hw::CmAddress& remote, const std::string& what) const;
   // A new active record for `p` (mu_ held): its IDs, addresses and retry count.
   std::unique_ptr<Record> new_active_record(const hw::CmConnectParams& p);
   // rdma_cm's header, then the consumer's bytes, at the start of a request's private data.
@@ -304,9 +306,9 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
 
   // SIDR (cm_sidr.cc; mu_ held except connect_sidr).
   Result<std::unique_ptr<hw::CmConnection>> connect_sidr(const hw::CmConnectParams& params);
-  void on_sidr_req(Outbox& out, uint32_t src, const MadHeader& hdr, const SidrReqMsg& m,
+  void on_sidr_req(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const SidrReqMsg& m,
                    uint64_t now);
-  void on_sidr_rep(uint32_t src, const MadHeader& hdr, const SidrRepMsg& m);
+  void on_sidr_rep(const hw::IpAddress& src, const MadHeader& hdr, const SidrRepMsg& m);
   Status accept_req(Outbox& out, Record& r, const hw::CmAcceptParams& params, uint64_t now);
   Status accept_sidr(Outbox& out, Record& r, const hw::CmAcceptParams& params);
   Status reject_conn(Outbox& out, Record& r, uint16_t reason,
@@ -316,17 +318,17 @@ class CmAgent : public hw::ConnectionManager, public std::enable_shared_from_thi
   void answer_sidr(Outbox& out, Record& r, uint8_t status, uint32_t qpn, uint32_t qkey,
                    std::span<const uint8_t> private_data);
   // A SIDR_REP to a request no record holds (no listener, a bad header).
-  void refuse_sidr(Outbox& out, uint32_t src, const MadHeader& hdr, const SidrReqMsg& m,
+  void refuse_sidr(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const SidrReqMsg& m,
                    uint8_t status);
   void sidr_expired(Outbox& out, Record& r);  // a request not answered within its wait
   // Requests waiting in SIDR_REQ_RCVD: (source address, request ID) -> record, so that a
   // retransmitted SIDR_REQ is not offered twice.
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> sidr_by_remote_;
+  std::map<std::pair<hw::IpAddress, uint32_t>, uint32_t> sidr_by_remote_;
 
   // Fault rules (cm_faults.cc; mu_ held). A REQ that would be offered to a listener may be
   // answered with a chosen REJ (true: it was); a REQ already answered so is answered again.
-  bool fault_reject(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m);
-  bool fault_reject_again(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m);
+  bool fault_reject(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const ReqMsg& m);
+  bool fault_reject_again(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const ReqMsg& m);
   // Every transition to ESTABLISHED: numbers the connection, and sends the DREQ of a cm-dreq
   // rule whose time has come and that chooses it.
   void note_established(Outbox& out, Record& r, uint64_t now);

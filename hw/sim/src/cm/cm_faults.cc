@@ -32,7 +32,7 @@ std::string address(const hw::CmAddress& a) {
 
 }  // namespace
 
-bool CmAgent::fault_reject_again(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m) {
+bool CmAgent::fault_reject_again(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const ReqMsg& m) {
   auto it = rejected_.find({m.local_ca_guid, m.local_comm_id});
   if (it == rejected_.end()) return false;
   ++counters_.fault_rejects_resent;
@@ -40,7 +40,7 @@ bool CmAgent::fault_reject_again(Outbox& out, uint32_t src, const MadHeader& hdr
   return true;
 }
 
-bool CmAgent::fault_reject(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m) {
+bool CmAgent::fault_reject(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const ReqMsg& m) {
   faults::FaultSchedule* fs = config_.faults;
   if (!fs || fs->spec().cms.empty()) return false;
   const std::optional<uint16_t> reason = fs->take_cm_reject(config_.device_index, src);

@@ -10,7 +10,7 @@
 
 namespace rnicdv::sim::cm {
 
-void CmAgent::reject_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
+void CmAgent::reject_req(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const ReqMsg& m,
                          uint16_t reason) {
   // A REJ answering a REQ that has no connection of ours: Local Comm ID 0, Remote Comm ID =
   // the requester's, Message REJected = REQ, the REQ's TID (Linux cm_issue_rej).
@@ -39,7 +39,7 @@ CmAgent::ListenerMatch CmAgent::match_listener(hw::CmPortSpace space, uint64_t s
     match.miss = ListenerMatch::Miss::bad_header;
     return match;
   }
-  if (it->second->bound_ipv4 != 0 && cma->dst_ipv4 != it->second->bound_ipv4) {
+  if (!it->second->bound.is_unspecified() && cma->dst != it->second->bound) {
     match.miss = ListenerMatch::Miss::no_service;
     return match;
   }
@@ -48,7 +48,7 @@ CmAgent::ListenerMatch CmAgent::match_listener(hw::CmPortSpace space, uint64_t s
   return match;
 }
 
-bool CmAgent::admit(const Listener& listener, uint32_t src) {
+bool CmAgent::admit(const Listener& listener, const hw::IpAddress& src) {
   const auto backlog = static_cast<uint32_t>(listener.backlog);
   const auto share = static_cast<uint32_t>(source_share(listener.backlog));
   if (listener.pending >= backlog) {
@@ -63,7 +63,7 @@ bool CmAgent::admit(const Listener& listener, uint32_t src) {
   return true;
 }
 
-void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqMsg& m,
+void CmAgent::on_req(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const ReqMsg& m,
                      uint64_t now_ns) {
   // A duplicate: the same (remote CA GUID, remote Comm ID) is known. Whatever its state, the
   // answer is already under way (REP retries) or was given; drop it (Linux cm_dup_req_handler).
@@ -128,7 +128,7 @@ void CmAgent::on_req(Outbox& out, uint32_t src, const MadHeader& hdr, const ReqM
   r.remote_id = m.local_comm_id;
   r.active = false;
   r.tid = hdr.tid;
-  r.local = {config_.ipv4, port};
+  r.local = {config_.address, port};
   r.remote = {src, cma.src_port};
   r.remote_guid = m.local_ca_guid;
   r.name = connection_name(r.local, r.remote);
@@ -257,7 +257,7 @@ Status CmAgent::accept_req(Outbox& out, Record& r, const hw::CmAcceptParams& p, 
   rep.local_ca_guid = config_.ca_guid;
   rep.srq = p.qp.srq;
   std::copy(p.private_data.begin(), p.private_data.end(), rep.private_data.begin());
-  r.pending = send(out, r.remote.ipv4, r.tid, rep);
+  r.pending = send(out, r.remote.ip, r.tid, rep);
   r.tries_left = r.max_cm_retries;
   r.state = State::rep_sent;
   arm(r, TimerKind::retry, t + r.retry_interval_ns);
@@ -265,9 +265,9 @@ Status CmAgent::accept_req(Outbox& out, Record& r, const hw::CmAcceptParams& p, 
   return Status::ok();
 }
 
-void CmAgent::on_rtu(Outbox& out, uint32_t src, const RtuMsg& m, uint64_t now_ns) {
+void CmAgent::on_rtu(Outbox& out, const hw::IpAddress& src, const RtuMsg& m, uint64_t now_ns) {
   Record* r = find(m.remote_comm_id);
-  if (!r || r->active || r->remote_id != m.local_comm_id || src != r->remote.ipv4 ||
+  if (!r || r->active || r->remote_id != m.local_comm_id || src != r->remote.ip ||
       (r->state != State::rep_sent && r->state != State::mra_rep_rcvd)) {
     ++counters_.rx_unmatched;  // late or duplicate (COMM_EST got there first): drop
     return;

@@ -73,12 +73,12 @@ struct CmAgent::Record {
 struct CmAgent::Listener {
   uint16_t port = 0;
   uint32_t key = 0;         // listen_key: port space and port
-  uint32_t bound_ipv4 = 0;  // 0: any address of this device
+  hw::IpAddress bound;     // unspecified: any address of this device
   uint64_t serial = 0;      // tells a listener from a later one on the same port
   int backlog = hw::kDefaultListenBacklog;
   // Requests waiting (REQ_RCVD: neither accepted nor rejected), in all and by source address.
   uint32_t pending = 0;
-  std::unordered_map<uint32_t, uint32_t> pending_by_source;
+  std::unordered_map<hw::IpAddress, uint32_t, hw::IpAddressHash> pending_by_source;
   // Connect requests not yet taken, each naming its record; requests taken relay their
   // wake-ups here until they are accepted (event_queue.h).
   std::shared_ptr<CmEventQueue> events;

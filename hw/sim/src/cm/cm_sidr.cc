@@ -16,9 +16,7 @@ namespace rnicdv::sim::cm {
 
 Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect_sidr(const hw::CmConnectParams& p) {
   const std::string what = "resolve UD service " + hw::cm_address_string(p.remote);
-  if (p.remote.ipv4 == 0 || p.remote.port == 0)
-    return Status::error(Errc::invalid_argument, "%s: address and port must be non-zero",
-                         what.c_str());
+  if (Status st = check_remote(p.remote, what); !st) return st;
   if (p.private_data.size() > hw::kSidrReqPrivateDataMax)
     return Status::error(Errc::invalid_argument,
                          "%s: %zu bytes of private data, a SIDR_REQ carries at most %zu",
@@ -44,7 +42,7 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect_sidr(const hw::CmConn
     q.pkey = 0xffff;
     q.service_id = udp_service_id_for_port(p.remote.port);
     put_request_private_data(r, p.private_data, q.private_data.data());
-    r.pending = send(out, r.remote.ipv4, r.tid, q);
+    r.pending = send(out, r.remote.ip, r.tid, q);
     r.state = State::sidr_req_sent;
     const uint32_t id = r.local_id;
     records_.emplace(id, std::move(rec));
@@ -59,7 +57,7 @@ Result<std::unique_ptr<hw::CmConnection>> CmAgent::connect_sidr(const hw::CmConn
   return handle;
 }
 
-void CmAgent::refuse_sidr(Outbox& out, uint32_t src, const MadHeader& hdr, const SidrReqMsg& m,
+void CmAgent::refuse_sidr(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const SidrReqMsg& m,
                           uint8_t status) {
   SidrRepMsg rep;
   rep.request_id = m.request_id;
@@ -68,7 +66,7 @@ void CmAgent::refuse_sidr(Outbox& out, uint32_t src, const MadHeader& hdr, const
   send(out, src, hdr.tid, rep);
 }
 
-void CmAgent::on_sidr_req(Outbox& out, uint32_t src, const MadHeader& hdr, const SidrReqMsg& m,
+void CmAgent::on_sidr_req(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const SidrReqMsg& m,
                           uint64_t now_ns) {
   // A retransmission of a request still waiting for the application: its answer will come.
   // (One already answered was forgotten; its retry is offered again, as Linux's CM does.)
@@ -97,7 +95,7 @@ void CmAgent::on_sidr_req(Outbox& out, uint32_t src, const MadHeader& hdr, const
   r.active = false;
   r.sidr = true;
   r.tid = hdr.tid;
-  r.local = {config_.ipv4, port};
+  r.local = {config_.address, port};
   r.remote = {src, cma.src_port};
   r.name = connection_name(r.local, r.remote);
   r.state = State::sidr_req_rcvd;
@@ -129,7 +127,7 @@ void CmAgent::answer_sidr(Outbox& out, Record& r, uint8_t status, uint32_t qpn, 
   rep.qkey = status == hw::sidr_status::success ? qkey : 0;
   rep.service_id = udp_service_id_for_port(r.local.port);
   std::copy(private_data.begin(), private_data.end(), rep.private_data.begin());
-  send(out, r.remote.ipv4, r.tid, rep);
+  send(out, r.remote.ip, r.tid, rep);
   finish(r);
 }
 
@@ -169,10 +167,10 @@ Status CmAgent::reject_sidr(Outbox& out, Record& r, std::span<const uint8_t> pri
   return Status::ok();
 }
 
-void CmAgent::on_sidr_rep(uint32_t src, const MadHeader& hdr, const SidrRepMsg& m) {
+void CmAgent::on_sidr_rep(const hw::IpAddress& src, const MadHeader& hdr, const SidrRepMsg& m) {
   Record* r = find(m.request_id);
   if (!r || !r->active || !r->sidr || r->state != State::sidr_req_sent ||
-      src != r->remote.ipv4 || hdr.tid != r->tid) {
+      src != r->remote.ip || hdr.tid != r->tid) {
     ++counters_.rx_unmatched;  // late, duplicate or forged: the request is answered or gone
     return;
   }

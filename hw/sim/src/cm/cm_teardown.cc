@@ -33,7 +33,7 @@ void CmAgent::send_rej(Outbox& out, const Record& r, uint16_t reason, uint8_t me
   rej.reason = reason;
   std::copy_n(private_data.begin(), std::min(private_data.size(), rej.private_data.size()),
               rej.private_data.begin());
-  send(out, r.remote.ipv4, r.tid, rej);
+  send(out, r.remote.ip, r.tid, rej);
 }
 
 void CmAgent::send_rej_timeout(Outbox& out, const Record& r) {
@@ -46,7 +46,7 @@ void CmAgent::send_rej_timeout(Outbox& out, const Record& r) {
   rej.reason = hw::reject_reason::timeout;
   rej.reject_info_length = 8;
   for (int i = 0; i < 8; ++i) rej.ari[i] = static_cast<uint8_t>(config_.ca_guid >> (56 - 8 * i));
-  send(out, r.remote.ipv4, r.tid, rej);
+  send(out, r.remote.ip, r.tid, rej);
 }
 
 void CmAgent::enter_timewait(Record& r, uint64_t now) {
@@ -108,7 +108,7 @@ Status CmAgent::reject_conn(Outbox& out, Record& r, uint16_t reason,
   return Status::ok();
 }
 
-void CmAgent::on_rej(uint32_t src, const RejMsg& m, uint64_t now) {
+void CmAgent::on_rej(const hw::IpAddress& src, const RejMsg& m, uint64_t now) {
   Record* r = nullptr;
   if (m.reason == hw::reject_reason::timeout && m.reject_info_length >= 8)
     r = find_by_remote(load_guid(m.ari), m.local_comm_id);
@@ -120,7 +120,7 @@ void CmAgent::on_rej(uint32_t src, const RejMsg& m, uint64_t now) {
   }
   // Only the peer may reject: a REJ from any other address is not for this connection, as
   // a DREQ from another address is not (on_dreq).
-  if (r && src != r->remote.ipv4) r = nullptr;
+  if (r && src != r->remote.ip) r = nullptr;
   if (!r) {
     ++counters_.rx_unmatched;
     return;
@@ -166,11 +166,11 @@ void CmAgent::on_rej(uint32_t src, const RejMsg& m, uint64_t now) {
   }
 }
 
-void CmAgent::on_mra(uint32_t src, const MraMsg& m, uint64_t now) {
+void CmAgent::on_mra(const hw::IpAddress& src, const MraMsg& m, uint64_t now) {
   Record* r = find(m.remote_comm_id);
   // From the peer only, naming the peer's ID once it is known (a forged MRA would otherwise
   // stretch a pending REQ's or REP's timer).
-  if (r && (src != r->remote.ipv4 || (r->remote_id != 0 && m.local_comm_id != r->remote_id)))
+  if (r && (src != r->remote.ip || (r->remote_id != 0 && m.local_comm_id != r->remote_id)))
     r = nullptr;
   if (!r) {
     ++counters_.rx_unmatched;
@@ -197,7 +197,7 @@ void CmAgent::send_dreq(Outbox& out, Record& r, uint64_t now) {
   dreq.remote_qpn = r.remote_qpn;
   // A DREQ forms its own TID from the local ID (cm_form_tid), so the active side's equals its
   // REQ's.
-  r.pending = send(out, r.remote.ipv4, tid_for(r.local_id), dreq);
+  r.pending = send(out, r.remote.ip, tid_for(r.local_id), dreq);
   r.tries_left = r.max_cm_retries;
   if (r.retry_interval_ns == 0) r.retry_interval_ns = cm_time_ns(r.cm_response_timeout);
   r.state = State::dreq_sent;
@@ -261,10 +261,10 @@ Status CmAgent::disconnect(uint32_t id) {
   return Status::ok();
 }
 
-void CmAgent::on_dreq(Outbox& out, uint32_t src, const MadHeader& hdr, const DreqMsg& m,
+void CmAgent::on_dreq(Outbox& out, const hw::IpAddress& src, const MadHeader& hdr, const DreqMsg& m,
                       uint64_t now) {
   Record* r = find(m.remote_comm_id);
-  if (r && (r->remote_id != m.local_comm_id || src != r->remote.ipv4)) r = nullptr;
+  if (r && (r->remote_id != m.local_comm_id || src != r->remote.ip)) r = nullptr;
   auto send_drep = [&](uint32_t local_id, uint32_t remote_id) {
     DrepMsg drep;
     drep.local_comm_id = local_id;
@@ -303,9 +303,9 @@ void CmAgent::on_dreq(Outbox& out, uint32_t src, const MadHeader& hdr, const Dre
   }
 }
 
-void CmAgent::on_drep(uint32_t src, const DrepMsg& m, uint64_t now) {
+void CmAgent::on_drep(const hw::IpAddress& src, const DrepMsg& m, uint64_t now) {
   Record* r = find(m.remote_comm_id);
-  if (!r || r->remote_id != m.local_comm_id || src != r->remote.ipv4 ||
+  if (!r || r->remote_id != m.local_comm_id || src != r->remote.ip ||
       r->state != State::dreq_sent) {
     ++counters_.rx_unmatched;
     return;
@@ -318,14 +318,14 @@ void CmAgent::on_drep(uint32_t src, const DrepMsg& m, uint64_t now) {
   enter_timewait(*r, now);
 }
 
-void CmAgent::on_peer_unreachable(uint32_t ipv4) {
+void CmAgent::on_peer_unreachable(const hw::IpAddress& peer) {
   const uint64_t t = now();
   Outbox out;
   {
     std::lock_guard lock(mu_);
     std::vector<uint32_t> ids;
     for (const auto& [id, r] : records_)
-      if (r->remote.ipv4 == ipv4) ids.push_back(id);
+      if (r->remote.ip == peer) ids.push_back(id);
     for (uint32_t id : ids) {
       Record* r = find(id);
       if (!r) continue;

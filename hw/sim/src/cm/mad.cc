@@ -215,16 +215,23 @@ void fields(M& h, F&& f) noexcept {
   f(Be{20, 4}, h.attr_mod);
 }
 
-// rdma_cm's header in the private data (Linux cma.c struct cma_hdr): an IPv4 address sits in
-// the last 4 bytes of each 16-byte address, after 12 zero bytes (not the ::ffff-mapped form;
-// cma_format_hdr).
-template <Layout<CmaHeader> M, class F>
+// rdma_cm's header in the private data (Linux cma.c struct cma_hdr). Each address takes 16
+// bytes: an IPv6 one whole, an IPv4 one in the last 4 after 12 zero bytes (not the ::ffff-mapped
+// form; cma_format_hdr). CmaWire holds them as the wire has them.
+struct CmaWire {
+  uint8_t version = 0;
+  uint8_t ip_version = 0;
+  uint16_t src_port = 0;
+  std::array<uint8_t, 16> src{};
+  std::array<uint8_t, 16> dst{};
+};
+template <Layout<CmaWire> M, class F>
 void fields(M& h, F&& f) noexcept {
   f(Be{0, 1}, h.version);
   f(Bits{1, 0xf0}, h.ip_version);
   f(Be{2, 2}, h.src_port);
-  f(Be{4 + 12, 4}, h.src_ipv4);
-  f(Be{20 + 12, 4}, h.dst_ipv4);
+  f(Raw{4}, h.src);
+  f(Raw{20}, h.dst);
 }
 
 template <class Msg>
@@ -373,31 +380,53 @@ Result<CmMad> decode_cm_mad(std::span<const uint8_t> bytes) {
   }
 }
 
+namespace {
+std::array<uint8_t, 16> cma_address(const hw::IpAddress& a, bool v4) noexcept {
+  std::array<uint8_t, 16> raw = a.bytes;
+  if (v4) raw[10] = raw[11] = 0;  // 12 zero bytes, then the IPv4 address
+  return raw;
+}
+}  // namespace
+
 void encode_cma_header(const CmaHeader& h, uint8_t* out) noexcept {
   std::memset(out, 0, kCmaHeaderSize);
-  encode(out, h);
+  const bool v4 = h.src.is_v4();
+  CmaWire w;
+  w.version = h.version;
+  w.ip_version = v4 ? 4 : 6;
+  w.src_port = h.src_port;
+  w.src = cma_address(h.src, v4);
+  w.dst = cma_address(h.dst, v4);
+  encode(out, w);
 }
 
 Result<CmaHeader> decode_cma_header(std::span<const uint8_t> bytes) {
   if (bytes.size() < kCmaHeaderSize)
     return Status::error(Errc::protocol_error, "cma header of %zu bytes, expected %zu",
                          bytes.size(), kCmaHeaderSize);
+  CmaWire w;
+  decode(bytes.data(), w);
+  if (w.version != 0)
+    return Status::error(Errc::protocol_error, "cma header version %u, expected 0", w.version);
   CmaHeader h;
-  decode(bytes.data(), h);
-  if (h.version != 0)
-    return Status::error(Errc::protocol_error, "cma header version %u, expected 0", h.version);
-  if (h.ip_version != 4)
-    return Status::error(Errc::unsupported, "cma header IP version %u, only IPv4 is supported",
-                         h.ip_version);
+  h.version = w.version;
+  h.src_port = w.src_port;
+  if (w.ip_version == 4) {
+    // Linux reads the last 4 bytes of each and ignores the 12 before them (cma_save_ip4_info).
+    h.src = hw::IpAddress::v4(load_be(w.src.data() + 12, 4));
+    h.dst = hw::IpAddress::v4(load_be(w.dst.data() + 12, 4));
+  } else if (w.ip_version == 6) {
+    h.src = hw::IpAddress::from_bytes(w.src.data());
+    h.dst = hw::IpAddress::from_bytes(w.dst.data());
+    if (h.src.is_v4() || h.dst.is_v4())
+      return Status::error(Errc::protocol_error,
+                           "cma header of IP version 6 holds an IPv4-mapped address (%s, %s)",
+                           h.src.to_string().c_str(), h.dst.to_string().c_str());
+  } else {
+    return Status::error(Errc::protocol_error, "cma header IP version %u, expected 4 or 6",
+                         w.ip_version);
+  }
   return h;
-}
-
-GidBytes ipv4_gid(uint32_t ipv4) noexcept {
-  GidBytes g{};
-  g[10] = 0xff;
-  g[11] = 0xff;
-  store_be(g.data() + 12, 4, ipv4);
-  return g;
 }
 
 }  // namespace rnicdv::sim::cm

@@ -16,6 +16,7 @@
 #include <span>
 #include <variant>
 
+#include "rnicdv/hw/ip_address.h"
 #include "rnicdv/sim/sim.h"
 #include "rnicdv/status.h"
 
@@ -223,16 +224,18 @@ inline constexpr uint64_t kRdmaPsTcpServicePrefix = 0x0000000001060000ull;  // R
 inline constexpr uint64_t kRdmaPsUdpServicePrefix = 0x0000000001110000ull;  // RDMA_PS_UDP << 16
 
 struct CmaHeader {
-  uint8_t version = 0;     // cma_version: 0
-  uint8_t ip_version = 4;  // high nibble of byte 1
-  uint16_t src_port = 0;   // the active side's port
-  uint32_t src_ipv4 = 0;   // host order
-  uint32_t dst_ipv4 = 0;
+  uint8_t version = 0;    // cma_version: 0
+  uint16_t src_port = 0;  // the active side's port
+  // The two addresses, of one family; the header's IP version (the high nibble of byte 1: 4 or
+  // 6) is theirs.
+  hw::IpAddress src;
+  hw::IpAddress dst;
   bool operator==(const CmaHeader&) const = default;
 };
 
+// Writes the 36 bytes. Addresses of two families are written as the source's family.
 void encode_cma_header(const CmaHeader& h, uint8_t* out36) noexcept;
-// Version 0 and IPv4 only; errors say which field was wrong.
+// Version 0, IP version 4 or 6; errors say which field was wrong.
 Result<CmaHeader> decode_cma_header(std::span<const uint8_t> bytes);
 
 constexpr uint64_t service_id_for_port(uint16_t port) noexcept {
@@ -248,8 +251,11 @@ constexpr bool is_rdma_udp_service(uint64_t service_id) noexcept {
   return (service_id & ~uint64_t{0xffff}) == kRdmaPsUdpServicePrefix;
 }
 
-// IPv4-mapped GID ::ffff:a.b.c.d (rdma_ip2gid).
-GidBytes ipv4_gid(uint32_t ipv4) noexcept;
+// The RoCE v2 GID of an address (rdma_ip2gid): ::ffff:a.b.c.d for IPv4, the address itself for
+// IPv6.
+inline GidBytes ip_gid(const hw::IpAddress& a) noexcept {
+  return a.bytes;
+}
 
 // CM and ACK time encoding: 4.096 us * 2^t (IBA 12.7.29), in nanoseconds; t above 31 is
 // clamped to 31.

@@ -14,10 +14,10 @@ class SimConnectionManager::GsiPort final : public MadPort {
 
   void set_agent(std::weak_ptr<CmAgent> agent) { agent_ = std::move(agent); }
 
-  void send(uint32_t dst_ipv4, const MadBytes& mad) override {
+  void send(const hw::IpAddress& dst, const MadBytes& mad) override {
     // A send fails only for a bad length, which a 256-byte MAD never has; a frame the wire
     // cannot carry is dropped as a link would, and the CM's timers recover.
-    [[maybe_unused]] Status st = gsi_.send_mad(dst_ipv4, mad.data(), mad.size());
+    [[maybe_unused]] Status st = gsi_.send_mad(dst, mad.data(), mad.size());
   }
 
   void schedule(uint64_t at_ns) override {
@@ -43,7 +43,7 @@ std::shared_ptr<SimConnectionManager> SimConnectionManager::create(Hca& hca, uin
   std::shared_ptr<SimConnectionManager> cm(new SimConnectionManager());
   const hw::DeviceInfo& info = hca.info();
   CmAgentConfig cfg;
-  cfg.ipv4 = hca.ipv4();
+  cfg.address = hca.address();
   cfg.ca_guid = info.node_guid;
   cfg.max_mtu = info.caps.max_mtu;
   cfg.active_mtu = info.caps.active_mtu;
@@ -57,10 +57,10 @@ std::shared_ptr<SimConnectionManager> SimConnectionManager::create(Hca& hca, uin
   cm->port_->set_agent(cm->agent_);
   cm->agent_->start_fault_timers();
   hca.gsi().set_mad_handler(
-      [agent = std::weak_ptr<CmAgent>(cm->agent_)](uint32_t src, const uint8_t* mad, size_t len) {
+      [agent = std::weak_ptr<CmAgent>(cm->agent_)](const hw::IpAddress& src, const uint8_t* mad, size_t len) {
         if (auto a = agent.lock()) a->on_mad(src, std::span(mad, len));
       });
-  hca.gsi().set_unreachable_handler([agent = std::weak_ptr<CmAgent>(cm->agent_)](uint32_t ip) {
+  hca.gsi().set_unreachable_handler([agent = std::weak_ptr<CmAgent>(cm->agent_)](const IpAddress& ip) {
     if (auto a = agent.lock()) a->on_peer_unreachable(ip);
   });
   return cm;

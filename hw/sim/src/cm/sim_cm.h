@@ -36,7 +36,7 @@ class SimConnectionManager final : public hw::ConnectionManager {
   Result<std::unique_ptr<hw::CmConnection>> connect(const hw::CmConnectParams& params) override {
     return agent_->connect(params);
   }
-  uint32_t local_ipv4() const override { return agent_->local_ipv4(); }
+  hw::IpAddress local_address() const override { return agent_->local_address(); }
 
   CmAgent& agent() { return *agent_; }
 

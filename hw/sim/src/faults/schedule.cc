@@ -155,14 +155,6 @@ FaultLog::Line& FaultLog::Line::hex(std::string_view k, uint64_t value) {
   return str(k, text);
 }
 
-FaultLog::Line& FaultLog::Line::ipv4(std::string_view k, uint32_t a) {
-  if (!log_.enabled()) return *this;
-  char text[16];
-  std::snprintf(text, sizeof(text), "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xFF, (a >> 8) & 0xFF,
-                a & 0xFF);
-  return str(k, text);
-}
-
 // ---- the schedule ----
 
 uint64_t fresh_seed() noexcept {
@@ -372,7 +364,7 @@ std::optional<ChosenStatus> FaultSchedule::take_wr_fault(WrSite site, uint32_t d
   return std::nullopt;
 }
 
-std::optional<uint16_t> FaultSchedule::take_cm_reject(uint32_t device, uint32_t remote_ipv4) {
+std::optional<uint16_t> FaultSchedule::take_cm_reject(uint32_t device, const hw::IpAddress& remote) {
   for (size_t i = 0; i < spec_.cms.size(); ++i) {
     const CmRule& r = spec_.cms[i];
     if (r.action != CmAction::reject) continue;
@@ -383,7 +375,7 @@ std::optional<uint16_t> FaultSchedule::take_cm_reject(uint32_t device, uint32_t 
         .str("fault", "reject")
         .num("rule", i + 1)
         .num("device", device)
-        .ipv4("peer", remote_ipv4)
+        .str("peer", remote.to_string())
         .num("reason", r.reason);
     return r.reason;
   }

@@ -62,7 +62,6 @@ class FaultLog {
     Line& str(std::string_view key, std::string_view value);
     Line& num(std::string_view key, uint64_t value);
     Line& hex(std::string_view key, uint64_t value);  // "0x1a"
-    Line& ipv4(std::string_view key, uint32_t host_order);
 
    private:
     void key(std::string_view k);
@@ -121,7 +120,7 @@ class FaultSchedule {
                                             uint32_t opcode, uint32_t psn);
 
   // CM rejects: counts the REQ and returns the REJ reason chosen for it, if any. Logs.
-  std::optional<uint16_t> take_cm_reject(uint32_t device, uint32_t remote_ipv4);
+  std::optional<uint16_t> take_cm_reject(uint32_t device, const hw::IpAddress& remote);
 
   // A device leaves the fabric (Hca::stop): its counters join the totals that the schedule
   // writes, as one line of kind "end", when it is destroyed with its fabric: so that a run

@@ -92,46 +92,14 @@ void set_ip_class(msghdr* msg, IpClass ip, bool v6, IpClassControl* control) {
   }
 }
 
-// A socket address of either family. `scope_id` is the interface of a link-local IPv6 address.
-struct SockAddr {
-  sockaddr_storage storage{};
-  socklen_t len = 0;
-  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
-  sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
-};
-
-SockAddr to_sockaddr(const Endpoint& ep, uint32_t scope_id = 0) {
-  SockAddr a;
-  if (ep.ip.is_v4()) {
-    auto* sa = reinterpret_cast<sockaddr_in*>(&a.storage);
-    sa->sin_family = AF_INET;
-    sa->sin_addr.s_addr = htonl(ep.ip.ipv4());
-    sa->sin_port = htons(ep.port);
-    a.len = sizeof(sockaddr_in);
-  } else {
-    auto* sa = reinterpret_cast<sockaddr_in6*>(&a.storage);
-    sa->sin6_family = AF_INET6;
-    std::memcpy(&sa->sin6_addr, ep.ip.bytes.data(), 16);
-    sa->sin6_port = htons(ep.port);
-    if (ep.ip.is_link_local()) sa->sin6_scope_id = scope_id;
-    a.len = sizeof(sockaddr_in6);
-  }
-  return a;
+SocketAddress to_sockaddr(const Endpoint& ep, uint32_t scope_id = 0) {
+  return hw::to_socket_address(ep.ip, ep.port, scope_id);
 }
 
 // The endpoint a received datagram came from; false when it is of neither family.
 bool from_sockaddr(const sockaddr_storage& from, socklen_t len, Endpoint* ep) {
-  if (from.ss_family == AF_INET && len == sizeof(sockaddr_in)) {
-    const auto* sa = reinterpret_cast<const sockaddr_in*>(&from);
-    *ep = Endpoint{IpAddress::v4(ntohl(sa->sin_addr.s_addr)), ntohs(sa->sin_port)};
-    return true;
-  }
-  if (from.ss_family == AF_INET6 && len == sizeof(sockaddr_in6)) {
-    const auto* sa = reinterpret_cast<const sockaddr_in6*>(&from);
-    *ep = Endpoint{IpAddress::from_bytes(sa->sin6_addr.s6_addr), ntohs(sa->sin6_port)};
-    return true;
-  }
-  return false;
+  return hw::from_socket_address(reinterpret_cast<const sockaddr*>(&from), len, &ep->ip,
+                                 &ep->port);
 }
 
 // The index of the interface that holds the IPv6 address `ip` (a link-local address is only
@@ -184,7 +152,7 @@ int open_bound_socket(const Endpoint& ep, uint32_t scope_id, const char** failed
     (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
     (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-  const SockAddr sa = to_sockaddr(ep, scope_id);
+  const SocketAddress sa = to_sockaddr(ep, scope_id);
   if (::bind(fd, sa.get(), sa.len) != 0) return fail("bind");
   if (v6) return fd;
   // Datagrams for a group leave through the interface that has this address. Without it the
@@ -217,7 +185,7 @@ int open_group_socket(const Endpoint& local, const IpAddress& group, const char*
   const int bytes = kSocketBufferBytes;
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
     (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-  const SockAddr sa = to_sockaddr(Endpoint{group, local.port});
+  const SocketAddress sa = to_sockaddr(Endpoint{group, local.port});
   if (::bind(fd, sa.get(), sa.len) != 0) return fail("bind");
   ip_mreqn mreq{};
   mreq.imr_multiaddr.s_addr = htonl(group.ipv4());
@@ -451,7 +419,7 @@ void UdpWire::transmit(const Endpoint& src, const Endpoint& dst, const uint8_t* 
     }
     return;
   }
-  SockAddr to = to_sockaddr(tx.dst, port->scope_id);
+  SocketAddress to = to_sockaddr(tx.dst, port->scope_id);
   iovec parts[4];
   msghdr msg{};
   msg.msg_name = to.get();
@@ -530,7 +498,7 @@ void UdpWire::release_held(UdpPort& p) {
   if (!p.held.empty()) {
     const uint64_t now = now_ns();
     while (WireFrame* f = p.held.take_due(now)) {
-      SockAddr to = to_sockaddr(f->dst(), p.scope_id);
+      SocketAddress to = to_sockaddr(f->dst(), p.scope_id);
       iovec part{f->bytes, f->len};
       msghdr msg{};
       msg.msg_name = to.get();

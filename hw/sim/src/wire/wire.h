@@ -22,6 +22,7 @@
 namespace rnicdv::sim {
 
 using hw::IpAddress;
+using hw::SocketAddress;
 
 // Where a RoCE v2 datagram comes from or goes to: an IPv4 or IPv6 address and a UDP port.
 struct Endpoint {
