@@ -35,11 +35,6 @@ T take(Result<T> r) {
   return std::move(r).value();
 }
 
-inline std::string ipv4_string(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xff) + "." +
-         std::to_string((ip >> 8) & 0xff) + "." + std::to_string(ip & 0xff);
-}
-
 inline std::span<const uint8_t> bytes(const char* s) {
   return {reinterpret_cast<const uint8_t*>(s), std::strlen(s)};
 }
@@ -55,7 +50,7 @@ struct Side {
   // wr_id -> statuses seen (every WR must see exactly one).
   std::map<uint64_t, std::vector<int>> completions;
 
-  std::string ip() const { return ipv4_string(sim->ipv4()); }
+  std::string ip() const { return sim->address().to_string(); }
   sim::cm::CmAgent& cm() { return sim::cm::cm_agent_of(*sim); }
   sim::QpSnapshot snapshot() const { return sim->qp_snapshot(qp->qpn()).value(); }
 
@@ -129,10 +124,13 @@ inline std::shared_ptr<sim::Fabric> make_fabric(sim::ExecMode mode = sim::ExecMo
   return take(sim::Fabric::create(fc));
 }
 
-inline Side make_side(const std::shared_ptr<sim::Fabric>& fabric, hw::DeviceProfile profile = {}) {
+// `address`: the device's, IPv4 or IPv6 (unspecified: the fabric's next IPv4 one).
+inline Side make_side(const std::shared_ptr<sim::Fabric>& fabric, hw::DeviceProfile profile = {},
+                      const hw::IpAddress& address = {}) {
   Side s;
   sim::DeviceConfig dc;
   dc.profile = profile;
+  dc.address = address;
   s.sim = take(fabric->add_device(dc));
   s.dev.emplace(take(Device::wrap(s.sim)));
   s.pd.emplace(take(s.dev->alloc_pd()));

@@ -53,10 +53,15 @@ std::thread serve_one(Listener& listener, Answer answer) {
 
 TEST_CASE("a UD QP learns a datagram service's QPN and Q_Key and its datagram arrives there",
           "[cm][sidr]") {
+  // Over IPv4, and over IPv6 (the SIDR MADs, the datagram and its GRH in IPv6 frames).
+  const bool ipv6 = GENERATE(false, true);
+  INFO((ipv6 ? "IPv6" : "IPv4"));
   auto fabric = make_fabric(sim::ExecMode::threaded);
-  Side a = make_side(fabric), b = make_side(fabric);
+  Side a = make_side(fabric, {}, ipv6 ? take(hw::IpAddress::parse("fd00::a")) : hw::IpAddress{});
+  Side b = make_side(fabric, {}, ipv6 ? take(hw::IpAddress::parse("fd00::b")) : hw::IpAddress{});
   QueuePair client = make_ud_qp(a), service = make_ud_qp(b);
-  Listener listener = take(Listener::listen_datagram(*b.dev, "", kServicePort));
+  Listener listener =
+      take(Listener::listen_datagram(*b.dev, ipv6 ? "fd00::b" : "", kServicePort));
 
   bool datagram = false;
   std::vector<uint8_t> asked;
@@ -105,6 +110,14 @@ TEST_CASE("a UD QP learns a datagram service's QPN and Q_Key and its datagram ar
   REQUIRE(a.wait_completions(1));
   b.check_each_once(9, 1, 0);
   CHECK(std::memcmp(b.mem.data() + kGrh, "tick", 4) == 0);
+  // The GRH is the IPv6 header itself over IPv6 (version 6, source fd00::a at bytes 8..23),
+  // the IPv4 header in its last 20 bytes over IPv4.
+  if (ipv6) {
+    CHECK(b.mem[0] >> 4 == 6);
+    CHECK(hw::IpAddress::from_bytes(b.mem.data() + 8) == a.sim->address());
+  } else {
+    CHECK(b.mem[20] >> 4 == 4);
+  }
 }
 
 TEST_CASE("a datagram service that refuses, or a port with no UDP listener, is named in the error",

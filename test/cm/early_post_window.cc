@@ -21,11 +21,14 @@ struct Accepted {
 };
 
 // A connects to B; B accepts (QP in RTR) and posts kEarlySends sends before anything else.
-Accepted accept_and_post_early(hw::DeviceProfile profile, const ConnectionOptions& passive = {}) {
+// `a_address` and `b_address`: the devices' (unspecified: the fabric's IPv4 ones).
+Accepted accept_and_post_early(hw::DeviceProfile profile, const ConnectionOptions& passive = {},
+                               const hw::IpAddress& a_address = {},
+                               const hw::IpAddress& b_address = {}) {
   Accepted x;
   x.fabric = make_fabric();
-  x.a = make_side(x.fabric);
-  x.b = make_side(x.fabric, profile);
+  x.a = make_side(x.fabric, {}, a_address);
+  x.b = make_side(x.fabric, profile, b_address);
   x.listener.emplace(take(Listener::listen(*x.b.dev, "", kCmPort)));
   x.active.emplace(take(Connection::connect(*x.a.qp, x.b.ip(), kCmPort, bytes("hello"))));
   CHECK(x.a.qp->state() == hw::QpState::init);
@@ -59,8 +62,15 @@ void check_no_doorbell(Side& s) {
 TEST_CASE("sends posted by the passive side in RTR ring no doorbell and run after the RTU") {
   const hw::DeviceProfile profile =
       GENERATE(hw::DeviceProfile{false, true}, hw::DeviceProfile{true, true});
-  INFO("profile " << sim::profile_name(profile));
-  Accepted x = accept_and_post_early(profile);
+  // The same over IPv6: the CM's MADs and the QPs' packets in IPv6 frames.
+  const bool ipv6 = GENERATE(false, true);
+  INFO("profile " << sim::profile_name(profile) << (ipv6 ? ", IPv6" : ", IPv4"));
+  const hw::IpAddress a_address = ipv6 ? take(hw::IpAddress::parse("fd00::a")) : hw::IpAddress{};
+  const hw::IpAddress b_address = ipv6 ? take(hw::IpAddress::parse("fd00::b")) : hw::IpAddress{};
+  Accepted x = accept_and_post_early(profile, {}, a_address, b_address);
+  CHECK(x.active->remote_address().ip == x.b.sim->address());
+  CHECK(x.passive->remote_address().ip == x.a.sim->address());
+  CHECK(x.b.sim->address().is_v6() == ipv6);
   check_no_doorbell(x.b);
   const uint64_t doorbells_before = x.b.sim->counters().uar_doorbells;
 

@@ -195,3 +195,54 @@ TEST_CASE("the REQ carries the active side's traffic class, hop limit, flow labe
   CHECK(passive_with_client_class == 1);
   CHECK(passive_with_own == 1);
 }
+
+TEST_CASE("over IPv6, tshark decodes the CM exchange: IPv6 frames, the primary path's GIDs and "
+          "an IP version 6 rdma_cm header") {
+  skip_without_tshark();
+  TempPcap pcap;
+  const char* path = pcap.path;
+  const hw::IpAddress ip_a = take(hw::IpAddress::parse("fd00::a"));
+  const hw::IpAddress ip_b = take(hw::IpAddress::parse("fd00::b"));
+  uint16_t port_a = 0;
+  {
+    auto fabric = make_fabric(sim::ExecMode::deterministic, path);
+    Side a = make_side(fabric, {}, ip_a);
+    Side b = make_side(fabric, {}, ip_b);
+    Listener l = take(Listener::listen(*b.dev, "::", kCmPort));
+    Connection ca = take(Connection::connect(*a.qp, "fd00::b", kCmPort, bytes("hello")));
+    port_a = ca.local_address().port;
+    Connection cb = take(wait_event(l).request->accept(*b.qp));
+    REQUIRE(wait_event(ca).type == ConnectionEventType::established);
+    REQUIRE(wait_event(cb).type == ConnectionEventType::established);
+    REQUIRE(a.post_recv(1, 0) == Errc::ok);
+    REQUIRE(b.post_send(2, 1) == Errc::ok);
+    REQUIRE(a.wait_completions(1));
+  }
+
+  // Every frame is IPv6 (nothing malformed), between the two addresses.
+  const auto frames = tshark(path, {"-T", "fields", "-E", "separator=|", "-e", "eth.type", "-e",
+                                    "ipv6.src", "-e", "ipv6.dst", "-e", "_ws.malformed"});
+  REQUIRE(frames.size() >= 4);  // REQ, REP, RTU, the SEND (and its ACK)
+  for (const std::string& row : frames) {
+    INFO(row);
+    CHECK((row == "0x86dd|fd00::a|fd00::b|" || row == "0x86dd|fd00::b|fd00::a|"));
+  }
+  const auto req = tshark(path, {"-Y", "infiniband.cm.req", "-T", "fields", "-E", "separator=|",
+                                 "-e", "infiniband.cm.req.prim_localgid", "-e",
+                                 "infiniband.cm.req.prim_remotegid", "-e",
+                                 "infiniband.cm.req.ip_cm.ipv", "-e",
+                                 "infiniband.cm.req.ip_cm.sport", "-e",
+                                 "infiniband.cm.req.ip_cm.sip6", "-e",
+                                 "infiniband.cm.req.ip_cm.dip6"});
+  REQUIRE(req.size() == 1);
+  char sport[8];
+  std::snprintf(sport, sizeof sport, "0x%04x", port_a);
+  CHECK(req[0] == std::string("fd00::a|fd00::b|0x06|") + sport + "|fd00::a|fd00::b");
+  // The handshake, then the DREQs of the two connections' destruction.
+  const auto names = tshark(path, {"-Y", "infiniband.mad", "-T", "fields", "-e", "_ws.col.Info"});
+  REQUIRE(names.size() >= 3);
+  CHECK(std::vector<std::string>(names.begin(), names.begin() + 3) ==
+        std::vector<std::string>{"CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse"});
+  for (size_t i = 3; i < names.size(); ++i)
+    CHECK((names[i] == "CM: DisconnectRequest" || names[i] == "CM: DisconnectReply"));
+}

@@ -26,13 +26,6 @@ using namespace detail;
 namespace {
 using Clock = std::chrono::steady_clock;
 
-std::string ipv4_string(uint32_t ip) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff,
-                ip & 0xff);
-  return buf;
-}
-
 // Where one op's bytes live: `local` in the requester's buffer (source of SEND/WRITE,
 // destination of READ, the atomic's returned value), `remote` in the responder's.
 struct Slot {
@@ -681,7 +674,7 @@ RunResult Runner::run() {
       o.rnr_retry_count = 7;
       o.min_rnr_timer = 1;
       o.timeout = std::chrono::milliseconds(deterministic() ? 30'000 : 8'000);
-      auto conn = Connection::connect(*a_.qp, ipv4_string(b_.sim->ipv4()), kCmPort, {}, o);
+      auto conn = Connection::connect(*a_.qp, b_.sim->address().to_string(), kCmPort, {}, o);
       if (!conn) {
         fail("A: connect: %s", conn.status().message().c_str());
       } else {
