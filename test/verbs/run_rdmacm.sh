@@ -30,8 +30,9 @@ for prog in "${server[0]}" "${client[0]}"; do
   fi
 done
 # One address pair per port, so that tests that overlap (or a stale process) do not collide.
-srv_addr=127.0.$((port % 200 + 20)).1
-cli_addr=127.0.$((port % 200 + 20)).2
+# RDMACM_SERVER_ADDR and RDMACM_CLIENT_ADDR choose others (run_rdmacm_ipv6.sh's IPv6 pair).
+srv_addr=${RDMACM_SERVER_ADDR:-127.0.$((port % 200 + 20)).1}
+cli_addr=${RDMACM_CLIENT_ADDR:-127.0.$((port % 200 + 20)).2}
 subst() { local a; for a in "$@"; do a=${a//@S@/$srv_addr}; printf '%s\n' "${a//@P@/$port}"; done; }
 mapfile -t server < <(subst "${server[@]}")
 mapfile -t client < <(subst "${client[@]}")

@@ -117,13 +117,12 @@ int bind_to(const Cmd& c, Id& id, const Parsed& a) {
 namespace {
 
 // Address resolution's answer, as ARP or neighbour discovery gives it: false only when no
-// simulated HCA can own `ip`. On the UDP wire a loopback address belongs to the process that
-// bound its RoCE port, so a port that can be bound has nobody behind it. Other addresses
-// (other hosts, network namespaces) cannot be probed and are taken as present; the CM's
-// retries then decide.
+// simulated HCA can own `ip`. On the UDP wire an address of this host belongs to the process
+// that bound its RoCE port, so a port that can be bound has nobody behind it. Other addresses
+// (other hosts, other network namespaces, where bind fails) cannot be probed and are taken as
+// present; the CM's retries then decide.
 bool address_present(const hw::IpAddress& ip) {
   if (device_owning(ip)) return true;
-  if (!ip.is_loopback()) return true;
   Result<std::shared_ptr<sim::Fabric>> fabric = sim::default_fabric();
   if (!fabric || fabric.value()->config().wire != sim::WireKind::udp) return true;
   const hw::SocketAddress sa = hw::to_socket_address(ip, fabric.value()->config().udp_port);
