@@ -120,9 +120,10 @@ namespace {
 // simulated HCA can own `ip`. On the UDP wire an address of this host belongs to the process
 // that bound its RoCE port, so a port that can be bound has nobody behind it. Other addresses
 // (other hosts, other network namespaces, where bind fails) cannot be probed and are taken as
-// present; the CM's retries then decide.
+// present; the CM's retries then decide. A multicast group is present (no one device owns it;
+// a join resolves it to reach the group's route).
 bool address_present(const hw::IpAddress& ip) {
-  if (device_owning(ip)) return true;
+  if (ip.is_multicast() || device_owning(ip)) return true;
   Result<std::shared_ptr<sim::Fabric>> fabric = sim::default_fabric();
   if (!fabric || fabric.value()->config().wire != sim::WireKind::udp) return true;
   const hw::SocketAddress sa = hw::to_socket_address(ip, fabric.value()->config().udp_port);
