@@ -127,16 +127,15 @@ Status QueuePair::set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes,
 }
 
 Result<hw::Gid> multicast_gid(const std::string& address) {
-  in_addr a{};
-  if (::inet_pton(AF_INET, address.c_str(), &a) != 1)
-    return Status::error(Errc::invalid_argument,
-                         "multicast group '%s': not a dotted IPv4 address", address.c_str());
-  const uint32_t ipv4 = ntohl(a.s_addr);
-  if ((ipv4 >> 28) != 0xE)
-    return Status::error(Errc::invalid_argument,
-                         "multicast group '%s': not a multicast address (224.0.0.0/4)",
+  Result<hw::IpAddress> a = hw::IpAddress::parse(address);
+  if (!a)
+    return Status::error(Errc::invalid_argument, "multicast group '%s': not an IP address",
                          address.c_str());
-  return hw::Gid::from_ipv4(ipv4);
+  if (!a.value().is_multicast())
+    return Status::error(Errc::invalid_argument,
+                         "multicast group '%s': not a multicast address (%s)", address.c_str(),
+                         a.value().is_v4() ? "224.0.0.0/4" : "ff00::/8");
+  return hw::Gid::from_ip(a.value());
 }
 
 Status QueuePair::attach_multicast(const hw::Gid& group) {

@@ -194,8 +194,9 @@ TEST_CASE("detaching a QP, or destroying it, stops its copies, and a device whos
   CHECK(g.b.counters().rx_dropped == 0);
 }
 
-TEST_CASE("attaching refuses an RC QP, a GID that is not a group's and an IPv6 group, detaching "
-          "a group not attached is refused, and multicast_gid refuses what is not a group",
+TEST_CASE("attaching refuses an RC QP, a GID that is not a group's and a group of the other IP "
+          "version, detaching a group not attached is refused, and multicast_gid refuses what "
+          "is not a group",
           "[drv][ud][multicast][errors]") {
   Groups g;
   Pair rc = make_connected_pair(mlx5_profile());
@@ -212,15 +213,17 @@ TEST_CASE("attaching refuses an RC QP, a GID that is not a group's and an IPv6 g
   v6.raw[1] = 0x0e;
   v6.raw[15] = 1;
   s = g.a.qp->attach_multicast(v6);
-  CHECK(s.code() == Errc::unsupported);
-  CHECK_THAT(s.message(), Catch::Contains("an IPv6 multicast group"));
+  CHECK(s.code() == Errc::invalid_argument);
+  CHECK_THAT(s.message(), Catch::Contains("attach_multicast ff0e::1: an IPv6 group, and the "
+                                          "device's address 127.0.0.") &&
+                              Catch::Contains(" is IPv4"));
 
   s = g.a.qp->detach_multicast(g.group);
   CHECK(s.code() == Errc::invalid_argument);
   CHECK_THAT(s.message(), Catch::Contains("detach_multicast 239.1.2.3") &&
                               Catch::Contains("not attached"));
 
-  for (const char* bad : {"10.0.0.1", "239.1.2", "ff0e::1", ""}) {
+  for (const char* bad : {"10.0.0.1", "239.1.2", "fd00::1", ""}) {
     INFO(bad);
     auto gid = multicast_gid(bad);
     REQUIRE_FALSE(gid.is_ok());
@@ -228,6 +231,7 @@ TEST_CASE("attaching refuses an RC QP, a GID that is not a group's and an IPv6 g
     CHECK_THAT(gid.status().message(), Catch::Contains(std::string("'") + bad + "'"));
   }
   CHECK(take(multicast_gid("224.0.0.1")).to_string() == "::ffff:224.0.0.1");
+  CHECK(take(multicast_gid("ff0e::1:2")).to_string() == "ff0e::1:2");
 
   const hw::DeviceCaps& caps = g.a.dev->info().caps;
   CHECK(caps.max_mcast_grp > 0);
@@ -275,4 +279,56 @@ TEST_CASE("on the UDP wire with threaded devices, a group's datagrams reach ever
     }
   }
   CHECK(poll_n(*fabric, *a.cq, 8, 10'000'000'000ull).size() == 8);
+}
+
+TEST_CASE("over IPv6, a datagram sent to an ff0e:: group reaches every attached QP, the sender's "
+          "own included, behind an IPv6 GRH addressed to the group",
+          "[drv][ud][multicast][ipv6]") {
+  auto fabric = make_fabric();
+  Node a = make_node(fabric, mlx5_profile(), ud_config(), 1 << 16, 256,
+                     take(hw::IpAddress::parse("fd00::a")));
+  Node b = make_node(fabric, mlx5_profile(), ud_config(), 1 << 16, 256,
+                     take(hw::IpAddress::parse("fd00::b")));
+  for (Node* n : {&a, &b}) ud_up(*n->qp);
+  const hw::Gid group = take(multicast_gid("ff0e::77:1"));
+  for (Node* n : {&a, &b}) check(n->qp->attach_multicast(group));
+  // An IPv4 group on an IPv6 device is refused, naming both.
+  Status v4 = b.qp->attach_multicast(take(multicast_gid("239.1.2.3")));
+  CHECK(v4.code() == Errc::invalid_argument);
+  CHECK_THAT(v4.message(), Catch::Contains("an IPv4 group, and the device's address fd00::b is "
+                                           "IPv6"));
+  recv_on(*a.qp, a, 10, kDst);
+  recv_on(*b.qp, b, 20, kDst);
+
+  hw::AhAttr attr;
+  attr.remote_gid = group;
+  AddressHandle ah = take(a.pd->create_ah(attr));
+  fill(a.bytes(kSrc), 200, 0x61);
+  const Sge s = a.sge(kSrc, 200);
+  SendWr wr = send_wr(1, &s, 1);
+  wr.av = ah.av();
+  wr.remote_qpn = kMulticastQpn;
+  wr.remote_qkey = kQkey;
+  REQUIRE(a.qp->post_send(wr) == Errc::ok);
+  auto at_a = poll_n(*fabric, *a.cq, 2);  // the send and a's own copy
+  auto at_b = poll_n(*fabric, *b.cq, 1);
+  REQUIRE(at_a.size() == 2);
+  REQUIRE(at_b.size() == 1);
+  const auto check_copy = [&](const Completion& wc, Node& n) {
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.byte_len == 200 + kGrh);
+    CHECK(wc.src_qp == a.qp->qpn());
+    CHECK(std::memcmp(n.bytes(kDst + kGrh), a.bytes(kSrc), 200) == 0);
+    // The GRH is the IPv6 header: version 6, from a's address to the group.
+    const uint8_t* grh = n.bytes(kDst);
+    CHECK(grh[0] >> 4 == 6);
+    CHECK(hw::IpAddress::from_bytes(grh + 8) == a.sim->address());
+    CHECK(std::memcmp(grh + 24, group.raw, 16) == 0);
+  };
+  for (const Completion& wc : at_a)
+    if (wc.opcode == IBV_WC_RECV) check_copy(wc, a);
+  check_copy(at_b[0], b);
+  CHECK(poll_for(*fabric, *b.cq).empty());  // once
+  check(b.qp->detach_multicast(group));
+  check(a.qp->detach_multicast(group));
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -30,8 +31,11 @@ bool has_result_row(const std::string& out) {
   return false;
 }
 
+// `extra(address)`: more options for the side whose HCA is on `address`.
 void run_between(const rnicdv::test::NamespacePair& ns, const std::string& addr_a,
-                 const std::string& addr_b) {
+                 const std::string& addr_b,
+                 const std::function<std::vector<std::string>(const std::string&)>& extra = {},
+                 const std::string& server_name = "") {
   const std::string port = std::to_string(rnicperf_test::free_port());
   const auto args = [&](const std::string& netns, const std::string& address) {
     // -m 1024: a 4096-byte path MTU would not fit the veth's 1500-byte link MTU.
@@ -54,9 +58,15 @@ void run_between(const rnicdv::test::NamespacePair& ns, const std::string& addr_
                                     port,
                                     "--timeout=30"};
   };
+  std::vector<std::string> server = args(ns.ns_a(), addr_a);
   std::vector<std::string> client = args(ns.ns_b(), addr_b);
-  client.insert(client.end(), {"--retry-connect", ns.addr_a()});
-  rnicperf_test::Child server_child(args(ns.ns_a(), addr_a));
+  if (extra) {
+    for (const std::string& o : extra(addr_a)) server.push_back(o);
+    for (const std::string& o : extra(addr_b)) client.push_back(o);
+  }
+  client.insert(client.end(),
+                {"--retry-connect", server_name.empty() ? ns.addr_a() : server_name});
+  rnicperf_test::Child server_child(server);
   rnicperf_test::Child client_child(client);
   const rnicperf_test::ProcessResult c = client_child.wait(120);
   const rnicperf_test::ProcessResult s = server_child.wait(60);
@@ -86,5 +96,16 @@ TEST_CASE(
   }
   SECTION("link-local addresses") {
     run_between(ns, "fe80::a", "fe80::b");
+  }
+  SECTION("-R with --ipv6, the control channel over IPv6 from each side's HCA address") {
+    // --ipv6: each GID is an IPv6 one; --ipv6-addr and --bind_source_ip: the TCP exchange
+    // between the two unique local addresses; -R: the QPs connected by the CM over IPv6.
+    run_between(
+        ns, ns.addr6_a(), ns.addr6_b(),
+        [](const std::string& address) {
+          return std::vector<std::string>{"-R", "--ipv6", "--ipv6-addr",
+                                          "--bind_source_ip=" + address};
+        },
+        ns.addr6_a());
   }
 }

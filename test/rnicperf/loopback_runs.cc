@@ -1130,3 +1130,16 @@ TEST_CASE("-W with a counter the device lacks fails before the test, naming it a
                    "counters/port_xmit_data,") != std::string::npos);
   CHECK(r.out.find("#bytes") == std::string::npos);
 }
+
+TEST_CASE("--ipv6 on devices with IPv4 addresses is refused, naming the device and its GID",
+          "[e2e][ipv6]") {
+  ProcessResult r = run_rnicperf({"write_lat", "--loopback", "--ipv6", "-n", "10",
+                                  "--timeout=20"},
+                                 60);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("--ipv6: ") != std::string::npos);
+  CHECK(r.err.find("'s GID 127.0.0.") != std::string::npos);
+  CHECK(r.err.find(" is IPv4 (give the simulated HCA an IPv6 address with RNICDV_SIM_ADDR)") !=
+        std::string::npos);
+}

@@ -826,3 +826,27 @@ TEST_CASE("-W takes perftest's comma-separated counter names and refuses an empt
   CHECK(help.find("  -W, --report-counters=<list>\n                            Report performance "
                   "counter change after each result row") != std::string::npos);
 }
+
+TEST_CASE("--ipv6, --ipv6-addr and --bind_source_ip follow perftest's rules", "[options]") {
+  auto r = parse({"write_bw", "--ipv6", "--ipv6-addr", "--bind_source_ip", "fd00::2", "fd00::1"});
+  REQUIRE(r);
+  CHECK(r->ipv6);
+  CHECK(r->ipv6_addr);
+  CHECK(r->bind_source_ip == "fd00::2");
+  auto v4 = parse({"write_bw", "--bind_source_ip=10.0.0.2", "10.0.0.1"});
+  REQUIRE(v4);
+  CHECK(v4->bind_source_ip == "10.0.0.2");
+  CHECK_FALSE(v4->ipv6_addr);
+  // perftest: "--ipv6-addr flag must be used when specifying an IPv6 source IP".
+  CHECK(error_of({"write_bw", "--bind_source_ip", "fd00::2"}) ==
+        "--bind_source_ip fd00::2: an IPv6 source needs --ipv6-addr");
+  CHECK(error_of({"write_bw", "--ipv6-addr", "--bind_source_ip", "10.0.0.2"}) ==
+        "--bind_source_ip 10.0.0.2: --ipv6-addr makes the control channel IPv6, so the source "
+        "must be IPv6");
+  CHECK(error_of({"write_bw", "--bind_source_ip", "host.example"}) ==
+        "--bind_source_ip: IP address \"host.example\": neither IPv4 nor IPv6");
+  CHECK(error_of({"write_bw", "--bind_source_ip", "0.0.0.0"}) ==
+        "--bind_source_ip 0.0.0.0: not the address of an interface");
+  CHECK(error_of({"write_bw", "--loopback", "--ipv6-addr"}) ==
+        "--loopback has no control channel to address: leave out --ipv6-addr");
+}

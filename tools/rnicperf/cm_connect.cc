@@ -78,13 +78,28 @@ Result<rnicdv::ConnectionRequest> next_request(rnicdv::Listener& listener, const
   }
 }
 
+// --bind_source_ip with -R: the CM's address on this side, which can only be the device's own
+// (the simulated HCA's, RNICDV_SIM_ADDR).
+Status check_bind_source(TestEndpoint& ep, const Options& o) {
+  if (o.bind_source_ip.empty()) return Status::ok();
+  const rnicdv::hw::DeviceInfo& info = ep.device().hw().info();
+  const std::string own = info.gid.ip().to_string();
+  if (own == o.bind_source_ip) return Status::ok();
+  return Status::error(Errc::invalid_argument,
+                       "--bind_source_ip %s with -R: the connection manager runs on %s's own "
+                       "address, %s",
+                       o.bind_source_ip.c_str(), info.name.c_str(), own.c_str());
+}
+
 }  // namespace
 
 Status cm_resolve_datagrams(TestEndpoint& ep, OobSession& oob, const Options& o, bool client) {
   const std::chrono::milliseconds timeout(o.timeout_s * 1000u);
+  RNICDV_TRY(check_bind_source(ep, o));
   if (!client) {
-    RNICDV_ASSIGN_OR_RETURN(rnicdv::Listener listener,
-                            rnicdv::Listener::listen_datagram(ep.device(), "", o.port));
+    RNICDV_ASSIGN_OR_RETURN(
+        rnicdv::Listener listener,
+        rnicdv::Listener::listen_datagram(ep.device(), o.bind_source_ip, o.port));
     RNICDV_TRY(oob.barrier(kCmListening));
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (size_t i = 0; i < ep.num_qps(); ++i) {
@@ -123,10 +138,11 @@ Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool clie
   options.initiator_depth = static_cast<uint8_t>(ep.out_reads());
   options.ack_timeout = o.qp_timeout;
   apply_path_options(o, &options);
+  RNICDV_TRY(check_bind_source(ep, o));
 
   if (!client) {
     RNICDV_ASSIGN_OR_RETURN(rnicdv::Listener listener,
-                            rnicdv::Listener::listen(ep.device(), "", o.port));
+                            rnicdv::Listener::listen(ep.device(), o.bind_source_ip, o.port));
     RNICDV_TRY(oob.barrier(kCmListening));
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     RNICDV_ASSIGN_OR_RETURN(rnicdv::ConnectionRequest req, next_request(listener, o, deadline));

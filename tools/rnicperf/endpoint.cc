@@ -173,11 +173,17 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   hop_limit_ = o.resolved_hop_limit();
   retry_count_ = o.retry_count;
   flow_labels_ = o.flow_labels;
-  // The driver sends from the device's one GID: -x may only name it.
+  // The driver sends from the device's one GID: -x may only name it, and --ipv6 asks for an
+  // IPv6 one (perftest's GID choice; a device has one here).
   if (o.gid_index >= 0 && o.gid_index != info.gid_index)
     return Status::error(Errc::invalid_argument,
                          "-x %d: %s sends from GID index %u only (its RoCE v2 address)",
                          o.gid_index, info.name.c_str(), info.gid_index);
+  if (o.ipv6 && info.gid.is_ipv4_mapped())
+    return Status::error(Errc::invalid_argument,
+                         "--ipv6: %s's GID %s is IPv4 (give the simulated HCA an IPv6 address "
+                         "with RNICDV_SIM_ADDR)",
+                         info.name.c_str(), info.gid.ip().to_string().c_str());
 
   if (o.inline_size >= 0) {
     if (caps.max_inline_data && static_cast<uint32_t>(o.inline_size) > caps.max_inline_data)

@@ -14,7 +14,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
+
+#include "rnicdv/hw/ip_address.h"
 
 namespace rnicperf {
 
@@ -59,10 +62,17 @@ int wait_fd(int fd, short events, int64_t timeout_ms) {
   }
 }
 
-// One non-blocking connect attempt, bounded by `timeout_ms`. Returns 0 or an errno.
-int try_connect(const addrinfo* ai, int64_t timeout_ms, int* out_fd) {
+// One non-blocking connect attempt, bounded by `timeout_ms`, from `source` if given. Returns 0
+// or an errno.
+int try_connect(const addrinfo* ai, const rnicdv::hw::SocketAddress* source, int64_t timeout_ms,
+                int* out_fd) {
   int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
   if (fd < 0) return errno;
+  if (source && ::bind(fd, source->get(), source->len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
   int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
   if (rc != 0 && errno != EINPROGRESS) {
     int err = errno;
@@ -110,16 +120,27 @@ OobChannel::~OobChannel() {
 
 Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port, uint32_t timeout_ms,
                                        bool retry_refused,
-                                       const std::function<void(const std::string&)>& notice) {
+                                       const std::function<void(const std::string&)>& notice,
+                                       const OobAddressing& addressing) {
   const std::string target =
       (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  std::optional<rnicdv::hw::SocketAddress> source;
+  if (!addressing.local.empty()) {
+    Result<rnicdv::hw::IpAddress> ip = rnicdv::hw::IpAddress::parse(addressing.local);
+    if (!ip) return ip.status().prepend("control channel source");
+    source = rnicdv::hw::to_socket_address(ip.value(), 0);
+  }
   addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
+  // A source address fixes the family: the server's name must resolve to one of it.
+  hints.ai_family = source ? source->storage.ss_family : addressing.family;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
   if (gai != 0)
-    return Status::error(Errc::unreachable, "cannot reach server %s: %s", target.c_str(),
+    return Status::error(Errc::unreachable, "cannot reach server %s%s: %s", target.c_str(),
+                         hints.ai_family == AF_INET6  ? " over IPv6"
+                         : hints.ai_family == AF_INET ? " over IPv4"
+                                                      : "",
                          gai_strerror(gai));
   const auto start = SteadyClock::now();
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
@@ -130,7 +151,8 @@ Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port, u
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
       int fd = -1;
       const int64_t left = ms_left(deadline);
-      int err = try_connect(ai, std::clamp<int64_t>(left, 1, 1000), &fd);
+      int err = try_connect(ai, source ? &*source : nullptr, std::clamp<int64_t>(left, 1, 1000),
+                            &fd);
       if (err == 0) {
         std::string peer = endpoint_text(ai->ai_addr);
         ::freeaddrinfo(res);
@@ -232,34 +254,40 @@ OobListener::~OobListener() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Result<OobListener> OobListener::listen(uint16_t port) {
-  // IPv6 socket accepting IPv4 too (dual stack); fall back to IPv4 where IPv6 is off.
-  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  bool v6 = fd >= 0;
-  if (!v6) fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::error(Errc::io_error, "socket: %s", std::strerror(errno));
-  int one = 1, zero = 0;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  int rc;
-  if (v6) {
-    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(port);
-    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+Result<OobListener> OobListener::listen(uint16_t port, const OobAddressing& addressing) {
+  using rnicdv::hw::IpAddress;
+  // By default an IPv6 socket accepting IPv4 too (dual stack), or IPv6 only for AF_INET6;
+  // IPv4 where IPv6 is off. With a local address, that address alone.
+  IpAddress at = IpAddress::v4(0);
+  int fd = -1;
+  if (!addressing.local.empty()) {
+    Result<IpAddress> ip = IpAddress::parse(addressing.local);
+    if (!ip) return ip.status().prepend("control channel address");
+    at = ip.value();
+    fd = ::socket(at.is_v4() ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   } else {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = htons(port);
-    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) at = IpAddress{};
+    else if (addressing.family != AF_INET6) fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   }
-  if (rc != 0 || ::listen(fd, 1) != 0) {
+  const std::string where = "TCP port " + std::to_string(port) +
+                            (addressing.local.empty() ? "" : " of " + addressing.local) +
+                            (addressing.family == AF_INET6 ? " over IPv6" : "");
+  if (fd < 0)
+    return Status::error(Errc::io_error, "cannot listen on %s: socket: %s", where.c_str(),
+                         std::strerror(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (!at.is_v4()) {
+    const int v6only = addressing.family == AF_INET6 || !addressing.local.empty() ? 1 : 0;
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+  }
+  const rnicdv::hw::SocketAddress sa = rnicdv::hw::to_socket_address(at, port);
+  if (::bind(fd, sa.get(), sa.len) != 0 || ::listen(fd, 1) != 0) {
     int err = errno;
     ::close(fd);
     return Status::error(err == EADDRINUSE ? Errc::address_in_use : Errc::io_error,
-                         "cannot listen on TCP port %u: %s", port, std::strerror(err));
+                         "cannot listen on %s: %s", where.c_str(), std::strerror(err));
   }
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;

@@ -14,6 +14,14 @@
 
 namespace rnicperf {
 
+// Where the control channel's sockets go: the address family of the server's name
+// (AF_UNSPEC: either; --ipv6-addr: AF_INET6) and this side's own address ("" : any; the
+// client binds it as its source, the server listens on it alone).
+struct OobAddressing {
+  int family = 0;  // AF_UNSPEC
+  std::string local;
+};
+
 class OobChannel {
  public:
   OobChannel() = default;
@@ -30,7 +38,8 @@ class OobChannel {
   // Error: "cannot reach server 10.0.0.9:18515: Connection refused (...)".
   static rnicdv::Result<OobChannel> connect(
       const std::string& host, uint16_t port, uint32_t timeout_ms, bool retry_refused,
-      const std::function<void(const std::string&)>& notice = {});
+      const std::function<void(const std::string&)>& notice = {},
+      const OobAddressing& addressing = {});
   // Two connected ends (AF_UNIX socketpair).
   static rnicdv::Result<std::pair<OobChannel, OobChannel>> pair();
 
@@ -58,9 +67,10 @@ class OobListener {
   OobListener& operator=(const OobListener&) = delete;
   ~OobListener();
 
-  // Listens on every address at `port` (0: an ephemeral port, see port()). Error when the port
-  // is taken: "cannot listen on TCP port 18515: Address already in use".
-  static rnicdv::Result<OobListener> listen(uint16_t port);
+  // Listens on every address at `port` (0: an ephemeral port, see port()), or on
+  // `addressing.local` alone; `addressing.family` AF_INET6 listens for IPv6 only. Error when
+  // the port is taken: "cannot listen on TCP port 18515: Address already in use".
+  static rnicdv::Result<OobListener> listen(uint16_t port, const OobAddressing& addressing = {});
   // Waits at most `timeout_ms` for one client.
   rnicdv::Result<OobChannel> accept(uint32_t timeout_ms);
   uint16_t port() const { return port_; }

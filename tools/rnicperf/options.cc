@@ -13,6 +13,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "rnicdv/hw/ip_address.h"
+
 namespace rnicperf {
 
 using rnicdv::Errc;
@@ -53,6 +55,9 @@ enum class Opt : uint8_t {
   loopback,
   timeout,
   retry_connect,
+  ipv6,
+  ipv6_addr,
+  bind_source_ip,
   connection,
   gid_index,
   dont_xchg_versions,
@@ -180,6 +185,12 @@ constexpr OptSpec kOpts[] = {
      "Report performance counter change after each result row\n(example: \"counters/port_xmit_data,hw_counters/out_of_buffer\")"},
     {'x', "gid-index", true, Opt::gid_index, Section::perftest, "<n>",
      "GID index to use: the device's own (printed as GID index)"},
+    {0, "ipv6", false, Opt::ipv6, Section::perftest, nullptr,
+     "Use an IPv6 GID: the device's address must be IPv6 (the\nsimulated HCA's: RNICDV_SIM_ADDR)"},
+    {0, "ipv6-addr", false, Opt::ipv6_addr, Section::perftest, nullptr,
+     "Use IPv6 addresses for the parameters' negotiation (the\ncontrol channel); default: either"},
+    {0, "bind_source_ip", true, Opt::bind_source_ip, Section::perftest, "<ip>",
+     "The control channel's address on this side (client: its\nsource; server: where it listens); with -R, the CM's too.\nAn IPv6 one needs --ipv6-addr"},
     {0, "report_gbits", false, Opt::report_gbits, Section::perftest, nullptr,
      "Report bandwidth in Gb/sec instead of MB/sec (2^20 B)"},
     {0, "recv_post_list", true, Opt::recv_post_list, Section::perftest, "<n>",
@@ -431,6 +442,22 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
     case Opt::retry_connect:
       opts.retry_connect = true;
       return Status::ok();
+    case Opt::ipv6:
+      opts.ipv6 = true;
+      return Status::ok();
+    case Opt::ipv6_addr:
+      opts.ipv6_addr = true;
+      return Status::ok();
+    case Opt::bind_source_ip: {
+      Result<rnicdv::hw::IpAddress> ip = rnicdv::hw::IpAddress::parse(value);
+      if (!ip) return ip.status().prepend("--bind_source_ip");
+      if (ip.value().is_unspecified() || ip.value().is_multicast())
+        return Status::error(Errc::invalid_argument,
+                             "--bind_source_ip %s: not the address of an interface",
+                             std::string(value).c_str());
+      opts.bind_source_ip = ip.value().to_string();
+      return Status::ok();
+    }
     case Opt::connection:
       if (value == "RC" || value == "UD" || value == "UC") {
         opts.ud = value == "UD";
@@ -783,6 +810,18 @@ Result<Options> parse_options(int argc, const char* const* argv) {
     return Status::error(Errc::invalid_argument,
                          "--loopback runs both ends here: do not give a server address ('%s')",
                          opts.server.c_str());
+  // perftest: "--ipv6-addr flag must be used when specifying an IPv6 source IP".
+  if (!opts.bind_source_ip.empty() &&
+      rnicdv::hw::IpAddress::parse(opts.bind_source_ip).value().is_v6() != opts.ipv6_addr)
+    return Status::error(Errc::invalid_argument,
+                         opts.ipv6_addr ? "--bind_source_ip %s: --ipv6-addr makes the control "
+                                          "channel IPv6, so the source must be IPv6"
+                                        : "--bind_source_ip %s: an IPv6 source needs --ipv6-addr",
+                         opts.bind_source_ip.c_str());
+  if (opts.loopback && (opts.ipv6_addr || !opts.bind_source_ip.empty()))
+    return Status::error(Errc::invalid_argument,
+                         "--loopback has no control channel to address: leave out %s",
+                         opts.ipv6_addr ? "--ipv6-addr" : "--bind_source_ip");
   RNICDV_TRY(resolve_defaults(opts));
   return opts;
 }

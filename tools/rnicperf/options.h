@@ -73,6 +73,12 @@ struct Options {
   // --retry-connect: a client whose server refuses the connection (not listening yet) tries
   // again until --timeout instead of failing at once, as perftest does.
   bool retry_connect = false;
+  // --ipv6: the device's GID must be an IPv6 one (perftest: prefer IPv6 GIDs). --ipv6-addr:
+  // the control channel over IPv6 only. --bind_source_ip: the control channel's address on
+  // this side (the client's source, the server's listening address), and with -R the CM's.
+  bool ipv6 = false;
+  bool ipv6_addr = false;
+  std::string bind_source_ip;
   std::string wire;         // --wire: "inproc", "udp", "dpdk"; empty: the default fabric's
   std::string dpdk_args;    // --dpdk-args: EAL and DPDK wire arguments (with --wire dpdk)
   bool dpdk_mem = false;    // --dpdk-mem: buffers from DPDK's heap (hugepages if any)

@@ -32,6 +32,7 @@ namespace detail {
 
 Status Session::connect_control() {
   const uint32_t timeout_ms = o_.timeout_s * 1000u;
+  const OobAddressing addressing{o_.ipv6_addr ? AF_INET6 : AF_UNSPEC, o_.bind_source_ip};
   if (s_.channel.valid()) {
     oob_ = std::make_unique<OobSession>(std::move(s_.channel), s_.client, timeout_ms);
     return Status::ok();
@@ -41,11 +42,12 @@ Status Session::connect_control() {
         OobChannel ch, OobChannel::connect(o_.server, o_.port, timeout_ms, o_.retry_connect,
                                            [](const std::string& what) {
                                              std::fprintf(stderr, "rnicperf: %s\n", what.c_str());
-                                           }));
+                                           },
+                                           addressing));
     oob_ = std::make_unique<OobSession>(std::move(ch), true, timeout_ms);
     return Status::ok();
   }
-  RNICDV_ASSIGN_OR_RETURN(OobListener listener, OobListener::listen(o_.port));
+  RNICDV_ASSIGN_OR_RETURN(OobListener listener, OobListener::listen(o_.port, addressing));
   print(waiting_banner());
   RNICDV_ASSIGN_OR_RETURN(OobChannel ch, listener.accept(timeout_ms));
   oob_ = std::make_unique<OobSession>(std::move(ch), false, timeout_ms);

@@ -44,9 +44,10 @@ struct QpCore;
 // The destination QPN of every datagram sent to a multicast group (IBA 10.5.2.3).
 inline constexpr uint32_t kMulticastQpn = 0xFFFFFF;
 
-// A multicast group's GID on RoCE v2: the IPv4-mapped form of its address ("239.1.2.3" ->
-// ::ffff:239.1.2.3), as rdma_cm makes it. Errc::invalid_argument, naming the text, for what is
-// not a dotted IPv4 address in 224.0.0.0/4.
+// A multicast group's GID on RoCE v2, as rdma_cm makes it: the IPv4-mapped form of an IPv4
+// group ("239.1.2.3" -> ::ffff:239.1.2.3), an IPv6 group itself ("ff0e::1:2"). A device joins
+// groups of its own IP version. Errc::invalid_argument, naming the text, for what is not an
+// address in 224.0.0.0/4 or ff00::/8.
 Result<hw::Gid> multicast_gid(const std::string& address);
 
 // A moved-from QueuePair holds no QP. Its posts return Errc::invalid_argument and write

@@ -310,7 +310,7 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   MrTable mrs_;
   std::unordered_set<uint32_t> pds_;
   // UD multicast: group address -> the QPs attached, and the attachments in all.
-  std::unordered_map<uint32_t, std::vector<QpObj*>> mcast_groups_;
+  std::unordered_map<IpAddress, std::vector<QpObj*>, hw::IpAddressHash> mcast_groups_;
   uint32_t mcast_attachments_ = 0;
   uint32_t next_pdn_ = 1;
   uint32_t next_cqn_ = 0x80;

@@ -260,7 +260,7 @@ struct QpObj {
   void* comm_est_ctx = nullptr;
   // UD multicast (ud/multicast.cc): the groups it is attached to, and whether the datagrams
   // it sends to them come back to it (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
-  std::vector<uint32_t> mcast_groups;
+  std::vector<IpAddress> mcast_groups;
   bool block_self_mcast_loopback = false;
 
   QpCounters counters;

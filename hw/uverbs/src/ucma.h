@@ -175,7 +175,7 @@ struct Id {
 struct Multicast {
   uint32_t owner = 0;  // the Id's handle
   uint64_t uid = 0;    // librdmacm's, returned in its events
-  uint32_t group = 0;  // IPv4, host order
+  hw::IpAddress group;
   uint32_t events_reported = 0;
 };
 

@@ -331,12 +331,15 @@ int join_mcast(const Cmd& c) {
     return c.error(EINVAL, "id %u: join: %s is not a multicast address (%s)", id->handle,
                    group.ep.ip.to_string().c_str(),
                    group.ep.ip.is_v4() ? "224.0.0.0/4" : "ff00::/8");
-  if (!group.ep.ip.is_v4())
-    return c.unsupported(EADDRNOTAVAIL, "id %u: join: IPv6 multicast group %s", id->handle,
-                         group.ep.ip.to_string().c_str());
+  const hw::IpAddress own = id->dev->dev->address();
+  if (group.ep.ip.is_v4() != own.is_v4())
+    return c.error(EINVAL, "id %u: join: %s is an %s group, and %s's address %s is %s",
+                   id->handle, group.ep.ip.to_string().c_str(),
+                   group.ep.ip.is_v4() ? "IPv4" : "IPv6", id->dev->dev->info().name.c_str(),
+                   own.to_string().c_str(), own.is_v4() ? "IPv4" : "IPv6");
   Registry& r = registry();
   const uint32_t handle = r.next_mc++;
-  r.mcasts[handle] = Multicast{id->handle, cmd.uid, group.ep.ip.ipv4(), 0};
+  r.mcasts[handle] = Multicast{id->handle, cmd.uid, group.ep.ip, 0};
   rdma_ucm_create_id_resp resp{};
   resp.id = handle;
   if (int rc = c.reply(cmd.response, resp); rc != 0) {

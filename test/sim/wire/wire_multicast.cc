@@ -122,6 +122,11 @@ TEST_CASE("a wire refuses a join to an address that is not a group's, a second j
     Status s = wire->join_group(a, v4(10, 1, 2, 3));
     CHECK(s.code() == Errc::invalid_argument);
     CHECK_THAT(s.message(), Catch::Contains("10.1.2.3") && Catch::Contains("not a multicast"));
+    // One IP version per endpoint: an IPv6 group from an IPv4 endpoint is refused by name.
+    s = wire->join_group(a, IpAddress::parse("ff0e::1").value());
+    CHECK(s.code() == Errc::invalid_argument);
+    CHECK_THAT(s.message(), Catch::Contains("ff0e::1") &&
+                                Catch::Contains("an IPv6 group, from an IPv4 endpoint"));
     REQUIRE(wire->join_group(a, kGroup).is_ok());
     s = wire->join_group(a, kGroup);
     CHECK(s.code() == Errc::address_in_use);

@@ -28,9 +28,11 @@
 //
 // Multicast. An endpoint that joins a group gets a second socket for it, bound to the group's
 // address and port (SO_REUSEADDR: every member in every process binds the same) and a member
-// of the group on the interface of the endpoint's address (IP_ADD_MEMBERSHIP), with
-// IP_MULTICAST_ALL off so that it hears that group only. A datagram for a group leaves from
-// the endpoint's own socket, whose multicast interface is its address; the kernel then hands a
+// of the group on the interface of the endpoint's address (IP_ADD_MEMBERSHIP; for an IPv6
+// group IPV6_JOIN_GROUP on the interface that holds the address, a link-scope group's socket
+// bound with that interface as its scope), with IP_MULTICAST_ALL (IPV6_MULTICAST_ALL) off so
+// that it hears that group only. A datagram for a group leaves from the endpoint's own socket,
+// whose multicast interface is its address's; the kernel then hands a
 // copy to every member socket, the sender's own included (multicast loopback). The receiver
 // rebuilds the ICRC's pseudo header with the group as the destination. From the first join,
 // the endpoint's wait fd is an epoll set of its sockets.
@@ -44,6 +46,7 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <linux/errqueue.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -103,7 +106,7 @@ bool from_sockaddr(const sockaddr_storage& from, socklen_t len, Endpoint* ep) {
 }
 
 // The index of the interface that holds the IPv6 address `ip` (a link-local address is only
-// meaningful with it), or 0 when none does.
+// meaningful with it, and IPv6 multicast leaves and is joined on it), or 0 when none does.
 uint32_t interface_holding(const IpAddress& ip) {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) return 0;
@@ -111,7 +114,8 @@ uint32_t interface_holding(const IpAddress& ip) {
   for (const ifaddrs* i = list; i != nullptr && index == 0; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET6) continue;
     const auto* sa = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
-    if (std::memcmp(sa->sin6_addr.s6_addr, ip.bytes.data(), 16) == 0) index = sa->sin6_scope_id;
+    if (std::memcmp(sa->sin6_addr.s6_addr, ip.bytes.data(), 16) == 0)
+      index = i->ifa_name ? ::if_nametoindex(i->ifa_name) : 0;
   }
   ::freeifaddrs(list);
   return index;
@@ -154,7 +158,14 @@ int open_bound_socket(const Endpoint& ep, uint32_t scope_id, const char** failed
     (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
   const SocketAddress sa = to_sockaddr(ep, scope_id);
   if (::bind(fd, sa.get(), sa.len) != 0) return fail("bind");
-  if (v6) return fd;
+  if (v6) {
+    // Datagrams for a group leave through the interface that holds this address (as for IPv4
+    // below); an address no interface holds has been refused by bind already.
+    const int ifindex = static_cast<int>(scope_id ? scope_id : interface_holding(ep.ip));
+    if (ifindex)
+      (void)::setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifindex, sizeof(ifindex));
+    return fd;
+  }
   // Datagrams for a group leave through the interface that has this address. Without it the
   // kernel picks the route's, and a send to a group may then fail (and count as a send error).
   in_addr mc_if{};
@@ -166,7 +177,14 @@ int open_bound_socket(const Endpoint& ep, uint32_t scope_id, const char** failed
 // A non-blocking UDP socket that hears `group` on the interface of `local`'s address, or
 // -errno; `*failed_step` names the call that failed.
 int open_group_socket(const Endpoint& local, const IpAddress& group, const char** failed_step) {
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const bool v6 = !group.is_v4();
+  // An IPv6 group is joined on the interface of the endpoint's address.
+  const uint32_t ifindex = v6 ? interface_holding(local.ip) : 0;
+  if (v6 && ifindex == 0) {
+    *failed_step = "finding the interface that holds the address";
+    return -EADDRNOTAVAIL;
+  }
+  const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *failed_step = "socket";
     return -errno;
@@ -180,13 +198,31 @@ int open_group_socket(const Endpoint& local, const IpAddress& group, const char*
   const int one = 1, zero = 0;
   if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
     return fail("set SO_REUSEADDR");
-  if (::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) != 0)
+  if (v6) {
+    const int on = 1;
+    if (::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) != 0)
+      return fail("set IPV6_V6ONLY");
+    if (::setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &zero, sizeof(zero)) != 0)
+      return fail("set IPV6_MULTICAST_ALL");
+  } else if (::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) != 0) {
     return fail("set IP_MULTICAST_ALL");
+  }
   const int bytes = kSocketBufferBytes;
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
     (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-  const SocketAddress sa = to_sockaddr(Endpoint{group, local.port});
+  // A link-scope group (ff02::/16) names its link through the scope ID.
+  const bool link_scope = v6 && (group.bytes[1] & 0x0f) <= 2;
+  SocketAddress sa = to_sockaddr(Endpoint{group, local.port});
+  if (link_scope) reinterpret_cast<sockaddr_in6*>(&sa.storage)->sin6_scope_id = ifindex;
   if (::bind(fd, sa.get(), sa.len) != 0) return fail("bind");
+  if (v6) {
+    ipv6_mreq mreq6{};
+    std::memcpy(&mreq6.ipv6mr_multiaddr, group.bytes.data(), 16);
+    mreq6.ipv6mr_interface = ifindex;
+    if (::setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &mreq6, sizeof(mreq6)) != 0)
+      return fail("IPV6_JOIN_GROUP");
+    return fd;
+  }
   ip_mreqn mreq{};
   mreq.imr_multiaddr.s_addr = htonl(group.ipv4());
   mreq.imr_address.s_addr = htonl(local.ip.ipv4());

@@ -117,7 +117,7 @@ class Wire {
   // sink. Frames still queued or held for or from `local` are dropped and counted.
   virtual void detach(Endpoint local) = 0;
 
-  // Multicast groups (IPv4 class D addresses; IPv6 groups are refused for now). From join_group on,
+  // Multicast groups (224.0.0.0/4, or ff00::/8 from an IPv6 endpoint). From join_group on,
   // datagrams sent to `group` also reach `local`'s sink, with on_datagram's `dst` the group: every
   // endpoint joined gets its own copy, the sender's own included, as a switch and the IP stack's
   // multicast loopback deliver them. An endpoint joins a group once (its device counts its QPs); a

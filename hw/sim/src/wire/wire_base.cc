@@ -52,18 +52,17 @@ Status Wire::leave_group(const Endpoint& local, const IpAddress& group) {
 }
 
 Status WireBase::check_group(const char* wire_name, const Endpoint& local, const IpAddress& group) {
-  if (group.is_v6())
-    return Status::error(Errc::unsupported,
-                         "%s wire: %s joining %s: IPv6 multicast groups are not carried yet",
-                         wire_name, endpoint_string(local).c_str(), group.to_string().c_str());
-  if (local.ip.is_v6())
+  if (!group.is_multicast())
     return Status::error(Errc::invalid_argument,
-                         "%s wire: %s joining %s: an IPv4 group, from an IPv6 endpoint",
-                         wire_name, endpoint_string(local).c_str(), group.to_string().c_str());
-  if (group.is_multicast()) return Status::ok();
-  return Status::error(Errc::invalid_argument,
-                       "%s wire: %s joining %s: not a multicast address (224.0.0.0/4)", wire_name,
-                       endpoint_string(local).c_str(), group.to_string().c_str());
+                         "%s wire: %s joining %s: not a multicast address (%s)", wire_name,
+                         endpoint_string(local).c_str(), group.to_string().c_str(),
+                         group.is_v4() ? "224.0.0.0/4" : "ff00::/8");
+  if (local.ip.is_v4() != group.is_v4())
+    return Status::error(Errc::invalid_argument, "%s wire: %s joining %s: an %s group, from an %s "
+                         "endpoint",
+                         wire_name, endpoint_string(local).c_str(), group.to_string().c_str(),
+                         group.is_v4() ? "IPv4" : "IPv6", local.ip.is_v4() ? "IPv4" : "IPv6");
+  return Status::ok();
 }
 
 void EndpointRxCounters::add_to(WireCounters* c) const noexcept {
