@@ -7,7 +7,8 @@
 //   cm-peer server [--addr IP] [--port N] [--messages N] [--greeting N] [--timeout S]
 //   cm-peer client --peer IP [--addr IP] [--port N] [--messages N] [--greeting N]
 //
-// --addr is this HCA's IPv4 (default: the first free 127.0.0.x, x >= 2); --peer the server's.
+// --addr is this HCA's address, IPv4 or IPv6 (default: the first free 127.0.0.x, x >= 2);
+// --peer the server's.
 // Progress goes to stdout, one line each ("listening 127.0.0.3:7471", "established", ...),
 // which the tests read. Exit status: 0 on success, 1 on failure, 2 on bad usage.
 #include <arpa/inet.h>
@@ -116,10 +117,9 @@ struct Endpoint {
     RNICDV_ASSIGN_OR_RETURN(fabric, sim::Fabric::create(fc));
     sim::DeviceConfig dc;
     if (!addr.empty()) {
-      in_addr a{};
-      if (inet_pton(AF_INET, addr.c_str(), &a) != 1)
-        return Status::error(Errc::invalid_argument, "--addr %s is not IPv4", addr.c_str());
-      dc.address = hw::IpAddress::v4(ntohl(a.s_addr));
+      Result<hw::IpAddress> ip = hw::IpAddress::parse(addr);
+      if (!ip) return ip.status().prepend("--addr");
+      dc.address = ip.value();
     }
     RNICDV_ASSIGN_OR_RETURN(dev, fabric->add_device(dc).and_then(&Device::wrap));
     RNICDV_ASSIGN_OR_RETURN(pd, dev->alloc_pd());

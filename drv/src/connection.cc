@@ -62,6 +62,11 @@ std::string connection_name(uint32_t qpn, const hw::CmConnection& cm) {
          hw::cm_address_string(cm.remote_address());
 }
 
+std::string address_port(const std::string& address, uint16_t port) {
+  const bool v6 = address.find(':') != std::string::npos;
+  return (v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
+}
+
 Result<hw::IpAddress> parse_address(const std::string& address, bool allow_any,
                                     const char* what) {
   if (allow_any && address.empty()) return hw::IpAddress{};
@@ -320,7 +325,8 @@ Result<Connection> Connection::connect(QueuePair& qp, const std::string& address
                                        const ConnectionOptions& options) {
   detail::QpCore& q = *qp.core();
   char what[96];
-  std::snprintf(what, sizeof what, "conn qp %#x: connect to %s:%u", q.qpn, address.c_str(), port);
+  std::snprintf(what, sizeof what, "conn qp %#x: connect to %s", q.qpn,
+                detail::address_port(address, port).c_str());
   RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, false, what));
   hw::ConnectionManager* cmgr = q.device->hw->connection_manager();
   if (!cmgr)
@@ -446,8 +452,8 @@ Result<DatagramService> resolve_datagram_service(Device& device, const std::stri
                                                  std::span<const uint8_t> private_data,
                                                  std::chrono::milliseconds timeout) {
   char what[128];
-  std::snprintf(what, sizeof what, "resolve datagram service %s:%u from %s", address.c_str(),
-                port, device.name().c_str());
+  std::snprintf(what, sizeof what, "resolve datagram service %s from %s",
+                detail::address_port(address, port).c_str(), device.name().c_str());
   RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, false, what));
   if (port == 0) return Status::error(Errc::invalid_argument, "%s: port 0", what);
   if (timeout.count() <= 0 || timeout.count() > UINT32_MAX)

@@ -62,6 +62,9 @@ struct ListenerCore {
 // "conn qp 0x101 127.0.0.2:40001->127.0.0.3:7471"
 std::string connection_name(uint32_t qpn, const hw::CmConnection& cm);
 
+// "127.0.0.3:7471", "[fd00::2]:7471": an address as given and a port, for messages.
+std::string address_port(const std::string& address, uint16_t port);
+
 // Parses an IPv4 or IPv6 address ("127.0.0.3", "fd00::2"). "" (and "0.0.0.0" or "::") give
 // the unspecified address when `allow_any`, and are refused otherwise.
 Result<hw::IpAddress> parse_address(const std::string& address, bool allow_any,

@@ -162,11 +162,24 @@ Status ConnectionRequest::accept_datagram(QueuePair& qp, uint32_t qkey,
 
 // ---- Listener ------------------------------------------------------------------------------
 
+namespace {
+
+// Where a listener listens: `address`, or for "" any address of the device's own IP version
+// (0.0.0.0 or ::, as a socket of that family binds it).
+Result<hw::IpAddress> listen_address(Device& device, const std::string& address,
+                                     const char* what) {
+  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, true, what));
+  if (!address.empty()) return ip;
+  return device.hw().info().gid.ip().is_v6() ? hw::IpAddress{} : hw::IpAddress::v4(0);
+}
+
+}  // namespace
+
 Result<Listener> Listener::listen(Device& device, const std::string& address, uint16_t port,
                                   int backlog) {
   char what[96];
   std::snprintf(what, sizeof what, "listen on %s port %u", device.name().c_str(), port);
-  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, true, what));
+  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, listen_address(device, address, what));
   hw::ConnectionManager* cmgr = device.hw().connection_manager();
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);
@@ -180,7 +193,7 @@ Result<Listener> Listener::listen_datagram(Device& device, const std::string& ad
                                            uint16_t port, int backlog) {
   char what[112];
   std::snprintf(what, sizeof what, "datagram service on %s port %u", device.name().c_str(), port);
-  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, detail::parse_address(address, true, what));
+  RNICDV_ASSIGN_OR_RETURN(const hw::IpAddress ip, listen_address(device, address, what));
   hw::ConnectionManager* cmgr = device.hw().connection_manager();
   if (!cmgr)
     return Status::error(Errc::unsupported, "%s: the device has no connection manager", what);

@@ -128,9 +128,7 @@ Status QueuePair::set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes,
 
 Result<hw::Gid> multicast_gid(const std::string& address) {
   Result<hw::IpAddress> a = hw::IpAddress::parse(address);
-  if (!a)
-    return Status::error(Errc::invalid_argument, "multicast group '%s': not an IP address",
-                         address.c_str());
+  if (!a) return a.status().prepend("multicast group '" + address + "'");
   if (!a.value().is_multicast())
     return Status::error(Errc::invalid_argument,
                          "multicast group '%s': not a multicast address (%s)", address.c_str(),

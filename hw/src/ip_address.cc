@@ -64,7 +64,7 @@ SocketAddress to_socket_address(const IpAddress& ip, uint16_t port, uint32_t sco
 
 bool from_socket_address(const sockaddr* sa, socklen_t len, IpAddress* ip, uint16_t* port,
                          uint32_t* scope_id) noexcept {
-  if (!sa) return false;
+  if (!sa || len < static_cast<socklen_t>(sizeof(sa_family_t))) return false;
   if (sa->sa_family == AF_INET && len >= static_cast<socklen_t>(sizeof(sockaddr_in))) {
     sockaddr_in in{};
     std::memcpy(&in, sa, sizeof in);

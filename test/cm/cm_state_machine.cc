@@ -719,7 +719,7 @@ TEST_CASE("two IPv6 agents connect: the REQ names their GIDs and the cma_hdr say
   REQUIRE((*active)->establish().is_ok());
   CHECK(wait_event(fab, *req.request).type == hw::CmEventType::established);
 
-  // A listener bound to the other address of the fabric hears nothing from a REQ to b6.
+  // A listen on an address that is not the agent's own is refused.
   auto other = a->listen({b6, kPort + 1});
   CHECK(other.status().code() == Errc::invalid_argument);
   // One IP version per device: an IPv4 peer is refused before anything is sent.

@@ -288,16 +288,24 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> mad_seeds() {
   req.path_mtu = 3;
   req.rnr_retry_count = 7;
   req.max_cm_retries = 15;
-  req.primary_local_gid = ipv4_gid(0x7f000101);
-  req.primary_remote_gid = ipv4_gid(0x7f000102);
+  req.primary_local_gid = ip_gid(hw::IpAddress::v4(0x7f000101));
+  req.primary_remote_gid = ip_gid(hw::IpAddress::v4(0x7f000102));
   req.primary_hop_limit = 64;
   req.primary_local_ack_timeout = 14;
   CmaHeader cma;
   cma.src_port = 40000;
-  cma.src_ipv4 = 0x7f000101;
-  cma.dst_ipv4 = 0x7f000102;
+  cma.src = hw::IpAddress::v4(0x7f000101);
+  cma.dst = hw::IpAddress::v4(0x7f000102);
   encode_cma_header(cma, req.private_data.data());
   add("req", req, 1);
+  // The same over IPv6: the path's GIDs and the cma_hdr (IP version 6) name IPv6 addresses.
+  ReqMsg req6 = req;
+  cma.src = hw::IpAddress::parse("fd00::101").value();
+  cma.dst = hw::IpAddress::parse("fd00::102").value();
+  req6.primary_local_gid = ip_gid(cma.src);
+  req6.primary_remote_gid = ip_gid(cma.dst);
+  encode_cma_header(cma, req6.private_data.data());
+  add("req_ipv6", req6, 1);
 
   RepMsg rep;
   rep.local_comm_id = 0x55667788;

@@ -1140,6 +1140,6 @@ TEST_CASE("--ipv6 on devices with IPv4 addresses is refused, naming the device a
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("--ipv6: ") != std::string::npos);
   CHECK(r.err.find("'s GID 127.0.0.") != std::string::npos);
-  CHECK(r.err.find(" is IPv4 (give the simulated HCA an IPv6 address with RNICDV_SIM_ADDR)") !=
+  CHECK(r.err.find(" is IPv4 (on the simulated HCA, RNICDV_SIM_ADDR gives it an IPv6 address)") !=
         std::string::npos);
 }

@@ -3,7 +3,7 @@
 // environment), through the shim and the unmodified libibverbs and librdmacm: the device's GID
 // table holds the address at index 3 with the default link-local GID at 1, and rdma_cm runs
 // over it with sockaddr_in6 addresses, from the address resolution to a SEND on the connected
-// QPs. Addresses it cannot serve are refused with the kernel's errno.
+// QPs. Addresses it cannot serve are refused with an errno and one line.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -182,7 +182,7 @@ TEST_CASE("rdma_cm over an IPv6 device: sockaddr_in6 addresses, the route's GIDs
   rdma_destroy_event_channel(ch);
 }
 
-TEST_CASE("rdma_cm on an IPv6 device refuses what it cannot route, with the kernel's errno") {
+TEST_CASE("rdma_cm on an IPv6 device refuses what it cannot bind or route, each with an errno") {
   rdma_event_channel* ch = rdma_create_event_channel();
   REQUIRE(ch != nullptr);
   rdma_cm_id* id = nullptr;
@@ -199,6 +199,12 @@ TEST_CASE("rdma_cm on an IPv6 device refuses what it cannot route, with the kern
   errno = 0;
   CHECK(rdma_bind_addr(id, as_sa(nobody)) == -1);
   CHECK(errno == EADDRNOTAVAIL);
+  // A link-local address without its interface (sin6_scope_id 0): EINVAL, as the kernel's
+  // cma_check_linklocal.
+  sockaddr_in6 link_local = v6("fe80::1", kPort);
+  errno = 0;
+  CHECK(rdma_bind_addr(id, as_sa(link_local)) == -1);
+  CHECK(errno == EINVAL);
   // No device speaks IPv4, so nothing routes to an IPv4 address.
   errno = 0;
   CHECK(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 1000) == -1);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # librdmacm's mckey, unmodified: two receivers and one sender, each its own process with its
-# own simulated HCA on the UDP wire, join a multicast group through rdma_cm
+# own simulated HCA on the UDP wire, join an IPv4 multicast group through rdma_cm
 # (rdma_join_multicast_ex: MULTICAST_JOIN, then ibv_attach_mcast). The sender sends COUNT
 # datagrams to the group; each receiver ends only once it has polled COUNT completions, so a
 # datagram lost or not replicated leaves it waiting until its time limit, and the test fails.
@@ -15,11 +15,8 @@ set -u
 shim=$1 port=$2 count=$3
 shift 3
 command -v mckey >/dev/null || { echo "mckey not found (Debian package rdmacm-utils)" >&2; exit 77; }
-# run_mckey_ipv6.sh gives IPv6 addresses and group through MCKEY_ADDRS ("SENDER RECEIVER1
-# RECEIVER2") and MCKEY_GROUP.
 net=127.0.$((port % 200 + 20))
-read -r addr_s addr_r1 addr_r2 <<<"${MCKEY_ADDRS:-$net.1 $net.2 $net.3}"
-group=${MCKEY_GROUP:-239.77.$((port % 200)).1}
+group=239.77.$((port % 200)).1
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
@@ -32,9 +29,9 @@ run() {  # run NAME ADDRESS MCKEY_ARGS...: one mckey on its own HCA, its output 
     stdbuf -oL mckey -m "$group" -b "$addr" -C "$count" -S 1000 "$@" >"$work/$name.out" 2>&1
   echo "exit status $?" >>"$work/$name.out"
 }
-run receiver1 "$addr_r1" &
+run receiver1 "$net.2" &
 pids+=($!)
-run receiver2 "$addr_r2" &
+run receiver2 "$net.3" &
 pids+=($!)
 # mckey sends as soon as its own join is answered (and 3 s later): the receivers must have
 # joined first.
@@ -47,7 +44,7 @@ for i in $(seq 1 300); do
   fi
   sleep 0.1
 done
-[ $joined -eq 1 ] && run sender "$addr_s" -s "$@"
+[ $joined -eq 1 ] && run sender "$net.1" -s "$@"
 wait "${pids[@]}"
 rc=0
 for name in receiver1 receiver2 sender; do

@@ -59,12 +59,10 @@ struct Rig {
   void open(const std::string& name) {
     dev.emplace(take(Device::open(name), "open"));
     expect(dev->hw().connection_manager() != nullptr, name + " has no connection manager");
-    const hw::Gid gid = dev->info().gid;
-    expect(gid.is_ipv4_mapped(), name + " port 1 has no IPv4 RoCE GID (librdmacm needs one)");
-    char text[32];
-    std::snprintf(text, sizeof text, "%u.%u.%u.%u", gid.raw[12], gid.raw[13], gid.raw[14],
-                  gid.raw[15]);
-    ip = text;
+    const hw::IpAddress own = dev->info().gid.ip();
+    expect(!own.is_unspecified() && !own.is_link_local(),
+           name + " port 1's GID names no routable address (librdmacm needs one)");
+    ip = own.to_string();
     pd.emplace(take(dev->alloc_pd(), "alloc_pd"));
     cqa.emplace(take(dev->create_cq(64), "create_cq"));
     cqb.emplace(take(dev->create_cq(64), "create_cq"));
@@ -130,11 +128,10 @@ class RawActive {
     expect(fcntl(ch_->fd, F_SETFL, fcntl(ch_->fd, F_GETFL) | O_NONBLOCK) == 0, "fcntl");
     expect(rdma_create_id(ch_, &id_, nullptr, RDMA_PS_TCP) == 0,
            std::string("rdma_create_id: ") + std::strerror(errno));
-    sockaddr_in dst{};
-    dst.sin_family = AF_INET;
-    dst.sin_port = htons(port);
-    expect(inet_pton(AF_INET, ip.c_str(), &dst.sin_addr) == 1, "bad address " + ip);
-    expect(rdma_resolve_addr(id_, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) == 0,
+    Result<hw::IpAddress> parsed = hw::IpAddress::parse(ip);
+    expect(parsed.is_ok(), "bad address " + ip);
+    hw::SocketAddress dst = hw::to_socket_address(parsed.value(), port);
+    expect(rdma_resolve_addr(id_, nullptr, dst.get(), 2000) == 0,
            std::string("rdma_resolve_addr: ") + std::strerror(errno));
     wait(RDMA_CM_EVENT_ADDR_RESOLVED);
     expect(rdma_resolve_route(id_, 2000) == 0,

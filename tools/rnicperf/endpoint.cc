@@ -181,8 +181,8 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
                          o.gid_index, info.name.c_str(), info.gid_index);
   if (o.ipv6 && info.gid.is_ipv4_mapped())
     return Status::error(Errc::invalid_argument,
-                         "--ipv6: %s's GID %s is IPv4 (give the simulated HCA an IPv6 address "
-                         "with RNICDV_SIM_ADDR)",
+                         "--ipv6: %s's GID %s is IPv4 (on the simulated HCA, RNICDV_SIM_ADDR "
+                         "gives it an IPv6 address)",
                          info.name.c_str(), info.gid.ip().to_string().c_str());
 
   if (o.inline_size >= 0) {

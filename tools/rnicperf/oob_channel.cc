@@ -62,8 +62,8 @@ int wait_fd(int fd, short events, int64_t timeout_ms) {
   }
 }
 
-// One non-blocking connect attempt, bounded by `timeout_ms`, from `source` if given. Returns 0
-// or an errno.
+// One non-blocking connect attempt, bounded by `timeout_ms`, from `source` if given. Returns 0,
+// an errno of the connect, or minus the errno of binding the source.
 int try_connect(const addrinfo* ai, const rnicdv::hw::SocketAddress* source, int64_t timeout_ms,
                 int* out_fd) {
   int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
@@ -71,7 +71,7 @@ int try_connect(const addrinfo* ai, const rnicdv::hw::SocketAddress* source, int
   if (source && ::bind(fd, source->get(), source->len) != 0) {
     const int err = errno;
     ::close(fd);
-    return err;
+    return -err;  // the source cannot be bound: trying again will not change that
   }
   int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
   if (rc != 0 && errno != EINPROGRESS) {
@@ -153,6 +153,12 @@ Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port, u
       const int64_t left = ms_left(deadline);
       int err = try_connect(ai, source ? &*source : nullptr, std::clamp<int64_t>(left, 1, 1000),
                             &fd);
+      if (err < 0) {
+        ::freeaddrinfo(res);
+        return Status::error(Errc::invalid_argument,
+                             "cannot reach server %s: control channel source %s: bind: %s",
+                             target.c_str(), addressing.local.c_str(), std::strerror(-err));
+      }
       if (err == 0) {
         std::string peer = endpoint_text(ai->ai_addr);
         ::freeaddrinfo(res);

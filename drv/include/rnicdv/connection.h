@@ -203,7 +203,8 @@ class Connection {
 class Listener {
  public:
   // Listens on CM port `port` of `device`. `address` is the device's address (IPv4 or IPv6),
-  // or "", "0.0.0.0" or "::" for any address of the device. `backlog`, as rdma_listen's: how many requests may wait
+  // "0.0.0.0" for any IPv4 address of the device, "::" for any address, or "" for any of the
+  // device's own IP version. `backlog`, as rdma_listen's: how many requests may wait
   // (received, neither accepted nor rejected) at once; 0, a negative value or one above
   // hw::kDefaultListenBacklog (1024, the kernel's default) means that default. REQs beyond it,
   // and beyond one source address's share of it, are dropped (no REJ) so that the requester

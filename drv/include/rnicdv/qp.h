@@ -187,10 +187,11 @@ class QueuePair {
   Status set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes = 0,
                         uint16_t typical_pkt_bytes = 0);
   // UD multicast (ibv_attach_mcast): from attach on, the QP receives the datagrams sent to
-  // the group `group` names (RoCE v2: the group's IPv4-mapped address, multicast_gid()), in
-  // any state that receives, until detach or its destruction. A datagram to a group is sent
-  // with an AddressHandle to that GID and remote_qpn kMulticastQpn. Refused: a QP that is not
-  // UD, a GID that is not a group's, a detach of a group not attached (invalid_argument), and
+  // the group `group` names (RoCE v2: an IPv4 group's IPv4-mapped address, an IPv6 group's
+  // address, multicast_gid()), in any state that receives, until detach or its destruction.
+  // A datagram to a group is sent with an AddressHandle to that GID and remote_qpn
+  // kMulticastQpn. Refused: a QP that is not UD, a GID that is not a group's, a group of the
+  // other IP version than the device's, a detach of a group not attached (invalid_argument), and
   // more than DeviceCaps' max_mcast_* allow (no_resources).
   Status attach_multicast(const hw::Gid& group);
   Status detach_multicast(const hw::Gid& group);

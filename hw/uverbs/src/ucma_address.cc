@@ -98,6 +98,11 @@ int bind_to(const Cmd& c, Id& id, const Parsed& a) {
     id.state = State::addr_bound;
     return 0;
   }
+  // A link-local address names its link by the interface (the kernel's cma_check_linklocal).
+  if (a.family == AF_INET6 && a.ep.ip.is_link_local() && a.ep.scope_id == 0)
+    return c.error(EINVAL, "id %u: binding %s: a link-local address needs its interface "
+                   "(sin6_scope_id)",
+                   id.handle, a.ep.ip.to_string().c_str());
   SimDevice* dev = nullptr;
   if (!a.ep.ip.is_unspecified()) {
     dev = device_owning(a.ep.ip);
@@ -224,7 +229,8 @@ namespace {
 
 uint8_t packet_life_time(const Id& id) { return static_cast<uint8_t>(local_ack_timeout(id) - 1); }
 
-// The RoCE path rdma_cm resolves: IPv4-mapped GIDs, permissive LIDs, the route's hop limit.
+// The RoCE path rdma_cm resolves: the two addresses' GIDs (IPv4-mapped or IPv6), permissive
+// LIDs, the route's hop limit.
 ibv_path_record path_record(const Id& id) {
   ibv_path_record p{};
   const hw::Gid d = hw::Gid::from_ip(id.dst.ip), s = hw::Gid::from_ip(id.src.ip);

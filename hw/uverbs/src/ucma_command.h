@@ -17,6 +17,7 @@ namespace rnicdv::uverbs::ucma {
 
 inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kHopLimit = 64;           // an IPv4 route's TTL
+inline constexpr int kKernelEnotsupp = 524;        // the kernel's ENOTSUPP (not a libc errno)
 
 // The address vector toward `remote` as the ABI carries it (a connected QP's RTR attributes, a
 // UD ID's ESTABLISHED, a join): RoCE v2 from `dev`'s own GID entry (own_gid_index: its

@@ -331,6 +331,13 @@ int join_mcast(const Cmd& c) {
     return c.error(EINVAL, "id %u: join: %s is not a multicast address (%s)", id->handle,
                    group.ep.ip.to_string().c_str(),
                    group.ep.ip.is_v4() ? "224.0.0.0/4" : "ff00::/8");
+  // Linux joins only IPv4 groups through rdma_cm on RoCE v2 (cma_iboe_join_multicast answers
+  // ENOTSUPP, which ucma returns as it is); ibv_attach_mcast takes IPv6 groups.
+  if (!group.ep.ip.is_v4())
+    return c.unsupported(kKernelEnotsupp,
+                         "id %u: join: IPv6 multicast group %s through rdma_cm (RoCE v2 joins "
+                         "IPv4 groups only, as the kernel's rdma_cm; ibv_attach_mcast takes it)",
+                         id->handle, group.ep.ip.to_string().c_str());
   const hw::IpAddress own = id->dev->dev->address();
   if (group.ep.ip.is_v4() != own.is_v4())
     return c.error(EINVAL, "id %u: join: %s is an %s group, and %s's address %s is %s",

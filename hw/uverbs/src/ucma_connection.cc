@@ -53,7 +53,8 @@ int listen(const Cmd& c) {
   }
   for (SimDevice* d : devs) {
     hw::ConnectionManager* cm = d->dev->connection_manager();
-    const hw::CmAddress at{id->dev ? id->src.ip : hw::IpAddress{}, id->src.port};
+    // The bound address, or the wildcard of the ID's family (0.0.0.0 hears IPv4 requests only).
+    const hw::CmAddress at{id->src.ip, id->src.port};
     Result<std::unique_ptr<hw::CmListener>> l =
         id->ud() ? cm->listen_ud(at, backlog) : cm->listen(at, backlog);
     if (!l)

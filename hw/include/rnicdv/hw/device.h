@@ -298,9 +298,10 @@ class Qp {
   virtual Status set_rate_limit(const RateLimit& limit) = 0;
   // UD multicast (ibv_attach_mcast): from attach on, the QP receives the datagrams sent to
   // the group `mgid` names, in any state that receives; detach (or destroying the QP) ends
-  // it. On RoCE v2 an IPv4 group's GID is its IPv4-mapped address (::ffff:239.1.2.3).
-  // Attaching twice is not an error; a QP that is not UD, a GID that is not a group's and a
-  // detach of a group not attached are (Errc::invalid_argument), and the device's limits
+  // it. On RoCE v2 an IPv4 group's GID is its IPv4-mapped address (::ffff:239.1.2.3), an
+  // IPv6 group's the address itself (ff0e::1:2). Attaching twice is not an error; a QP that is
+  // not UD, a GID that is not a group's, a group of the other IP version than the device's
+  // and a detach of a group not attached are (Errc::invalid_argument), and the device's limits
   // (DeviceCaps::max_mcast_*) give Errc::no_resources.
   virtual Status attach_multicast(const Gid& mgid) = 0;
   virtual Status detach_multicast(const Gid& mgid) = 0;

@@ -39,7 +39,10 @@ CmAgent::ListenerMatch CmAgent::match_listener(hw::CmPortSpace space, uint64_t s
     match.miss = ListenerMatch::Miss::bad_header;
     return match;
   }
-  if (!it->second->bound.is_unspecified() && cma->dst != it->second->bound) {
+  // A listener bound to one address hears requests for it; 0.0.0.0 those for IPv4 addresses
+  // (as Linux's AF_INET wildcard, cma_match_private_data); :: any.
+  const hw::IpAddress& bound = it->second->bound;
+  if (bound.is_unspecified() ? bound.is_v4() && !cma->dst.is_v4() : cma->dst != bound) {
     match.miss = ListenerMatch::Miss::no_service;
     return match;
   }

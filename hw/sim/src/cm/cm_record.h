@@ -73,7 +73,7 @@ struct CmAgent::Record {
 struct CmAgent::Listener {
   uint16_t port = 0;
   uint32_t key = 0;         // listen_key: port space and port
-  hw::IpAddress bound;     // unspecified: any address of this device
+  hw::IpAddress bound;     // 0.0.0.0: any IPv4 address of this device; ::, any address
   uint64_t serial = 0;      // tells a listener from a later one on the same port
   int backlog = hw::kDefaultListenBacklog;
   // Requests waiting (REQ_RCVD: neither accepted nor rejected), in all and by source address.

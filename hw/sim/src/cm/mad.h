@@ -233,7 +233,8 @@ struct CmaHeader {
   bool operator==(const CmaHeader&) const = default;
 };
 
-// Writes the 36 bytes. Addresses of two families are written as the source's family.
+// Writes the 36 bytes, in the source's IP version; the callers' check_remote has made sure the
+// destination is of the same one.
 void encode_cma_header(const CmaHeader& h, uint8_t* out36) noexcept;
 // Version 0, IP version 4 or 6; errors say which field was wrong.
 Result<CmaHeader> decode_cma_header(std::span<const uint8_t> bytes);

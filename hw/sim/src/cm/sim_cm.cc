@@ -15,8 +15,9 @@ class SimConnectionManager::GsiPort final : public MadPort {
   void set_agent(std::weak_ptr<CmAgent> agent) { agent_ = std::move(agent); }
 
   void send(const hw::IpAddress& dst, const MadBytes& mad) override {
-    // A send fails only for a bad length, which a 256-byte MAD never has; a frame the wire
-    // cannot carry is dropped as a link would, and the CM's timers recover.
+    // A send fails for a bad length, which a 256-byte MAD never has, or a destination of the
+    // other IP version, which CmAgent::check_remote refuses before anything is sent; a frame
+    // the wire cannot carry is dropped as a link would, and the CM's timers recover.
     [[maybe_unused]] Status st = gsi_.send_mad(dst, mad.data(), mad.size());
   }
 

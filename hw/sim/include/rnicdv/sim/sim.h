@@ -68,7 +68,7 @@ struct DeviceConfig {
   hw::DeviceProfile profile;   // default: mlx5 (keeps_rtr_doorbell, no fetch beyond DBR)
   // IPv4 or IPv6 (rnicdv/hw/ip_address.h); unspecified: pick an IPv4 one (udp: the first free
   // 127.0.0.x, x >= 2). Over IPv6 the device sends RoCE v2 in IPv6 frames and its GID is the
-  // address itself; its CM is IPv4-only for now (a connection request to it goes unanswered).
+  // address itself; its CM runs over IPv6 too.
   hw::IpAddress address;
   hw::DeviceCaps caps;         // zero fields take the model's defaults
   uint32_t dedicated_bf_regs = 4;  // QPs beyond this many share a BlueFlame register
