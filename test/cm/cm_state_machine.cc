@@ -732,3 +732,31 @@ TEST_CASE("two IPv6 agents connect: the REQ names their GIDs and the cma_hdr say
   CHECK(refused.status().message().find("fd00::a is IPv6") != std::string::npos);
   CHECK(fab.log().size() == before);
 }
+
+TEST_CASE("a listener on 0.0.0.0 hears IPv4 requests only, one on :: hears any, as Linux's "
+          "wildcards of each family") {
+  const hw::IpAddress a6 = hw::IpAddress::parse("fd00::a").value();
+  const hw::IpAddress b6 = hw::IpAddress::parse("fd00::b").value();
+  FakeMadFabric fab;
+  auto a = fab.add(a6, 0xa6a6a6a6a6a6a6a6ull);
+  auto b = fab.add(b6, 0xb6b6b6b6b6b6b6b6ull);
+  auto v4_any = b->listen({hw::IpAddress::v4(0), kPort});
+  REQUIRE(v4_any);
+  hw::CmConnectParams cp = connect_params();
+  cp.remote = {b6, kPort};
+  auto refused = a->connect(cp);
+  REQUIRE(refused);
+  hw::CmEvent ev = wait_event(fab, **refused);
+  CHECK(ev.type == hw::CmEventType::rejected);
+  CHECK(ev.reject_reason == hw::reject_reason::invalid_service_id);
+  CHECK_FALSE(has_event(**v4_any));
+  v4_any->reset();
+
+  auto any = b->listen({hw::IpAddress{}, kPort});
+  REQUIRE(any);
+  auto heard = a->connect(cp);
+  REQUIRE(heard);
+  hw::CmEvent req = wait_event(fab, **any);
+  CHECK(req.type == hw::CmEventType::connect_request);
+  CHECK(req.remote.ip == a6);
+}

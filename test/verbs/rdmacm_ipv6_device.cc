@@ -145,7 +145,8 @@ TEST_CASE("rdma_cm over an IPv6 device: sockaddr_in6 addresses, the route's GIDs
   ibv_qp_init_attr sa = qp_attr(scq);
   REQUIRE(rdma_create_qp(server, pd, &sa) == 0);
   char buf[2][64] = {"over IPv6", ""};
-  ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+  const int access = IBV_ACCESS_LOCAL_WRITE;
+  ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, access);
   REQUIRE(mr != nullptr);
   REQUIRE(rdma_post_recv(server, nullptr, buf[1], sizeof buf[1], mr) == 0);
   REQUIRE(rdma_accept(server, &cp) == 0);
