@@ -7,22 +7,11 @@
 #
 #   run_in_ipv6_netns.sh PROGRAM [ARGS...]
 set -u
-skip() {
-  echo "skipped: $1"
-  exit 77
-}
-[ "$(id -u)" = 0 ] || skip "network namespaces need root"
-command -v ip >/dev/null || skip "the ip command (iproute2) is not available"
+. "$(dirname "$(readlink -f "$0")")/../common/netns.sh"
 ns=rnicdv-t6-$$
-ip netns add "$ns" 2>/dev/null || skip "cannot create network namespaces"
-trap 'ip netns del "$ns" 2>/dev/null' EXIT
-ip -n "$ns" link set lo up || exit 1
+make_netns "$ns"
 ip -n "$ns" link add mc0 type veth peer name mc1 2>/dev/null || skip "cannot make a veth pair"
 ip -n "$ns" link set mc1 up && ip -n "$ns" link set mc0 multicast on up || exit 1
 prefix=$(printf 'fd00:%x:' $(($$ % 65536)))
-for host in 1 2 3; do
-  # Without duplicate address detection, so that all are usable at once.
-  ip -n "$ns" -6 addr add "${prefix}:$host/64" dev mc0 nodad ||
-    skip "cannot add IPv6 addresses (is IPv6 disabled?)"
-done
+netns_add6 "$ns" mc0 "${prefix}:1/64" "${prefix}:2/64" "${prefix}:3/64"
 ip netns exec "$ns" env RNICDV_TEST_IPV6_ADDRS="${prefix}:1 ${prefix}:2 ${prefix}:3" "$@"

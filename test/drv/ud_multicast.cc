@@ -20,14 +20,6 @@ constexpr uint32_t kQkey = 0x11111111;
 
 void ud_up(QueuePair& qp, uint32_t qkey = kQkey) { ud_move_to(qp, hw::QpState::rts, qkey); }
 
-void recv_on(QueuePair& qp, Node& n, uint64_t wr_id, size_t offset) {
-  const Sge s = n.sge(offset, 512 + kGrh);
-  RecvWr r;
-  r.wr_id = wr_id;
-  r.sg_list = &s;
-  r.num_sge = 1;
-  REQUIRE(qp.post_recv(r) == Errc::ok);
-}
 
 uint32_t load_be32(const uint8_t* p) {
   return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
@@ -74,11 +66,11 @@ TEST_CASE("a datagram sent to a multicast group reaches every attached QP once, 
   for (QueuePair* qp : {&*g.a.qp, &*g.b.qp, &*g.b2, &*g.c.qp, &*g.c2})
     check(qp->attach_multicast(g.group));
   check(g.b.qp->attach_multicast(g.group));  // again: not an error, and not a second copy
-  recv_on(*g.a.qp, g.a, 10, kDst);
-  recv_on(*g.b.qp, g.b, 20, kDst);
-  recv_on(*g.b2, g.b, 21, kDst + 0x1000);
-  recv_on(*g.c.qp, g.c, 30, kDst);
-  recv_on(*g.c2, g.c, 31, kDst + 0x1000);
+  post_grh_recv(*g.a.qp, g.a, 10, kDst);
+  post_grh_recv(*g.b.qp, g.b, 20, kDst);
+  post_grh_recv(*g.b2, g.b, 21, kDst + 0x1000);
+  post_grh_recv(*g.c.qp, g.c, 30, kDst);
+  post_grh_recv(*g.c2, g.c, 31, kDst + 0x1000);
 
   g.publish(1, 300, 0x40);
   // a's CQ: the send and a's own copy.
@@ -134,9 +126,9 @@ TEST_CASE("a QP that blocks multicast loopback does not receive what it sends to
   check(sender.attach_multicast(g.group));
   check(g.a.qp->attach_multicast(g.group));
   check(g.b.qp->attach_multicast(g.group));
-  recv_on(sender, g.a, 1, kDst);
-  recv_on(*g.a.qp, g.a, 2, kDst + 0x1000);
-  recv_on(*g.b.qp, g.b, 3, kDst);
+  post_grh_recv(sender, g.a, 1, kDst);
+  post_grh_recv(*g.a.qp, g.a, 2, kDst + 0x1000);
+  post_grh_recv(*g.b.qp, g.b, 3, kDst);
 
   fill(g.a.bytes(kSrc), 64, 9);
   const Sge s = g.a.sge(kSrc, 64);
@@ -170,10 +162,10 @@ TEST_CASE("detaching a QP, or destroying it, stops its copies, and a device whos
           "[drv][ud][multicast]") {
   Groups g;
   for (QueuePair* qp : {&*g.b.qp, &*g.b2, &*g.c.qp}) check(qp->attach_multicast(g.group));
-  recv_on(*g.b.qp, g.b, 20, kDst);
-  recv_on(*g.b2, g.b, 21, kDst + 0x1000);
-  recv_on(*g.c.qp, g.c, 30, kDst);
-  recv_on(*g.c.qp, g.c, 31, kDst + 0x1000);
+  post_grh_recv(*g.b.qp, g.b, 20, kDst);
+  post_grh_recv(*g.b2, g.b, 21, kDst + 0x1000);
+  post_grh_recv(*g.c.qp, g.c, 30, kDst);
+  post_grh_recv(*g.c.qp, g.c, 31, kDst + 0x1000);
 
   check(g.b.qp->detach_multicast(g.group));
   g.publish(1, 64, 1);
@@ -257,28 +249,7 @@ TEST_CASE("on the UDP wire with threaded devices, a group's datagrams reach ever
   const hw::Gid group = take(multicast_gid("239.77.1.9"));
   check(b.qp->attach_multicast(group));
   check(c.qp->attach_multicast(group));
-  for (int i = 0; i < 8; ++i) {
-    recv_on(*b.qp, b, 100 + i, kDst + i * 0x800);
-    recv_on(*c.qp, c, 200 + i, kDst + i * 0x800);
-  }
-  hw::AhAttr attr;
-  attr.remote_gid = group;
-  AddressHandle ah = take(a.pd->create_ah(attr));
-  for (uint32_t i = 0; i < 8; ++i) {
-    fill(a.bytes(kSrc + i * 256), 200, static_cast<uint8_t>(0x30 + i));
-    REQUIRE(a.qp->post_datagram(i, a.sge(kSrc + i * 256, 200), ah, kMulticastQpn, kQkey,
-                                send_flags::signaled) == Errc::ok);
-  }
-  for (Node* n : {&b, &c}) {
-    auto got = poll_n(*fabric, *n->cq, 8, 10'000'000'000ull);
-    REQUIRE(got.size() == 8);
-    for (uint32_t i = 0; i < 8; ++i) {
-      CHECK(got[i].status == IBV_WC_SUCCESS);
-      CHECK(got[i].byte_len == 200 + kGrh);
-      CHECK(std::memcmp(n->bytes(kDst + i * 0x800 + kGrh), a.bytes(kSrc + i * 256), 200) == 0);
-    }
-  }
-  CHECK(poll_n(*fabric, *a.cq, 8, 10'000'000'000ull).size() == 8);
+  check_group_fanout(*fabric, a, {&b, &c}, group, kQkey, [](const uint8_t*) {});
 }
 
 TEST_CASE("over IPv6, a datagram sent to an ff0e:: group reaches every attached QP, the sender's "
@@ -297,8 +268,8 @@ TEST_CASE("over IPv6, a datagram sent to an ff0e:: group reaches every attached 
   CHECK(v4.code() == Errc::invalid_argument);
   CHECK_THAT(v4.message(), Catch::Contains("an IPv4 group, and the device's address fd00::b is "
                                            "IPv6"));
-  recv_on(*a.qp, a, 10, kDst);
-  recv_on(*b.qp, b, 20, kDst);
+  post_grh_recv(*a.qp, a, 10, kDst);
+  post_grh_recv(*b.qp, b, 20, kDst);
 
   hw::AhAttr attr;
   attr.remote_gid = group;
