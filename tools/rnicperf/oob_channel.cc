@@ -109,6 +109,7 @@ OobChannel& OobChannel::operator=(OobChannel&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(o.fd_, -1);
+    transport_ = std::move(o.transport_);
     peer_ = std::move(o.peer_);
   }
   return *this;
@@ -197,6 +198,7 @@ Result<std::pair<OobChannel, OobChannel>> OobChannel::pair() {
 }
 
 Status OobChannel::send_all(const void* data, size_t len, uint32_t timeout_ms) {
+  if (transport_) return transport_->send_all(data, len, timeout_ms);
   auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
   auto* p = static_cast<const uint8_t*>(data);
   size_t done = 0;
@@ -219,6 +221,7 @@ Status OobChannel::send_all(const void* data, size_t len, uint32_t timeout_ms) {
 }
 
 Status OobChannel::recv_all(void* data, size_t len, uint32_t timeout_ms) {
+  if (transport_) return transport_->recv_all(data, len, timeout_ms);
   auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
   auto* p = static_cast<uint8_t*>(data);
   size_t done = 0;
@@ -241,6 +244,7 @@ Status OobChannel::recv_all(void* data, size_t len, uint32_t timeout_ms) {
 }
 
 Result<bool> OobChannel::readable(uint32_t timeout_ms) {
+  if (transport_) return transport_->readable(timeout_ms);
   int ready = wait_fd(fd_, POLLIN, timeout_ms);
   if (ready < 0)
     return Status::error(Errc::io_error, "poll %s: %s", peer_.c_str(), std::strerror(errno));

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The out-of-band control channel (perftest's "Data ex. method : Ethernet"): a TCP
 // connection from the client to the server's port (default 18515), or a socketpair when both
-// ends run in one process (--loopback). Every call is bounded by a timeout.
+// ends run in one process (--loopback). With -z ("Data ex. method : rdma_cm") the bytes go
+// as SENDs on an RC QP the connection manager connects instead (rdma_cm_channel.h), behind
+// the same calls. Every call is bounded by a timeout.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -22,11 +25,25 @@ struct OobAddressing {
   std::string local;
 };
 
+// A channel that is not a socket (-z's QP). Each send_all is one message on the wire, which
+// perftest's peer reads whole; recv_all reads what arrived as one stream.
+class OobTransport {
+ public:
+  virtual ~OobTransport() = default;
+  virtual rnicdv::Status send_all(const void* data, size_t len, uint32_t timeout_ms) = 0;
+  virtual rnicdv::Status recv_all(void* data, size_t len, uint32_t timeout_ms) = 0;
+  virtual rnicdv::Result<bool> readable(uint32_t timeout_ms) = 0;
+};
+
 class OobChannel {
  public:
   OobChannel() = default;
   OobChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
-  OobChannel(OobChannel&& o) noexcept : fd_(std::exchange(o.fd_, -1)), peer_(std::move(o.peer_)) {}
+  OobChannel(std::unique_ptr<OobTransport> transport, std::string peer)
+      : transport_(std::move(transport)), peer_(std::move(peer)) {}
+  OobChannel(OobChannel&& o) noexcept
+      : fd_(std::exchange(o.fd_, -1)), transport_(std::move(o.transport_)),
+        peer_(std::move(o.peer_)) {}
   OobChannel& operator=(OobChannel&& o) noexcept;
   OobChannel(const OobChannel&) = delete;
   OobChannel& operator=(const OobChannel&) = delete;
@@ -51,10 +68,13 @@ class OobChannel {
 
   int fd() const { return fd_; }
   const std::string& peer() const { return peer_; }
-  bool valid() const { return fd_ >= 0; }
+  bool valid() const { return fd_ >= 0 || transport_ != nullptr; }
+  // -z: the bytes travel as SENDs on a QP (perftest then exchanges its records in binary).
+  bool over_rdma_cm() const { return transport_ != nullptr; }
 
  private:
   int fd_ = -1;
+  std::unique_ptr<OobTransport> transport_;
   std::string peer_;  // "127.0.0.1:18515", for messages
 };
 

@@ -193,6 +193,44 @@ std::string encode_record(const PeerRecord& r) {
   return s;
 }
 
+void encode_perftest_dest(const PeerRecord& r, int32_t gid_index, uint8_t out[kPerftestDestSize]) {
+  std::memset(out, 0, kPerftestDestSize);
+  const auto put32 = [&](size_t at, uint32_t v) {
+    v = htobe32(v);
+    std::memcpy(out + at, &v, 4);
+  };
+  put32(0, r.lid);
+  put32(4, r.out_reads);
+  put32(8, r.qpn);
+  put32(12, r.psn);
+  put32(16, r.rkey);
+  const uint64_t vaddr = htobe64(r.vaddr);
+  std::memcpy(out + 24, &vaddr, 8);
+  std::memcpy(out + 32, r.gid, 16);
+  put32(48, r.srqn);
+  put32(52, static_cast<uint32_t>(gid_index));
+}
+
+PeerRecord decode_perftest_dest(const uint8_t in[kPerftestDestSize]) {
+  const auto get32 = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, in + at, 4);
+    return be32toh(v);
+  };
+  PeerRecord r;
+  r.lid = static_cast<uint16_t>(get32(0));
+  r.out_reads = static_cast<uint16_t>(get32(4));
+  r.qpn = get32(8) & 0xffffff;
+  r.psn = get32(12) & 0xffffff;
+  r.rkey = get32(16);
+  uint64_t vaddr;
+  std::memcpy(&vaddr, in + 24, 8);
+  r.vaddr = be64toh(vaddr);
+  std::memcpy(r.gid, in + 32, 16);
+  r.srqn = get32(48);
+  return r;
+}
+
 Result<PeerRecord> decode_record(const char* text, size_t len) {
   auto bad = [&](const char* what) {
     std::string shown(text, strnlen(text, len));
@@ -353,6 +391,13 @@ Status OobSession::perftest_mtu(uint8_t local_code, uint8_t* negotiated_code) {
 
 Status OobSession::perftest_handshake(const PeerRecord& local, PeerRecord* remote,
                                       uint32_t timeout_ms) {
+  if (ch_.over_rdma_cm()) {
+    uint8_t mine[kPerftestDestSize], theirs[kPerftestDestSize] = {};
+    encode_perftest_dest(local, gid_index_, mine);
+    RNICDV_TRY(swap(mine, theirs, kPerftestDestSize, timeout_ms));
+    *remote = decode_perftest_dest(theirs);
+    return Status::ok();
+  }
   const std::string mine = encode_record(local);
   char theirs[kPeerRecordSize] = {};
   RNICDV_TRY(swap(mine.data(), theirs, kPeerRecordSize, timeout_ms));
@@ -385,6 +430,7 @@ Status OobSession::perftest_reports(const BandwidthResult& local, BandwidthResul
 }
 
 Status OobSession::perftest_done() {
+  if (ch_.over_rdma_cm()) return Status::ok();
   static const char kDone[] = "done";
   RNICDV_TRY(ch_.send_all(kDone, sizeof kDone, timeout_ms_));
   // perftest writes its own "done" as it closes. Reading it first keeps this end from closing

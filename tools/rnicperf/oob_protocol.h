@@ -75,6 +75,14 @@ inline constexpr size_t kPeerRecordSize = 108;
 std::string encode_record(const PeerRecord& r);  // exactly kPeerRecordSize bytes, NUL last
 rnicdv::Result<PeerRecord> decode_record(const char* text, size_t len);
 
+// The same record as perftest sends it over rdma_cm (-z: rdma_write_keys at 4.5-0.17): its
+// struct pingpong_dest, each integer big-endian. lid 0, out_reads 4, qpn 8, psn 12, rkey
+// 16, 4 bytes of padding, vaddr 24, gid 32, srqn 48, gid_index 52.
+inline constexpr size_t kPerftestDestSize = 56;
+void encode_perftest_dest(const PeerRecord& r, int32_t gid_index,
+                          uint8_t out[kPerftestDestSize]);
+PeerRecord decode_perftest_dest(const uint8_t in[kPerftestDestSize]);
+
 // Control-channel session. Every wait is bounded by `timeout_ms`.
 class OobSession {
  public:
@@ -113,14 +121,18 @@ class OobSession {
   rnicdv::Status perftest_sys_data(uint32_t* cycle_buffer, uint32_t* cache_line);
   // check_mtu: the ibv_mtu code as one ASCII digit and a NUL; both keep the smaller.
   rnicdv::Status perftest_mtu(uint8_t local_code, uint8_t* negotiated_code);
-  // ctx_hand_shake: the 108-byte records, ours out and theirs in; also every barrier.
+  // ctx_hand_shake: the 108-byte records, ours out and theirs in; also every barrier. Over
+  // rdma_cm (-z) the 56-byte binary form instead, carrying `gid_index`
+  // (set_perftest_gid_index).
+  void set_perftest_gid_index(int32_t index) { gid_index_ = index; }
   rnicdv::Status perftest_handshake(const PeerRecord& local, PeerRecord* remote,
                                     uint32_t timeout_ms = 0);
   // xchg_bw_reports: size, iterations, peak, average and message rate, each 8 bytes
   // big-endian (doubles byte-swapped as integers), one exchange each.
   rnicdv::Status perftest_reports(const BandwidthResult& local, BandwidthResult* remote,
                                   uint32_t timeout_ms = 0);
-  // ctx_close_connection's last word: "done" and its NUL; perftest never reads it.
+  // ctx_close_connection's last word: "done" and its NUL; perftest never reads it. Over
+  // rdma_cm perftest says nothing more: nothing is sent.
   rnicdv::Status perftest_done();
 
   OobChannel& channel() { return ch_; }
@@ -135,6 +147,7 @@ class OobSession {
   OobChannel ch_;
   bool client_;
   uint32_t timeout_ms_;
+  int32_t gid_index_ = -1;
 };
 
 }  // namespace rnicperf

@@ -41,6 +41,7 @@ enum class Opt : uint8_t {
   cq_mod,
   rx_depth,
   rdma_cm,
+  com_rdma_cm,
   size,
   tx_depth,
   qp_timeout,
@@ -185,6 +186,8 @@ constexpr OptSpec kOpts[] = {
      "Report performance counter change after each result row\n(example: \"counters/port_xmit_data,hw_counters/out_of_buffer\")"},
     {'x', "gid-index", true, Opt::gid_index, Section::perftest, "<n>",
      "GID index to use: the device's own (printed as GID index)"},
+    {'z', "com_rdma_cm", false, Opt::com_rdma_cm, Section::perftest, nullptr,
+     "Exchange the test's data over an RC QP that the connection\nmanager connects on port -p (rdma_cm), not over TCP: the\nclient names the server's HCA address"},
     {0, "ipv6", false, Opt::ipv6, Section::perftest, nullptr,
      "Use an IPv6 GID: the device's address must be IPv6 (the\nsimulated HCA's: RNICDV_SIM_ADDR)"},
     {0, "ipv6-addr", false, Opt::ipv6_addr, Section::perftest, nullptr,
@@ -391,6 +394,9 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return number(1, kMaxRxDepth, opts.rx_depth);
     case Opt::rdma_cm:
       opts.rdma_cm = true;
+      return Status::ok();
+    case Opt::com_rdma_cm:
+      opts.com_rdma_cm = true;
       return Status::ok();
     case Opt::size: {
       auto v = parse_size(value);

@@ -55,6 +55,9 @@ struct Options {
   bool no_peak = false;        // -N, or implied (-D, > 20000 iterations)
   bool report_gbits = false;
   bool rdma_cm = false;  // -R
+  // -z: the control channel is an RC QP of the device that the CM connects on port -p
+  // (perftest's "Data ex. method : rdma_cm"); the client's server name is the HCA's address.
+  bool com_rdma_cm = false;
   // -c UD: unreliable datagrams (send_lat, send_bw): each SEND is one packet of at most the
   // MTU, addressed by an address handle, the peer's QPN and perftest's Q_Key; each receive
   // buffer holds the 40-byte GRH in front of the message.

@@ -80,6 +80,8 @@ Status Session::run_with_perftest() {
   const std::vector<uint64_t> sizes = sizes_of(o_, mtu, s_.quiet);
   RNICDV_TRY(create_endpoint(sizes.back(), 0, mtu));
 
+  // Over rdma_cm (-z) perftest's binary record also carries the GID index.
+  oob_->set_perftest_gid_index(static_cast<int32_t>(ep_->device().info().gid_index));
   const PeerRecord mine = ep_->local_records()[0];
   PeerRecord theirs;
   const auto handshake = [&](uint32_t wait_ms = 0) {

@@ -96,8 +96,8 @@ std::string format_header(const HeaderInfo& h) {
   else
     out += kv("Max inline data", std::to_string(h.inline_size) + "[B]") + "\n";
   out += std::string(" rdma_cm QPs\t : ") + on_off(h.rdma_cm) + "\n";  // perftest's tab
-  // The control channel is always TCP ("Ethernet"), with -R too (see cm_connect.h).
-  out += kv("Data ex. method", "Ethernet") + "\n";
+  // The control channel: TCP ("Ethernet"), or with -z a QP the CM connects (rdma_cm).
+  out += kv("Data ex. method", h.com_rdma_cm ? "rdma_cm" : "Ethernet") + "\n";
   if (!h.early_post.empty()) out += kv("Early post", h.early_post) + "\n";
   if (!h.post_calls.empty()) out += kv("Post calls", h.post_calls) + "\n";
   if (!h.sim_wire.empty()) out += kv("Sim wire", h.sim_wire) + "\n";

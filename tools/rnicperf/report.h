@@ -39,6 +39,7 @@ struct HeaderInfo {
   uint32_t inline_size = 0;
   uint32_t out_reads = 16;
   bool rdma_cm = false;
+  bool com_rdma_cm = false;  // -z: the control channel over rdma_cm
   bool duration_mode = false;
   bool events = false;  // -e: " Test with events. Using <device>_comp0"
   // rnicperf's additions; a line is printed only when its value is set.

@@ -103,7 +103,7 @@ std::string JsonReport::text() const {
   else
     w.field("Max_inline_data", h.inline_size);
   w.field("rdma_cm_QPs", h.rdma_cm ? "ON" : "OFF");
-  w.field("Data_ex_method", "Ethernet");
+  w.field("Data_ex_method", h.com_rdma_cm ? "rdma_cm" : "Ethernet");
   if (!h.early_post.empty()) w.field("Early_post", h.early_post);
   if (!h.post_calls.empty()) w.field("Post_calls", h.post_calls);
   if (!h.sim_wire.empty()) w.field("Sim_wire", h.sim_wire);

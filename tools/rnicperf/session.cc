@@ -17,6 +17,7 @@
 #include "endpoint.h"
 #include "latency_loops.h"
 #include "oob_protocol.h"
+#include "rdma_cm_channel.h"
 #include "report.h"
 #include "report_json.h"
 #include "reporter.h"
@@ -30,8 +31,53 @@ using rnicdv::Status;
 
 namespace detail {
 
+// -z: the control channel on a QP of the test's device. In a --loopback run the server end
+// tells the client its HCA address over the in-process channel, which then closes.
+Status Session::connect_control_rdma_cm(uint32_t timeout_ms) {
+  constexpr size_t kAddressText = 64;
+  RdmaCmChannelSetup setup;
+  setup.port = o_.port;
+  setup.timeout_ms = timeout_ms;
+  setup.retry = o_.retry_connect || s_.channel.valid();
+  setup.local = o_.bind_source_ip;
+  if (s_.client) {
+    std::string server = o_.server;
+    if (s_.channel.valid()) {
+      char text[kAddressText] = {};
+      Status st = s_.channel.recv_all(text, sizeof text, timeout_ms);
+      s_.channel = OobChannel();
+      RNICDV_TRY(st.prepend("-z: the loopback server's address"));
+      server.assign(text, strnlen(text, sizeof text));
+    }
+    RNICDV_ASSIGN_OR_RETURN(
+        OobChannel ch, rdma_cm_connect_channel(ep_->device(), server, setup,
+                                               [](const std::string& what) {
+                                                 std::fprintf(stderr, "rnicperf: %s\n",
+                                                              what.c_str());
+                                               }));
+    oob_ = std::make_unique<OobSession>(std::move(ch), true, timeout_ms);
+    return Status::ok();
+  }
+  Status told;
+  Result<OobChannel> ch =
+      rdma_cm_accept_channel(ep_->device(), setup, [&](const std::string&) {
+        print(waiting_banner());
+        if (!s_.channel.valid()) return;
+        char text[kAddressText] = {};
+        const std::string own = ep_->device().info().gid.ip().to_string();
+        std::memcpy(text, own.data(), std::min(own.size(), sizeof text - 1));
+        told = s_.channel.send_all(text, sizeof text, timeout_ms);
+      });
+  s_.channel = OobChannel();  // a loopback client still waiting for the address stops now
+  if (!ch) return ch.status();
+  RNICDV_TRY(told.prepend("-z: telling the loopback client where to connect"));
+  oob_ = std::make_unique<OobSession>(std::move(ch.value()), false, timeout_ms);
+  return Status::ok();
+}
+
 Status Session::connect_control() {
   const uint32_t timeout_ms = o_.timeout_s * 1000u;
+  if (o_.com_rdma_cm) return connect_control_rdma_cm(timeout_ms);
   const OobAddressing addressing{o_.ipv6_addr ? AF_INET6 : AF_UNSPEC, o_.bind_source_ip};
   if (s_.channel.valid()) {
     oob_ = std::make_unique<OobSession>(std::move(s_.channel), s_.client, timeout_ms);
@@ -196,6 +242,7 @@ Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_
   header_.cq_mod = o_.cq_mod;
   header_.mtu_bytes = mtu;
   header_.rdma_cm = o_.rdma_cm;
+  header_.com_rdma_cm = o_.com_rdma_cm;
   header_.events = o_.use_event;
   header_.duration_mode = o_.duration_s > 0;
   header_.clock = clock_.description();

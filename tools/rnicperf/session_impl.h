@@ -64,6 +64,7 @@ class Session {
 
  private:
   Status connect_control();
+  Status connect_control_rdma_cm(uint32_t timeout_ms);
   // Creates the QPs and their memory for sizes up to `max_size`, fills and prints the header.
   Status create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_t mtu);
   void print_addresses();
