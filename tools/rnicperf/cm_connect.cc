@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 namespace rnicperf {
 
@@ -128,7 +129,7 @@ void apply_path_options(const Options& o, rnicdv::ConnectionOptions* c) {
   c->retry_count = o.retry_count;
 }
 
-Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool client,
+Status cm_connect(TestEndpoint& ep, const CmRendezvous& meet, const Options& o, bool client,
                   uint32_t mtu_bytes, std::optional<rnicdv::Connection>* conn) {
   const std::chrono::milliseconds timeout(o.timeout_s * 1000u);
   rnicdv::ConnectionOptions options;
@@ -143,18 +144,39 @@ Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool clie
   if (!client) {
     RNICDV_ASSIGN_OR_RETURN(rnicdv::Listener listener,
                             rnicdv::Listener::listen(ep.device(), o.bind_source_ip, o.port));
-    RNICDV_TRY(oob.barrier(kCmListening));
+    RNICDV_TRY(meet.sync());
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     RNICDV_ASSIGN_OR_RETURN(rnicdv::ConnectionRequest req, next_request(listener, o, deadline));
     RNICDV_ASSIGN_OR_RETURN(*conn, req.accept(ep.qp(0), {}, options));
     return wait_established(**conn, timeout);
   }
 
-  RNICDV_TRY(oob.barrier(kCmListening));
-  RNICDV_ASSIGN_OR_RETURN(const std::string address, server_address(ep));
-  RNICDV_ASSIGN_OR_RETURN(*conn,
-                          rnicdv::Connection::connect(ep.qp(0), address, o.port, {}, options));
-  return wait_established(**conn, timeout);
+  RNICDV_TRY(meet.sync());
+  std::string address = meet.address;
+  if (address.empty()) {
+    RNICDV_ASSIGN_OR_RETURN(address, server_address(ep));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    RNICDV_ASSIGN_OR_RETURN(*conn,
+                            rnicdv::Connection::connect(ep.qp(0), address, o.port, {}, options));
+    Status st = wait_established(**conn, timeout);
+    if (st || !meet.retry_refused || st.code() != Errc::rejected ||
+        std::chrono::steady_clock::now() >= deadline)
+      return st;
+    // Nobody listened yet: the QP went to ERR with the REJ; back in INIT, with its receives
+    // posted again, it can send the next REQ.
+    conn->reset();
+    RNICDV_TRY(ep.restart_after_reject(0, timeout));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool client,
+                  uint32_t mtu_bytes, std::optional<rnicdv::Connection>* conn) {
+  CmRendezvous meet;
+  meet.sync = [&oob] { return oob.barrier(kCmListening); };
+  return cm_connect(ep, meet, o, client, mtu_bytes, conn);
 }
 
 }  // namespace rnicperf

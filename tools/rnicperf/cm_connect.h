@@ -6,7 +6,9 @@
 // address; the control channel keeps carrying the negotiation, barriers and results.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "endpoint.h"
 #include "oob_protocol.h"
@@ -25,8 +27,23 @@ void apply_path_options(const Options& o, rnicdv::ConnectionOptions* c);
 rnicdv::Status cm_resolve_datagrams(TestEndpoint& ep, OobSession& oob, const Options& o,
                                     bool client);
 
+// How the two ends meet for the CM: `sync` brings both to the point where the server
+// listens (rnicperf's barrier, or a perftest handshake, after which a perftest server only
+// starts to listen); the client connects to `address` ("": the HCA address of the server's
+// record, its GID) and, with `retry_refused`, sends its REQ again every 20 ms until the
+// timeout while nobody listens there yet (REJ).
+struct CmRendezvous {
+  std::function<rnicdv::Status()> sync;
+  std::string address;
+  bool retry_refused = false;
+};
+
 // Connects QP 0 of `ep` (in INIT; the peer's records already set). On success the QP is in
 // RTS and `*conn` owns the connection (destroy it before the QP).
+rnicdv::Status cm_connect(TestEndpoint& ep, const CmRendezvous& meet, const Options& o,
+                          bool client, uint32_t mtu_bytes,
+                          std::optional<rnicdv::Connection>* conn);
+// Between two rnicperf ends: the control channel's barrier, and the server's GID.
 rnicdv::Status cm_connect(TestEndpoint& ep, OobSession& oob, const Options& o, bool client,
                           uint32_t mtu_bytes, std::optional<rnicdv::Connection>* conn);
 

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "rnicdv/sim/dpdk.h"
 #include "rnicdv/sim/sim.h"
@@ -268,6 +270,8 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
         (ud_ ? hw::qp_attr::qkey : hw::qp_attr::access_flags);
     if (Status s = qps_.back().modify(init, init_mask); !s)
       return o.pkey_index ? s.prepend("--pkey_index") : s;
+    init_attr_ = init;
+    init_mask_ = init_mask;
     // HW and PP rate limiters: the device paces the QP from the start.
     if (const uint32_t kbps = o.device_rate_kbps(); kbps != 0) {
       const bool pp = o.rate_limit_type == Options::RateLimitType::pp;
@@ -389,6 +393,30 @@ Status TestEndpoint::refill_receives() {
     }
   }
   return Status::ok();
+}
+
+Status TestEndpoint::restart_after_reject(size_t i, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  uint64_t flushed = recvs_posted_[i] - recvs_done_[i];
+  const uint32_t qpn = qps_[i].qpn();
+  rnicdv::Completion wc[16];
+  while (flushed > 0) {
+    const int n = recv_cq_->poll(wc, 16);
+    for (int k = 0; k < n; ++k)
+      if (wc[k].qp_num == qpn && flushed > 0) --flushed;
+    if (n > 0) continue;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return Status::error(Errc::timeout,
+                           "QP %#x: %llu flushed receives never completed after the REJ", qpn,
+                           static_cast<unsigned long long>(flushed));
+    std::this_thread::yield();
+  }
+  recvs_done_[i] = recvs_posted_[i];
+  hw::QpAttr reset;
+  reset.state = hw::QpState::reset;
+  RNICDV_TRY(qps_[i].modify(reset, hw::qp_attr::state));
+  RNICDV_TRY(qps_[i].modify(init_attr_, init_mask_));
+  return refill_receives();
 }
 
 std::vector<PeerRecord> TestEndpoint::local_records() const {

@@ -7,6 +7,7 @@
 // reads from and sends into. The second half's address and rkey are advertised.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -113,6 +114,10 @@ class TestEndpoint {
   // recv_list(): before each size of a sweep, as perftest re-posts its receive queue per
   // size. The loops assume that many are posted.
   rnicdv::Status refill_receives();
+  // -R: a REQ that met no listener yet (REJ) left QP i in ERR, its receives flushed. Takes
+  // the flushed completions off the receive CQ (waiting up to `timeout` for them), brings the
+  // QP back to INIT through RESET and posts its receives again, for the next REQ.
+  rnicdv::Status restart_after_reject(size_t i, std::chrono::milliseconds timeout);
 
   ~TestEndpoint();
 
@@ -146,6 +151,8 @@ class TestEndpoint {
   std::vector<rnicdv::RecvWr> recv_wrs_;  // likewise
   uint64_t recv_post_calls_ = 0;
   uint8_t qp_timeout_ = 14;
+  rnicdv::hw::QpAttr init_attr_;  // what create() moved the QPs to INIT with
+  uint32_t init_mask_ = 0;
   bool ud_ = false;                          // -c UD
   bool uc_ = false;                          // -c UC
   std::vector<rnicdv::AddressHandle> ahs_;  // UD: QP i's handle towards its peer

@@ -32,6 +32,7 @@
 // first reply), nor for -b, -D, -q and -R, which perftest exchanges differently (nor for an
 // endless run but send_bw's).
 #include "bandwidth_loops.h"
+#include "cm_connect.h"
 #include "latency_loops.h"
 #include "session_impl.h"
 
@@ -61,7 +62,10 @@ Status check_supported(const Options& o) {
   if (o.run_infinitely && o.test.verb != Verb::send) return refuse("--run_infinitely");
   if (o.duration_s && !o.run_infinitely) return refuse("-D");
   if (o.num_qps != 1) return refuse("-q");
-  if (o.rdma_cm) return refuse("-R (perftest's -R exchanges over rdma_cm, not TCP)");
+  // perftest's -R implies its -z: the parameters go over rdma_cm, so this end needs -z too.
+  if (o.rdma_cm && !o.com_rdma_cm)
+    return refuse("-R without -z (perftest's -R exchanges over rdma_cm: add -z)");
+  if (o.rdma_cm && o.ud) return refuse("-c UD with -R (perftest's UD QPs meet otherwise)");
   if (o.early_post) return refuse("--early-post");
   return Status::ok();
 }
@@ -87,14 +91,26 @@ Status Session::run_with_perftest() {
   const auto handshake = [&](uint32_t wait_ms = 0) {
     return oob_->perftest_handshake(mine, &theirs, wait_ms);
   };
+  if (o_.rdma_cm) {
+    // -R (perftest's create_rdma_cm_connection): a handshake, the CM connects QP 0 on port
+    // -p (perftest's server starts to listen only after that handshake, so a REQ may find
+    // nobody yet and is sent again), a handshake.
+    CmRendezvous meet;
+    meet.sync = [&] { return handshake(); };
+    meet.address = s_.client ? o_.server : std::string();
+    meet.retry_refused = true;
+    RNICDV_TRY(cm_connect(*ep_, meet, o_, s_.client, mtu, &conn_));
+    RNICDV_TRY(handshake());
+  }
   // The QPN, PSN and GID come from the last handshake before the QPs connect; perftest sends
   // the same record every time.
   RNICDV_TRY(handshake());
   // write_lat and read_lat shake hands twice before connecting; send_lat once, as the
   // bandwidth tests do.
   if (o_.test.kind == Kind::latency && o_.test.verb != Verb::send) RNICDV_TRY(handshake());
-  RNICDV_TRY(ep_->connect({theirs}, mtu, false));
+  if (!o_.rdma_cm) RNICDV_TRY(ep_->connect({theirs}, mtu, false));
   RNICDV_TRY(handshake());
+  if (o_.rdma_cm) RNICDV_TRY(ep_->set_remote({theirs}));  // the CM set the rest
   print_addresses();
   RNICDV_TRY(handshake());
   RNICDV_TRY(ep_->set_remote({theirs}));
