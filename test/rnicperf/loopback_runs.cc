@@ -166,6 +166,28 @@ TEST_CASE("duration mode measures the middle window", "[e2e][duration]") {
         std::string::npos);
 }
 
+TEST_CASE("with -z the control channel is SENDs on a QP the CM connects, with -R too",
+          "[e2e][cm]") {
+  check_run("send_lat", {"-n", "50", "-z"}, true);
+  check_run("write_bw", {"-n", "100", "-z"}, false);
+  std::string json = tmp_json("z");
+  for (const char* test : {"read_lat", "send_bw"}) {
+    ProcessResult r = run_rnicperf({test, "--loopback", "-z", "-R", "-n", "100", "--timeout=20",
+                                    "--out_json_file=" + json},
+                                   120);
+    INFO(test << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(" rdma_cm QPs\t : ON\n") != std::string::npos);
+    CHECK(r.out.find(" Data ex. method : rdma_cm\n") != std::string::npos);
+    CHECK(json_query(json, "d['test_info']['Data_ex_method']") == "rdma_cm");
+  }
+  std::remove(json.c_str());
+  // Without -z the channel is TCP's ("Ethernet").
+  ProcessResult tcp = run_rnicperf({"write_lat", "--loopback", "-n", "20", "--timeout=20"}, 120);
+  REQUIRE(tcp.exit_code == 0);
+  CHECK(tcp.out.find(" Data ex. method : Ethernet\n") != std::string::npos);
+}
+
 TEST_CASE("-R connects the test QP through the connection manager", "[e2e][cm]") {
   check_run("read_lat", {"-n", "50", "-R"}, true);
   ProcessResult r = run_rnicperf(

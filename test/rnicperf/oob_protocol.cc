@@ -5,7 +5,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -479,4 +483,123 @@ TEST_CASE("signs of life with progress keep a waiting side waiting", "[oob]") {
   INFO(st.message());
   CHECK(st.is_ok());
   CHECK(count == 12345);
+}
+
+namespace {
+
+// One end of a message channel, as -z's QP carries it: each send_all is one message, kept
+// whole; recv_all reads what the other end sent as one stream.
+struct MessageQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::string> messages;
+  std::string stream;  // taken from messages, not yet read
+};
+
+class QueueTransport final : public OobTransport {
+ public:
+  QueueTransport(std::shared_ptr<MessageQueue> out, std::shared_ptr<MessageQueue> in)
+      : out_(std::move(out)), in_(std::move(in)) {}
+  rnicdv::Status send_all(const void* data, size_t len, uint32_t) override {
+    std::lock_guard<std::mutex> lock(out_->mu);
+    out_->messages.emplace_back(static_cast<const char*>(data), len);
+    out_->cv.notify_all();
+    return rnicdv::Status::ok();
+  }
+  rnicdv::Status recv_all(void* data, size_t len, uint32_t timeout_ms) override {
+    std::unique_lock<std::mutex> lock(in_->mu);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (in_->stream.size() < len) {
+      if (!in_->messages.empty()) {
+        in_->stream += in_->messages.front();
+        in_->messages.pop_front();
+        continue;
+      }
+      if (in_->cv.wait_until(lock, deadline) == std::cv_status::timeout)
+        return rnicdv::Status::error(Errc::timeout, "nothing arrived");
+    }
+    std::memcpy(data, in_->stream.data(), len);
+    in_->stream.erase(0, len);
+    return rnicdv::Status::ok();
+  }
+  Result<bool> readable(uint32_t) override {
+    std::lock_guard<std::mutex> lock(in_->mu);
+    return !in_->stream.empty() || !in_->messages.empty();
+  }
+
+ private:
+  std::shared_ptr<MessageQueue> out_, in_;
+};
+
+}  // namespace
+
+TEST_CASE("over rdma_cm perftest's record is its 56-byte struct pingpong_dest, big-endian",
+          "[oob][perftest]") {
+  PeerRecord r;
+  r.lid = 0x12;
+  r.out_reads = 16;
+  r.qpn = 0x000101;
+  r.psn = 0xabcdef;
+  r.rkey = 0x40c43a5c;
+  r.vaddr = 0x00007fe3ab513000;
+  r.gid[10] = 0xff;
+  r.gid[11] = 0xff;
+  r.gid[12] = 127;
+  r.gid[15] = 2;
+  r.srqn = 0x77;
+  uint8_t out[kPerftestDestSize];
+  encode_perftest_dest(r, 3, out);
+  // perftest 4.5-0.17's struct pingpong_dest on x86-64, each field htobe32/htobe64 as
+  // rdma_write_keys converts it: lid, out_reads, qpn, psn, rkey, 4 bytes of padding, vaddr,
+  // the GID's 16 bytes, srqn, gid_index.
+  const uint8_t expected[kPerftestDestSize] = {
+      0x00, 0x00, 0x00, 0x12, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x01, 0x01, 0x00, 0xab,
+      0xcd, 0xef, 0x40, 0xc4, 0x3a, 0x5c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7f, 0xe3,
+      0xab, 0x51, 0x30, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      0xff, 0xff, 0x7f, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x77, 0x00, 0x00, 0x00, 0x03};
+  CHECK(std::memcmp(out, expected, kPerftestDestSize) == 0);
+  const PeerRecord back = decode_perftest_dest(expected);
+  CHECK(back.lid == 0x12);
+  CHECK(back.out_reads == 16);
+  CHECK(back.qpn == 0x101);
+  CHECK(back.psn == 0xabcdef);
+  CHECK(back.rkey == 0x40c43a5c);
+  CHECK(back.vaddr == 0x00007fe3ab513000);
+  CHECK(std::memcmp(back.gid, r.gid, 16) == 0);
+  CHECK(back.srqn == 0x77);
+}
+
+TEST_CASE("over rdma_cm each perftest message is one SEND: the handshake's 56 bytes, and no "
+          "closing \"done\"",
+          "[oob][perftest]") {
+  auto to_server = std::make_shared<MessageQueue>();
+  auto to_client = std::make_shared<MessageQueue>();
+  OobSession server(OobChannel(std::make_unique<QueueTransport>(to_client, to_server), "peer"),
+                    false, 5000);
+  REQUIRE(server.channel().over_rdma_cm());
+  server.set_perftest_gid_index(3);
+  PeerRecord mine;
+  mine.qpn = 0x101;
+  PeerRecord theirs;
+  theirs.qpn = 0x222;
+  theirs.rkey = 0x1234;
+  uint8_t in[kPerftestDestSize];
+  encode_perftest_dest(theirs, 3, in);
+  {
+    std::lock_guard<std::mutex> lock(to_server->mu);
+    to_server->messages.emplace_back(reinterpret_cast<const char*>(in), sizeof in);
+  }
+  PeerRecord got;
+  REQUIRE(server.perftest_handshake(mine, &got).is_ok());
+  CHECK(got.qpn == 0x222);
+  CHECK(got.rkey == 0x1234);
+  REQUIRE(to_client->messages.size() == 1);
+  CHECK(to_client->messages.front().size() == kPerftestDestSize);
+  const PeerRecord sent =
+      decode_perftest_dest(reinterpret_cast<const uint8_t*>(to_client->messages.front().data()));
+  CHECK(sent.qpn == 0x101);
+  CHECK(static_cast<uint8_t>(to_client->messages.front()[55]) == 3);  // the GID index
+  // perftest's ctx_close_connection writes "done" on its socket only.
+  REQUIRE(server.perftest_done().is_ok());
+  CHECK(to_client->messages.size() == 1);
 }

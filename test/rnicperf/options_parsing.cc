@@ -850,3 +850,16 @@ TEST_CASE("--ipv6, --ipv6-addr and --bind_source_ip follow perftest's rules", "[
   CHECK(error_of({"write_bw", "--loopback", "--ipv6-addr"}) ==
         "--loopback has no control channel to address: leave out --ipv6-addr");
 }
+
+TEST_CASE("with -z (--com_rdma_cm) the control channel is rdma_cm's, with or without -R",
+          "[options]") {
+  CHECK(parse({"send_bw", "-z"})->com_rdma_cm);
+  CHECK(parse({"send_bw", "--com_rdma_cm"})->com_rdma_cm);
+  CHECK_FALSE(parse({"send_bw"})->com_rdma_cm);
+  CHECK_FALSE(parse({"send_bw", "-R"})->com_rdma_cm);  // -R alone keeps TCP (docs/rnicperf.md)
+  auto both = parse({"write_lat", "-R", "-z"});
+  REQUIRE(both.is_ok());
+  CHECK(both->rdma_cm);
+  CHECK(both->com_rdma_cm);
+  CHECK(rnicperf::usage_text().find("  -z, --com_rdma_cm ") != std::string::npos);
+}

@@ -175,6 +175,83 @@ TEST_CASE("-R connects two processes through the IB CM on the simulated fabric",
   check_pair("send_lat", {"-n", "50", "-R"}, true);
 }
 
+namespace {
+
+// -z: each process's HCA at an address of the test's own (so the client can name the
+// server's), the client naming the server's HCA address.
+Pair run_rdma_cm_pair(const std::vector<std::string>& args) {
+  const int port = free_port();
+  const std::string net = "127.0." + std::to_string(port % 200 + 20) + ".";
+  const auto command = [&](const std::string& address) {
+    std::vector<std::string> c = {"/usr/bin/env", "RNICDV_SIM_ADDR=" + address, rnicperf_bin()};
+    c.insert(c.end(), args.begin(), args.end());
+    c.insert(c.end(), {"-z", "-p", std::to_string(port), "--timeout=20"});
+    return c;
+  };
+  Child server(command(net + "1"));
+  std::vector<std::string> client_args = command(net + "2");
+  client_args.insert(client_args.end(), {"--retry-connect", net + "1"});
+  Child client(client_args);
+  Pair p;
+  p.client = client.wait(120);
+  p.server = server.wait(120);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("with -z two processes exchange over rdma_cm, the client naming the server's HCA; with -R "
+          "the test QP is the CM's too",
+          "[e2e][udp][cm]") {
+  for (const bool cm : {false, true}) {
+    std::vector<std::string> args = {"write_bw", "-n", "100", "-s", "4096"};
+    if (cm) args.push_back("-R");
+    Pair p = run_rdma_cm_pair(args);
+    INFO("-R " << cm << "\nserver:\n"
+               << p.server.out << p.server.err << "\nclient:\n"
+               << p.client.out << p.client.err);
+    REQUIRE(p.client.exit_code == 0);
+    REQUIRE(p.server.exit_code == 0);
+    for (const std::string* out : {&p.client.out, &p.server.out}) {
+      CHECK(out->find(" Data ex. method : rdma_cm\n") != std::string::npos);
+      CHECK(out->find(std::string(" rdma_cm QPs\t : ") + (cm ? "ON" : "OFF")) !=
+            std::string::npos);
+      CHECK(count_lines_starting(*out, " 4096 ") == 1);
+    }
+  }
+}
+
+TEST_CASE("with -z a client whose server's HCA has no listener on the port is refused at once, "
+          "told how to wait; a wrong --bind_source_ip is named",
+          "[e2e][errors][cm]") {
+  const int port = free_port();
+  const std::string net = "127.0." + std::to_string(port % 200 + 20) + ".";
+  // A TCP server: its HCA exists, but nothing listens on the CM port.
+  Child server({"/usr/bin/env", "RNICDV_SIM_ADDR=" + net + "1", rnicperf_bin(), "send_lat", "-p",
+                std::to_string(port), "--timeout=5"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto client = [&](std::vector<std::string> extra) {
+    std::vector<std::string> c = {"/usr/bin/env", "RNICDV_SIM_ADDR=" + net + "2", rnicperf_bin(),
+                                  "send_lat", "-z", "-p", std::to_string(port), "--timeout=5"};
+    c.insert(c.end(), extra.begin(), extra.end());
+    c.push_back(net + "1");
+    return Child(c).wait(60);
+  };
+  ProcessResult refused = client({});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 1);
+  CHECK(refused.err.find("rnicperf: -z: control connection: ") == 0);
+  CHECK(refused.err.find("rejected by " + net + "1:" + std::to_string(port)) != std::string::npos);
+  CHECK(refused.err.find("(start the server first, or pass --retry-connect to wait for it)") !=
+        std::string::npos);
+  ProcessResult wrong = client({"--bind_source_ip", net + "9"});
+  CHECK(wrong.exit_code == 1);
+  CHECK(wrong.err == "rnicperf: --bind_source_ip " + net + "9 with -z: the connection manager "
+                     "runs on sim0's own address, " + net + "2\n");
+  server.signal(SIGINT);
+  server.wait(30);
+}
+
 TEST_CASE("an endless write_bw: the client prints interval rows, its server 'Client closed "
           "connection'",
           "[two_processes][run_infinitely]") {

@@ -11,6 +11,12 @@
 # With QOS_TCLASS=<tos> (the ARGS give both sides the same --tclass), each side also writes a
 # pcap, and tshark must find that TOS byte and perftest's GRH hop limit, 255, in the IP header
 # of every RoCE frame of the test's QPs in both (the CM's MADs, on QP1, carry neither).
+#
+# With RDMA_CM=1 (the ARGS hold -z, or -R -z) the exchange runs over rdma_cm: each side's HCA
+# has an address of the port's own, the client names the server's, and both must print
+# "Data ex. method : rdma_cm". Nothing listens on TCP then: a client waits for the rnicperf
+# server's banner (printed once it listens), and an rnicperf client retries a perftest server
+# that does not listen yet.
 set -u
 . "$(dirname "$0")/listening.sh"
 shim=$1 rnicperf=$2 port=$3 mode=$4 test=$5
@@ -35,10 +41,26 @@ case $mode in
   *) echo "mode: rnicperf-server or perftest-server" >&2; exit 2 ;;
 esac
 pcap() { [ -n "$qos" ] && echo "RNICDV_PCAP=$work/$1.pcap" || echo "RNICDV_PCAP="; }
-timeout 120 env "$(pcap server)" "${server[@]}" -p "$port" "$@" >"$work/server.out" 2>&1 &
+rdma_cm=${RDMA_CM:-}
+srv_addr=127.0.0.1 srv_env=() cli_env=() client_extra=()
+if [ -n "$rdma_cm" ]; then
+  srv_addr=127.0.$((port % 200 + 20)).1
+  srv_env=("RNICDV_SIM_ADDR=$srv_addr") cli_env=("RNICDV_SIM_ADDR=127.0.$((port % 200 + 20)).2")
+  [ "$mode" = perftest-server ] && client_extra=(--retry-connect)
+fi
+timeout 120 env "$(pcap server)" "${srv_env[@]}" "${server[@]}" -p "$port" "$@" >"$work/server.out" 2>&1 &
 server_pid=$!
-wait_listening "$port" $server_pid
-timeout 120 env "$(pcap client)" "${client[@]}" -p "$port" "$@" 127.0.0.1 >"$work/client.out" 2>&1
+if [ -n "$rdma_cm" ] && [ "$mode" = rnicperf-server ]; then
+  for _ in $(seq 1 200); do
+    grep -q 'Waiting for client to connect' "$work/server.out" && break
+    kill -0 $server_pid 2>/dev/null || break
+    sleep 0.05
+  done
+elif [ -z "$rdma_cm" ]; then
+  wait_listening "$port" $server_pid
+fi
+timeout 120 env "$(pcap client)" "${cli_env[@]}" "${client[@]}" -p "$port" "$@" "${client_extra[@]}" \
+  "$srv_addr" >"$work/client.out" 2>&1
 client_rc=$?
 wait $server_pid
 server_rc=$?
@@ -51,6 +73,12 @@ for side in server client; do
   [ "${!rc_var}" -eq 0 ] || { echo "$side: exit ${!rc_var}" >&2; status=1; }
 done
 grep -Eq "$row" "$work/client.out" || { echo "the client printed no result row" >&2; status=1; }
+if [ -n "$rdma_cm" ]; then
+  for side in server client; do
+    grep -q 'Data ex. method : rdma_cm' "$work/$side.out" ||
+      { echo "$side: no 'Data ex. method : rdma_cm' in its header" >&2; status=1; }
+  done
+fi
 if [ "$test" != read_lat ] && [ "$test" != atomic_lat ] && ! grep -Eq "$row" "$work/server.out"; then
   echo "the server printed no result row" >&2
   status=1

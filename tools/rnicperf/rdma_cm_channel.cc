@@ -330,8 +330,8 @@ Result<OobChannel> rdma_cm_connect_channel(rnicdv::Device& device, const std::st
       return st.prepend("-z: control connection");
     if (!setup.retry)
       return Status::error(st.code(),
-                           "-z: control connection: %s (no server is listening there: start "
-                           "the server first, or pass --retry-connect to wait for it)",
+                           "-z: control connection: %s (start the server first, or pass "
+                           "--retry-connect to wait for it)",
                            st.message().c_str());
     if (!announced && notice && SteadyClock::now() - start >= std::chrono::seconds(1)) {
       announced = true;
