@@ -170,6 +170,9 @@ TEST_CASE("with -z the control channel is SENDs on a QP the CM connects, with -R
           "[e2e][cm]") {
   check_run("send_lat", {"-n", "50", "-z"}, true);
   check_run("write_bw", {"-n", "100", "-z"}, false);
+  // 40 QPs' records (4320 bytes) are more than one receive of the channel takes: the message
+  // goes as two SENDs and arrives whole.
+  check_run("write_bw", {"-n", "20", "-s", "4096", "-q", "40", "-z"}, false);
   std::string json = tmp_json("z");
   for (const char* test : {"read_lat", "send_bw"}) {
     ProcessResult r = run_rnicperf({test, "--loopback", "-z", "-R", "-n", "100", "--timeout=20",

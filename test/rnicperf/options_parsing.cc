@@ -160,6 +160,8 @@ TEST_CASE("cross-option rules", "[options]") {
           "--first-reply runs client and server in this process: add --loopback");
     CHECK(error_of({"send_lat", "--loopback", "--first-reply=10", "-R"}) ==
           "--first-reply makes its own connections; not with --early-post or -R");
+    CHECK(error_of({"send_lat", "--loopback", "--first-reply=10", "-z"}) ==
+          "--first-reply has no control channel to put on rdma_cm: not with -z");
     CHECK(error_of({"send_lat", "--loopback", "--cm-poll-us=10"}) ==
           "--cm-poll-us applies with --first-reply only");
   }

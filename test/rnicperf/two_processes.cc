@@ -4,6 +4,11 @@
 // the errors: parameter mismatch (on both sides), unreachable server, port in use.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -177,6 +182,27 @@ TEST_CASE("-R connects two processes through the IB CM on the simulated fabric",
 
 namespace {
 
+// Holds TCP port `port` listening, without accepting, for as long as it lives.
+class TcpHolder {
+ public:
+  explicit TcpHolder(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ok_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 1) == 0;
+  }
+  ~TcpHolder() { ::close(fd_); }
+  bool ok() const { return ok_; }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
 // -z: each process's HCA at an address of the test's own (so the client can name the
 // server's), the client naming the server's HCA address.
 Pair run_rdma_cm_pair(const std::vector<std::string>& args) {
@@ -188,6 +214,9 @@ Pair run_rdma_cm_pair(const std::vector<std::string>& args) {
     c.insert(c.end(), {"-z", "-p", std::to_string(port), "--timeout=20"});
     return c;
   };
+  // The TCP port is taken: a run that fell back to TCP would fail ("port in use").
+  TcpHolder tcp(port);
+  REQUIRE(tcp.ok());
   Child server(command(net + "1"));
   std::vector<std::string> client_args = command(net + "2");
   client_args.insert(client_args.end(), {"--retry-connect", net + "1"});
@@ -228,8 +257,12 @@ TEST_CASE("with -z a client whose server's HCA has no listener on the port is re
   const std::string net = "127.0." + std::to_string(port % 200 + 20) + ".";
   // A TCP server: its HCA exists, but nothing listens on the CM port.
   Child server({"/usr/bin/env", "RNICDV_SIM_ADDR=" + net + "1", rnicperf_bin(), "send_lat", "-p",
-                std::to_string(port), "--timeout=5"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                std::to_string(port), "--timeout=20"});
+  // Its banner comes once it listens on TCP, after its HCA is up.
+  for (int i = 0; i < 400 && server.out_so_far().find("Waiting for client") == std::string::npos;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(server.out_so_far().find("Waiting for client") != std::string::npos);
   const auto client = [&](std::vector<std::string> extra) {
     std::vector<std::string> c = {"/usr/bin/env", "RNICDV_SIM_ADDR=" + net + "2", rnicperf_bin(),
                                   "send_lat", "-z", "-p", std::to_string(port), "--timeout=5"};

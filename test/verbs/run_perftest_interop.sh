@@ -12,6 +12,8 @@
 # pcap, and tshark must find that TOS byte and perftest's GRH hop limit, 255, in the IP header
 # of every RoCE frame of the test's QPs in both (the CM's MADs, on QP1, carry neither).
 #
+# With EXPECT_CLIENT=<regex>, the client's output (stdout and stderr) must also match it.
+#
 # With RDMA_CM=1 (the ARGS hold -z, or -R -z) the exchange runs over rdma_cm: each side's HCA
 # has an address of the port's own, the client names the server's, and both must print
 # "Data ex. method : rdma_cm". Nothing listens on TCP then: a client waits for the rnicperf
@@ -73,6 +75,10 @@ for side in server client; do
   [ "${!rc_var}" -eq 0 ] || { echo "$side: exit ${!rc_var}" >&2; status=1; }
 done
 grep -Eq "$row" "$work/client.out" || { echo "the client printed no result row" >&2; status=1; }
+if [ -n "${EXPECT_CLIENT:-}" ] && ! grep -Eq "$EXPECT_CLIENT" "$work/client.out"; then
+  echo "the client's output does not match: $EXPECT_CLIENT" >&2
+  status=1
+fi
 if [ -n "$rdma_cm" ]; then
   for side in server client; do
     grep -q 'Data ex. method : rdma_cm' "$work/$side.out" ||

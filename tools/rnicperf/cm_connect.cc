@@ -31,8 +31,10 @@ rnicdv::hw::Mtu mtu_code(uint32_t bytes) {
   }
 }
 
-// Waits for ESTABLISHED; anything else is the failure it names.
-Status wait_established(rnicdv::Connection& conn, std::chrono::milliseconds timeout) {
+// Waits for ESTABLISHED; anything else is the failure it names (a REJ's reason in
+// `*reject_reason`, if given).
+Status wait_established(rnicdv::Connection& conn, std::chrono::milliseconds timeout,
+                        uint16_t* reject_reason = nullptr) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -43,6 +45,8 @@ Status wait_established(rnicdv::Connection& conn, std::chrono::milliseconds time
     auto ev = conn.wait_event(left);
     if (!ev) continue;
     if (ev->type == ConnectionEventType::established) return Status::ok();
+    if (ev->type == ConnectionEventType::rejected && reject_reason)
+      *reject_reason = ev->reject_reason;
     if (!ev->status.is_ok()) return ev->status;
     return Status::error(Errc::protocol_error, "%s: %s instead of ESTABLISHED", conn.name().c_str(),
                          rnicdv::connection_event_name(ev->type));
@@ -157,11 +161,22 @@ Status cm_connect(TestEndpoint& ep, const CmRendezvous& meet, const Options& o, 
     RNICDV_ASSIGN_OR_RETURN(address, server_address(ep));
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
+  for (uint32_t refused = 0;; ++refused) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    options.timeout = std::max(left, std::chrono::milliseconds(1));
     RNICDV_ASSIGN_OR_RETURN(*conn,
                             rnicdv::Connection::connect(ep.qp(0), address, o.port, {}, options));
-    Status st = wait_established(**conn, timeout);
+    uint16_t reason = 0;
+    Status st = wait_established(**conn, options.timeout, &reason);
+    // Only "nobody listens on that port" (REJ 8) may change; any other REJ is the answer.
+    if (st && refused > 0)
+      std::fprintf(stderr,
+                   "rnicperf: -R: CM port %u of %s refused %u REQ(s) (nobody listened yet) "
+                   "before it accepted\n",
+                   o.port, address.c_str(), refused);
     if (st || !meet.retry_refused || st.code() != Errc::rejected ||
+        reason != rnicdv::hw::reject_reason::invalid_service_id ||
         std::chrono::steady_clock::now() >= deadline)
       return st;
     // Nobody listened yet: the QP went to ERR with the REJ; back in INIT, with its receives

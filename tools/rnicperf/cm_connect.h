@@ -31,7 +31,7 @@ rnicdv::Status cm_resolve_datagrams(TestEndpoint& ep, OobSession& oob, const Opt
 // listens (rnicperf's barrier, or a perftest handshake, after which a perftest server only
 // starts to listen); the client connects to `address` ("": the HCA address of the server's
 // record, its GID) and, with `retry_refused`, sends its REQ again every 20 ms until the
-// timeout while nobody listens there yet (REJ).
+// timeout while nobody listens there yet (REJ 8, invalid service ID; any other REJ fails).
 struct CmRendezvous {
   std::function<rnicdv::Status()> sync;
   std::string address;

@@ -52,7 +52,8 @@ uint32_t default_inline(const Options& o) {
 }
 
 uint32_t random_psn() {
-  static std::mt19937 gen{std::random_device{}()};
+  // Per thread: a --loopback run's two ends create their QPs at once.
+  thread_local std::mt19937 gen{std::random_device{}()};
   return gen() & 0xffffff;
 }
 
@@ -396,6 +397,11 @@ Status TestEndpoint::refill_receives() {
 }
 
 Status TestEndpoint::restart_after_reject(size_t i, std::chrono::milliseconds timeout) {
+  // The receive CQ's completions are all QP i's only when it is the one QP (as with -R).
+  if (qps_.size() != 1)
+    return Status::error(Errc::invalid_argument,
+                         "restarting QP %#x after a REJ: %zu QPs share its completion queue",
+                         qps_[i].qpn(), qps_.size());
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   uint64_t flushed = recvs_posted_[i] - recvs_done_[i];
   const uint32_t qpn = qps_[i].qpn();
@@ -412,6 +418,16 @@ Status TestEndpoint::restart_after_reject(size_t i, std::chrono::milliseconds ti
     std::this_thread::yield();
   }
   recvs_done_[i] = recvs_posted_[i];
+  // -e: the flush raised the armed receive CQ's event. It belongs to no measurement: take it
+  // and arm the CQ again, so events_taken() counts the run's alone.
+  while (channel_) {
+    Result<rnicdv::CqEvent> ev = channel_->wait_event(0);
+    if (!ev) break;
+    rnicdv::CompletionQueue& fired = ev->context == 0 ? *send_cq_ : *recv_cq_;
+    fired.ack_events(1);
+    if (Errc e = fired.request_notify(); e != Errc::ok)
+      return Status::error(e, "-e: cannot arm a completion queue again after the REJ");
+  }
   hw::QpAttr reset;
   reset.state = hw::QpState::reset;
   RNICDV_TRY(qps_[i].modify(reset, hw::qp_attr::state));

@@ -111,6 +111,7 @@ OobChannel& OobChannel::operator=(OobChannel&& o) noexcept {
     fd_ = std::exchange(o.fd_, -1);
     transport_ = std::move(o.transport_);
     peer_ = std::move(o.peer_);
+    peer_ip_ = std::move(o.peer_ip_);
   }
   return *this;
 }

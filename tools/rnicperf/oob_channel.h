@@ -39,11 +39,12 @@ class OobChannel {
  public:
   OobChannel() = default;
   OobChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
-  OobChannel(std::unique_ptr<OobTransport> transport, std::string peer)
-      : transport_(std::move(transport)), peer_(std::move(peer)) {}
+  // `peer_ip`: the peer's address as the transport reached it (-z: its HCA's).
+  OobChannel(std::unique_ptr<OobTransport> transport, std::string peer, std::string peer_ip = {})
+      : transport_(std::move(transport)), peer_(std::move(peer)), peer_ip_(std::move(peer_ip)) {}
   OobChannel(OobChannel&& o) noexcept
       : fd_(std::exchange(o.fd_, -1)), transport_(std::move(o.transport_)),
-        peer_(std::move(o.peer_)) {}
+        peer_(std::move(o.peer_)), peer_ip_(std::move(o.peer_ip_)) {}
   OobChannel& operator=(OobChannel&& o) noexcept;
   OobChannel(const OobChannel&) = delete;
   OobChannel& operator=(const OobChannel&) = delete;
@@ -71,11 +72,14 @@ class OobChannel {
   bool valid() const { return fd_ >= 0 || transport_ != nullptr; }
   // -z: the bytes travel as SENDs on a QP (perftest then exchanges its records in binary).
   bool over_rdma_cm() const { return transport_ != nullptr; }
+  // -z: the server's HCA address, as resolved from the name given (the CM's for -R too).
+  const std::string& peer_ip() const { return peer_ip_; }
 
  private:
   int fd_ = -1;
   std::unique_ptr<OobTransport> transport_;
   std::string peer_;  // "127.0.0.1:18515", for messages
+  std::string peer_ip_;
 };
 
 class OobListener {

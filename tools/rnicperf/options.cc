@@ -1233,6 +1233,9 @@ Status resolve_defaults(Options& o) {
     if (o.early_post > 0 || o.rdma_cm)
       return Status::error(Errc::invalid_argument,
                            "--first-reply makes its own connections; not with --early-post or -R");
+    if (o.com_rdma_cm)
+      return Status::error(Errc::invalid_argument,
+                           "--first-reply has no control channel to put on rdma_cm: not with -z");
   } else if (o.cm_poll_us > 0) {
     return Status::error(Errc::invalid_argument, "--cm-poll-us applies with --first-reply only");
   }

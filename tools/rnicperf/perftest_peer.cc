@@ -75,6 +75,12 @@ Status check_supported(const Options& o) {
 Status Session::run_with_perftest() {
   perftest_peer_ = true;
   RNICDV_TRY(check_supported(o_));
+  if (o_.run_infinitely && o_.com_rdma_cm && !sends())
+    return Status::error(Errc::invalid_argument,
+                         "%s: the peer is perftest, and an endless receiver over rdma_cm (-z) "
+                         "cannot tell when perftest's sender stops: perftest ends by a signal, "
+                         "and only a TCP channel closes with it (run the receiver without -z)",
+                         test_name(o_.test));
   // rnicperf's buffers do not depend on the page and cache-line sizes; the MTU does matter.
   uint32_t cycle_buffer = 4096, cache_line = 64;
   RNICDV_TRY(oob_->perftest_sys_data(&cycle_buffer, &cache_line));
@@ -97,7 +103,7 @@ Status Session::run_with_perftest() {
     // nobody yet and is sent again), a handshake.
     CmRendezvous meet;
     meet.sync = [&] { return handshake(); };
-    meet.address = s_.client ? o_.server : std::string();
+    meet.address = s_.client ? oob_->channel().peer_ip() : std::string();  // -z's, resolved
     meet.retry_refused = true;
     RNICDV_TRY(cm_connect(*ep_, meet, o_, s_.client, mtu, &conn_));
     RNICDV_TRY(handshake());

@@ -64,9 +64,12 @@ class RdmaCmTransport final : public OobTransport {
   ~RdmaCmTransport() override;
 
   rnicdv::QueuePair& qp() { return *qp_; }
-  // Takes the connection made for qp() and waits until it is ESTABLISHED.
+  // Takes the connection made for qp() and waits until it is ESTABLISHED. A REJ's reason is
+  // then reject_reason().
   Status establish(rnicdv::Connection conn, SteadyClock::time_point deadline);
+  uint16_t reject_reason() const { return reject_reason_; }
   std::string peer() const { return hw::cm_address_string(conn_->remote_address()); }
+  std::string peer_ip() const { return conn_->remote_address().ip.to_string(); }
 
   Status send_all(const void* data, size_t len, uint32_t timeout_ms) override;
   Status recv_all(void* data, size_t len, uint32_t timeout_ms) override;
@@ -91,11 +94,16 @@ class RdmaCmTransport final : public OobTransport {
   std::optional<rnicdv::QueuePair> qp_;
   std::optional<rnicdv::Connection> conn_;  // destroyed first (declared last)
   std::string name_ = "the control connection";
+  uint16_t reject_reason_ = 0;
   std::mutex send_mu_;
   bool send_broken_ = false;  // under send_mu_: a send timed out, its slot may still be read
-  std::vector<uint8_t> stream_;  // arrived, not yet read
+  // The receiving side: the main thread reads, and a run's watcher thread may look
+  // (readable) at the same time; both take the receive CQ's completions and the connection's
+  // events, so one at a time.
+  std::mutex recv_mu_;
+  std::vector<uint8_t> stream_;  // under recv_mu_: arrived, not yet read
   size_t stream_pos_ = 0;
-  Status failure_;  // why nothing more will arrive
+  Status failure_;  // under recv_mu_: why nothing more will arrive
 };
 
 Result<std::unique_ptr<RdmaCmTransport>> RdmaCmTransport::create(rnicdv::Device& device) {
@@ -154,6 +162,7 @@ Status RdmaCmTransport::establish(rnicdv::Connection conn, SteadyClock::time_poi
     auto ev = conn_->wait_event(std::chrono::milliseconds(std::min<int64_t>(left, 100)));
     if (!ev) continue;
     if (ev->type == ConnectionEventType::established) return Status::ok();
+    if (ev->type == ConnectionEventType::rejected) reject_reason_ = ev->reject_reason;
     if (!ev->status.is_ok()) return ev->status;
     return Status::error(Errc::protocol_error, "%s: %s instead of ESTABLISHED", name_.c_str(),
                          rnicdv::connection_event_name(ev->type));
@@ -193,6 +202,7 @@ bool RdmaCmTransport::take_one() {
 
 Status RdmaCmTransport::recv_all(void* data, size_t len, uint32_t timeout_ms) {
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
+  std::lock_guard<std::mutex> lock(recv_mu_);
   Backoff backoff;
   while (stream_.size() - stream_pos_ < len) {
     if (take_one()) continue;
@@ -210,6 +220,7 @@ Status RdmaCmTransport::recv_all(void* data, size_t len, uint32_t timeout_ms) {
 
 Result<bool> RdmaCmTransport::readable(uint32_t timeout_ms) {
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
+  std::lock_guard<std::mutex> lock(recv_mu_);
   Backoff backoff;
   for (;;) {
     if (stream_.size() > stream_pos_) return true;
@@ -305,6 +316,12 @@ rnicdv::ConnectionOptions control_options(SteadyClock::time_point deadline) {
   return options;
 }
 
+OobChannel channel_of(std::unique_ptr<RdmaCmTransport> t) {
+  std::string peer = t->peer() + " (rdma_cm)";
+  std::string ip = t->peer_ip();
+  return OobChannel(std::move(t), std::move(peer), std::move(ip));
+}
+
 }  // namespace
 
 Result<OobChannel> rdma_cm_connect_channel(rnicdv::Device& device, const std::string& server,
@@ -321,13 +338,17 @@ Result<OobChannel> rdma_cm_connect_channel(rnicdv::Device& device, const std::st
         t->qp(), address, setup.port, {}, control_options(deadline));
     if (!conn) return conn.status().prepend("-z: control connection");
     Status st = t->establish(std::move(conn.value()), deadline);
-    if (st) {
-      std::string peer = t->peer() + " (rdma_cm)";
-      return OobChannel(std::move(t), std::move(peer));
-    }
-    const bool refused = st.code() == Errc::rejected || st.code() == Errc::unreachable;
-    if (!refused || ms_left(deadline) <= 0)
-      return st.prepend("-z: control connection");
+    if (st) return channel_of(std::move(t));
+    // Nobody listens on the port yet (REJ 8), or nobody answered: a later try may find the
+    // server. Any other refusal is the server's answer.
+    const bool not_yet =
+        (st.code() == Errc::rejected && t->reject_reason() == hw::reject_reason::invalid_service_id) ||
+        st.code() == Errc::unreachable;
+    if (!not_yet || ms_left(deadline) <= 0) return st.prepend("-z: control connection");
+    if (setup.give_up && setup.give_up())
+      return Status::error(Errc::disconnected,
+                           "-z: control connection: the server stopped before it accepted (%s)",
+                           st.message().c_str());
     if (!setup.retry)
       return Status::error(st.code(),
                            "-z: control connection: %s (start the server first, or pass "
@@ -343,8 +364,9 @@ Result<OobChannel> rdma_cm_connect_channel(rnicdv::Device& device, const std::st
   }
 }
 
-Result<OobChannel> rdma_cm_accept_channel(rnicdv::Device& device, const RdmaCmChannelSetup& setup,
-                                          const std::function<void(const std::string&)>& listening) {
+Result<OobChannel> rdma_cm_accept_channel(
+    rnicdv::Device& device, const RdmaCmChannelSetup& setup,
+    const std::function<Status(const std::string&)>& listening) {
   RNICDV_TRY(check_local(device, setup.local));
   RNICDV_ASSIGN_OR_RETURN(std::unique_ptr<RdmaCmTransport> t, RdmaCmTransport::create(device));
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(setup.timeout_ms);
@@ -354,7 +376,7 @@ Result<OobChannel> rdma_cm_accept_channel(rnicdv::Device& device, const RdmaCmCh
     // the port is free for -R's own listener.
     RNICDV_ASSIGN_OR_RETURN(rnicdv::Listener listener,
                             rnicdv::Listener::listen(device, setup.local, setup.port));
-    if (listening) listening(hw::cm_address_string(listener.address()));
+    if (listening) RNICDV_TRY(listening(hw::cm_address_string(listener.address())));
     while (!request) {
       const int64_t left = ms_left(deadline);
       if (left <= 0)
@@ -372,8 +394,7 @@ Result<OobChannel> rdma_cm_accept_channel(rnicdv::Device& device, const RdmaCmCh
   Result<rnicdv::Connection> conn = request->accept(t->qp(), {}, control_options(deadline));
   if (!conn) return conn.status().prepend("-z: control connection");
   RNICDV_TRY(t->establish(std::move(conn.value()), deadline).prepend("-z: control connection"));
-  std::string peer = t->peer() + " (rdma_cm)";
-  return OobChannel(std::move(t), std::move(peer));
+  return channel_of(std::move(t));
 }
 
 }  // namespace rnicperf

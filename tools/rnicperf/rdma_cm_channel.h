@@ -9,9 +9,9 @@
 // unchanged.
 //
 // The channel owns its PD, CQs, QP, buffer and connection; the device must outlive it.
-// send_all may be called from a second thread (the reporter's signs of life) while the main
-// thread receives: sends are serialized, and only the main thread reads the connection's
-// events.
+// Any thread may send or receive: sends are serialized among themselves, and so are receives
+// (readable included), which alone read the receive CQ and the connection's events; a send
+// and a receive may run at once (the reporter's signs of life while the main thread waits).
 #pragma once
 
 #include <cstdint>
@@ -26,9 +26,12 @@ namespace rnicperf {
 struct RdmaCmChannelSetup {
   uint16_t port = 0;        // CM port (-p)
   uint32_t timeout_ms = 0;  // the whole connection set-up
-  // Client: a REQ nobody listens for (REJ) or nobody answers is tried again every 50 ms until
-  // the deadline (--retry-connect); without it, the first refusal fails.
+  // Client: a REQ nobody listens for (REJ 8, invalid service ID) or nobody answers is tried
+  // again every 50 ms until the deadline (--retry-connect); without it, the first such
+  // refusal fails. Any other REJ fails at once, with its reason.
   bool retry = false;
+  // Client: asked before each new try; true stops the tries (a --loopback server that ended).
+  std::function<bool()> give_up;
   // --bind_source_ip: this side's CM address, which can only be the device's own. Server:
   // listens there alone ("" : every address of the device's IP version).
   std::string local;
@@ -42,9 +45,10 @@ rnicdv::Result<OobChannel> rdma_cm_connect_channel(
     const std::function<void(const std::string&)>& notice = {});
 
 // Listens on CM port setup.port, calls `listening` with the address listened on (printable,
-// "127.0.0.3:18515") once requests can come, and accepts the first request.
+// "127.0.0.3:18515") once requests can come (its failure ends the wait, with its status),
+// and accepts the first request.
 rnicdv::Result<OobChannel> rdma_cm_accept_channel(
     rnicdv::Device& device, const RdmaCmChannelSetup& setup,
-    const std::function<void(const std::string&)>& listening = {});
+    const std::function<rnicdv::Status(const std::string&)>& listening = {});
 
 }  // namespace rnicperf

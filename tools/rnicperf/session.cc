@@ -32,7 +32,8 @@ using rnicdv::Status;
 namespace detail {
 
 // -z: the control channel on a QP of the test's device. In a --loopback run the server end
-// tells the client its HCA address over the in-process channel, which then closes.
+// tells the client its HCA address over the in-process channel; the client keeps watching it
+// while it connects, so that a server that ended stops the client's tries.
 Status Session::connect_control_rdma_cm(uint32_t timeout_ms) {
   constexpr size_t kAddressText = 64;
   RdmaCmChannelSetup setup;
@@ -44,33 +45,37 @@ Status Session::connect_control_rdma_cm(uint32_t timeout_ms) {
     std::string server = o_.server;
     if (s_.channel.valid()) {
       char text[kAddressText] = {};
-      Status st = s_.channel.recv_all(text, sizeof text, timeout_ms);
-      s_.channel = OobChannel();
-      RNICDV_TRY(st.prepend("-z: the loopback server's address"));
+      if (Status st = s_.channel.recv_all(text, sizeof text, timeout_ms); !st) {
+        s_.channel = OobChannel();
+        return st.prepend("-z: the loopback server's address");
+      }
       server.assign(text, strnlen(text, sizeof text));
+      // The server sends nothing more: the channel turns readable only when it closes.
+      setup.give_up = [this] {
+        Result<bool> closed = s_.channel.readable(0);
+        return !closed || closed.value();
+      };
     }
-    RNICDV_ASSIGN_OR_RETURN(
-        OobChannel ch, rdma_cm_connect_channel(ep_->device(), server, setup,
-                                               [](const std::string& what) {
-                                                 std::fprintf(stderr, "rnicperf: %s\n",
-                                                              what.c_str());
-                                               }));
-    oob_ = std::make_unique<OobSession>(std::move(ch), true, timeout_ms);
+    Result<OobChannel> ch = rdma_cm_connect_channel(
+        ep_->device(), server, setup,
+        [](const std::string& what) { std::fprintf(stderr, "rnicperf: %s\n", what.c_str()); });
+    s_.channel = OobChannel();
+    if (!ch) return ch.status();
+    oob_ = std::make_unique<OobSession>(std::move(ch.value()), true, timeout_ms);
     return Status::ok();
   }
-  Status told;
   Result<OobChannel> ch =
-      rdma_cm_accept_channel(ep_->device(), setup, [&](const std::string&) {
+      rdma_cm_accept_channel(ep_->device(), setup, [&](const std::string&) -> Status {
         print(waiting_banner());
-        if (!s_.channel.valid()) return;
+        if (!s_.channel.valid()) return Status::ok();
         char text[kAddressText] = {};
         const std::string own = ep_->device().info().gid.ip().to_string();
         std::memcpy(text, own.data(), std::min(own.size(), sizeof text - 1));
-        told = s_.channel.send_all(text, sizeof text, timeout_ms);
+        return s_.channel.send_all(text, sizeof text, timeout_ms)
+            .prepend("-z: telling the loopback client where to connect");
       });
-  s_.channel = OobChannel();  // a loopback client still waiting for the address stops now
+  s_.channel = OobChannel();  // a loopback client still trying stops now
   if (!ch) return ch.status();
-  RNICDV_TRY(told.prepend("-z: telling the loopback client where to connect"));
   oob_ = std::make_unique<OobSession>(std::move(ch.value()), false, timeout_ms);
   return Status::ok();
 }
