@@ -27,10 +27,15 @@
 // With --reversed (both sides given it) the server posts and the client is posted to, as
 // perftest swaps its "machine"; each exchange keeps its TCP order.
 //
+// With -z (perftest's -z or -R) the same messages go as SENDs on the rdma_cm control QP, the
+// record as perftest's binary struct pingpong_dest, and no "done". With -R -z too, a
+// handshake, the CM connection of the test QP and a handshake come first, and the QP is not
+// brought up from the records (perftest's create_rdma_cm_connection).
+//
 // Nothing is negotiated, as between two perftest ends: both are given the same size (or -a)
 // and iterations. perftest's exchange has no room for rnicperf's extras (early posting,
-// first reply), nor for -b, -D, -q and -R, which perftest exchanges differently (nor for an
-// endless run but send_bw's).
+// first reply), nor for -b, -D and -q, which perftest exchanges differently (nor for an
+// endless run but send_bw's, nor -R without -z).
 #include "bandwidth_loops.h"
 #include "cm_connect.h"
 #include "latency_loops.h"
