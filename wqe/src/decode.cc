@@ -74,18 +74,21 @@ uint32_t min_ds_for(uint8_t opcode, SqTransport transport) {
         return 0;
     }
   }
+  // XRC: the XRC segment after the ctrl segment, on every opcode that sends.
+  const uint32_t xrc = transport == SqTransport::xrc && opcode != MLX5_OPCODE_NOP ? 1 : 0;
   switch (opcode) {
     case MLX5_OPCODE_NOP:
+      return 1;
     case MLX5_OPCODE_SEND:
     case MLX5_OPCODE_SEND_IMM:
-      return 1;  // ctrl (a SEND may carry no data: libmlx5 drops empty SGEs)
+      return 1 + xrc;  // ctrl (a SEND may carry no data: libmlx5 drops empty SGEs)
     case MLX5_OPCODE_RDMA_WRITE:
     case MLX5_OPCODE_RDMA_WRITE_IMM:
     case MLX5_OPCODE_RDMA_READ:
-      return 2;  // ctrl + raddr
+      return 2 + xrc;  // ctrl + raddr
     case MLX5_OPCODE_ATOMIC_CS:
     case MLX5_OPCODE_ATOMIC_FA:
-      return 4;  // ctrl + raddr + atomic + data
+      return 4 + xrc;  // ctrl + raddr + atomic + data
     default:
       return 0;
   }
@@ -177,6 +180,7 @@ WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, Decod
   out->swap_add = 0;
   out->compare = 0;
   out->av = DatagramAv{};
+  out->xrc_srqn = 0;
   out->num_entries = 0;
   out->inline_bytes = 0;
   out->total_length = 0;
@@ -219,19 +223,25 @@ WqeDefect decode_send_wqe(SqRing ring, uint32_t pi, uint32_t expected_qpn, Decod
     if (!(dqp & MLX5_EXTENDED_UD_AV)) return WqeDefect::bad_av;
     unit = min_ds;
   }
+  if (transport == SqTransport::xrc) {
+    uint8_t xrc_srqn[4];
+    view.read(base + kDsBytes, xrc_srqn, sizeof xrc_srqn);
+    out->xrc_srqn = load_be32(xrc_srqn) & 0xffffff;
+    unit = 2;
+  }
   if (is_rdma(ctrl.opcode) || is_atomic(ctrl.opcode)) {
     uint8_t raddr[sizeof(mlx5_wqe_raddr_seg)];
-    view.read(base + kDsBytes, raddr, sizeof raddr);
+    view.read(base + unit * kDsBytes, raddr, sizeof raddr);
     out->remote_addr = load_be64(raddr + offsetof(mlx5_wqe_raddr_seg, raddr));
     out->rkey = load_be32(raddr + offsetof(mlx5_wqe_raddr_seg, rkey));
-    unit = 2;
+    ++unit;
   }
   if (is_atomic(ctrl.opcode)) {
     uint8_t atomic[sizeof(mlx5_wqe_atomic_seg)];
-    view.read(base + 2 * kDsBytes, atomic, sizeof atomic);
+    view.read(base + unit * kDsBytes, atomic, sizeof atomic);
     out->swap_add = load_be64(atomic + offsetof(mlx5_wqe_atomic_seg, swap_add));
     out->compare = load_be64(atomic + offsetof(mlx5_wqe_atomic_seg, compare));
-    unit = 3;
+    ++unit;
   }
 
   // A READ scatters into local memory; inline data has no meaning there.

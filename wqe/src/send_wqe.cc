@@ -57,6 +57,52 @@ Errc encode_fixed_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn,
 
 }  // namespace detail
 
+Errc encode_xrc_send_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn,
+                         const SendWr& wr, const SqLimits& limits, uint8_t force_fm_ce_se,
+                         EncodedWqe* out) noexcept {
+  if (wr.av != nullptr || wr.opcode == WrOpcode::nop || wr.remote_srqn > 0xffffff)
+    return Errc::invalid_argument;
+  if (ring.buf == nullptr || ring.bb_count == 0) return Errc::queue_full;
+  // The RC form first, in a scratch ring of the largest WQE: it validates and sizes the
+  // request exactly as for RC, and nothing reaches `ring` unless the whole WQE fits there.
+  alignas(kBbBytes) uint8_t scratch[kMaxWqeBbs * kBbBytes];
+  const SqRing tmp{scratch, kMaxWqeBbs};
+  EncodedWqe rc;
+  if (const Errc err = encode_send_wqe(tmp, 0, kMaxWqeBbs, qpn, wr, limits, force_fm_ce_se, &rc);
+      err != Errc::ok)
+    return err;
+  const uint32_t ds = rc.ds + kXrcSegDs;
+  if (ds > kMaxWqeDs)
+    return (wr.flags & send_flags::inline_data) ? Errc::inline_too_large : Errc::too_many_sge;
+  const uint32_t bbs = bbs_for(ds);
+  if (bbs > free_bbs || bbs > ring.bb_count) return Errc::queue_full;
+
+  // The segments after the ctrl segment, one unit further on (a WQE may wrap at the ring's
+  // end, a segment never does), then the XRC segment, then the ctrl segment with the new DS,
+  // its head last (segments.h, "Publishing a WQE").
+  uint8_t* const wqe = ring.bb(pi);
+  uint8_t* const end = ring.end();
+  auto unit_at = [&](uint32_t unit) {
+    uint8_t* at = wqe + static_cast<size_t>(unit) * kDsBytes;
+    return at >= end ? at - (end - ring.buf) : at;
+  };
+  for (uint32_t unit = 1; unit < rc.ds; ++unit)
+    std::memcpy(unit_at(unit + kXrcSegDs), scratch + static_cast<size_t>(unit) * kDsBytes,
+                kDsBytes);
+  uint8_t* const xrc = unit_at(1);
+  std::memset(xrc, 0, kDsBytes);
+  const uint32_t srqn_be = htobe32(wr.remote_srqn);
+  std::memcpy(xrc, &srqn_be, sizeof srqn_be);
+  uint64_t words[2];
+  std::memcpy(words, scratch, sizeof words);
+  publish_ctrl_words(wqe, ctrl_head(pi, static_cast<uint8_t>(wr.opcode), qpn, static_cast<uint8_t>(ds)),
+                     words[1]);
+  out->ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
+  out->ds = static_cast<uint8_t>(ds);
+  out->bbs = static_cast<uint8_t>(bbs);
+  return Errc::ok;
+}
+
 Errc encode_nop_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, uint8_t ds,
                     uint8_t fm_ce_se, EncodedWqe* out) noexcept {
   if (ds == 0 || ds > kMaxWqeDs) return Errc::invalid_argument;

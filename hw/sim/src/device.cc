@@ -146,6 +146,25 @@ Result<std::unique_ptr<hw::Qp>> make_qp(const std::shared_ptr<Hca>& hca, hw::Pd&
   return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(hca, qp));
 }
 
+class SimXrcd final : public hw::Xrcd {
+ public:
+  SimXrcd(std::shared_ptr<Hca> hca, uint32_t xrcdn) : hca_(std::move(hca)), xrcdn_(xrcdn) {}
+  // The driver closes a domain after its SRQs and targets (it holds it for them); closing
+  // one still in use leaves it open until the device goes.
+  ~SimXrcd() override { (void)hca_->dealloc_xrcd(xrcdn_); }
+  uint32_t xrcdn() const override { return xrcdn_; }
+  const Hca* hca() const { return hca_.get(); }
+
+ private:
+  std::shared_ptr<Hca> hca_;
+  uint32_t xrcdn_;
+};
+
+const SimXrcd* sim_xrcd(const Hca& hca, hw::Xrcd& xrcd) {
+  auto* x = dynamic_cast<SimXrcd*>(&xrcd);
+  return x && x->hca() == &hca ? x : nullptr;
+}
+
 // An address vector as libmlx5 builds one for a RoCE v2 GID (mlx5_create_ah): SL in bits 3..1
 // of stat_rate_sl, no GRH bit (reserved on RoCE), the source GID index in grh_gid_fl, and the
 // destination MAC the fabric gives the destination's IPv4 address.
@@ -215,6 +234,38 @@ Result<std::unique_ptr<hw::Qp>> Device::create_qp_on_srq(hw::Pd& pd, hw::Cq& sen
                                                          hw::Cq& recv_cq, hw::Srq& srq,
                                                          const hw::QpCaps& caps) {
   return make_qp(impl_->hca, pd, send_cq, recv_cq, &srq, caps);
+}
+
+Result<std::unique_ptr<hw::Xrcd>> Device::open_xrcd() {
+  RNICDV_ASSIGN_OR_RETURN(const uint32_t xrcdn, impl_->hca->alloc_xrcd());
+  return std::unique_ptr<hw::Xrcd>(std::make_unique<SimXrcd>(impl_->hca, xrcdn));
+}
+
+Result<std::unique_ptr<hw::Srq>> Device::create_xrc_srq(hw::Xrcd& xrcd, hw::Pd& pd, hw::Cq& cq,
+                                                        uint32_t max_wr, uint32_t max_sge) {
+  Hca& hca = *impl_->hca;
+  const SimXrcd* x = sim_xrcd(hca, xrcd);
+  if (!x) return foreign(hca, "create_xrc_srq", "XRC domain");
+  const SimPd* p = sim_pd(hca, pd);
+  if (!p) return foreign(hca, "create_xrc_srq", "PD");
+  CqObj* c = sim_cq(hca, cq);
+  if (!c) return foreign(hca, "create_xrc_srq", "CQ");
+  RNICDV_ASSIGN_OR_RETURN(SrqObj* const srq,
+                          hca.create_xrc_srq(x->xrcdn(), p->pdn(), c, max_wr, max_sge));
+  return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(impl_->hca, srq));
+}
+
+Result<std::unique_ptr<hw::Qp>> Device::create_xrc_send_qp(hw::Pd& pd, hw::Cq& send_cq,
+                                                           const hw::QpCaps& caps) {
+  return make_qp(impl_->hca, pd, send_cq, send_cq, nullptr, caps, hw::QpType::xrc_send);
+}
+
+Result<std::unique_ptr<hw::Qp>> Device::create_xrc_recv_qp(hw::Xrcd& xrcd) {
+  Hca& hca = *impl_->hca;
+  const SimXrcd* x = sim_xrcd(hca, xrcd);
+  if (!x) return foreign(hca, "create_xrc_recv_qp", "XRC domain");
+  RNICDV_ASSIGN_OR_RETURN(QpObj* const qp, hca.create_xrc_recv_qp(x->xrcdn()));
+  return std::unique_ptr<hw::Qp>(std::make_unique<SimQp>(impl_->hca, qp));
 }
 
 int Device::async_fd() const {

@@ -465,15 +465,22 @@ void Hca::deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8
   }
   QpObj* qp = find_qp(p.bth.dest_qp);
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
-  // RC to RC QPs and UC to UC QPs, default partition, and only from the peer this QP is
-  // connected to (IBA 9.6: a packet that fails the transport checks is silently dropped).
-  const hw::QpType service = (p.bth.opcode & 0xe0) == pkt::opcode::uc_base ? hw::QpType::uc
-                                                                            : hw::QpType::rc;
-  if (!qp || (service == hw::QpType::rc && p.bth.opcode >= 0x20) ||
+  // RC to RC QPs, UC to UC QPs, XRC requests to XRC targets and XRC responses to XRC
+  // initiators, default partition, and only from the peer this QP is connected to (IBA 9.6:
+  // a packet that fails the transport checks is silently dropped).
+  const uint8_t transport = p.bth.opcode & pkt::kTransportMask;
+  const hw::QpType service = transport == pkt::opcode::uc_base ? hw::QpType::uc
+                             : transport != pkt::opcode::xrc_base ? hw::QpType::rc
+                             : info.request                       ? hw::QpType::xrc_recv
+                                                                  : hw::QpType::xrc_send;
+  if (!qp || (service == hw::QpType::rc && transport != 0) ||
       p.bth.pkey != pkt::kDefaultPkey || qp->type != service) [[unlikely]] {
     ++counters_.rx_dropped;
     return;
   }
+  // From here on an XRC packet is its RC opcode (the roles know RC's), its XRCETH kept.
+  if (transport == pkt::opcode::xrc_base)
+    p.bth.opcode = static_cast<uint8_t>(p.bth.opcode - pkt::opcode::xrc_base);
   ++qp->counters.packets_rx;
   if (qp->state == hw::QpState::reset || qp->state == hw::QpState::init ||
       qp->state == hw::QpState::err || src != qp->remote_ip) [[unlikely]] {

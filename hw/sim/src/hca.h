@@ -132,6 +132,21 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   Result<SrqObj*> create_srq_external(uint32_t pdn, const ExternalSrqMemory& mem);
   Status arm_srq_limit(SrqObj* srq, uint32_t limit);
   Status destroy_srq(SrqObj* srq);
+  // XRC (srq.cc): domains, the SRQs of one (their receives completing on `cq`), and target
+  // QPs, which have neither queue and whose CQs are a placeholder of the device's.
+  Result<uint32_t> alloc_xrcd();
+  Status dealloc_xrcd(uint32_t xrcdn);
+  Result<SrqObj*> create_xrc_srq(uint32_t xrcdn, uint32_t pdn, CqObj* cq, uint32_t max_wr,
+                                 uint32_t max_sge);
+  Result<SrqObj*> create_xrc_srq_external(uint32_t xrcdn, uint32_t pdn, CqObj* cq,
+                                          const ExternalSrqMemory& mem, uint32_t user_index);
+  Result<QpObj*> create_xrc_recv_qp(uint32_t xrcdn);
+  // An SRQ just made becomes one of domain `xrcdn`, completing on `cq` (undone, and an
+  // error, if the domain was closed meanwhile).
+  Result<SrqObj*> attach_xrc_srq_locked(SrqObj* srq, uint32_t xrcdn, CqObj* cq,
+                                        uint32_t user_index);
+  // An SRQ by its number (null: none), under the device lock.
+  SrqObj* find_srq_locked(uint32_t srqn) const;
   Result<QpObj*> create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                                     const ExternalQpMemory& mem, SrqObj* srq = nullptr);
   void destroy_qp(QpObj* qp);
@@ -335,7 +350,15 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   std::vector<QpObj*> errored_;              // QPs in ERR or SQE (qp.watched_in_error)
   std::atomic<uint32_t> errored_external_{0};  // of them, in memory the application placed
   std::vector<std::unique_ptr<SrqObj>> srqs_;
+  std::unordered_map<uint32_t, SrqObj*> srq_by_num_;
   uint32_t next_srqn_ = 0x40;
+  // XRC domains: number -> the SRQs and target QPs of it. The targets' placeholder CQ and PD
+  // are made with the first target (placeholder_mu_ keeps two from making them twice).
+  std::unordered_map<uint32_t, uint32_t> xrcds_;
+  uint32_t next_xrcdn_ = 1;
+  std::mutex placeholder_mu_;
+  CqObj* xrc_placeholder_cq_ = nullptr;
+  uint32_t xrc_placeholder_pdn_ = 0;
   std::unordered_map<uint32_t, QpObj*> qp_by_num_;
   std::atomic<bool> paused_{false};
   std::vector<CqObj*> overflowed_cqs_;  // CQ_ERR raised; their QPs go to ERR

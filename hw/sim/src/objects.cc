@@ -264,7 +264,8 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
     return too_big("max_inline_data", caps.max_inline_data, dev.max_inline_data);
 
   const bool ud = type == hw::QpType::ud;
-  if (ud && srq)
+  const bool xrc_send = type == hw::QpType::xrc_send;
+  if ((ud || type == hw::QpType::xrc_recv || xrc_send) && srq)
     return Status::error(Errc::unsupported, "%s: create_qp: a UD QP on a shared receive queue",
                          name);
   if (!ud && caps.block_self_multicast_loopback)
@@ -272,9 +273,11 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                          "%s: create_qp: blocking multicast loopback is for UD QPs only", name);
   // The largest WQE this QP may post, in 16-byte units. RC: RDMA with all its SGEs, an atomic
   // (ctrl + raddr + atomic + data = 4), or inline data after ctrl + raddr. UD: SEND after ctrl
-  // and the 48-byte datagram segment (4 units), with its SGEs or its inline data.
-  const uint32_t header = ud ? 4 : 2;
-  uint32_t ds = std::max<uint32_t>(header + std::max<uint32_t>(caps.max_send_sge, 1), 4);
+  // and the 48-byte datagram segment (4 units), with its SGEs or its inline data. XRC: RC's,
+  // with the XRC segment after ctrl.
+  const uint32_t header = ud ? 4 : xrc_send ? 3 : 2;
+  uint32_t ds = std::max<uint32_t>(header + std::max<uint32_t>(caps.max_send_sge, 1),
+                                   xrc_send ? 5 : 4);
   if (caps.max_inline_data)
     ds = std::max<uint32_t>(ds, header + (caps.max_inline_data + 4 + 15) / 16);
   const uint32_t wqe_bbs = (ds + 3) / 4;
@@ -320,6 +323,12 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   if (srq) {
     // Receives come from the SRQ; the QP's own receive queue stays empty.
     qp->srq = srq;
+    g.max_recv_wr = 0;
+    g.max_recv_sge = 0;
+  }
+  if (xrc_send || type == hw::QpType::xrc_recv) {
+    // XRC QPs receive nothing of their own: a target's receives come from the SRQs its
+    // requests name.
     g.max_recv_wr = 0;
     g.max_recv_sge = 0;
   }
@@ -515,7 +524,12 @@ void Hca::destroy_qp(QpObj* qp) {
   qp_by_num_.erase(qp->qpn);
   CqObj* scq = qp->send_cq;
   CqObj* rcq = qp->recv_cq;
-  if (qp->srq) --qp->srq->qp_refs;
+  if (qp->type == hw::QpType::xrc_recv) {
+    // Its SRQ is only the one its last message named: not counted.
+    if (const auto it = xrcds_.find(qp->xrcdn); it != xrcds_.end()) --it->second;
+  } else if (qp->srq) {
+    --qp->srq->qp_refs;
+  }
   std::free(qp->owned_buf);
   std::free(qp->owned_dbrec);
   std::free(qp->mirror_buf);

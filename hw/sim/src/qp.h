@@ -54,6 +54,7 @@ struct SendWqe {
   uint8_t ud_tclass = 0;      // the AV's traffic class and hop limit: the frame's TOS and TTL
   uint8_t ud_hop_limit = 64;
   uint32_t ud_flow_label = 0;  // the AV's, carried by an IPv6 header
+  uint32_t xrc_srqn = 0;       // XRC: the responder's SRQ, carried in every packet's XRCETH
   std::vector<LocalSeg> segs;        // gather (SEND/WRITE) or scatter (READ/atomic) list
   std::vector<uint8_t> inline_data;  // backing store of inline segments
 
@@ -206,6 +207,10 @@ struct QpObj {
   CqObj* send_cq = nullptr;
   CqObj* recv_cq = nullptr;
   SrqObj* srq = nullptr;  // receives come from this shared receive queue (srq.h)
+  // An XRC target: its domain. `srq` and `pdn` are then those of the XRC SRQ the message
+  // being received names (rc/responder.cc), and its CQs the device's placeholder: receives
+  // complete on the SRQ's CQ (receive_cq()).
+  uint32_t xrcdn = 0;
   hw::QpView view;
   wqe::SqRing sq;
   wqe::RqRing rq;
@@ -282,8 +287,13 @@ struct QpObj {
   uint32_t recv_srqn_uidx() const;
   uint32_t in_flight() const { return wq_tail - comp.wq_head; }
   wqe::SqTransport transport() const {
-    return type == hw::QpType::ud ? wqe::SqTransport::ud : wqe::SqTransport::rc;
+    return type == hw::QpType::ud         ? wqe::SqTransport::ud
+           : type == hw::QpType::xrc_send ? wqe::SqTransport::xrc
+                                          : wqe::SqTransport::rc;
   }
+  bool xrc() const { return type == hw::QpType::xrc_send || type == hw::QpType::xrc_recv; }
+  // Where a receive completes: an XRC SRQ's own CQ, else the QP's receive CQ.
+  CqObj* receive_cq() const;
 };
 
 }  // namespace rnicdv::sim

@@ -85,8 +85,14 @@ SrqObj* Hca::add_srq_locked(std::unique_ptr<SrqObj> srq, uint32_t pdn) {
   dv.srqn = srq->srqn;
   srq->view.wqe_cnt = srq->ring.wqe_cnt;
   SrqObj* raw = srq.get();
+  srq_by_num_[raw->srqn] = raw;
   slot_push(srqs_, std::move(srq), &SrqObj::slot);
   return raw;
+}
+
+SrqObj* Hca::find_srq_locked(uint32_t srqn) const {
+  const auto it = srq_by_num_.find(srqn);
+  return it == srq_by_num_.end() ? nullptr : it->second;
 }
 
 Status Hca::arm_srq_limit(SrqObj* srq, uint32_t limit) {
@@ -105,8 +111,14 @@ Status Hca::arm_srq_limit(SrqObj* srq, uint32_t limit) {
 // through the QP. The driver's own QPs, and libmlx5 with version 0 (index 0xffffff), get the
 // SRQ's number.
 uint32_t QpObj::recv_srqn_uidx() const {
+  // An XRC receive names its SRQ (libmlx5 finds an XRC SRQ by its own user index).
+  if (srq && srq->xrc) return srq->user_index != 0xffffff ? srq->user_index : srq->srqn;
   if (srq && (!external || user_index == 0xffffff)) return srq->srqn;
   return user_index;
+}
+
+CqObj* QpObj::receive_cq() const {
+  return srq && srq->cq ? srq->cq : recv_cq;
 }
 
 Status Hca::destroy_srq(SrqObj* srq) {
@@ -115,11 +127,135 @@ Status Hca::destroy_srq(SrqObj* srq) {
   if (srq->qp_refs)
     return Status::error(Errc::busy, "%s: srq %#x: destroy: %u QPs still use it",
                          info_.name.c_str(), srq->srqn, srq->qp_refs);
+  if (srq->xrc) {
+    // A target QP filling a receive from it loses that message (its next packet names an SRQ
+    // that is gone: rc/responder.cc), and no new one can name it.
+    for (auto& qp : qps_) {
+      if (qp->type != hw::QpType::xrc_recv || qp->srq != srq) continue;
+      qp->srq = nullptr;
+      qp->resp.recv.active = false;
+    }
+    --xrcds_[srq->xrcdn];
+    CqObj* cq = srq->cq;
+    --cq->qp_refs;
+    maybe_free_cq(cq);
+  }
+  srq_by_num_.erase(srq->srqn);
   std::free(srq->owned_buf);
   std::free(srq->owned_dbrec);
   std::free(srq->mirror_buf);
   slot_erase(srqs_, srq, &SrqObj::slot);
   return Status::ok();
+}
+
+Result<uint32_t> Hca::alloc_xrcd() {
+  RNICDV_TRY(check_owner("open_xrcd"));
+  RNICDV_TRY(check_alive("open_xrcd"));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (xrcds_.size() >= info_.caps.max_pd)
+    return Status::error(Errc::no_resources, "%s: open_xrcd: %zu XRC domains in use",
+                         info_.name.c_str(), xrcds_.size());
+  const uint32_t xrcdn = next_xrcdn_++ & 0xffffff;
+  xrcds_[xrcdn] = 0;
+  return xrcdn;
+}
+
+Status Hca::dealloc_xrcd(uint32_t xrcdn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = xrcds_.find(xrcdn);
+  if (it == xrcds_.end())
+    return Status::error(Errc::not_found, "%s: xrcd %u: close: no such XRC domain",
+                         info_.name.c_str(), xrcdn);
+  if (it->second != 0)
+    return Status::error(Errc::busy, "%s: xrcd %u: close: %u SRQs and target QPs still use it",
+                         info_.name.c_str(), xrcdn, it->second);
+  xrcds_.erase(it);
+  return Status::ok();
+}
+
+namespace {
+
+Status no_xrcd(const hw::DeviceInfo& info, const char* op, uint32_t xrcdn) {
+  return Status::error(Errc::not_found, "%s: %s: XRC domain %u does not exist", info.name.c_str(),
+                       op, xrcdn);
+}
+
+}  // namespace
+
+Result<SrqObj*> Hca::create_xrc_srq(uint32_t xrcdn, uint32_t pdn, CqObj* cq, uint32_t max_wr,
+                                    uint32_t max_sge) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!xrcds_.count(xrcdn)) return no_xrcd(info_, "create_xrc_srq", xrcdn);
+  }
+  RNICDV_ASSIGN_OR_RETURN(SrqObj* const srq, create_srq(pdn, max_wr, max_sge));
+  std::lock_guard<std::mutex> lock(mu_);
+  return attach_xrc_srq_locked(srq, xrcdn, cq, 0xffffff);
+}
+
+Result<SrqObj*> Hca::create_xrc_srq_external(uint32_t xrcdn, uint32_t pdn, CqObj* cq,
+                                             const ExternalSrqMemory& mem, uint32_t user_index) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!xrcds_.count(xrcdn)) return no_xrcd(info_, "create_xrc_srq", xrcdn);
+  }
+  RNICDV_ASSIGN_OR_RETURN(SrqObj* const srq, create_srq_external(pdn, mem));
+  std::lock_guard<std::mutex> lock(mu_);
+  return attach_xrc_srq_locked(srq, xrcdn, cq, user_index);
+}
+
+Result<SrqObj*> Hca::attach_xrc_srq_locked(SrqObj* srq, uint32_t xrcdn, CqObj* cq,
+                                           uint32_t user_index) {
+  const auto it = xrcds_.find(xrcdn);
+  if (it == xrcds_.end()) {
+    srq_by_num_.erase(srq->srqn);
+    std::free(srq->owned_buf);
+    std::free(srq->owned_dbrec);
+    std::free(srq->mirror_buf);
+    slot_erase(srqs_, srq, &SrqObj::slot);
+    return no_xrcd(info_, "create_xrc_srq", xrcdn);
+  }
+  ++it->second;
+  srq->xrc = true;
+  srq->xrcdn = xrcdn;
+  srq->cq = cq;
+  srq->user_index = user_index & 0xffffff;
+  ++cq->qp_refs;
+  return srq;
+}
+
+Result<QpObj*> Hca::create_xrc_recv_qp(uint32_t xrcdn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!xrcds_.count(xrcdn)) return no_xrcd(info_, "create_xrc_recv_qp", xrcdn);
+  }
+  // As mlx5's kernel driver gives a target the device's own CQ and PD: nothing completes on
+  // that CQ (receives go to their SRQ's), and no access is checked against that PD.
+  CqObj* cq = nullptr;
+  uint32_t pdn = 0;
+  {
+    std::lock_guard<std::mutex> once(placeholder_mu_);
+    if (!xrc_placeholder_cq_) {
+      RNICDV_ASSIGN_OR_RETURN(CqObj* const made, create_cq(1));
+      RNICDV_ASSIGN_OR_RETURN(const uint32_t placeholder_pdn, alloc_pd());
+      xrc_placeholder_cq_ = made;
+      xrc_placeholder_pdn_ = placeholder_pdn;
+    }
+    cq = xrc_placeholder_cq_;
+    pdn = xrc_placeholder_pdn_;
+  }
+  hw::QpCaps caps;
+  caps.max_send_wr = 0;
+  caps.max_recv_wr = 0;
+  caps.max_send_sge = 0;
+  caps.max_recv_sge = 0;
+  RNICDV_ASSIGN_OR_RETURN(QpObj* const qp,
+                          create_qp(pdn, cq, cq, caps, nullptr, hw::QpType::xrc_recv));
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = xrcds_.find(xrcdn);
+  if (it != xrcds_.end()) ++it->second;
+  qp->xrcdn = xrcdn;
+  return qp;
 }
 
 }  // namespace rnicdv::sim

@@ -11,6 +11,8 @@
 
 namespace rnicdv::sim {
 
+struct CqObj;
+
 struct SrqObj {
   size_t slot = 0;  // index in Hca::srqs_ (slots.h)
   uint32_t srqn = 0;
@@ -21,6 +23,13 @@ struct SrqObj {
   uint32_t consumed = 0;      // WQEs taken (free-running)
   uint32_t limit = 0;         // armed limit (0: the limit event is off)
   uint32_t qp_refs = 0;
+  // An XRC SRQ (hw::QpType::xrc_recv): the domain whose target QPs may name it, and the CQ its
+  // receives complete on (held: its qp_refs count this SRQ). user_index is what those CQEs
+  // carry in srqn_uidx (libmlx5's user index with CQE version 1; else the SRQ's number).
+  bool xrc = false;
+  uint32_t xrcdn = 0;
+  CqObj* cq = nullptr;
+  uint32_t user_index = 0xffffff;
   uint8_t* owned_buf = nullptr;
   uint32_t* owned_dbrec = nullptr;
   // Ring and record placed by the application (libmlx5 through the uverbs shim): read through

@@ -160,8 +160,14 @@ struct RateLimit {
 // The transport service of a QP (IBA 9.8): reliable connected; unreliable datagram, whose
 // send WQEs carry their own address vector (mlx5_wqe_datagram_seg); or unreliable connected:
 // SEND and RDMA WRITE to one peer, without acknowledgments, retries or RNR (a message that
-// loses a packet is dropped whole at the responder, and the next one is received).
-enum class QpType : uint8_t { rc, ud, uc };
+// loses a packet is dropped whole at the responder, and the next one is received). Or XRC
+// (IBA Annex A14): an initiator (xrc_send) is an RC QP whose every request names an SRQ of
+// the responder's device (SendWr::remote_srqn, the WQE's XRC segment, the packet's XRCETH);
+// it has no receive queue. A target (xrc_recv) has neither queue: it answers an initiator's
+// requests, and each SEND takes its receive from the XRC SRQ the request names, which must be
+// of the target's XRC domain; the receive completes on that SRQ's CQ, and memory accesses are
+// checked against that SRQ's PD.
+enum class QpType : uint8_t { rc, ud, uc, xrc_send, xrc_recv };
 
 // Where a UD send goes (ibv_ah_attr's GRH on RoCE): the destination's GID and what its
 // packets carry. The destination QP and Q_Key go with each send (SendWr::remote_qpn,
@@ -336,6 +342,13 @@ class CompletionChannel {
   virtual void forget(uint32_t cqn) = 0;
 };
 
+// An XRC domain (ibv_xrcd): what ties XRC target QPs to the XRC SRQs their requests may name.
+class Xrcd {
+ public:
+  virtual ~Xrcd() = default;
+  virtual uint32_t xrcdn() const = 0;
+};
+
 class ConnectionManager;  // rnicdv/hw/cm.h
 
 class Device {
@@ -370,6 +383,14 @@ class Device {
   // completes with a local QP operation error.
   virtual Result<std::unique_ptr<Qp>> create_uc_qp(Pd& pd, Cq& send_cq, Cq& recv_cq, Srq* srq,
                                                    const QpCaps& caps) = 0;
+  // XRC (QpType): a domain; an SRQ of it whose receives complete on `cq`, its memory that of
+  // `pd`; an initiator QP (send queue only, completing on `send_cq`); and a target QP of the
+  // domain. A backend without XRC refuses each with unsupported, naming the device.
+  virtual Result<std::unique_ptr<Xrcd>> open_xrcd();
+  virtual Result<std::unique_ptr<Srq>> create_xrc_srq(Xrcd& xrcd, Pd& pd, Cq& cq, uint32_t max_wr,
+                                                      uint32_t max_sge);
+  virtual Result<std::unique_ptr<Qp>> create_xrc_send_qp(Pd& pd, Cq& send_cq, const QpCaps& caps);
+  virtual Result<std::unique_ptr<Qp>> create_xrc_recv_qp(Xrcd& xrcd);
   // An address handle towards `attr.remote_gid` on port 1. The error names the device and
   // what the destination lacks (e.g. an address the fabric cannot reach).
   virtual Result<std::unique_ptr<Ah>> create_ah(Pd& pd, const AhAttr& attr) = 0;

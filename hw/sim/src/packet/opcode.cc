@@ -64,6 +64,20 @@ constexpr std::array<Entry, 256> make_table() {
                                   "UC_WRITE_LAST_IMM", "UC_WRITE_ONLY",    "UC_WRITE_ONLY_IMM"};
   for (uint8_t i = 0; i <= opcode::rc_write_only_imm; ++i)
     t[opcode::uc_base + i] = {uc_names[i], t[i].info};
+  // XRC: RC's table at 0xa0, each request with an XRCETH; the responses carry none.
+  const char* const xrc_names[] = {
+      "XRC_SEND_FIRST",          "XRC_SEND_MIDDLE",          "XRC_SEND_LAST",
+      "XRC_SEND_LAST_IMM",       "XRC_SEND_ONLY",            "XRC_SEND_ONLY_IMM",
+      "XRC_WRITE_FIRST",         "XRC_WRITE_MIDDLE",         "XRC_WRITE_LAST",
+      "XRC_WRITE_LAST_IMM",      "XRC_WRITE_ONLY",           "XRC_WRITE_ONLY_IMM",
+      "XRC_READ_REQUEST",        "XRC_READ_RESPONSE_FIRST",  "XRC_READ_RESPONSE_MIDDLE",
+      "XRC_READ_RESPONSE_LAST",  "XRC_READ_RESPONSE_ONLY",   "XRC_ACKNOWLEDGE",
+      "XRC_ATOMIC_ACKNOWLEDGE",  "XRC_COMPARE_SWAP",         "XRC_FETCH_ADD"};
+  for (uint8_t i = 0; i <= opcode::rc_fetch_add; ++i) {
+    OpcodeInfo info = t[i].info;
+    if (info.request) info.headers |= hdr::xrceth;
+    t[opcode::xrc_base + i] = {xrc_names[i], info};
+  }
   t[opcode::ud_send_only] = {"UD_SEND_ONLY", op(K::send, P::only, hdr::deth, true, false, true)};
   t[opcode::ud_send_only_imm] = {"UD_SEND_ONLY_IMM",
                                  op(K::send, P::only, hdr::deth | hdr::immdt, true, true, true)};

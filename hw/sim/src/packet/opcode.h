@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // IB transport opcodes carried in BTH byte 0 (IBA 9.2, Table 38) and what each one carries.
-// Only the RC opcodes this model executes, UC's SEND and RDMA WRITE, and the UD SEND are
-// known; any other value is rejected by the parser.
+// Only the RC opcodes this model executes, UC's SEND and RDMA WRITE, the UD SEND, and XRC's
+// copies of the RC opcodes (IBA Annex A14) are known; any other value is rejected by the parser.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,13 @@ inline constexpr uint8_t uc_write_only = 0x2a;
 inline constexpr uint8_t uc_write_only_imm = 0x2b;
 inline constexpr uint8_t ud_send_only = 0x64;
 inline constexpr uint8_t ud_send_only_imm = 0x65;
+// XRC (IBA Annex A14, transport bits 101): the RC opcodes above at the same offsets, from
+// 0xa0 (SEND FIRST) to 0xb4 (FETCH ADD). Every request carries an XRCETH after the BTH.
+inline constexpr uint8_t xrc_base = 0xa0;
 }  // namespace opcode
+
+// The transport service an opcode belongs to: its top three bits (IBA 9.2, Table 38).
+inline constexpr uint8_t kTransportMask = 0xe0;
 
 // Extension headers, in the order they follow the BTH (IBA 9.2, Figure 105).
 namespace hdr {
@@ -56,6 +62,7 @@ inline constexpr uint16_t atomic_eth = 1u << 2;
 inline constexpr uint16_t aeth = 1u << 3;
 inline constexpr uint16_t atomic_ack_eth = 1u << 4;
 inline constexpr uint16_t immdt = 1u << 5;
+inline constexpr uint16_t xrceth = 1u << 6;  // XRC requests: the SRQ the message goes to
 }  // namespace hdr
 
 inline constexpr uint32_t kBthBytes = 12;
@@ -65,6 +72,7 @@ inline constexpr uint32_t kAtomicEthBytes = 28;
 inline constexpr uint32_t kAethBytes = 4;
 inline constexpr uint32_t kAtomicAckEthBytes = 8;
 inline constexpr uint32_t kImmDtBytes = 4;
+inline constexpr uint32_t kXrcEthBytes = 4;  // 8 reserved bits, the XRC SRQ number (24 bits)
 
 enum class OpKind : uint8_t {
   none,
@@ -96,6 +104,7 @@ const OpcodeInfo& opcode_info(uint8_t op) noexcept;
 // Bytes of BTH plus extension headers for `headers`.
 constexpr uint32_t header_bytes(uint16_t headers) noexcept {
   return kBthBytes + ((headers & hdr::deth) ? kDethBytes : 0) +
+         ((headers & hdr::xrceth) ? kXrcEthBytes : 0) +
          ((headers & hdr::reth) ? kRethBytes : 0) +
          ((headers & hdr::atomic_eth) ? kAtomicEthBytes : 0) +
          ((headers & hdr::aeth) ? kAethBytes : 0) +

@@ -58,6 +58,10 @@ ParseError parse_packet(const uint8_t* data, size_t len, Packet* out) noexcept {
     p.deth.src_qp = load_be24(h + 5);
     h += kDethBytes;
   }
+  if (info.headers & hdr::xrceth) {
+    p.xrc_srqn = load_be24(h + 1);
+    h += kXrcEthBytes;
+  }
   if (info.headers & hdr::reth) {
     p.reth.va = load_be64(h);
     p.reth.rkey = load_be32(h + 8);
@@ -114,6 +118,11 @@ size_t build_headers(const Packet& p, uint8_t* buf) noexcept {
     h[4] = 0;
     store_be24(h + 5, p.deth.src_qp & 0xffffff);
     h += kDethBytes;
+  }
+  if (info.headers & hdr::xrceth) {
+    h[0] = 0;
+    store_be24(h + 1, p.xrc_srqn & 0xffffff);
+    h += kXrcEthBytes;
   }
   if (info.headers & hdr::reth) {
     store_be64(h, p.reth.va);

@@ -2,7 +2,7 @@
 // RoCEv2 transport packets (the UDP payload without its ICRC): BTH, extension headers,
 // payload, pad. Parsing treats every byte as hostile; building writes exactly what the
 // parser accepts. Layouts: IBA 9.2-9.5 (BTH 9.2.1, RETH 9.3.3, AETH 9.3.5, AtomicETH 9.3.4,
-// AtomicAckETH 9.5.2, ImmDt 9.3.6, DETH 9.3.2).
+// AtomicAckETH 9.5.2, ImmDt 9.3.6, DETH 9.3.2, XRCETH Annex A14).
 #pragma once
 
 #include <cstddef>
@@ -14,7 +14,8 @@ namespace rnicdv::sim::pkt {
 
 inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint32_t kMaxPayload = 4096;  // the largest path MTU
-inline constexpr uint32_t kMaxPacketBytes = header_bytes(hdr::reth | hdr::immdt) + kMaxPayload + 3;
+inline constexpr uint32_t kMaxPacketBytes =
+    header_bytes(hdr::xrceth | hdr::reth | hdr::immdt) + kMaxPayload + 3;
 
 // AETH syndrome (IBA 9.7.5.2.1, Table 42): bits 6:5 give the type.
 namespace aeth {
@@ -74,6 +75,7 @@ struct Packet {
   uint64_t atomic_orig = 0;  // AtomicAckETH
   uint32_t imm = 0;          // ImmDt, host order
   Deth deth;
+  uint32_t xrc_srqn = 0;     // XRCETH (24 bits): the SRQ an XRC request goes to
   const uint8_t* payload = nullptr;
   uint32_t payload_len = 0;
 };

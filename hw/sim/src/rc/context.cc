@@ -43,4 +43,8 @@ uint32_t Context::device_index() const {
   return device_.index();
 }
 
+SrqObj* Context::find_srq(uint32_t srqn) const {
+  return device_.find_srq_locked(srqn);
+}
+
 }  // namespace rnicdv::sim::rc

@@ -65,6 +65,8 @@ class Context {
   // (faults/schedule.h), else null; and the device's index in its fabric, their device=.
   faults::FaultSchedule* wr_faults() const;
   uint32_t device_index() const;
+  // An SRQ of the device by its number (an XRC request's XRCETH names one), or null.
+  SrqObj* find_srq(uint32_t srqn) const;
 
  private:
   Hca& device_;

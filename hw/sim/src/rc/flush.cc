@@ -35,7 +35,7 @@ void Flush::recv_error_cqe(QpObj& qp, uint8_t syndrome) {
   c.srqn_uidx = qp.recv_srqn_uidx();
   qp.resp.recv.active = false;
   ++ctx_.counters().error_cqes;
-  ctx_.write_cqe(qp.recv_cq, c);
+  ctx_.write_cqe(qp.receive_cq(), c);
 }
 
 void Flush::to_error(QpObj& qp) {
@@ -98,11 +98,11 @@ void Flush::flush_rq(QpObj& qp) {
   if (qp.resp.recv.active) {
     qp.resp.recv.active = false;
     c.wqe_counter = static_cast<uint16_t>(qp.resp.recv.counter);
-    ctx_.write_cqe(qp.recv_cq, c);
+    ctx_.write_cqe(qp.receive_cq(), c);
   }
   // The WQEs still posted to a shared receive queue belong to the other QPs as much as to
-  // this one: only the receive this QP was filling is flushed.
-  if (qp.srq) return;
+  // this one: only the receive this QP was filling is flushed. XRC QPs have no receive queue.
+  if (qp.srq || qp.xrc()) return;
   for (;;) {
     const uint16_t posted = static_cast<uint16_t>(load_rq_dbr(qp) - qp.rq_consumed);
     if (posted == 0 || posted > qp.rq.wqe_cnt) break;

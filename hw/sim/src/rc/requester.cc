@@ -157,6 +157,11 @@ bool Requester::send_request_packet(QpObj& qp, SendWqe& w) {
   }
   const bool unreliable = qp.type == hw::QpType::uc;
   if (unreliable) p.bth.opcode |= pkt::opcode::uc_base;  // the fetcher let only SEND and WRITE by
+  if (qp.type == hw::QpType::xrc_send) {
+    // XRC: RC's opcode at 0xa0, and the responder's SRQ in the XRCETH (Annex A14).
+    p.bth.opcode = static_cast<uint8_t>(p.bth.opcode + pkt::opcode::xrc_base);
+    p.xrc_srqn = w.xrc_srqn;
+  }
   // AckReq on the last packet of a message, on every READ/atomic, periodically inside long
   // messages, and when this packet fills the window (so the requester never stalls silently).
   ++qp.req.pkts_since_ack_req;

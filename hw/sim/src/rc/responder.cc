@@ -71,6 +71,7 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
          hw::AsyncEventType::qp_req_err);
     return;
   }
+  if (qp.type == hw::QpType::xrc_recv && !bind_xrc_srq(qp, p, info)) return;
   if ((info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only) && chosen_fault(qp, p, info))
     return;
   // The QP's own remote access rights (INIT attribute access_flags).
@@ -102,6 +103,21 @@ void Responder::on_request(QpObj& qp, const pkt::Packet& p) {
   }
   qp.resp.epsn = psn_add(qp.resp.epsn, 1);
   if (p.bth.ack_req) queue_ack(qp, pkt::aeth::kAck | pkt::aeth::kCreditInvalid, psn);
+}
+
+bool Responder::bind_xrc_srq(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info) {
+  SrqObj* srq = ctx_.find_srq(p.xrc_srqn);
+  const bool starts = info.pos == pkt::OpPos::first || info.pos == pkt::OpPos::only;
+  if (srq == nullptr || !srq->xrc || srq->xrcdn != qp.xrcdn || (!starts && srq != qp.srq)) {
+    fail(qp, pkt::aeth::kNakInvalidRequest, p.bth.psn, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+         hw::AsyncEventType::qp_req_err);
+    return false;
+  }
+  if (starts) {
+    qp.srq = srq;
+    qp.pdn = srq->pdn;
+  }
+  return true;
 }
 
 // Payload lengths of SEND and WRITE packets (rxe check_length): FIRST and MIDDLE carry exactly
@@ -529,7 +545,7 @@ void Responder::complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcod
   c.srqn_uidx = qp.recv_srqn_uidx();
   c.solicited = p.bth.solicited;
   qp.resp.recv.active = false;
-  ctx_.write_cqe(qp.recv_cq, c);
+  ctx_.write_cqe(qp.receive_cq(), c);
 }
 
 void Responder::refuse(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, hw::AsyncEventType event) {
@@ -549,7 +565,7 @@ void Responder::fail(QpObj& qp, uint8_t nak_syndrome, uint32_t psn, uint8_t recv
   // Everything already answered goes out first, then the NAK; then the QP stops.
   transmit(qp, UINT32_MAX);
   pkt::Packet nak;
-  nak.bth.opcode = pkt::opcode::rc_acknowledge;
+  nak.bth.opcode = answer_opcode(qp, pkt::opcode::rc_acknowledge);
   nak.bth.dest_qp = qp.attr.dest_qpn;
   nak.bth.psn = psn;
   nak.aeth = pkt::Aeth{nak_syndrome, qp.resp.msn};

@@ -22,6 +22,13 @@ class Flush;
 // requester that lost more than 2^23 packets in a row unreachable for as many again).
 inline constexpr uint32_t kUcStaleWindow = 1u << 16;
 
+// An answer's opcode (ACK, atomic ACK, READ response) on `qp`: an XRC target answers with
+// XRC's copies of RC's opcodes.
+inline uint8_t answer_opcode(const QpObj& qp, uint8_t rc_opcode) {
+  return qp.type == hw::QpType::xrc_recv ? static_cast<uint8_t>(rc_opcode + pkt::opcode::xrc_base)
+                                         : rc_opcode;
+}
+
 class Responder {
  public:
   Responder(Context& ctx, Flush& flush) : ctx_(ctx), flush_(flush) {}
@@ -49,6 +56,10 @@ class Responder {
   bool take_recv_wqe(QpObj& qp, const pkt::Packet& p);
   void no_recv_wqe(QpObj& qp, const pkt::Packet& p);
   bool take_srq_wqe(QpObj& qp, const pkt::Packet& p);
+  // An XRC target: the SRQ the request's XRCETH names, which must be an XRC SRQ of the
+  // target's domain (and, inside a message, the one its first packet named). A new message
+  // takes its receive from it and is checked against its PD. False: NAK invalid request.
+  bool bind_xrc_srq(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeInfo& info);
   bool srq_memory_gone(QpObj& qp, const pkt::Packet& p);
   bool resolve_recv_segs(QpObj& qp, const pkt::Packet& p, const wqe::DecodedRecvWqe& d);
   void complete_recv(QpObj& qp, const pkt::Packet& p, uint8_t cqe_opcode, uint64_t byte_cnt);

@@ -52,7 +52,7 @@ bool Responder::transmit(QpObj& qp, uint32_t budget) {
     p.bth.dest_qp = qp.attr.dest_qpn;
     p.bth.psn = job.psn;
     if (job.kind == RespJob::Kind::ack) {
-      p.bth.opcode = pkt::opcode::rc_acknowledge;
+      p.bth.opcode = answer_opcode(qp, pkt::opcode::rc_acknowledge);
       p.aeth = pkt::Aeth{job.syndrome, job.msn};
       const uint8_t type = job.syndrome & pkt::aeth::kTypeMask;
       if (type == pkt::aeth::kAck) {
@@ -62,7 +62,7 @@ bool Responder::transmit(QpObj& qp, uint32_t budget) {
         ++qp.counters.naks_tx;
       }
     } else {
-      p.bth.opcode = pkt::opcode::rc_atomic_acknowledge;
+      p.bth.opcode = answer_opcode(qp, pkt::opcode::rc_atomic_acknowledge);
       p.aeth = pkt::Aeth{pkt::aeth::kAck | pkt::aeth::kCreditInvalid, job.msn};
       p.atomic_orig = job.atomic_orig;
     }
@@ -95,13 +95,13 @@ bool Responder::send_read_response(QpObj& qp, RespJob& job) {
   p.bth.dest_qp = qp.attr.dest_qpn;
   p.bth.psn = psn_add(job.psn, k);
   if (job.npkts == 1)
-    p.bth.opcode = pkt::opcode::rc_read_response_only;
+    p.bth.opcode = answer_opcode(qp, pkt::opcode::rc_read_response_only);
   else if (k == 0)
-    p.bth.opcode = pkt::opcode::rc_read_response_first;
+    p.bth.opcode = answer_opcode(qp, pkt::opcode::rc_read_response_first);
   else if (k + 1 == job.npkts)
-    p.bth.opcode = pkt::opcode::rc_read_response_last;
+    p.bth.opcode = answer_opcode(qp, pkt::opcode::rc_read_response_last);
   else
-    p.bth.opcode = pkt::opcode::rc_read_response_middle;
+    p.bth.opcode = answer_opcode(qp, pkt::opcode::rc_read_response_middle);
   p.aeth = pkt::Aeth{pkt::aeth::kAck | pkt::aeth::kCreditInvalid, job.msn};
   if (len > payload_.size() || !host_read(pin, payload_.data(), host, len)) {
     // The region's pages were taken away after registration: nothing of them is sent.

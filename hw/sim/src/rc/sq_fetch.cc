@@ -190,6 +190,7 @@ void SqFetcher::resolve(QpObj& qp, const wqe::DecodedSendWqe& d, SendWqe& w) {
   w.rkey = d.rkey;
   w.swap_add = d.swap_add;
   w.compare = d.compare;
+  w.xrc_srqn = d.xrc_srqn;
   w.length = d.total_length;
   if (w.kind == WqeKind::nop) return;
   if (w.length > ctx_.caps().max_msg_size) {

@@ -30,8 +30,10 @@ enum class WqeDefect : uint8_t {
 
 // What kind of QP owns the ring: an unreliable-datagram SEND carries an address vector
 // (mlx5_wqe_datagram_seg, 48 bytes) between the control segment and its data, and a UD QP
-// executes no RDMA or atomic opcode.
-enum class SqTransport : uint8_t { rc, ud };
+// executes no RDMA or atomic opcode. An XRC initiator's WQE (any opcode but NOP) carries the
+// destination SRQ's number in an XRC segment (libmlx5's mlx5_wqe_xrc_seg, 16 bytes: xrc_srqn
+// big-endian, then 12 reserved) right after the control segment, before the raddr segment.
+enum class SqTransport : uint8_t { rc, ud, xrc };
 
 // The address vector of a UD send WQE (mlx5_wqe_av, extended form).
 struct DatagramAv {
@@ -68,6 +70,7 @@ struct DecodedSendWqe {
   uint64_t swap_add;  // atomic segment
   uint64_t compare;
   DatagramAv av;  // UD SEND only
+  uint32_t xrc_srqn;  // XRC: the SRQ the message goes to (24 bits)
   uint32_t num_entries;
   GatherEntry entries[kMaxDecodedSegments];
   uint32_t inline_bytes;  // bytes copied into the caller's inline buffer

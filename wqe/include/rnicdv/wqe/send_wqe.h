@@ -32,6 +32,16 @@ Errc send_wqe_size(const SendWr& wr, const SqLimits& limits, uint8_t* ds_out) no
 Errc encode_send_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, const SendWr& wr,
                      const SqLimits& limits, uint8_t force_fm_ce_se, EncodedWqe* out) noexcept;
 
+// The same for a QP of the XRC initiator type: the WQE carries `wr.remote_srqn` in an XRC
+// segment (16 bytes, xrc_srqn big-endian then 12 reserved: libmlx5's mlx5_wqe_xrc_seg) right
+// after the ctrl segment, and is otherwise the RC WQE of `wr` one segment further on. Out of
+// line: XRC QPs never take the RC fast path. A datagram (wr.av), a NOP and an SRQ number
+// above 24 bits are invalid_argument.
+Errc encode_xrc_send_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn,
+                         const SendWr& wr, const SqLimits& limits, uint8_t force_fm_ce_se,
+                         EncodedWqe* out) noexcept;
+inline constexpr uint32_t kXrcSegDs = 1;
+
 // Builds a NOP WQE of `ds` units (1..kMaxWqeDs) at `pi`; used to pad or to request a CQE.
 Errc encode_nop_wqe(SqRing ring, uint32_t pi, uint32_t free_bbs, uint32_t qpn, uint8_t ds,
                     uint8_t fm_ce_se, EncodedWqe* out) noexcept;

@@ -101,6 +101,9 @@ struct SendWr {
   uint32_t imm_data = 0;     // host order; SEND_IMM and RDMA_WRITE_IMM
   uint64_t remote_addr = 0;  // RDMA and atomics (atomics: 8-byte aligned)
   uint32_t rkey = 0;         // RDMA and atomics
+  // XRC initiator QPs (every opcode): the number of the XRC SRQ, on the responder's device,
+  // that the message goes to (24 bits). It fills what was padding: the layout is unchanged.
+  uint32_t remote_srqn = 0;
   uint64_t compare_add = 0;  // ATOMIC_CS: compare value; ATOMIC_FA: value to add
   uint64_t swap = 0;         // ATOMIC_CS: swap value
   // UD QPs (SEND and SEND_IMM): where the datagram goes. `av` is an address handle's address

@@ -199,6 +199,12 @@ class Device : public hw::Device {
   Result<std::unique_ptr<hw::Qp>> create_uc_qp(hw::Pd& pd, hw::Cq& send_cq, hw::Cq& recv_cq,
                                                hw::Srq* srq, const hw::QpCaps& caps) override;
   Result<std::unique_ptr<hw::Ah>> create_ah(hw::Pd& pd, const hw::AhAttr& attr) override;
+  Result<std::unique_ptr<hw::Xrcd>> open_xrcd() override;
+  Result<std::unique_ptr<hw::Srq>> create_xrc_srq(hw::Xrcd& xrcd, hw::Pd& pd, hw::Cq& cq,
+                                                  uint32_t max_wr, uint32_t max_sge) override;
+  Result<std::unique_ptr<hw::Qp>> create_xrc_send_qp(hw::Pd& pd, hw::Cq& send_cq,
+                                                     const hw::QpCaps& caps) override;
+  Result<std::unique_ptr<hw::Qp>> create_xrc_recv_qp(hw::Xrcd& xrcd) override;
   int async_fd() const override;
   bool next_async_event(hw::AsyncEvent* out) override;
   hw::ProgressHook progress_hook() override;
