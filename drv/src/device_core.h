@@ -32,6 +32,9 @@ struct DeviceCore {
   std::unordered_set<QpCore*> qps;    // live QPs, for device-wide events
   std::unordered_set<CqCore*> cqs;    // live CQs, found by CQN for CQ_ERR
   std::unordered_set<SrqCore*> srqs;  // live SRQs, found by SRQN for SRQ_LIMIT_REACHED
+  // Live XRC SRQs by the tag their receive CQEs carry (SrqCore::cqe_tag): an XRC target's
+  // receives complete on the SRQ's CQ under the target's QPN, and name the SRQ only so.
+  std::unordered_map<uint32_t, SrqCore*> xrc_srqs;
   bool fatal = false;        // DEVICE_FATAL seen
 
   template <class T>

@@ -230,8 +230,22 @@ void QpCore::destroy(std::unique_ptr<QpCore> core) noexcept {
     // The device QP goes now: the device stops executing it, and withheld work (never given
     // to it) is simply dropped with the rings.
     qp->hw_qp.reset();
-    qp->send_cq->remove_software_qp(qp);
+    if (qp->send_cq) qp->send_cq->remove_software_qp(qp);
     qp->publish_state(hw::QpState::reset);
+  }
+  if (qp->xrc_target) {
+    // No CQ of its own: its receives complete on its domain's SRQs' CQs, whose pollers may
+    // hold it still. It is parked in every CQ of the device, freed once all have polled.
+    std::shared_ptr<QpCore> shared(std::move(core));
+    std::lock_guard lock(qp->device->mutex);
+    for (CqCore* cq : qp->device->cqs) {
+      try {
+        cq->bury(shared);
+      } catch (const std::bad_alloc&) {
+        new (std::nothrow) std::shared_ptr<QpCore>(shared);
+      }
+    }
+    return;
   }
   qp->send_cq->detach(qp);
   if (qp->recv_cq != qp->send_cq) qp->recv_cq->detach(qp);

@@ -237,7 +237,9 @@ PostGate QpCore::gate_in_rts() const noexcept {
   // way too, where encode_wrs checks their datagram; its typed datagram calls do not. A UC QP
   // takes the lock-free path as RC does: encode_wrs refuses its READs and atomics, and the
   // typed ones leave the fixed path.
-  if (scanning_device || limits.max_sge == 0) return kGateSlow;
+  // An XRC initiator's WQEs carry a segment the lock-free layouts have not: the slow path
+  // (encode_wrs builds them). A target posts nothing.
+  if (scanning_device || limits.max_sge == 0 || xrc || xrc_target) return kGateSlow;
   if (datagram) return threading == Threading::thread_safe ? kGateSlow : kGateOpenDatagram;
   return threading == Threading::thread_safe ? kGateOpenUnderLock : kGateOpen;
 }

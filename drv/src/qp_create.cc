@@ -143,7 +143,13 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
                          dev_info.name.c_str());
   const bool ud = config.type == hw::QpType::ud;
   const bool uc = config.type == hw::QpType::uc;
-  if (config.type != hw::QpType::rc && !ud && !uc)
+  const bool xrc = config.type == hw::QpType::xrc_send;
+  if (config.type == hw::QpType::xrc_recv)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: an XRC target belongs to an XRC domain: "
+                         "create_xrc_target()",
+                         dev_info.name.c_str());
+  if (config.type != hw::QpType::rc && !ud && !uc && !xrc)
     return Status::error(Errc::invalid_argument, "%s: create_qp: unknown QP type %u",
                          dev_info.name.c_str(), static_cast<unsigned>(config.type));
   if (ud && srq)
@@ -151,7 +157,14 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
                          "%s: create_qp: a UD QP takes its receives from its own queue, not a "
                          "shared receive queue",
                          dev_info.name.c_str());
-  auto created = uc   ? core_->hw->create_uc_qp(pd.hw(), *send_cq.core()->hw_cq,
+  if (xrc && srq)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: an XRC initiator receives nothing: no shared receive "
+                         "queue",
+                         dev_info.name.c_str());
+  auto created = xrc  ? core_->hw->create_xrc_send_qp(pd.hw(), *send_cq.core()->hw_cq,
+                                                      config.caps)
+                 : uc ? core_->hw->create_uc_qp(pd.hw(), *send_cq.core()->hw_cq,
                                                 *recv_cq.core()->hw_cq,
                                                 srq ? srq->hw_srq.get() : nullptr, config.caps)
                  : srq ? core_->hw->create_qp_on_srq(pd.hw(), *send_cq.core()->hw_cq,
@@ -177,6 +190,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   qp->scanning_device = dev_info.profile.fetches_beyond_dbr;
   qp->datagram = ud;
   qp->unreliable = uc;
+  qp->xrc = xrc;
   qp->sig_all_bits = config.sq_sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
   qp->granted = view.granted;
   qp->limits = wqe::SqLimits{view.granted.max_send_sge, view.granted.max_inline_data};

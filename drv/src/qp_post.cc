@@ -45,6 +45,12 @@ Errc QpCore::post_ready_any(const SendWr* wrs, size_t count, size_t* bad_index,
 }
 
 Errc QpCore::post_gated(const SendWr* wrs, size_t count, size_t* bad_index, bool ring) noexcept {
+  if (xrc_target) [[unlikely]] {
+    // An XRC target has no send queue.
+    if (count == 0) return Errc::ok;
+    if (bad_index) *bad_index = 0;
+    return Errc::invalid_argument;
+  }
   if (unreliable) [[unlikely]] {
     // The WRs before the first one UC cannot carry (a READ or an atomic) are posted, and that
     // one is refused, as ibv_post_send refuses it (bad_wr). In RTS encode_wrs checks the same.

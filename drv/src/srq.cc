@@ -18,6 +18,7 @@ SrqCore::~SrqCore() {
   if (device) {
     std::lock_guard guard(device->mutex);
     device->srqs.erase(this);
+    if (xrcd) device->xrc_srqs.erase(cqe_tag);
   }
   hw_srq.reset();  // before the device (member order does the rest)
 }
@@ -58,6 +59,10 @@ Result<SharedReceiveQueue> Device::create_srq(ProtectionDomain& pd, uint32_t max
                          dev_info.name.c_str(), max_wr, max_sge);
   RNICDV_ASSIGN_OR_RETURN(std::unique_ptr<hw::Srq> created,
                           core_->hw->create_srq(pd.hw(), max_wr, max_sge));
+  return adopt_srq(std::move(created), max_sge);
+}
+
+Result<SharedReceiveQueue> Device::adopt_srq(std::unique_ptr<hw::Srq> created, uint32_t max_sge) {
   const hw::SrqView& view = created->view();
   const mlx5dv_srq& dv = view.dv;
   const uint32_t cnt = view.wqe_cnt;

@@ -107,6 +107,46 @@ TEST_CASE("UD SEND_ONLY to QP1 carries a DETH with the Q_Key and source QP") {
   CHECK(deth == std::vector<uint8_t>{0x80, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01});
 }
 
+// IBA Annex A14: XRC's opcodes are RC's at 0xa0, and every request carries a 4-byte XRCETH
+// (8 reserved bits, the XRC SRQ number) right after the BTH, before a RETH or AtomicETH.
+TEST_CASE("XRC requests carry the XRCETH after the BTH and before the RETH; responses do not") {
+  Packet w;
+  w.bth.opcode = opcode::xrc_base + opcode::rc_write_only;
+  w.bth.dest_qp = 0x000102;
+  w.bth.psn = 7;
+  w.xrc_srqn = 0x0a0b0c;
+  w.reth = Reth{0x1122334455667788ull, 0x99aabbcc, 4};
+  const uint8_t four[4] = {1, 2, 3, 4};
+  w.payload = four;
+  w.payload_len = 4;
+  const std::vector<uint8_t> expected = {
+      0xaa, 0x00, 0xff, 0xff, 0x00, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x07,  // BTH
+      0x00, 0x0a, 0x0b, 0x0c,                                                  // XRCETH
+      0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc,  // RETH
+      0x00, 0x00, 0x00, 0x04,                                                  //
+      1,    2,    3,    4};
+  CHECK(build(w) == expected);
+  CHECK(std::string(opcode_name(0xaa)) == "XRC_WRITE_ONLY");
+  CHECK(std::string(opcode_name(0xb4)) == "XRC_FETCH_ADD");
+  CHECK_FALSE(opcode_info(0xb5).known);
+
+  Packet ack;
+  ack.bth.opcode = opcode::xrc_base + opcode::rc_acknowledge;
+  ack.aeth = Aeth{0x1f, 3};
+  ack.xrc_srqn = 0x0a0b0c;  // ignored: a response has no XRCETH
+  const std::vector<uint8_t> bytes = build(ack);
+  REQUIRE(bytes.size() == 16);
+  CHECK(bytes[0] == 0xb1);
+  CHECK(std::vector<uint8_t>(bytes.begin() + 12, bytes.end()) ==
+        std::vector<uint8_t>{0x1f, 0x00, 0x00, 0x03});
+  Packet q;
+  REQUIRE(parse_packet(expected.data(), expected.size(), &q) == ParseError::none);
+  CHECK(q.xrc_srqn == 0x0a0b0c);
+  CHECK(q.reth.rkey == 0x99aabbcc);
+  // A runt: the XRCETH cut short.
+  CHECK(parse_packet(expected.data(), 14, &q) == ParseError::runt);
+}
+
 TEST_CASE("every known opcode survives a build/parse round trip") {
   std::vector<uint8_t> payload(333);
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i);
@@ -125,6 +165,7 @@ TEST_CASE("every known opcode survives a build/parse round trip") {
     p.atomic_orig = 0x1234;
     p.imm = 0xcafef00d;
     p.deth = Deth{0x80010000, 0x11};
+    p.xrc_srqn = 0xabcdef;
     if (info.payload) {
       p.payload = payload.data();
       p.payload_len = static_cast<uint32_t>(payload.size());
@@ -146,6 +187,7 @@ TEST_CASE("every known opcode survives a build/parse round trip") {
     if (info.headers & hdr::atomic_ack_eth) CHECK(q.atomic_orig == 0x1234);
     if (info.headers & hdr::immdt) CHECK(q.imm == 0xcafef00d);
     if (info.headers & hdr::deth) CHECK(q.deth.src_qp == 0x11);
+    if (info.headers & hdr::xrceth) CHECK(q.xrc_srqn == 0xabcdef);
     CHECK(q.payload_len == (info.payload ? 333u : 0u));
     if (info.payload) CHECK(std::memcmp(q.payload, payload.data(), 333) == 0);
   }

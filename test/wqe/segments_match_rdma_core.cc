@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "rnicdv/wqe/decode.h"
 #include "rnicdv/wqe/segments.h"
 #include "rnicdv/wqe/send_wqe.h"
 #include "wqe_test_util.h"
@@ -221,4 +222,77 @@ TEST_CASE("a UD SEND carries the address vector, destination QP and Q_Key as lib
   const uint8_t* payload = sq.ring.bb(3);
   CHECK(be32toh(*reinterpret_cast<const uint32_t*>(payload)) == (sizeof text | MLX5_INLINE_SEG));
   CHECK(std::memcmp(payload + 4, text, sizeof text) == 0);
+}
+
+// libmlx5's XRC send (providers/mlx5/qp.c, _mlx5_post_send on IBV_QPT_XRC_SEND): ctrl, then
+// mlx5_wqe_xrc_seg (xrc_srqn big-endian, 12 reserved bytes, which this driver zeroes), then
+// the RC WQE's segments; DS counts the XRC segment.
+TEST_CASE("an XRC WQE is the RC WQE with mlx5_wqe_xrc_seg after ctrl, at every ring offset, "
+          "and decodes back to its SRQ",
+          "[wqe][xrc]") {
+  constexpr uint32_t kBbs = 16;
+  const wqe::SqLimits limits{/*max_sge=*/24, /*max_inline=*/0};
+  test::RandomSendWrs gen(0x5eed0004, limits);
+  test::TestSq sq(kBbs);
+  uint32_t pi = 0xfff0;
+  int built = 0;
+  for (int i = 0; i < 4000; ++i) {
+    SendWr wr = gen.next();
+    if (wr.opcode == WrOpcode::nop) continue;
+    wr.remote_srqn = static_cast<uint32_t>(gen.rng()() & 0xffffff);
+    const auto qpn = static_cast<uint32_t>(gen.rng()() & 0xffffff);
+    const std::vector<uint8_t> rc = oracle_wqe(wr, pi, qpn);
+    wqe::EncodedWqe enc;
+    const Errc err = wqe::encode_xrc_send_wqe(sq.ring, pi, kBbs, qpn, wr, limits, 0, &enc);
+    if (rc.size() / 16 + 1 > wqe::kMaxWqeDs) {
+      // One segment more than RC's largest WQE: too many SGEs for XRC.
+      REQUIRE(err == Errc::too_many_sge);
+      continue;
+    }
+    REQUIRE(err == Errc::ok);
+    std::vector<uint8_t> expected(rc.size() + 16, 0);
+    std::memcpy(expected.data(), rc.data(), 16);
+    const uint32_t srqn_be = htobe32(wr.remote_srqn);
+    std::memcpy(expected.data() + 16, &srqn_be, 4);
+    std::memcpy(expected.data() + 32, rc.data() + 16, rc.size() - 16);
+    // The ctrl segment's DS counts the XRC segment.
+    const bool has_imm = wr.opcode == WrOpcode::send_imm || wr.opcode == WrOpcode::rdma_write_imm;
+    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(expected.data()),
+                        static_cast<uint16_t>(pi), static_cast<uint8_t>(wr.opcode), 0, qpn,
+                        wqe::fm_ce_se_for(wr.flags), static_cast<uint8_t>(expected.size() / 16),
+                        0, has_imm ? htobe32(wr.imm_data) : 0);
+    const std::vector<uint8_t> actual = test::wqe_bytes(sq.ring, pi, expected.size());
+    INFO("pi " << pi << " opcode " << int(wr.opcode) << "\nexpected\n"
+               << hex_dump(expected.data(), expected.size()) << "actual\n"
+               << hex_dump(actual.data(), actual.size()));
+    REQUIRE(enc.ds == expected.size() / 16);
+    REQUIRE(enc.bbs == (enc.ds + 3) / 4);
+    REQUIRE(actual == expected);
+
+    wqe::DecodedSendWqe d;
+    REQUIRE(wqe::decode_send_wqe(sq.ring, pi, qpn, &d, nullptr, 0, wqe::SqTransport::xrc) ==
+            wqe::WqeDefect::none);
+    CHECK(d.xrc_srqn == wr.remote_srqn);
+    CHECK(d.remote_addr == (wr.opcode == WrOpcode::send || wr.opcode == WrOpcode::send_imm
+                                ? 0
+                                : wr.remote_addr));
+    pi += enc.bbs;
+    ++built;
+  }
+  CHECK(built > 3000);
+
+  // Refused: a datagram, a NOP, an SRQ number above 24 bits.
+  const Sge eight{0x1000, 8, 1};
+  SendWr wr;
+  wr.opcode = WrOpcode::send;
+  wr.sg_list = &eight;
+  wr.num_sge = 1;
+  wr.remote_srqn = 0x1000000;
+  wqe::EncodedWqe enc;
+  CHECK(wqe::encode_xrc_send_wqe(sq.ring, 0, kBbs, 1, wr, limits, 0, &enc) ==
+        Errc::invalid_argument);
+  wr.remote_srqn = 1;
+  wr.opcode = WrOpcode::nop;
+  CHECK(wqe::encode_xrc_send_wqe(sq.ring, 0, kBbs, 1, wr, limits, 0, &enc) ==
+        Errc::invalid_argument);
 }

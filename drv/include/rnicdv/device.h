@@ -18,6 +18,7 @@ class CompletionQueue;
 class CompletionChannel;
 class SharedReceiveQueue;
 class QueuePair;
+class XrcDomain;
 struct QpConfig;
 
 namespace detail {
@@ -62,9 +63,19 @@ class Device {
                                     uint64_t context);
   // A shared receive queue of at least `max_wr` receives of up to `max_sge` entries each.
   Result<SharedReceiveQueue> create_srq(ProtectionDomain& pd, uint32_t max_wr, uint32_t max_sge);
-  // An RC queue pair in RESET. `send_cq` and `recv_cq` may be the same CQ.
+  // A queue pair in RESET of QpConfig::type. `send_cq` and `recv_cq` may be the same CQ (an
+  // XRC initiator, which receives nothing, ignores `recv_cq`).
   Result<QueuePair> create_qp(ProtectionDomain& pd, CompletionQueue& send_cq,
                               CompletionQueue& recv_cq, const QpConfig& config);
+
+  // XRC (rnicdv/xrc.h): a domain; an SRQ of it, whose receives complete on `cq` and whose
+  // memory is `pd`'s; and a target QP of it, in RESET, with no queues (its posts are
+  // refused). A backend without XRC refuses each with Errc::unsupported, naming the device.
+  Result<XrcDomain> open_xrc_domain();
+  Result<SharedReceiveQueue> create_xrc_srq(XrcDomain& domain, ProtectionDomain& pd,
+                                            CompletionQueue& cq, uint32_t max_wr,
+                                            uint32_t max_sge);
+  Result<QueuePair> create_xrc_target(XrcDomain& domain);
 
   // Asynchronous events. The fd is readable while events are pending; process_events()
   // handles them: COMM_EST is forwarded to the QP's connection (which may move it to RTS and
@@ -91,6 +102,8 @@ class Device {
   // The driver's CQ around a device CQ (cq.cc); `channel` null for a CQ without events.
   Result<CompletionQueue> adopt_cq(std::unique_ptr<hw::Cq> cq,
                                    std::shared_ptr<detail::ChannelCore> channel, uint64_t context);
+  // The driver's SRQ around a device SRQ (srq.cc).
+  Result<SharedReceiveQueue> adopt_srq(std::unique_ptr<hw::Srq> srq, uint32_t max_sge);
   std::shared_ptr<detail::DeviceCore> core_;
 };
 

@@ -43,7 +43,10 @@ struct QpConfig {
   // (modify_qp with its address; the connection manager connects RC only), SEND and RDMA
   // WRITE with or without immediate, nothing acknowledged or retried; any other opcode is
   // refused at post (invalid_argument). An error completion ends the QP as on RC: the driver's
-  // view is ERR (as for UD, whose device holds a send error in SQE).
+  // view is ERR (as for UD, whose device holds a send error in SQE). Or xrc_send, an XRC
+  // initiator (rnicdv/xrc.h): RC's operations, each WR naming the remote XRC SRQ
+  // (SendWr::remote_srqn), through post_send and stage_send only; no receive queue and no SRQ
+  // (caps.max_recv_* ignored). Targets come from Device::create_xrc_target.
   hw::QpType type = hw::QpType::rc;
   hw::QpCaps caps;          // queue sizes; the device may round up
   // Receives come from this shared receive queue (of the same device); the QP's own receive

@@ -11,3 +11,4 @@
 #include "rnicdv/srq.h"       // IWYU pragma: export
 #include "rnicdv/status.h"    // IWYU pragma: export
 #include "rnicdv/wqe/work_request.h"  // IWYU pragma: export
+#include "rnicdv/xrc.h"       // IWYU pragma: export

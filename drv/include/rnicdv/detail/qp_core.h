@@ -49,6 +49,7 @@ namespace rnicdv::detail {
 
 struct CqCore;
 struct DeviceCore;
+struct XrcdCore;
 
 // What the send queue remembers about a WQE, stored at the WQE's first block.
 struct SqEntry {
@@ -167,9 +168,13 @@ struct QpCore {
   // WQE as soon as its ctrl segment lands) writes each WQE's sq_entries slot, sq_pi and
   // device_pi first, then a release fence, then the bytes; after_bytes writes the slot after.
   enum class Publish : uint8_t { after_bytes, before_bytes };
-  template <Publish P>
+  template <Publish P, bool Xrc = false>
   [[gnu::always_inline]] size_t encode_wrs(const wqe::SqRing& ring, const SendWr* wrs,
                                            size_t count, Errc* err) noexcept;
+  // One WQE: encode_send_wqe, or encode_xrc_send_wqe on an XRC initiator.
+  template <bool Xrc>
+  [[gnu::always_inline]] Errc encode_one(const wqe::SqRing& ring, uint32_t pi, uint32_t free_bbs,
+                                         const SendWr& wr, wqe::EncodedWqe* enc) noexcept;
   void ring_unrung() noexcept;
   void ring_send() noexcept;
   Errc post_recv(const RecvWr* wrs, size_t count, size_t* bad_index) noexcept;
@@ -178,6 +183,7 @@ struct QpCore {
   // The same, giving only the WR's wr_id (the lean poll decodes the rest itself).
   Retired retire_send_id(const mlx5_cqe64* cqe, uint64_t* wr_id) noexcept;
   Retired retire_recv(const mlx5_cqe64* cqe, Completion* out) noexcept;
+  [[gnu::cold]] Retired retire_xrc_recv(const mlx5_cqe64* cqe, Completion* out) noexcept;
 
   // ---- Slow paths (qp_post.cc) ------------------------------------------------------------
   // Whenever the gate is not open (any state but RTS, a thread_safe QP, a scanning device),
@@ -246,6 +252,12 @@ struct QpCore {
   // so post_send takes the gated path, where encode_wrs checks it; the typed calls' fixed RC
   // layouts are never built for it, and the typed datagram calls' only for it.
   bool datagram = false;
+  // XRC: an initiator, whose WQEs carry the remote SRQ (wqe::encode_xrc_send_wqe: encode_wrs
+  // dispatches on this; its gate never opens, so the typed layouts are never built for it);
+  // or a target, with neither queue: its posts are refused, and its receives are retired
+  // through the XRC SRQ their CQE names (retire_xrc_recv).
+  bool xrc = false;
+  bool xrc_target = false;
   // A UC QP: SEND and RDMA WRITE only. Its gate opens as RC's: encode_wrs refuses a READ or
   // an atomic in RTS (the typed calls' fixed layouts leave them to it), post_gated below RTS
   // and in ERR, before anything is built.
@@ -316,8 +328,9 @@ struct QpCore {
   alignas(64) std::mutex control_mutex;  // modify, async events, destroy
   std::shared_ptr<DeviceCore> device;
   std::shared_ptr<hw::Pd> pd;
-  std::shared_ptr<CqCore> send_cq;
+  std::shared_ptr<CqCore> send_cq;  // null on an XRC target
   std::shared_ptr<CqCore> recv_cq;
+  std::shared_ptr<XrcdCore> xrcd;   // an XRC target's domain, held open while it lives
   std::unique_ptr<hw::Qp> hw_qp;
   hw::QpCaps granted;
   std::unique_ptr<SqEntry[]> sq_entry_storage;

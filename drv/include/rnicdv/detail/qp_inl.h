@@ -69,9 +69,25 @@ inline void QpCore::commit_one(uint8_t* wqe, uint64_t head, uint8_t ds, uint32_t
   }
 }
 
-template <QpCore::Publish P>
+template <bool Xrc>
+[[gnu::always_inline]] inline Errc QpCore::encode_one(const wqe::SqRing& ring, uint32_t pi,
+                                                      uint32_t free_bbs, const SendWr& wr,
+                                                      wqe::EncodedWqe* enc) noexcept {
+  if constexpr (Xrc)
+    return wqe::encode_xrc_send_wqe(ring, pi, free_bbs, qpn, wr, limits, sig_all_bits, enc);
+  else
+    return wqe::encode_send_wqe(ring, pi, free_bbs, qpn, wr, limits, sig_all_bits, enc);
+}
+
+template <QpCore::Publish P, bool Xrc>
 inline size_t QpCore::encode_wrs(const wqe::SqRing& ring, const SendWr* wrs, size_t count,
                                  Errc* err_out) noexcept {
+  if constexpr (!Xrc) {
+    // An XRC initiator never has an open gate: this test is on the locked and slow paths'
+    // way only (post_ready is theirs too), once per call.
+    if (xrc) [[unlikely]]
+      return encode_wrs<P, true>(ring, wrs, count, err_out);
+  }
   uint32_t pi = sq_pi;
   Errc err = Errc::ok;
   size_t i = 0;
@@ -90,6 +106,7 @@ inline size_t QpCore::encode_wrs(const wqe::SqRing& ring, const SendWr* wrs, siz
       uint8_t ds = 0;
       err = wqe::send_wqe_size(wr, limits, &ds);
       if (err != Errc::ok) break;
+      if constexpr (Xrc) ds = static_cast<uint8_t>(ds + wqe::kXrcSegDs);
       const uint32_t bbs = (ds + 3u) / 4u;
       if (!has_room(bbs)) {
         err = Errc::queue_full;
@@ -103,7 +120,7 @@ inline size_t QpCore::encode_wrs(const wqe::SqRing& ring, const SendWr* wrs, siz
       device_pi.store(pi + bbs, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_release);
     }
-    err = wqe::encode_send_wqe(ring, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
+    err = encode_one<Xrc>(ring, pi, room_end - pi, wr, &enc);
     if (err != Errc::ok) [[unlikely]] {
       if constexpr (P == Publish::before_bytes) {
         sq_pi = pi;  // nothing was written
@@ -114,7 +131,7 @@ inline size_t QpCore::encode_wrs(const wqe::SqRing& ring, const SendWr* wrs, siz
         // Acquire pairs with the poller's release of sq_tail: the blocks it retired are no
         // longer read by the device, and their sq_entries have been consumed.
         room_end = sq_tail.load(std::memory_order_acquire) + sq.bb_count;
-        err = wqe::encode_send_wqe(ring, pi, room_end - pi, qpn, wr, limits, sig_all_bits, &enc);
+        err = encode_one<Xrc>(ring, pi, room_end - pi, wr, &enc);
         if (err != Errc::ok) break;
       }
     }
@@ -160,9 +177,11 @@ inline void QpCore::ring_send() noexcept {
 }
 
 inline Errc QpCore::post_recv(const RecvWr* wrs, size_t count, size_t* bad_index) noexcept {
-  if (srq) [[unlikely]] {
+  if (rq_max_sge == 0) [[unlikely]] {
+    // Its receives go to a shared receive queue (an XRC target's to the SRQs its requests
+    // name), or it has no receive queue (an XRC initiator).
     if (bad_index) *bad_index = 0;
-    return Errc::invalid_argument;  // its receives go to the shared receive queue
+    return Errc::invalid_argument;
   }
   OptionalSpinGuard guard(rq_lock, threading == Threading::thread_safe);
   // IBA C10-22: a receive in RESET is an immediate error. From INIT on it is accepted; in ERR
@@ -233,6 +252,8 @@ inline Retired QpCore::retire_recv(const mlx5_cqe64* cqe, Completion* out) noexc
     out->wr_id = wr_id;
     return Retired::report;
   }
+  if (xrc_target) [[unlikely]]
+    return retire_xrc_recv(cqe, out);
   const uint32_t tail = rq_tail.load(std::memory_order_relaxed);
   const uint16_t counter = be16toh(cqe->wqe_counter);
   const uint32_t pos = tail + static_cast<uint16_t>(counter - static_cast<uint16_t>(tail));

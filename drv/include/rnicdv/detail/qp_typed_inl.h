@@ -386,7 +386,9 @@ inline bool QpCore::post_one_fixed(const SendWr& wr, bool ring) noexcept {
 template <class Op, class... Args>
 [[gnu::noinline, gnu::cold]] Errc post_typed_slow(QpCore* qp, bool ring, Args... args) noexcept {
   const Op op{args...};
-  if (qp->is_moved_from()) [[unlikely]]
+  // A typed call names no SRQ: an XRC initiator's sends need one (post_send with
+  // SendWr::remote_srqn), and a target sends nothing.
+  if (qp->is_moved_from() || qp->xrc || qp->xrc_target) [[unlikely]]
     return Errc::invalid_argument;
   if (qp->gate.load(std::memory_order_relaxed) == kGateOpenUnderLock && op.fits_layout(*qp)) {
     qp->post_lock.lock();

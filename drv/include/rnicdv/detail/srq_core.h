@@ -21,6 +21,7 @@
 namespace rnicdv::detail {
 
 struct DeviceCore;
+struct XrcdCore;
 
 struct SrqCore {
   SrqCore() = default;
@@ -58,6 +59,10 @@ struct SrqCore {
   std::vector<uint8_t> posted;
   std::atomic<uint64_t> limit_events{0};
   std::shared_ptr<DeviceCore> device;
+  // An XRC SRQ: its domain, held open while it lives, and the value its receive CQEs carry
+  // in srqn_uidx, by which pollers find it (DeviceCore::xrc_srqs).
+  std::shared_ptr<XrcdCore> xrcd;
+  uint32_t cqe_tag = 0;
   std::unique_ptr<hw::Srq> hw_srq;
 };
 
