@@ -90,7 +90,10 @@ Status QueuePair::to_rtr(const QpEndpoint& remote, hw::Mtu mtu, uint8_t max_dest
   attr.max_dest_rd_atomic = max_dest_rd_atomic;
   attr.min_rnr_timer = min_rnr_timer;
   namespace a = hw::qp_attr;
-  const uint32_t reliability = core_->unreliable ? 0 : a::max_dest_rd_atomic | a::min_rnr_timer;
+  // The responder's depths: not on UC, which has no responder resources or RNR, nor on an XRC
+  // initiator, which receives nothing (ib_modify_qp_is_ok's table).
+  const uint32_t reliability =
+      core_->unreliable || core_->xrc ? 0 : a::max_dest_rd_atomic | a::min_rnr_timer;
   return modify(attr, a::state | a::path_mtu | a::dest_qpn | a::rq_psn | a::av | reliability);
 }
 
@@ -104,8 +107,11 @@ Status QueuePair::to_rts(uint32_t sq_psn, uint8_t timeout, uint8_t retry_cnt, ui
   attr.rnr_retry = rnr_retry;
   attr.max_rd_atomic = max_rd_atomic;
   namespace a = hw::qp_attr;
-  const uint32_t reliability =
-      core_->unreliable ? 0 : a::timeout | a::retry_cnt | a::rnr_retry | a::max_rd_atomic;
+  // The requester's: not on UC; an XRC target, which only answers, takes its ACK timeout.
+  const uint32_t reliability = core_->unreliable   ? 0
+                               : core_->xrc_target ? a::timeout
+                                                   : a::timeout | a::retry_cnt | a::rnr_retry |
+                                                         a::max_rd_atomic;
   return modify(attr, a::state | a::sq_psn | reliability);
 }
 

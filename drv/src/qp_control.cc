@@ -71,6 +71,11 @@ constexpr RequiredAttr kUcToRtr[] = {{attr_bit::av, "remote address (av)"},
                                      {attr_bit::dest_qpn, "remote QPN"},
                                      {attr_bit::rq_psn, "rq_psn"}};
 
+// XRC's: an initiator is RC without a responder's depths at RTR; a target RC with only the
+// ACK timeout and the send PSN at RTS (ib_modify_qp_is_ok's table).
+constexpr RequiredAttr kXrcTargetToRts[] = {{attr_bit::sq_psn, "sq_psn"},
+                                            {attr_bit::timeout, "timeout"}};
+
 template <size_t N>
 const char* first_missing(const RequiredAttr (&required)[N], uint32_t mask) {
   for (const auto& r : required)
@@ -79,7 +84,11 @@ const char* first_missing(const RequiredAttr (&required)[N], uint32_t mask) {
 }
 
 const char* missing_attribute(QpState from, QpState to, uint32_t mask, bool datagram,
-                              bool unreliable) {
+                              bool unreliable, bool xrc_initiator, bool xrc_target) {
+  if (xrc_initiator && from == QpState::init && to == QpState::rtr)
+    return first_missing(kUcToRtr, mask);
+  if (xrc_target && from == QpState::rtr && to == QpState::rts)
+    return first_missing(kXrcTargetToRts, mask);
   if (datagram) {
     if (from == QpState::reset && to == QpState::init) return first_missing(kUdToInit, mask);
     if (from == QpState::rtr && to == QpState::rts) return first_missing(kUdToRts, mask);
@@ -113,7 +122,8 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
                          "qp %#x: modify %s->SQE: only the device moves a queue pair to SQE "
                          "(IBA 10.3.1; an RC one enters ERR instead)",
                          qpn, hw::qp_state_name(from));
-  if (const char* missing = missing_attribute(from, to, mask, datagram, unreliable))
+  if (const char* missing = missing_attribute(from, to, mask, datagram, unreliable, xrc,
+                                              xrc_target))
     return Status::error(Errc::invalid_argument, "qp %#x: modify %s->%s: %s not set", qpn,
                          hw::qp_state_name(from), hw::qp_state_name(to), missing);
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Runs one of ibverbs-utils' unmodified pingpong programs (ibv_rc_pingpong, ibv_srq_pingpong,
-# ibv_ud_pingpong) as a server and a client process, each on a simulated HCA through
+# ibv_ud_pingpong, ibv_uc_pingpong, ibv_xsrq_pingpong) as a server and a client process, each on a simulated HCA through
 # librnicdv-uverbs.so, and checks that both exit 0 having exchanged every message ("N iters in ...").
 #
 #   run_pingpong.sh SHIM PORT PROGRAM [ARGS...]

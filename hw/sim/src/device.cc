@@ -345,6 +345,22 @@ Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
   return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(hca, srq));
 }
 
+Result<std::unique_ptr<hw::Srq>> create_xrc_srq_external(Device& device, hw::Xrcd& xrcd,
+                                                         hw::Pd& pd, hw::Cq& cq,
+                                                         const ExternalSrqMemory& mem,
+                                                         uint32_t user_index) {
+  auto& hca = device.impl().hca;
+  const SimXrcd* x = sim_xrcd(*hca, xrcd);
+  if (!x) return foreign(*hca, "create_xrc_srq", "XRC domain");
+  const SimPd* p = sim_pd(*hca, pd);
+  if (!p) return foreign(*hca, "create_xrc_srq", "PD");
+  CqObj* c = sim_cq(*hca, cq);
+  if (!c) return foreign(*hca, "create_xrc_srq", "CQ");
+  RNICDV_ASSIGN_OR_RETURN(SrqObj* const srq,
+                          hca->create_xrc_srq_external(x->xrcdn(), p->pdn(), c, mem, user_index));
+  return std::unique_ptr<hw::Srq>(std::make_unique<SimSrq>(hca, srq));
+}
+
 Status rereg_mr(hw::Mr& mr, hw::Pd& pd, void* addr, size_t length, uint32_t access) {
   auto* m = dynamic_cast<SimMr*>(&mr);
   auto* p = dynamic_cast<SimPd*>(&pd);

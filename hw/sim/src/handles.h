@@ -136,6 +136,12 @@ Result<std::unique_ptr<hw::Qp>> create_qp_external(Device& device, hw::Pd& pd, h
 // the shim). A QP takes its receives from it when created with ExternalQpMemory::srq.
 Result<std::unique_ptr<hw::Srq>> create_srq_external(Device& device, hw::Pd& pd,
                                                      const ExternalSrqMemory& mem);
+// The same for an XRC SRQ of `xrcd` (hw::QpType): its receives complete on `cq`, their CQEs
+// carrying `user_index` (libmlx5's, CQE version 1; 0xffffff: the SRQ's number).
+Result<std::unique_ptr<hw::Srq>> create_xrc_srq_external(Device& device, hw::Xrcd& xrcd,
+                                                         hw::Pd& pd, hw::Cq& cq,
+                                                         const ExternalSrqMemory& mem,
+                                                         uint32_t user_index);
 
 // Re-registers a region in place (ibv_rereg_mr): a new PD, translation or access rights under
 // the same key, as mlx5 keeps the mkey when it can update it by UMR. The checks are

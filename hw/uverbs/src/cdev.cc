@@ -388,6 +388,7 @@ void teardown_locked(Context& ctx) {
     if (ctx.async) ctx.async->purge(srq.key);
   }
   ctx.srqs.clear();
+  ctx.xrcds.clear();  // after the SRQs and targets of them
   for (auto& [h, c] : ctx.cqs) {
     (void)sim::set_cq_event_handler(*c.cq, {});
     if (c.channel) c.channel->purge(c.key);

@@ -121,6 +121,10 @@ int attach_mcast(Cmd& c);
 int detach_mcast(Cmd& c);
 // Shared receive queues (srq_commands.cc).
 int create_srq(Cmd& c);
+int create_xsrq(Cmd& c);
+// XRC domains (xrcd_commands.cc).
+int open_xrcd(Cmd& c);
+int close_xrcd(Cmd& c);
 int modify_srq(Cmd& c);
 int query_srq(Cmd& c);
 int destroy_srq(Cmd& c);

@@ -108,9 +108,12 @@ constexpr CommandSpec kWriteRows[] = {
     UVERBS_WRITE(DESTROY_SRQ, destroy_srq, ib_uverbs_destroy_srq,
                  sizeof(ib_uverbs_destroy_srq_resp), kNoDriverData),
     UVERBS_UNIMPLEMENTED(POST_SRQ_RECV),
-    UVERBS_UNIMPLEMENTED(OPEN_XRCD),
-    UVERBS_UNIMPLEMENTED(CLOSE_XRCD),
-    UVERBS_UNIMPLEMENTED(CREATE_XSRQ),
+    UVERBS_WRITE(OPEN_XRCD, open_xrcd, ib_uverbs_open_xrcd, sizeof(ib_uverbs_open_xrcd_resp),
+                 kNoDriverData),
+    UVERBS_WRITE(CLOSE_XRCD, close_xrcd, ib_uverbs_close_xrcd, kNoResponse, kNoDriverData),
+    // libmlx5's request up to and including its user index.
+    UVERBS_WRITE(CREATE_XSRQ, create_xsrq, ib_uverbs_create_xsrq,
+                 sizeof(ib_uverbs_create_srq_resp), offsetof(mlx5_ib_create_srq, uidx) + sizeof(uint32_t)),
     UVERBS_UNIMPLEMENTED(OPEN_QP),
 };
 

@@ -57,7 +57,19 @@ struct CqObject {
   std::shared_ptr<EventFile> channel;
   ReadCounter comp_read = std::make_shared<std::atomic<uint32_t>>(0);
   ReadCounter async_read = std::make_shared<std::atomic<uint32_t>>(0);
-  uint32_t users = 0;  // QPs
+  uint32_t users = 0;  // QPs, and XRC SRQs completing on it
+};
+
+// An XRC domain (OPEN_XRCD). Opened on a file, it is that file's domain on this device: every
+// OPEN_XRCD of the same file, in any context of the process, gets the same one (the kernel's
+// xrcd_table, by inode), which lives until the last handle on it is closed.
+struct SharedXrcd {
+  std::unique_ptr<hw::Xrcd> xrcd;
+};
+
+struct XrcdObject {
+  std::shared_ptr<SharedXrcd> shared;
+  uint32_t users = 0;  // XRC SRQs and target QPs of this context on it
 };
 
 // A shared receive queue: libmlx5 owns its ring and posts into it without a command; the
@@ -71,6 +83,9 @@ struct SrqObject {
   uint32_t limit = 0;  // armed limit (0: off); the device disarms it when the event fires
   ReadCounter async_read = std::make_shared<std::atomic<uint32_t>>(0);
   uint32_t users = 0;  // QPs
+  // An XRC SRQ (CREATE_XSRQ): its domain's handle and the CQ its receives complete on.
+  bool xrc = false;
+  uint32_t xrcd = 0, cq = 0;
 };
 
 struct QpObject {
@@ -78,7 +93,8 @@ struct QpObject {
   uint64_t user_handle = 0;
   uint64_t key = 0;
   uint32_t qpn = 0;
-  uint32_t pd = 0, send_cq = 0, recv_cq = 0;
+  uint32_t pd = 0, send_cq = 0, recv_cq = 0;  // an XRC target: its XRC domain's handle in pd,
+                                              // and no CQ
   bool has_srq = false;
   uint32_t srq = 0;    // its SRQ's handle, when has_srq
   uint32_t bfreg = 0;  // page * 4 + k (static pages: libmlx5's bfs[] index)
@@ -115,6 +131,7 @@ struct Context {
   std::map<uint32_t, MrObject> mrs;
   std::map<uint32_t, AhObject> ahs;
   std::map<uint32_t, CqObject> cqs;
+  std::map<uint32_t, XrcdObject> xrcds;
   std::map<uint32_t, SrqObject> srqs;
   std::map<uint32_t, QpObject> qps;
   std::vector<std::shared_ptr<EventFile>> channels;

@@ -138,7 +138,7 @@ void fill_device_attr(const Context& ctx, ib_uverbs_query_device_resp& r) {
   r.max_qp = caps.max_qp;
   r.max_qp_wr = caps.max_qp_wr;
   r.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT;
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_XRC;
   r.max_sge = caps.max_send_sge;
   r.max_sge_rd = caps.max_send_sge;
   r.max_cq = caps.max_cq;

@@ -50,19 +50,86 @@ uint32_t pick_bfreg(Context& ctx) {
   return best;
 }
 
+// The response to a CREATE_QP of either form.
+int reply_create_qp(Cmd& c, bool extended, const ib_uverbs_create_qp_resp& r,
+                    const mlx5_ib_create_qp_resp& mr) {
+  if (extended) {
+    ib_uverbs_ex_create_qp_resp rx{};
+    rx.base = r;
+    rx.response_length = static_cast<uint32_t>(std::min(sizeof rx, c.resp_core_len));
+    return c.reply(&rx, sizeof rx, &mr, sizeof mr);
+  }
+  return c.reply(&r, sizeof r, &mr, sizeof mr);
+}
+
+// An XRC target (IBV_QPT_XRC_RECV): the request's PD handle is its XRC domain's. As mlx5's
+// kernel driver, the shim ignores the buffer libmlx5 laid out for it (a target has no queue)
+// and gives it no register of its own.
+int create_xrc_target(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
+  Context& ctx = c.ctx;
+  auto x = ctx.xrcds.find(req.pd_handle);
+  if (x == ctx.xrcds.end())
+    return c.error(EINVAL, "XRC target QP: XRC domain handle %u: no such domain", req.pd_handle);
+  if (req.is_srq)
+    return c.error(EINVAL, "XRC target QP on XRC domain %u: an SRQ (its requests name theirs)",
+                   x->second.shared->xrcd->xrcdn());
+  Result<std::unique_ptr<hw::Qp>> qp = ctx.dev->dev->create_xrc_recv_qp(*x->second.shared->xrcd);
+  if (!qp)
+    return sim_error(c, "XRC target QP on XRC domain " + std::to_string(req.pd_handle),
+                     qp.status());
+  const uint32_t h = new_handle(ctx);
+  QpObject& obj = ctx.qps[h];
+  obj.qp = std::move(qp.value());
+  obj.user_handle = req.user_handle;
+  obj.key = next_owner_key();
+  obj.qpn = obj.qp->view().qpn;
+  obj.pd = req.pd_handle;
+  obj.sq_sig_all = req.sq_sig_all;
+  obj.type = hw::QpType::xrc_recv;
+  ++x->second.users;
+
+  ib_uverbs_create_qp_resp r{};
+  r.qp_handle = h;
+  r.qpn = obj.qpn;
+  mlx5_ib_create_qp_resp mr{};
+  const auto m = c.drv_as<mlx5_ib_create_qp>();
+  // No register: a dynamic one is reported as none, a static one as register 0, the
+  // doorbell-only register libmlx5 keeps (a target never rings).
+  mr.bfreg_index = (m.flags & MLX5_QP_FLAG_BFREG_INDEX) ? UINT32_MAX : 0;
+  if (int rc = reply_create_qp(c, extended, r, mr); rc != 0) {
+    --x->second.users;
+    ctx.qps.erase(h);
+    return rc;
+  }
+  return 0;
+}
+
 // CREATE_QP, in its first form or the extended one: `req` holds the fields both share, and
 // `extended` says which response to write.
-int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended,
+int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req_in, bool extended,
                      bool block_self_mcast = false) {
   Context& ctx = c.ctx;
   const auto m = c.drv_as<mlx5_ib_create_qp>();
-  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD)
+  if (req_in.qp_type == IBV_QPT_XRC_RECV) return create_xrc_target(c, req_in, extended);
+  if (req_in.qp_type != IBV_QPT_RC && req_in.qp_type != IBV_QPT_UC &&
+      req_in.qp_type != IBV_QPT_UD && req_in.qp_type != IBV_QPT_XRC_SEND)
     return c.error(EOPNOTSUPP,
-                   "QP on PD %u: QP type %u (the simulated HCA runs RC, UC and UD only)",
-                   req.pd_handle, req.qp_type);
-  const hw::QpType type = req.qp_type == IBV_QPT_UD   ? hw::QpType::ud
-                          : req.qp_type == IBV_QPT_UC ? hw::QpType::uc
-                                                      : hw::QpType::rc;
+                   "QP on PD %u: QP type %u (the simulated HCA runs RC, UC, UD and XRC only)",
+                   req_in.pd_handle, req_in.qp_type);
+  ib_uverbs_create_qp req = req_in;
+  const hw::QpType type = req.qp_type == IBV_QPT_UD         ? hw::QpType::ud
+                          : req.qp_type == IBV_QPT_UC       ? hw::QpType::uc
+                          : req.qp_type == IBV_QPT_XRC_SEND ? hw::QpType::xrc_send
+                                                            : hw::QpType::rc;
+  if (type == hw::QpType::xrc_send) {
+    // An initiator receives nothing: libibverbs names no receive CQ; its send CQ stands in.
+    if (req.is_srq)
+      return c.error(EINVAL, "XRC initiator QP on PD %u: an SRQ (it receives nothing)",
+                     req.pd_handle);
+    req.recv_cq_handle = req.send_cq_handle;
+    req.max_recv_wr = 0;
+    req.max_recv_sge = 0;
+  }
   if (type == hw::QpType::ud && req.is_srq)
     return c.error(EOPNOTSUPP, "QP on PD %u: a UD QP on a shared receive queue", req.pd_handle);
   if (m.flags & ~(MLX5_QP_FLAG_SCATTER_CQE | MLX5_QP_FLAG_ALLOW_SCATTER_CQE |
@@ -178,16 +245,7 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended,
   r.max_inline_data = req.max_inline_data;
   mlx5_ib_create_qp_resp mr{};
   mr.bfreg_index = dynamic ? UINT32_MAX : bfreg;  // the kernel's MLX5_IB_INVALID_BFREG
-  int rc;
-  if (extended) {
-    ib_uverbs_ex_create_qp_resp rx{};
-    rx.base = r;
-    rx.response_length = static_cast<uint32_t>(std::min(sizeof rx, c.resp_core_len));
-    rc = c.reply(&rx, sizeof rx, &mr, sizeof mr);
-  } else {
-    rc = c.reply(&r, sizeof r, &mr, sizeof mr);
-  }
-  if (rc != 0) {
+  if (int rc = reply_create_qp(c, extended, r, mr); rc != 0) {
     // Destroyed again, as DESTROY_QP would; no event of it can be queued yet.
     --ctx.bfreg_users[bfreg];
     --pd->second.users;
@@ -195,8 +253,9 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req, bool extended,
     --rcq->second.users;
     if (srq) --srq->users;
     ctx.qps.erase(h);
+    return rc;
   }
-  return rc;
+  return 0;
 }
 
 }  // namespace
@@ -245,7 +304,14 @@ namespace {
 // IBV_QP_* attribute bits and the model's qp_attr bits.
 int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_qp& req,
                      hw::QpAttr* attr, uint32_t* mask) {
-  const uint32_t m = req.attr_mask;
+  // As the kernel's uverbs (modify_qp_mask) does before the transition is checked: an XRC
+  // initiator's responder depths and RNR timer, and an XRC target's requester depth and retry
+  // counts, are dropped (perftest sets RC's whole set on both).
+  uint32_t m = req.attr_mask;
+  if (obj.type == hw::QpType::xrc_send)
+    m &= ~static_cast<uint32_t>(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (obj.type == hw::QpType::xrc_recv)
+    m &= ~static_cast<uint32_t>(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
   constexpr uint32_t kKnown =
       IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY | IBV_QP_ACCESS_FLAGS |
       IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_AV | IBV_QP_PATH_MTU |
@@ -482,6 +548,12 @@ int destroy_qp(Cmd& c) {
   if (ctx.async) ctx.async->purge(obj.key);
   ib_uverbs_destroy_qp_resp r{};
   r.events_reported = obj.async_read->load();
+  if (obj.type == hw::QpType::xrc_recv) {
+    // A target holds its domain only (create_xrc_target).
+    --ctx.xrcds[obj.pd].users;
+    ctx.qps.erase(it);
+    return c.reply(&r, sizeof r);
+  }
   --ctx.bfreg_users[obj.bfreg];
   --ctx.pds[obj.pd].users;
   --ctx.cqs[obj.send_cq].users;

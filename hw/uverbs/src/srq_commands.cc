@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Shared receive queues: CREATE_SRQ, MODIFY_SRQ, QUERY_SRQ and DESTROY_SRQ with mlx5's driver
-// data. libmlx5 lays the ring out (mlx5_alloc_srq_buf: WQEs linked by their next segments,
+// Shared receive queues: CREATE_SRQ, CREATE_XSRQ (basic and XRC), MODIFY_SRQ, QUERY_SRQ and
+// DESTROY_SRQ with mlx5's driver data. libmlx5 lays the ring out (mlx5_alloc_srq_buf: WQEs linked by their next segments,
 // and a wait queue after the ones it hands out) and posts without a command; the kernel's
 // part, reproduced here, is sizing the ring from max_wr and max_sge, checking that the
 // memory is the application's, and the limit event.
@@ -48,32 +48,57 @@ SrqGeometry srq_geometry(uint32_t max_wr, uint32_t max_sge) {
 
 }  // namespace
 
-int create_srq(Cmd& c) {
+namespace {
+
+// What CREATE_SRQ and CREATE_XSRQ share: the checks, the ring libmlx5 placed, the object.
+// `xrc` names the XRC domain and CQ handles of an XRC SRQ; `uidx` is libmlx5's user index
+// for it.
+struct XrcPart {
+  uint32_t xrcd_handle = 0;
+  uint32_t cq_handle = 0;
+  uint32_t uidx = 0xffffff;
+};
+
+int create_srq_common(Cmd& c, uint64_t user_handle, uint32_t pd_handle, uint32_t max_wr,
+                      uint32_t max_sge, uint32_t srq_limit, const XrcPart* xrc) {
   Context& ctx = c.ctx;
-  const auto req = c.core_as<ib_uverbs_create_srq>();
   const auto m = c.drv_as<mlx5_ib_create_srq>();
   const hw::DeviceCaps& caps = ctx.dev->dev->info().caps;
-  if (req.max_wr == 0 || req.max_wr >= caps.max_qp_wr)
-    return c.error(EINVAL, "SRQ on PD %u: max_wr %u (1..%u)", req.pd_handle, req.max_wr,
+  if (max_wr == 0 || max_wr >= caps.max_qp_wr)
+    return c.error(EINVAL, "SRQ on PD %u: max_wr %u (1..%u)", pd_handle, max_wr,
                    caps.max_qp_wr - 1);
-  if (req.max_sge == 0 || req.max_sge > caps.max_recv_sge)
-    return c.error(EINVAL, "SRQ on PD %u: max_sge %u (1..%u)", req.pd_handle, req.max_sge,
+  if (max_sge == 0 || max_sge > caps.max_recv_sge)
+    return c.error(EINVAL, "SRQ on PD %u: max_sge %u (1..%u)", pd_handle, max_sge,
                    caps.max_recv_sge);
   if (m.flags & MLX5_SRQ_FLAG_SIGNATURE)
     return c.error(EOPNOTSUPP, "SRQ on PD %u: WQE signatures (MLX5_SRQ_FLAG_SIGNATURE)",
-                   req.pd_handle);
-  if (m.flags) return c.error(EINVAL, "SRQ on PD %u: mlx5 SRQ flags %#x", req.pd_handle, m.flags);
-  auto pd = ctx.pds.find(req.pd_handle);
-  if (pd == ctx.pds.end()) return c.error(EINVAL, "SRQ on PD %u: no such PD", req.pd_handle);
-  const SrqGeometry g = srq_geometry(req.max_wr, req.max_sge);
-  if (req.srq_limit >= g.wqe_cnt)
-    return c.error(EINVAL, "SRQ on PD %u: limit %u above the SRQ's %u WQEs", req.pd_handle,
-                   req.srq_limit, g.wqe_cnt - 1);
+                   pd_handle);
+  if (m.flags) return c.error(EINVAL, "SRQ on PD %u: mlx5 SRQ flags %#x", pd_handle, m.flags);
+  auto pd = ctx.pds.find(pd_handle);
+  if (pd == ctx.pds.end()) return c.error(EINVAL, "SRQ on PD %u: no such PD", pd_handle);
+  XrcdObject* xrcd = nullptr;
+  CqObject* cq = nullptr;
+  if (xrc) {
+    auto x = ctx.xrcds.find(xrc->xrcd_handle);
+    if (x == ctx.xrcds.end())
+      return c.error(EINVAL, "XRC SRQ on PD %u: XRC domain handle %u: no such domain", pd_handle,
+                     xrc->xrcd_handle);
+    auto q = ctx.cqs.find(xrc->cq_handle);
+    if (q == ctx.cqs.end())
+      return c.error(EINVAL, "XRC SRQ on PD %u: CQ handle %u: no such CQ", pd_handle,
+                     xrc->cq_handle);
+    xrcd = &x->second;
+    cq = &q->second;
+  }
+  const SrqGeometry g = srq_geometry(max_wr, max_sge);
+  if (srq_limit >= g.wqe_cnt)
+    return c.error(EINVAL, "SRQ on PD %u: limit %u above the SRQ's %u WQEs", pd_handle,
+                   srq_limit, g.wqe_cnt - 1);
   const size_t bytes = size_t{g.wqe_cnt} * g.stride;
   if (!user_range_ok(m.buf_addr, bytes, true) || !user_range_ok(m.db_addr, 4, true))
     return c.error(EFAULT,
                    "SRQ on PD %u: ring %#llx (%zu bytes) or doorbell record %#llx is not writable",
-                   req.pd_handle, static_cast<unsigned long long>(m.buf_addr), bytes,
+                   pd_handle, static_cast<unsigned long long>(m.buf_addr), bytes,
                    static_cast<unsigned long long>(m.db_addr));
   sim::ExternalSrqMemory mem;
   mem.buf = reinterpret_cast<uint8_t*>(m.buf_addr);
@@ -82,23 +107,32 @@ int create_srq(Cmd& c) {
   mem.max_sge = g.max_sge;
   mem.dbrec = reinterpret_cast<uint32_t*>(m.db_addr);
   Result<std::unique_ptr<hw::Srq>> srq =
-      sim::create_srq_external(*ctx.dev->dev, *pd->second.pd, mem);
-  if (!srq) return sim_error(c, "SRQ on PD " + std::to_string(req.pd_handle), srq.status());
-  if (req.srq_limit) {
-    Status st = srq.value()->arm_limit(req.srq_limit);
-    if (!st) return sim_error(c, "SRQ on PD " + std::to_string(req.pd_handle), st);
+      xrc ? sim::create_xrc_srq_external(*ctx.dev->dev, *xrcd->shared->xrcd, *pd->second.pd,
+                                         *cq->cq, mem, xrc->uidx)
+          : sim::create_srq_external(*ctx.dev->dev, *pd->second.pd, mem);
+  if (!srq) return sim_error(c, "SRQ on PD " + std::to_string(pd_handle), srq.status());
+  if (srq_limit) {
+    Status st = srq.value()->arm_limit(srq_limit);
+    if (!st) return sim_error(c, "SRQ on PD " + std::to_string(pd_handle), st);
   }
 
   const uint32_t h = new_handle(ctx);
   SrqObject& obj = ctx.srqs[h];
   obj.srq = std::move(srq.value());
-  obj.user_handle = req.user_handle;
+  obj.user_handle = user_handle;
   obj.key = next_owner_key();
-  obj.pd = req.pd_handle;
+  obj.pd = pd_handle;
   obj.max_wr = g.wqe_cnt - 1;
   obj.max_sge = g.max_sge;
-  obj.limit = req.srq_limit;
+  obj.limit = srq_limit;
   ++pd->second.users;
+  if (xrc) {
+    obj.xrc = true;
+    obj.xrcd = xrc->xrcd_handle;
+    obj.cq = xrc->cq_handle;
+    ++xrcd->users;
+    ++cq->users;
+  }
 
   ib_uverbs_create_srq_resp r{};
   r.srq_handle = h;
@@ -109,10 +143,42 @@ int create_srq(Cmd& c) {
   mr.srqn = r.srqn;
   if (int rc = c.reply(&r, sizeof r, &mr, sizeof mr); rc != 0) {
     --pd->second.users;
+    if (xrc) {
+      --xrcd->users;
+      --cq->users;
+    }
     ctx.srqs.erase(h);
     return rc;
   }
   return 0;
+}
+
+}  // namespace
+
+int create_srq(Cmd& c) {
+  const auto req = c.core_as<ib_uverbs_create_srq>();
+  return create_srq_common(c, req.user_handle, req.pd_handle, req.max_wr, req.max_sge,
+                           req.srq_limit, nullptr);
+}
+
+// CREATE_XSRQ: ibv_create_srq_ex's command, for a basic SRQ (as CREATE_SRQ) or an XRC one.
+// Tag-matching SRQs are refused by name.
+int create_xsrq(Cmd& c) {
+  const auto req = c.core_as<ib_uverbs_create_xsrq>();
+  if (req.srq_type == IBV_SRQT_BASIC)
+    return create_srq_common(c, req.user_handle, req.pd_handle, req.max_wr, req.max_sge,
+                             req.srq_limit, nullptr);
+  if (req.srq_type == IBV_SRQT_TM)
+    return c.error(EOPNOTSUPP, "SRQ on PD %u: tag matching (IBV_SRQT_TM)", req.pd_handle);
+  if (req.srq_type != IBV_SRQT_XRC)
+    return c.error(EINVAL, "SRQ on PD %u: SRQ type %u", req.pd_handle, req.srq_type);
+  const auto m = c.drv_as<mlx5_ib_create_srq>();
+  XrcPart xrc;
+  xrc.xrcd_handle = req.xrcd_handle;
+  xrc.cq_handle = req.cq_handle;
+  xrc.uidx = m.uidx & 0xffffff;
+  return create_srq_common(c, req.user_handle, req.pd_handle, req.max_wr, req.max_sge,
+                           req.srq_limit, &xrc);
 }
 
 int modify_srq(Cmd& c) {
@@ -160,6 +226,10 @@ int destroy_srq(Cmd& c) {
   ib_uverbs_destroy_srq_resp r{};
   r.events_reported = obj.async_read->load();
   --ctx.pds[obj.pd].users;
+  if (obj.xrc) {
+    --ctx.xrcds[obj.xrcd].users;
+    --ctx.cqs[obj.cq].users;
+  }
   ctx.srqs.erase(it);
   return c.reply(&r, sizeof r);
 }

@@ -74,6 +74,36 @@ constexpr Transition kUcTransitions[] = {
     {QpState::sqe, QpState::rts, 0, a::access_flags},
 };
 
+// XRC (ib_modify_qp_is_ok's table for IB_QPT_XRC_INI and IB_QPT_XRC_TGT): an initiator is RC
+// without a responder (no responder depth, no RNR timer); a target is RC without a requester
+// (RTR->RTS takes the ACK timeout and the SQ PSN only).
+constexpr Transition kXrcIniTransitions[] = {
+    {QpState::reset, QpState::init, a::port | a::access_flags, 0},
+    {QpState::init, QpState::init, 0, a::port | a::access_flags},
+    {QpState::init, QpState::rtr, a::av | a::path_mtu | a::dest_qpn | a::rq_psn,
+     a::access_flags | a::port},
+    {QpState::rtr, QpState::rts,
+     a::sq_psn | a::timeout | a::retry_cnt | a::rnr_retry | a::max_rd_atomic, a::access_flags},
+    {QpState::rts, QpState::rts, 0, a::access_flags},
+    {QpState::rts, QpState::sqd, 0, 0},
+    {QpState::sqd, QpState::rts, 0, a::access_flags},
+    {QpState::sqd, QpState::sqd, 0,
+     a::access_flags | a::timeout | a::retry_cnt | a::rnr_retry | a::max_rd_atomic},
+};
+constexpr Transition kXrcTgtTransitions[] = {
+    {QpState::reset, QpState::init, a::port | a::access_flags, 0},
+    {QpState::init, QpState::init, 0, a::port | a::access_flags},
+    {QpState::init, QpState::rtr,
+     a::av | a::path_mtu | a::dest_qpn | a::rq_psn | a::max_dest_rd_atomic | a::min_rnr_timer,
+     a::access_flags | a::port},
+    {QpState::rtr, QpState::rts, a::sq_psn | a::timeout, a::access_flags | a::min_rnr_timer},
+    {QpState::rts, QpState::rts, 0, a::access_flags | a::min_rnr_timer},
+    {QpState::rts, QpState::sqd, 0, 0},
+    {QpState::sqd, QpState::rts, 0, a::access_flags | a::min_rnr_timer},
+    {QpState::sqd, QpState::sqd, 0,
+     a::access_flags | a::min_rnr_timer | a::timeout | a::max_dest_rd_atomic},
+};
+
 const char* attr_name(uint32_t bit) {
   switch (bit) {
     case a::state:
@@ -136,9 +166,12 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
     optional = kAllAttrs;  // any state may go to RESET or ERR; other attributes are ignored
   } else {
     bool legal = false;
-    const auto& table = qp.type == hw::QpType::ud   ? std::span<const Transition>(kUdTransitions)
-                        : qp.type == hw::QpType::uc ? std::span<const Transition>(kUcTransitions)
-                                                    : std::span<const Transition>(kTransitions);
+    const auto& table =
+        qp.type == hw::QpType::ud         ? std::span<const Transition>(kUdTransitions)
+        : qp.type == hw::QpType::uc       ? std::span<const Transition>(kUcTransitions)
+        : qp.type == hw::QpType::xrc_send ? std::span<const Transition>(kXrcIniTransitions)
+        : qp.type == hw::QpType::xrc_recv ? std::span<const Transition>(kXrcTgtTransitions)
+                                          : std::span<const Transition>(kTransitions);
     for (const Transition& tr : table) {
       if (tr.from == from && tr.to == to) {
         legal = true;
