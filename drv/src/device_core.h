@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -33,7 +34,10 @@ struct DeviceCore {
   std::unordered_set<CqCore*> cqs;    // live CQs, found by CQN for CQ_ERR
   std::unordered_set<SrqCore*> srqs;  // live SRQs, found by SRQN for SRQ_LIMIT_REACHED
   // Live XRC SRQs by the tag their receive CQEs carry (SrqCore::cqe_tag): an XRC target's
-  // receives complete on the SRQ's CQ under the target's QPN, and name the SRQ only so.
+  // receives complete on the SRQ's CQ under the target's QPN, and name the SRQ only so. A
+  // lock of its own: pollers take it (QpCore::retire_xrc_recv), and a poll may run where the
+  // device's mutex is held (inside an event's handler).
+  std::mutex xrc_mutex;
   std::unordered_map<uint32_t, SrqCore*> xrc_srqs;
   bool fatal = false;        // DEVICE_FATAL seen
 

@@ -18,7 +18,10 @@ SrqCore::~SrqCore() {
   if (device) {
     std::lock_guard guard(device->mutex);
     device->srqs.erase(this);
-    if (xrcd) device->xrc_srqs.erase(cqe_tag);
+  }
+  if (device && xrcd) {
+    std::lock_guard guard(device->xrc_mutex);
+    device->xrc_srqs.erase(cqe_tag);
   }
   hw_srq.reset();  // before the device (member order does the rest)
 }

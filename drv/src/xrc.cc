@@ -29,11 +29,11 @@ struct XrcdCore {
 
 Retired QpCore::retire_xrc_recv(const mlx5_cqe64* cqe, Completion* out) noexcept {
   // The CQE names the SRQ the request chose; the lookup and the retirement run under the
-  // device's lock, so that the SRQ cannot go meanwhile.
+  // table's lock, so that the SRQ cannot go meanwhile.
   const uint32_t tag = be32toh(cqe->srqn_uidx) & 0xffffff;
   uint64_t wr_id = 0;
   {
-    std::lock_guard lock(device->mutex);
+    std::lock_guard lock(device->xrc_mutex);
     const auto it = device->xrc_srqs.find(tag);
     if (it == device->xrc_srqs.end() || !it->second->retire(cqe, &wr_id)) return Retired::stale;
   }
@@ -94,7 +94,7 @@ Result<SharedReceiveQueue> Device::create_xrc_srq(XrcDomain& domain, ProtectionD
   // The driver's XRC SRQs carry no user index: their receive CQEs name them by number.
   core->cqe_tag = core->srqn;
   {
-    std::lock_guard lock(core_->mutex);
+    std::lock_guard lock(core_->xrc_mutex);
     core_->xrc_srqs[core->cqe_tag] = core;
   }
   return srq;
