@@ -30,6 +30,15 @@ inline constexpr uint32_t kFuzzUcQpn = 0x102;
 uint32_t fuzz_uc_qpn();
 uint32_t fuzz_uc_receives_taken();
 
+// The receiving device's XRC target (0x103), in RTR facing the sending device's RC QP; the
+// XRC SRQ of its domain, with receives posted once, and an XRC SRQ of another domain.
+inline constexpr uint32_t kFuzzXrcQpn = 0x103;
+inline constexpr uint32_t kFuzzXrcSrqn = 0x40;         // the device's first SRQ
+inline constexpr uint32_t kFuzzForeignXrcSrqn = 0x41;  // and its second
+uint32_t fuzz_xrc_qpn();
+uint32_t fuzz_xrc_srqn();
+uint32_t fuzz_foreign_xrc_srqn();
+
 // The counters of the harness's two devices (requester, responder), to check that inputs
 // reach the code under test.
 DeviceCounters fuzz_requester_counters();

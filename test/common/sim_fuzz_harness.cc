@@ -2,8 +2,10 @@
 // The fuzz harness behind fuzz_entry.h: a deterministic fabric with two devices and one
 // connected QP pair, rebuilt into a clean state before every input. The receiving device also
 // has a UD QP (QPN 0x101, Q_Key kFuzzUdQkey) in memory the harness placed, as libmlx5's would
-// be, with receives posted, so datagrams reach the UD path too, and a UC QP (QPN 0x102)
-// connected to the sending device's RC QP, with receives posted, for UC packets.
+// be, with receives posted, so datagrams reach the UD path too, a UC QP (QPN 0x102)
+// connected to the sending device's RC QP, with receives posted, for UC packets, and an XRC
+// target (QPN 0x103) facing that QP, with an XRC SRQ of its domain (kFuzzXrcSrqn, receives
+// posted once) and one of another domain (kFuzzForeignXrcSrqn), for XRC packets.
 #include <endian.h>
 
 #include <cstdlib>
@@ -86,6 +88,23 @@ class Harness {
     uc_caps.max_send_wr = 8;
     uc_caps.max_recv_wr = 8;
     uc_qp_ = std::move(b_.dev->create_uc_qp(*b_.pd, *b_.cq, *b_.cq, nullptr, uc_caps)).value();
+    xrcd_ = std::move(b_.dev->open_xrcd()).value();
+    other_xrcd_ = std::move(b_.dev->open_xrcd()).value();
+    xrc_srq_ = std::move(b_.dev->create_xrc_srq(*xrcd_, *b_.pd, *b_.cq, kXrcSrqWqes, 1)).value();
+    other_xrc_srq_ = std::move(b_.dev->create_xrc_srq(*other_xrcd_, *b_.pd, *b_.cq, 4, 1)).value();
+    xrc_tgt_ = std::move(b_.dev->create_xrc_recv_qp(*xrcd_)).value();
+    // Receives of 512 bytes, posted once: later inputs find the SRQ emptier, then RNR.
+    const hw::SrqView& v = xrc_srq_->view();
+    wqe::SrqRing ring{static_cast<uint8_t*>(v.dv.buf), v.wqe_cnt, v.dv.stride};
+    uint16_t index = static_cast<uint16_t>(v.dv.head);
+    for (uint32_t i = 0; i < kXrcSrqWqes; ++i) {
+      auto* seg = reinterpret_cast<mlx5_wqe_data_seg*>(ring.slot(index) + 16);
+      seg->byte_count = htobe32(512);
+      seg->lkey = htobe32(b_.mr->lkey());
+      seg->addr = htobe64(reinterpret_cast<uintptr_t>(b_.buf.data()) + 16384 + i * 512);
+      index = ring.next(index);
+    }
+    __atomic_store_n(v.dv.dbrec, htobe32(kXrcSrqWqes), __ATOMIC_RELEASE);
   }
 
   void reconnect() {
@@ -204,10 +223,34 @@ class Harness {
     __atomic_store_n(&dv.dbrec[MLX5_RCV_DBR], htobe32(4), __ATOMIC_RELEASE);
   }
 
+  // The XRC target through RESET to RTR facing the requester's RC QP.
+  void reset_xrc() {
+    hw::QpAttr attr;
+    attr.state = hw::QpState::reset;
+    (void)xrc_tgt_->modify(attr, hw::qp_attr::state);
+    attr.state = hw::QpState::init;
+    attr.access_flags =
+        hw::access::remote_write | hw::access::remote_read | hw::access::remote_atomic;
+    (void)xrc_tgt_->modify(attr,
+                           hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::access_flags);
+    attr.state = hw::QpState::rtr;
+    attr.path_mtu = hw::Mtu::mtu256;
+    attr.dest_qpn = a_.qp->view().qpn;
+    attr.rq_psn = 0;
+    attr.max_dest_rd_atomic = 4;
+    attr.min_rnr_timer = 1;
+    attr.remote_gid = hw::Gid::from_ipv4(a_.dev->ipv4());
+    (void)xrc_tgt_->modify(attr, hw::qp_attr::state | hw::qp_attr::av | hw::qp_attr::path_mtu |
+                                     hw::qp_attr::dest_qpn | hw::qp_attr::rq_psn |
+                                     hw::qp_attr::max_dest_rd_atomic |
+                                     hw::qp_attr::min_rnr_timer);
+  }
+
   void receive_datagram(const uint8_t* data, size_t len) {
     reconnect();
     reset_ud();
     reset_uc();
+    reset_xrc();
     // Post a few receive WQEs so SEND paths are reachable.
     const mlx5dv_qp& dv = b_.qp->view().dv;
     for (uint32_t i = 0; i < 4; ++i) {
@@ -228,6 +271,10 @@ class Harness {
     return s ? s.value().rq_consumed : 0;
   }
   uint32_t uc_qpn() const { return uc_qp_->view().qpn; }
+
+  uint32_t xrc_qpn() const { return xrc_tgt_->view().qpn; }
+  uint32_t xrc_srqn() const { return xrc_srq_->view().dv.srqn; }
+  uint32_t foreign_xrc_srqn() const { return other_xrc_srq_->view().dv.srqn; }
 
   uint32_t ud_receives_taken() const {
     auto s = b_.dev->qp_snapshot(ud_qp_->view().qpn);
@@ -252,6 +299,10 @@ class Harness {
   PageBlock ud_uar_{4096};
   std::unique_ptr<hw::Qp> ud_qp_;
   std::unique_ptr<hw::Qp> uc_qp_;
+  static constexpr uint32_t kXrcSrqWqes = 15;
+  std::unique_ptr<hw::Xrcd> xrcd_, other_xrcd_;
+  std::unique_ptr<hw::Srq> xrc_srq_, other_xrc_srq_;
+  std::unique_ptr<hw::Qp> xrc_tgt_;
 };
 
 Harness& harness() {
@@ -279,6 +330,16 @@ uint32_t fuzz_uc_receives_taken() {
 
 uint32_t fuzz_uc_qpn() {
   return harness().uc_qpn();
+}
+
+uint32_t fuzz_xrc_qpn() {
+  return harness().xrc_qpn();
+}
+uint32_t fuzz_xrc_srqn() {
+  return harness().xrc_srqn();
+}
+uint32_t fuzz_foreign_xrc_srqn() {
+  return harness().foreign_xrc_srqn();
 }
 
 DeviceCounters fuzz_requester_counters() {

@@ -259,6 +259,22 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> receive_seeds() {
     p.payload_len = sizeof mtu_payload;
     out.emplace_back("uc-write-first", packet(p));
   }
+  {
+    // To the harness's XRC target: a SEND naming its domain's SRQ, one naming another
+    // domain's (refused), and a WRITE (XRCETH, then RETH).
+    auto p = base(sim::pkt::opcode::xrc_base + sim::pkt::opcode::rc_send_only);
+    p.bth.dest_qp = sim::kFuzzXrcQpn;
+    p.xrc_srqn = sim::kFuzzXrcSrqn;
+    p.payload = payload;
+    p.payload_len = 48;
+    out.emplace_back("xrc-send-only", packet(p));
+    p.xrc_srqn = sim::kFuzzForeignXrcSrqn;
+    out.emplace_back("xrc-send-foreign-srq", packet(p));
+    p.bth.opcode = sim::pkt::opcode::xrc_base + sim::pkt::opcode::rc_write_only;
+    p.xrc_srqn = sim::kFuzzXrcSrqn;
+    p.reth = sim::pkt::Reth{0x10000, 0x2001, 48};
+    out.emplace_back("xrc-write-only", packet(p));
+  }
   return out;
 }
 

@@ -53,6 +53,55 @@ TEST_CASE("random and mutated datagrams never crash the receive path") {
   CHECK(r.rx_dropped < r.packets_rx);
 }
 
+TEST_CASE("mutated XRC requests reach the XRC target: an SRQ of its domain receives, any "
+          "other number is refused") {
+  REQUIRE(sim::fuzz_xrc_qpn() == sim::kFuzzXrcQpn);
+  REQUIRE(sim::fuzz_xrc_srqn() == sim::kFuzzXrcSrqn);
+  REQUIRE(sim::fuzz_foreign_xrc_srqn() == sim::kFuzzForeignXrcSrqn);
+  std::mt19937 rng(13);
+  std::vector<uint8_t> payload(300, 0x3c);
+  const uint32_t naks_before = static_cast<uint32_t>(sim::fuzz_responder_counters().naks_tx);
+  const uint64_t cqes_before = sim::fuzz_responder_counters().cqes_written;
+  // In order: a SEND ONLY naming the domain's SRQ is received; one naming the other domain's
+  // SRQ is refused with a NAK.
+  for (uint32_t srqn : {sim::fuzz_xrc_srqn(), sim::fuzz_foreign_xrc_srqn()}) {
+    pkt::Packet p;
+    p.bth.opcode = pkt::opcode::xrc_base + pkt::opcode::rc_send_only;
+    p.bth.dest_qp = sim::kFuzzXrcQpn;
+    p.bth.psn = 0;
+    p.bth.ack_req = true;
+    p.xrc_srqn = srqn;
+    p.payload = payload.data();
+    p.payload_len = 100;
+    std::vector<uint8_t> frame(pkt::kMaxPacketBytes);
+    frame.resize(pkt::build_packet(p, frame.data(), frame.size()));
+    sim::fuzz_receive_datagram(frame.data(), frame.size());
+  }
+  CHECK(sim::fuzz_responder_counters().cqes_written > cqes_before);
+  CHECK(sim::fuzz_responder_counters().naks_tx > naks_before);
+  // Then random XRC opcodes, SRQ numbers and fields, with bit flips.
+  for (int i = 0; i < 600; ++i) {
+    pkt::Packet p;
+    p.bth.opcode = static_cast<uint8_t>(pkt::opcode::xrc_base + rng() % 0x15);
+    p.bth.dest_qp = rng() % 4 ? sim::kFuzzXrcQpn : 0x100 + rng() % 4;
+    p.bth.psn = rng() % 4;
+    p.bth.ack_req = rng() & 1;
+    p.xrc_srqn = rng() % 3 == 0 ? static_cast<uint32_t>(rng()) : sim::fuzz_xrc_srqn();
+    p.reth = pkt::Reth{rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng() % 2000)};
+    p.atomic = pkt::AtomicEth{rng(), static_cast<uint32_t>(rng()), rng(), rng()};
+    p.aeth = pkt::Aeth{static_cast<uint8_t>(rng()), static_cast<uint32_t>(rng())};
+    if (pkt::opcode_info(p.bth.opcode).payload) {
+      p.payload = payload.data();
+      p.payload_len = rng() % 300;
+    }
+    std::vector<uint8_t> frame(pkt::kMaxPacketBytes);
+    frame.resize(pkt::build_packet(p, frame.data(), frame.size()));
+    for (int flips = rng() % 3; flips > 0 && !frame.empty(); --flips)
+      frame[rng() % frame.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    sim::fuzz_receive_datagram(frame.data(), frame.size());
+  }
+}
+
 TEST_CASE("random and mutated send queues never crash the executor") {
   std::mt19937 rng(11);
   for (int i = 0; i < 400; ++i) {
