@@ -53,6 +53,41 @@ TEST_CASE("the report keeps every size of a sweep", "[json]") {
   CHECK(json_query_text(t, "d['local_address'][0]['vaddr']") == "0x00007f0000001000");
 }
 
+TEST_CASE("the report names the connection type, XRC's SRQ and each record's SRQ number",
+          "[json][xrc]") {
+  JsonReport report;
+  HeaderInfo h;
+  h.test = {Verb::send, Kind::bandwidth};
+  h.num_qps = 2;
+  h.connection = "XRC";
+  h.using_srq = true;
+  report.set_header(h, "client", BwUnit::mib_per_sec);
+  AddressInfo a;
+  a.qpn = 0x100;
+  a.srqn = 0x40;
+  a.show_srqn = true;
+  AddressInfo b = a;
+  b.qpn = 0x101;
+  b.srqn = 0x41;
+  report.set_addresses({a, b}, {b, a});
+  const std::string t = report.text();
+  CHECK(json_query_text(t, "d['test_info']['Connection_type']") == "XRC");
+  CHECK(json_query_text(t, "d['test_info']['Using_SRQ']") == "ON");
+  CHECK(json_query_text(t, "d['test_info']['Number_of_qps']") == "2");
+  CHECK(json_query_text(t, "[x['srqn'] for x in d['local_address']]") == "[64, 65]");
+  CHECK(json_query_text(t, "[x['srqn'] for x in d['remote_address']]") == "[65, 64]");
+  // Without XRC: the type given, no SRQ, and no srqn key.
+  h.connection = "UD";
+  h.using_srq = false;
+  a.show_srqn = false;
+  JsonReport ud;
+  ud.set_header(h, "server", BwUnit::mib_per_sec);
+  ud.set_addresses({a}, {a});
+  CHECK(json_query_text(ud.text(), "d['test_info']['Connection_type']") == "UD");
+  CHECK(json_query_text(ud.text(), "d['test_info']['Using_SRQ']") == "OFF");
+  CHECK(json_query_text(ud.text(), "'srqn' in d['local_address'][0]") == "False");
+}
+
 TEST_CASE("latency results carry the histogram and early-post rows", "[json]") {
   JsonReport report;
   HeaderInfo h;

@@ -142,6 +142,44 @@ TEST_CASE("address lines use perftest's field widths and decimal GID bytes", "[f
         " local address: LID 0000 QPN 0x0048 PSN 0xf5aed1\n");
 }
 
+TEST_CASE("with -c XRC the header says XRC with its SRQ, and each address line ends with the "
+          "SRQ number, perftest's XRC_FMT",
+          "[format][xrc]") {
+  HeaderInfo h;
+  h.test = {Verb::send, Kind::latency};
+  h.device = "sim0";
+  h.num_qps = 2;
+  h.connection = "XRC";
+  h.using_srq = true;
+  const std::string text = format_header(h);
+  CHECK(text.find(" Number of qps   : 2\t\tTransport type : IB\n"
+                  " Connection type : XRC\t\tUsing SRQ      : ON\n") != std::string::npos);
+
+  AddressInfo a;
+  a.qpn = 0x101;
+  a.psn = 0x3f1222;
+  a.rkey = 0x849df557;
+  a.vaddr = 0x5567da740000;
+  a.srqn = 0x40;
+  a.show_srqn = true;
+  a.has_gid = false;
+  // " SRQn %#08x" after RKey and VAddr (READ's OUT before them), before the line's end.
+  CHECK(format_address("local", Verb::write, a) ==
+        " local address: LID 0000 QPN 0x0101 PSN 0x3f1222 RKey 0x849df557 VAddr "
+        "0x005567da740000 SRQn 0x000040\n");
+  CHECK(format_address("remote", Verb::read, a) ==
+        " remote address: LID 0000 QPN 0x0101 PSN 0x3f1222 OUT 0000 RKey 0x849df557 VAddr "
+        "0x005567da740000 SRQn 0x000040\n");
+  CHECK(format_address("local", Verb::send, a) ==
+        " local address: LID 0000 QPN 0x0101 PSN 0x3f1222 SRQn 0x000040\n");
+  a.srqn = 0xabcdef;
+  CHECK(format_address("local", Verb::atomic, a) ==
+        " local address: LID 0000 QPN 0x0101 PSN 0x3f1222 SRQn 0xabcdef\n");
+  a.show_srqn = false;  // RC, UC, UD: no SRQ number
+  CHECK(format_address("local", Verb::send, a) ==
+        " local address: LID 0000 QPN 0x0101 PSN 0x3f1222\n");
+}
+
 TEST_CASE("the latency table has perftest's exact column header", "[format]") {
   CHECK(latency_table_header() ==
         " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "

@@ -78,7 +78,7 @@ std::string format_header(const HeaderInfo& h) {
   if (h.events) out += " Test with events. Using " + h.device + "_comp0\n";
   out += kv2("Dual-port", "OFF", "Device", h.device);
   out += kv2("Number of qps", std::to_string(h.num_qps), "Transport type", h.transport_type);
-  out += kv2("Connection type", h.connection, "Using SRQ", "OFF");
+  out += kv2("Connection type", h.connection, "Using SRQ", on_off(h.using_srq));
   // rnicdv registers no memory with relaxed ordering and does not post through ibv_wr_*.
   out += kv("PCIe relax order", "OFF") + "\n";
   out += kv("ibv_wr* API", "OFF") + "\n";
@@ -114,6 +114,7 @@ std::string format_address(const char* side, Verb verb, const AddressInfo& a) {
   if (verb == Verb::read) out += fmt(" OUT %#04x", a.out_reads);
   if (verb == Verb::read || verb == Verb::write)
     out += fmt(" RKey %#08x VAddr %#016llx", a.rkey, static_cast<unsigned long long>(a.vaddr));
+  if (a.show_srqn) out += fmt(" SRQn %#08x", a.srqn);  // perftest's XRC_FMT
   out += '\n';
   if (a.has_gid) {
     out += " GID: ";

@@ -28,6 +28,7 @@ struct HeaderInfo {
   uint32_t num_qps = 1;
   std::string transport_type = "IB";  // perftest prints IB for RoCE as well
   std::string connection = "RC";      // -c
+  bool using_srq = false;             // -c XRC: perftest's XRC implies its SRQ
   uint32_t tx_depth = 1;
   uint32_t post_list = 1;
   uint32_t recv_post_list = 1;  // --recv_post_list: a "Recv Post List" line above 1
@@ -44,7 +45,7 @@ struct HeaderInfo {
   bool events = false;  // -e: " Test with events. Using <device>_comp0"
   // rnicperf's additions; a line is printed only when its value is set.
   std::string early_post;      // "16 writes in RTR (withheld in_place)"
-  std::string post_calls;      // "post_send, a SendWr list per call" (--use_old_post_send)
+  std::string post_calls;      // "post_send, a SendWr list per call" (--use_old_post_send, XRC)
   std::string sim_wire;        // "udp 127.0.0.2:4791"
   std::string device_profile;  // "mlx5 (keeps_rtr_doorbell)"
   std::string buffers;         // "DPDK heap, hugepages" (--dpdk-mem)
@@ -63,11 +64,14 @@ struct AddressInfo {
   uint64_t vaddr = 0;
   uint8_t gid[16] = {};
   bool has_gid = true;
+  uint32_t srqn = 0;
+  bool show_srqn = false;  // -c XRC: the record's SRQ number is printed (perftest's XRC_FMT)
 };
 
 // " local address: LID 0000 QPN 0x0048 PSN 0xf5aed1 RKey 0x1fd4bc VAddr 0x007f0e0c8aa000"
-// (READ adds " OUT 0x10" before RKey; SEND and atomics print no RKey/VAddr, as perftest),
-// then " GID: 00:00:...:255:255:127:00:00:02" (the GID bytes in decimal, perftest's format).
+// (READ adds " OUT 0x10" before RKey; SEND and atomics print no RKey/VAddr, as perftest;
+// XRC ends the line with " SRQn 0x000041"), then " GID: 00:00:...:255:255:127:00:00:02" (the
+// GID bytes in decimal, perftest's format).
 std::string format_address(const char* side, Verb verb, const AddressInfo& a);
 
 // Latency table. The header line is perftest's, character for character.

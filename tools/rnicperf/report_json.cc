@@ -63,6 +63,7 @@ void write_address(JsonWriter& w, const AddressInfo& a) {
     gid += hex;
   }
   w.field("gid", gid);
+  if (a.show_srqn) w.field("srqn", static_cast<uint64_t>(a.srqn));
   w.end_object();
 }
 
@@ -87,8 +88,8 @@ std::string JsonReport::text() const {
   w.field("Device", h.device);
   w.field("Number_of_qps", h.num_qps);
   w.field("Transport_type", h.transport_type);
-  w.field("Connection_type", "RC");
-  w.field("Using_SRQ", "OFF");
+  w.field("Connection_type", h.connection);
+  w.field("Using_SRQ", h.using_srq ? "ON" : "OFF");
   if (h.initiator) w.field("TX_depth", h.tx_depth);
   if (h.post_list > 1) w.field("Post_List", h.post_list);
   if (h.recv_post_list > 1) w.field("Recv_Post_List", h.recv_post_list);
