@@ -1168,3 +1168,107 @@ TEST_CASE("--ipv6 on devices with IPv4 addresses is refused, naming the device a
   CHECK(r.err.find(" is IPv4 (on the simulated HCA, RNICDV_SIM_ADDR gives it an IPv6 address)") !=
         std::string::npos);
 }
+
+namespace {
+// A -c XRC loopback run of `test` with `qps` initiators a side and perftest's QP count in the
+// header (`header_qps`): "Connection type : XRC", its SRQ, one SRQ number on every address
+// line, a row of `iterations` per QP, and every post a post_send call (the typed calls take no
+// SRQ number).
+void check_xrc_run(const std::string& test, std::vector<std::string> extra, uint64_t size,
+                   uint64_t iterations, uint32_t header_qps) {
+  const std::string json = tmp_json(("xrc_" + test).c_str());
+  std::vector<std::string> args = {test, "--loopback", "-c", "XRC", "--timeout=10",
+                                   "--out_json_file=" + json};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ProcessResult r = run_rnicperf(args, 60);
+  INFO(test << " stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" Number of qps   : " + std::to_string(header_qps) +
+                   "\t\tTransport type : IB\n Connection type : XRC\t\tUsing SRQ      : ON\n") !=
+        std::string::npos);
+  const int addresses = count_lines_starting(r.out, " local address: ") +
+                        count_lines_starting(r.out, " remote address: ");
+  CHECK(addresses == 2 * static_cast<int>(header_qps));
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(" address: LID ") != std::string::npos)
+      CHECK(line.find(" SRQn 0x") != std::string::npos);
+  const auto rows = rows_of(r.out, std::to_string(size));
+  REQUIRE(rows.size() == 1);
+  CHECK(fields_of(rows[0]).at(1) == static_cast<double>(iterations));
+  // The header's keys, and each side's records all naming its one SRQ.
+  CHECK(json_query(json, "d['test_info']['Connection_type'], d['test_info']['Using_SRQ'], "
+                         "d['test_info']['Number_of_qps'], d['test_info']['Post_calls'], "
+                         "len({a['srqn'] for a in d['local_address']}), "
+                         "len({a['srqn'] for a in d['remote_address']})") ==
+        "XRC ON " + std::to_string(header_qps) + " post_send, a SendWr list per call 1 1");
+  std::remove(json.c_str());
+}
+}  // namespace
+
+TEST_CASE("-c XRC write_lat and send_lat: two QPs a side, each initiator reaching the peer's "
+          "SRQ through its target",
+          "[e2e][xrc]") {
+  check_xrc_run("write_lat", {"-n", "50"}, 2, 50, 2);
+  check_xrc_run("send_lat", {"-n", "50", "-s", "300"}, 300, 50, 2);
+}
+
+TEST_CASE("-c XRC read_lat and atomic_lat: two QPs a side, the client's initiator reading and "
+          "adding through the server's target",
+          "[e2e][xrc]") {
+  check_xrc_run("read_lat", {"-n", "50", "-s", "64"}, 64, 50, 2);
+  check_xrc_run("atomic_lat", {"-n", "50"}, 8, 50, 2);
+}
+
+TEST_CASE("-c XRC send_bw and write_bw: the client's initiators send into the server's SRQ "
+          "through its targets",
+          "[e2e][xrc]") {
+  check_xrc_run("send_bw", {"-n", "100", "-s", "4096"}, 4096, 100, 1);
+  check_xrc_run("write_bw", {"-n", "100", "-s", "4096"}, 4096, 100, 1);
+}
+
+TEST_CASE("-c XRC read_bw and atomic_bw: the client's initiators read and add through the "
+          "server's targets",
+          "[e2e][xrc]") {
+  check_xrc_run("read_bw", {"-n", "100", "-s", "4096"}, 4096, 100, 1);
+  check_xrc_run("atomic_bw", {"-n", "100"}, 8, 100, 1);
+}
+
+TEST_CASE("-c XRC -b: perftest's doubled QPs, initiators first, both sides posting -q x -n",
+          "[e2e][xrc]") {
+  check_xrc_run("send_bw", {"-b", "-q", "2", "-n", "100", "-s", "1024"}, 1024, 200, 4);
+  check_xrc_run("write_bw", {"-b", "-n", "100", "-s", "1024", "-l", "4"}, 1024, 100, 2);
+}
+
+TEST_CASE("-c XRC send_bw: three initiators' SENDs arrive in the server's one SRQ, which is "
+          "refilled in lists as they complete; --reversed makes the server's QPs the initiators",
+          "[e2e][xrc][recv_post_list]") {
+  // 300 SENDs into an SRQ that holds 100: every list posted after the first ten is a refill
+  // of the SRQ, which the three targets share (30 calls of 10).
+  const std::string json = tmp_json("xrc_srq");
+  ProcessResult r = run_rnicperf({"send_bw", "--loopback", "-c", "XRC", "--reversed", "-q", "3",
+                                  "-n", "100", "-s", "1024", "--recv_post_list=10",
+                                  "--timeout=10", "--out_json_file=" + json},
+                                 60);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(" RX depth        : 100\n") != std::string::npos);
+  CHECK(json_query(json, "d['results'][0]['n_iterations']") == "300");
+  CHECK(json_query(json, "d['test_info']['Receive_post_calls']") == "30");
+  std::remove(json.c_str());
+}
+
+TEST_CASE("-c XRC with --early-post: the initiator's writes and sends are withheld in RTR and run "
+          "once at RTS",
+          "[e2e][xrc][early-post]") {
+  for (const char* test : {"write_lat", "send_bw"}) {
+    ProcessResult r = run_rnicperf({test, "--loopback", "-c", "XRC", "-n", "40", "-s", "64",
+                                    "--early-post=8", "--timeout=10"},
+                                   60);
+    INFO(test << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(" 8          in RTR       8  ") != std::string::npos);
+    CHECK(r.out.find(" 8          after RTS    0  ") != std::string::npos);
+  }
+}

@@ -49,6 +49,65 @@ TEST_CASE("the peer record is perftest's 108-byte colon-separated hex format", "
   CHECK(std::memcmp(back->gid, r.gid, 16) == 0);
 }
 
+TEST_CASE("with -c XRC the record's last field is the side's XRC SRQ number, as perftest "
+          "writes and reads it",
+          "[oob][xrc]") {
+  PeerRecord r;
+  r.out_reads = 16;
+  r.qpn = 0x101;
+  r.psn = 0x3f1222;
+  r.rkey = 0x849df557;
+  r.vaddr = 0x5567da740000;
+  r.gid[10] = 0xff;
+  r.gid[11] = 0xff;
+  r.gid[12] = 127;
+  r.gid[15] = 3;
+  r.srqn = 0xabc40;
+  // KEY_PRINT_FMT_GID: the SRQN is "%08x:" after the GID's last byte, and ends the record.
+  const std::string expected =
+      "0000:0010:000101:3f1222:849df557:00005567da740000:"
+      "00:00:00:00:00:00:00:00:00:00:ff:ff:7f:00:00:03:000abc40:";
+  const std::string text = encode_record(r);
+  REQUIRE(text.size() == kPeerRecordSize);
+  CHECK(std::string(text.c_str()) == expected);
+  CHECK(text.substr(expected.size()) == std::string(kPeerRecordSize - expected.size(), '\0'));
+  // perftest's ethernet_read_keys takes the SRQN from the nine characters after the GID's last
+  // byte: a record written by hand, as perftest's sprintf does, decodes to it.
+  std::string from_perftest = expected;
+  from_perftest.resize(kPeerRecordSize, '\0');
+  from_perftest.replace(from_perftest.find(":000abc40:") + 1, 8, "00ffffff");
+  auto back = decode_record(from_perftest.data(), from_perftest.size());
+  REQUIRE(back.is_ok());
+  CHECK(back->srqn == 0xffffff);
+  CHECK(back->qpn == 0x101);
+  CHECK(back->rkey == 0x849df557);
+  back = decode_record(text.data(), text.size());
+  REQUIRE(back.is_ok());
+  CHECK(back->srqn == 0xabc40);
+
+  // The binary record (-z): the SRQN at offset 48, big-endian.
+  uint8_t out[kPerftestDestSize];
+  encode_perftest_dest(r, 3, out);
+  const uint8_t srqn_bytes[4] = {0x00, 0x0a, 0xbc, 0x40};
+  CHECK(std::memcmp(out + 48, srqn_bytes, 4) == 0);
+  CHECK(decode_perftest_dest(out).srqn == 0xabc40);
+
+  // Two rnicperf ends agree on the connection type, XRC included.
+  Options o;
+  o.test = {Verb::send, Kind::bandwidth};
+  o.size = 1024;
+  o.iterations = 100;
+  o.xrc = true;
+  TestParams a = params_from_options(o, 1024);
+  CHECK(a.connection == 3);
+  uint8_t wire[kTestParamsWireSize];
+  encode_params(a, wire);
+  CHECK(decode_params(wire).connection == 3);
+  o.xrc = false;
+  CHECK(params_mismatch(a, params_from_options(o, 1024)) ==
+        "connection type (-c) local=XRC remote=RC");
+}
+
 TEST_CASE("malformed peer records are rejected", "[oob]") {
   std::string text = encode_record(PeerRecord{});
   std::string bad = text;

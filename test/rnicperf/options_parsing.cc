@@ -248,8 +248,9 @@ TEST_CASE("perftest's -c, -x, --output, --dont_xchg_versions and --mr_per_qp are
   CHECK(parse({"send_bw", "--output=message_rate"})->output == Options::Output::message_rate);
   CHECK(parse({"read_lat", "--output=latency"})->output == Options::Output::latency);
   CHECK(parse({"read_lat"})->gid_index == -1);
-  CHECK(error_of({"write_bw", "-c", "XRC"}) ==
-        "-c XRC: rnicdv's QPs are RC, UC or UD (XRC, DC and SRD are not implemented)");
+  CHECK(error_of({"write_bw", "-c", "DC"}) ==
+        "-c DC: rnicdv's QPs are RC, UC, UD or XRC (DC and SRD are not implemented)");
+  CHECK(error_of({"send_bw", "-c", "SRD"}).find("-c SRD: ") == 0);
   CHECK(error_of({"write_bw", "--output=everything"}) ==
         "--output=everything: one of bandwidth, message_rate, latency");
   CHECK(error_of({"write_bw", "--output=latency"}) ==
@@ -707,6 +708,40 @@ TEST_CASE("-c UD is taken by the SEND tests, and refused with the reason elsewhe
   CHECK(parse({"send_bw", "-c", "UD", "--rate_limit_type=SW", "--rate_limit=1"}).is_ok());
   CHECK(parse({"send_bw", "-c", "UD", "--run_infinitely"}).is_ok());
   CHECK(parse({"send_bw", "-c", "UD", "-D", "2"}).is_ok());
+}
+
+TEST_CASE("-c XRC is taken by all eight tests and refused with rdma_cm, as perftest refuses it",
+          "[options][xrc]") {
+  for (const char* test : {"write_lat", "send_lat", "read_lat", "atomic_lat", "write_bw",
+                           "send_bw", "read_bw", "atomic_bw"}) {
+    INFO(test);
+    auto o = parse({test, "-c", "XRC"});
+    REQUIRE(o.is_ok());
+    CHECK(o->xrc);
+    CHECK_FALSE(o->ud);
+    CHECK_FALSE(o->uc);
+    // The typed calls name no SRQ: the loops post SendWr lists through post_send.
+    CHECK(o->post_send_lists());
+    CHECK_FALSE(o->old_post_send);
+  }
+  CHECK_FALSE(parse({"write_bw", "-c", "RC"})->xrc);
+  CHECK_FALSE(parse({"write_bw"})->post_send_lists());
+  auto bw = parse({"send_bw", "--connection=XRC", "-b", "-q", "2", "--recv_post_list=4",
+                   "--early-post=4", "-e", "--use_old_post_send"});
+  REQUIRE(bw.is_ok());
+  CHECK(bw->xrc);
+  CHECK(bw->num_qps == 2);  // perftest doubles it for -b: the endpoint makes the pairs
+  CHECK(parse({"write_bw", "-c", "XRC", "-b", "--run_infinitely"}).is_ok());
+  CHECK(parse({"write_bw", "-c", "XRC", "--rate_limit=1", "--rate_limit_type=HW"}).is_ok());
+  // Unlike UD and UC, an XRC receiver loses nothing: the RX depth keeps its default.
+  CHECK(parse({"send_bw", "-c", "XRC", "-n", "2000"})->rx_depth == 512);
+  // perftest_parameters.c: " XRC does not support RDMA_CM" for -R; its -z cannot run XRC.
+  CHECK(error_of({"write_lat", "-c", "XRC", "-R"}) == "-c XRC: XRC does not support RDMA_CM (-R)");
+  CHECK(error_of({"send_bw", "-c", "XRC", "-z"}) == "-c XRC: XRC does not support RDMA_CM (-z)");
+  CHECK(error_of({"read_bw", "-R", "-z", "-c", "XRC"}) ==
+        "-c XRC: XRC does not support RDMA_CM (-R)");
+  CHECK(error_of({"send_lat", "-c", "XRC", "--loopback", "--first-reply=2"}) ==
+        "-c XRC: --first-reply times connections the connection manager makes, which are RC");
 }
 
 TEST_CASE("-w and -y set perftest's verifier limits on bandwidth tests, 0 or more",

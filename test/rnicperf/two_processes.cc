@@ -113,6 +113,42 @@ TEST_CASE("send_bw and send_lat sweep every size (-a) as two processes", "[e2e][
   }
 }
 
+TEST_CASE("-c XRC runs as two processes: each side's records name its SRQ, which the other's "
+          "sends reach",
+          "[e2e][udp][xrc]") {
+  check_pair("send_bw", {"-c", "XRC", "-n", "100", "-s", "4096"}, true);
+  const std::vector<std::string> args = {"send_lat", "-c", "XRC", "-n", "20"};
+  Pair p = run_pair(args, args);
+  INFO("server:\n" << p.server.out << p.server.err << "\nclient:\n" << p.client.out << p.client.err);
+  REQUIRE(p.client.exit_code == 0);
+  REQUIRE(p.server.exit_code == 0);
+  // Each side prints its two records, then the peer's: the initiator's and the target's SRQ
+  // number is the side's one SRQ, and what one side prints as remote the other printed as local.
+  const auto srqns = [](const std::string& out, const char* side) {
+    std::vector<std::string> found;
+    for (size_t at = out.find(std::string(" ") + side + " address:"); at != std::string::npos;
+         at = out.find(std::string(" ") + side + " address:", at + 1)) {
+      const size_t srqn = out.find(" SRQn ", at);
+      REQUIRE(srqn < out.find('\n', at));
+      found.push_back(out.substr(srqn, out.find('\n', srqn) - srqn));
+    }
+    return found;
+  };
+  const auto server_local = srqns(p.server.out, "local");
+  REQUIRE(server_local.size() == 2);
+  CHECK(server_local[0] == server_local[1]);
+  CHECK(srqns(p.client.out, "remote") == server_local);
+  CHECK(srqns(p.server.out, "remote") == srqns(p.client.out, "local"));
+}
+
+TEST_CASE("-c XRC on one side only is a mismatch named on both sides", "[e2e][errors][xrc]") {
+  Pair p = run_pair({"write_bw", "-c", "XRC"}, {"write_bw"});
+  CHECK(p.server.exit_code == 1);
+  CHECK(p.client.exit_code == 1);
+  CHECK(p.server.err == "rnicperf: parameter mismatch: connection type (-c) local=XRC remote=RC\n");
+  CHECK(p.client.err == "rnicperf: parameter mismatch: connection type (-c) local=RC remote=XRC\n");
+}
+
 TEST_CASE("mismatched tests are named on both sides and both exit non-zero", "[e2e][errors]") {
   Pair p = run_pair({"write_lat"}, {"read_lat"});
   CHECK(p.server.exit_code == 1);

@@ -70,14 +70,16 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
                          "%s: an endless receiver needs its peer's count to end (no peer loop)",
                          test);
   const bool duration = o.duration_s > 0 && !infinite;
-  const size_t nqp = c.ep.num_qps();
+  const size_t nqp = c.ep.num_lanes();
   const uint64_t per_qp = (duration || infinite) ? UINT64_MAX : c.iterations;
-  const uint64_t expected_rx = duration ? UINT64_MAX : c.iterations * nqp;
+  // SENDs come from the peer's lanes: one per receive queue, or with -c XRC all into its SRQ.
+  const uint64_t expected_rx = duration ? UINT64_MAX : c.iterations * c.ep.peer_lanes();
   const bool stamp = !o.no_peak && !duration;
   const uint32_t post_list = o.post_list;
   const uint32_t cq_mod = o.cq_mod;
   const uint32_t tx_depth = o.tx_depth;
   const bool peer_receives = o.test.verb == Verb::send;
+  const bool wr_lists = o.post_send_lists();
 
   // Everything the loop touches is built here.
   std::vector<QpTx> tx(sender ? nqp : 0);
@@ -94,7 +96,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       wr.remote_addr = peer.vaddr;
       wr.rkey = peer.rkey;
       wr.compare_add = 1;
-      c.ep.address(q, &wr);  // -c UD: the datagram's destination
+      c.ep.address(q, &wr);  // -c UD: the datagram's destination; -c XRC: the peer's SRQ
       wr.flags = (c.size <= c.ep.inline_size() &&
                   (o.test.verb == Verb::send || o.test.verb == Verb::write))
                      ? send_flags::inline_data
@@ -102,9 +104,13 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     }
     tx[q].until_signal = cq_mod;
   }
-  // Each run (size) starts with receives_at_start() posted per QP (refill_receives).
-  std::vector<RecvRefill> refill(receiver ? nqp : 0,
-                                 RecvRefill(c.ep.recv_list(), c.ep.receives_at_start(), per_qp));
+  // Each run (size) starts with receives_at_start() posted per receive queue
+  // (refill_receives), each taking the SENDs of senders_per_recv_queue() peer lanes.
+  const uint64_t per_recv_queue =
+      per_qp == UINT64_MAX ? UINT64_MAX : per_qp * c.ep.senders_per_recv_queue();
+  std::vector<RecvRefill> refill(
+      receiver ? c.ep.num_recv_queues() : 0,
+      RecvRefill(c.ep.recv_list(), c.ep.receives_at_start(), per_recv_queue));
 
   // --rate_limit_type=SW (perftest's limiter): bursts of burst_size WRs across the QPs, each
   // starting a gap after the one before; a late burst is sent at once, to catch up.
@@ -210,8 +216,8 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
             for (uint32_t k = 0; k < post_list; ++k) c.tposted[tot_posted + k] = t_post;
           // The list as one doorbell.
           rnicdv::QueuePair& qp = c.ep.qp(q);
-          if (Errc e = post_wr_list(qp, t.wrs, o.old_post_send, &out->post_send_calls);
-              e != Errc::ok) [[unlikely]]
+          if (Errc e = post_wr_list(qp, t.wrs, wr_lists, &out->post_send_calls); e != Errc::ok)
+              [[unlikely]]
             return post_error(test, "post send", qp.qpn(), e);
           t.posted += post_list;
           tot_posted += post_list;
@@ -257,11 +263,11 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
         for (int i = 0; i < n; ++i) {
           if (wc[i].status != IBV_WC_SUCCESS) [[unlikely]]
             return completion_error(test, wc[i]);
-          const size_t q = wc[i].wr_id;
-          c.ep.recv_completed(q);
-          if (refill[q].completed()) {
-            if (Errc e = c.ep.post_recv_list(q); e != Errc::ok) [[unlikely]]
-              return post_error(test, "post receive", c.ep.qp(q).qpn(), e);
+          const size_t r = wc[i].wr_id;  // the receive queue
+          c.ep.recv_completed(r);
+          if (refill[r].completed()) {
+            if (Errc e = c.ep.post_recv_list(r); e != Errc::ok) [[unlikely]]
+              return recv_post_error(test, c.ep, r, e);
           }
         }
         tot_received += static_cast<uint64_t>(n);

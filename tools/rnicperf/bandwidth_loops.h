@@ -15,7 +15,7 @@ struct BandwidthRun {
   uint64_t t_first_post = 0, t_last_completion = 0;
   uint64_t t_first_recv = 0, t_last_recv = 0;
   WindowCount tx_window, rx_window;  // duration mode
-  uint64_t post_send_calls = 0;      // --use_old_post_send: QueuePair::post_send calls made
+  uint64_t post_send_calls = 0;      // SendWr lists (Options::post_send_lists): post_send calls
 };
 
 // `sender`: this side posts the test's operations. `receiver`: this side consumes SENDs

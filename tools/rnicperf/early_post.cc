@@ -70,6 +70,7 @@ Status run_early_post_client(RunContext& c, uint32_t n, EarlyPostResult* out) {
   wr.num_sge = 1;
   wr.remote_addr = peer.vaddr;
   wr.rkey = peer.rkey;
+  c.ep.address(0, &wr);  // -c XRC: the peer's SRQ
 
   // In RTR: accepted and withheld by the driver.
   for (uint32_t k = 0; k < n; ++k) {
@@ -85,7 +86,7 @@ Status run_early_post_client(RunContext& c, uint32_t n, EarlyPostResult* out) {
   const uint64_t established = c.clock.now();
   RNICDV_TRY(c.ep.to_rts(0));
   RNICDV_TRY(collect(c, n, established, &out->in_rtr));
-  for (size_t q = 1; q < c.ep.num_qps(); ++q) RNICDV_TRY(c.ep.to_rts(q));
+  for (size_t q = 1; q < c.ep.num_lanes(); ++q) RNICDV_TRY(c.ep.to_rts(q));
 
   // The same batch once established, for comparison. Both rows start right after a barrier,
   // so both find the two devices in the same (idle) state: the row after RTS must not gain

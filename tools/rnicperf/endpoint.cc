@@ -144,8 +144,10 @@ Result<std::unique_ptr<TestEndpoint>> TestEndpoint::open(const EndpointConfig& c
 }
 
 TestEndpoint::~TestEndpoint() {
-  // QPs and MRs go before the memory they describe.
+  // QPs and MRs go before the memory they describe; an XRC SRQ and domain after their QPs.
   qps_.clear();
+  xrc_srq_.reset();
+  xrcd_.reset();
   for (auto& r : regions_) {
     r.mr.reset();
     if (r.base && r.dpdk_heap) rnicdv::sim::dpdk_free(r.base);
@@ -164,13 +166,46 @@ uint32_t TestEndpoint::mtu_bytes(const Options& o) const {
   return std::min(o.mtu, hw::mtu_bytes(caps.max_mtu));
 }
 
+Status TestEndpoint::open_xrc(uint32_t srq_depth, rnicdv::CompletionQueue& srq_cq) {
+  Result<rnicdv::XrcDomain> domain = dev_->open_xrc_domain();
+  if (!domain) return domain.status().prepend("-c XRC: opening the XRC domain");
+  xrcd_.emplace(std::move(domain.value()));
+  // perftest's ctx_xrc_srq_create: one SRQ of single-SGE receives.
+  Result<rnicdv::SharedReceiveQueue> srq = dev_->create_xrc_srq(*xrcd_, *pd_, srq_cq, srq_depth, 1);
+  if (!srq) return srq.status().prepend("-c XRC: creating the XRC SRQ");
+  xrc_srq_.emplace(std::move(srq.value()));
+  return Status::ok();
+}
+
+Result<rnicdv::QueuePair> TestEndpoint::create_xrc_qp(size_t i, const rnicdv::QpConfig& config) {
+  if (i < initiators_) {
+    rnicdv::QpConfig initiator = config;
+    initiator.type = hw::QpType::xrc_send;  // no receive queue: recv_cq is ignored
+    Result<rnicdv::QueuePair> qp = dev_->create_qp(*pd_, *send_cq_, *recv_cq_, initiator);
+    if (!qp) return qp.status().prepend("-c XRC: creating initiator QP " + std::to_string(i));
+    return qp;
+  }
+  Result<rnicdv::QueuePair> qp = dev_->create_xrc_target(*xrcd_);
+  if (!qp) return qp.status().prepend("-c XRC: creating target QP " + std::to_string(i));
+  return qp;
+}
+
 Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
-                            uint32_t extra_recvs) {
+                            uint32_t extra_recvs, bool posts_operations) {
   const auto& info = dev_->info();
   const auto& caps = info.caps;
   qp_timeout_ = o.qp_timeout;
   ud_ = o.ud;
   uc_ = o.uc;
+  xrc_ = o.xrc;
+  // perftest doubles num_of_qps for XRC in latency tests and with -b: the first half
+  // XRC_SEND, the second XRC_RECV. A one-way bandwidth test's posting side has initiators
+  // only, the other side targets only.
+  xrc_pairs_ = xrc_ && (o.test.kind == Kind::latency || o.bidirectional);
+  const uint32_t nqps = xrc_pairs_ ? 2 * o.num_qps : o.num_qps;
+  initiators_ = !xrc_ ? nqps : (xrc_pairs_ || posts_operations) ? o.num_qps : 0;
+  lanes_ = initiators_;
+  recv_queues_ = xrc_ ? 1 : nqps;
   sl_ = o.sl;
   traffic_class_ = o.resolved_traffic_class();
   hop_limit_ = o.resolved_hop_limit();
@@ -228,6 +263,9 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
       if (Errc e = cq->request_notify(); e != Errc::ok)
         return Status::error(e, "-e: cannot arm a completion queue for its first event");
   }
+  // -c XRC: the SRQ holds what the receive queue would; as perftest's, its receives complete
+  // on the receive CQ in SEND tests and on the send CQ otherwise (where none are posted).
+  if (xrc_) RNICDV_TRY(open_xrc(rq_depth, o.test.verb == Verb::send ? *recv_cq_ : *send_cq_));
 
   // UD: a receive holds the 40-byte GRH before the message.
   const uint64_t recv_bytes = max_size + (ud_ ? kUdGrhBytes : 0);
@@ -237,13 +275,13 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   const size_t page = static_cast<size_t>(std::max(::sysconf(_SC_PAGESIZE), 1L));
   const size_t stride = (2 * half_ + page - 1) / page * page;
   if (!o.mmap_file.empty()) {
-    RNICDV_TRY(file.open(o.mmap_file, o.mmap_offset, o.num_qps, stride));
+    RNICDV_TRY(file.open(o.mmap_file, o.mmap_offset, nqps, stride));
     mmap_file_ = o.mmap_file;
     mmap_offset_ = o.mmap_offset;
   }
   const uint32_t access = hw::access::local_write | hw::access::remote_write |
                           hw::access::remote_read | hw::access::remote_atomic;
-  for (uint32_t i = 0; i < o.num_qps; ++i) {
+  for (uint32_t i = 0; i < nqps; ++i) {
     rnicdv::QpConfig config;
     config.caps.max_send_wr = sq_depth;
     config.caps.max_recv_wr = rq_depth;
@@ -254,8 +292,9 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     config.threading = rnicdv::Threading::single;
     config.early_post = rnicdv::EarlyPost::automatic;
     config.type = ud_ ? hw::QpType::ud : uc_ ? hw::QpType::uc : hw::QpType::rc;
-    RNICDV_ASSIGN_OR_RETURN(rnicdv::QueuePair qp,
-                            dev_->create_qp(*pd_, *send_cq_, *recv_cq_, config));
+    RNICDV_ASSIGN_OR_RETURN(
+        rnicdv::QueuePair qp,
+        xrc_ ? create_xrc_qp(i, config) : dev_->create_qp(*pd_, *send_cq_, *recv_cq_, config));
     qps_.push_back(std::move(qp));
     hw::QpAttr init;
     init.state = hw::QpState::init;
@@ -273,8 +312,9 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
       return o.pkey_index ? s.prepend("--pkey_index") : s;
     init_attr_ = init;
     init_mask_ = init_mask;
-    // HW and PP rate limiters: the device paces the QP from the start.
-    if (const uint32_t kbps = o.device_rate_kbps(); kbps != 0) {
+    // HW and PP rate limiters: the device paces the QP from the start (an XRC target sends
+    // nothing but responses: only initiators are paced).
+    if (const uint32_t kbps = o.device_rate_kbps(); kbps != 0 && i < initiators_) {
       const bool pp = o.rate_limit_type == Options::RateLimitType::pp;
       RNICDV_TRY(qps_.back()
                      .set_rate_limit(kbps, pp ? o.burst_size : 0,
@@ -329,68 +369,73 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
     regions_.push_back(std::move(r));
   }
 
-  recvs_posted_.assign(o.num_qps, 0);
-  recvs_done_.assign(o.num_qps, 0);
+  recvs_posted_.assign(recv_queues_, 0);
+  recvs_done_.assign(recv_queues_, 0);
   if (receives) {
     recv_size_ = std::max<uint64_t>(recv_bytes, 1);
-    // --recv_post_list: every QP's list of receives, built once (options.cc keeps the list
-    // within the RX depth).
+    // --recv_post_list: every receive queue's list of receives, built once (options.cc keeps
+    // the list within the RX depth).
     recv_list_ = std::clamp<uint32_t>(o.recv_post_list, 1, std::max<uint32_t>(rx_depth_, 1));
     recv_sges_.clear();
     recv_wrs_.clear();
-    recv_sges_.reserve(size_t{o.num_qps} * recv_list_);
-    recv_wrs_.reserve(size_t{o.num_qps} * recv_list_);
-    for (uint32_t i = 0; i < o.num_qps; ++i)
+    recv_sges_.reserve(recv_queues_ * recv_list_);
+    recv_wrs_.reserve(recv_queues_ * recv_list_);
+    for (size_t r = 0; r < recv_queues_; ++r)
       for (uint32_t k = 0; k < recv_list_; ++k)
-        recv_sges_.push_back(regions_[i].mr->sge(half_, static_cast<uint32_t>(recv_size_)));
-    for (uint32_t i = 0; i < o.num_qps; ++i)
+        recv_sges_.push_back(
+            regions_[recv_region(r)].mr->sge(half_, static_cast<uint32_t>(recv_size_)));
+    for (size_t r = 0; r < recv_queues_; ++r)
       for (uint32_t k = 0; k < recv_list_; ++k) {
         rnicdv::RecvWr wr;
-        wr.wr_id = i;
-        wr.sg_list = &recv_sges_[size_t{i} * recv_list_ + k];
+        wr.wr_id = r;
+        wr.sg_list = &recv_sges_[r * recv_list_ + k];
         wr.num_sge = 1;
         recv_wrs_.push_back(wr);
       }
     RNICDV_TRY(refill_receives());
     // Early-posted sends' extra receives, beyond the RX depth.
-    for (uint32_t i = 0; i < o.num_qps; ++i)
+    for (size_t r = 0; r < recv_queues_; ++r)
       for (uint32_t k = 0; k < extra_recvs; ++k)
-        if (Errc e = post_recv(i); e != Errc::ok)
-          return Status::error(e, "post receive on QP %#x: %s", qps_[i].qpn(),
-                               rnicdv::errc_name(e));
+        if (Errc e = post_recv(r); e != Errc::ok) return recv_queue_error(r, e);
   }
   return Status::ok();
 }
 
-rnicdv::Errc TestEndpoint::post_recv(size_t i) noexcept {
-  rnicdv::Sge sge = regions_[i].mr->sge(half_, static_cast<uint32_t>(recv_size_));
+rnicdv::Errc TestEndpoint::post_recv(size_t r) noexcept {
+  rnicdv::Sge sge = regions_[recv_region(r)].mr->sge(half_, static_cast<uint32_t>(recv_size_));
   rnicdv::RecvWr wr;
-  wr.wr_id = i;
+  wr.wr_id = r;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  const Errc e = qps_[i].post_recv(wr);
+  const Errc e = xrc_ ? xrc_srq_->post_recv(wr) : qps_[r].post_recv(wr);
   ++recv_post_calls_;
-  if (e == Errc::ok) ++recvs_posted_[i];
+  if (e == Errc::ok) ++recvs_posted_[r];
   return e;
 }
 
-rnicdv::Errc TestEndpoint::post_recv_list(size_t i) noexcept {
+rnicdv::Errc TestEndpoint::post_recv_list(size_t r) noexcept {
   size_t bad = recv_list_;
-  const Errc e = qps_[i].post_recv(std::span(&recv_wrs_[i * recv_list_], recv_list_), &bad);
+  const std::span<const rnicdv::RecvWr> list(&recv_wrs_[r * recv_list_], recv_list_);
+  const Errc e = xrc_ ? xrc_srq_->post_recv(list, &bad) : qps_[r].post_recv(list, &bad);
   ++recv_post_calls_;
   // The WRs before the bad one were posted (libibverbs' bad_wr rule).
-  recvs_posted_[i] += e == Errc::ok ? recv_list_ : std::min<size_t>(bad, recv_list_);
+  recvs_posted_[r] += e == Errc::ok ? recv_list_ : std::min<size_t>(bad, recv_list_);
   return e;
+}
+
+Status TestEndpoint::recv_queue_error(size_t r, Errc e) const {
+  if (xrc_)
+    return Status::error(e, "post receive on XRC SRQ %#x: %s", xrc_srq_->srqn(),
+                         rnicdv::errc_name(e));
+  return Status::error(e, "post receive on QP %#x: %s", qps_[r].qpn(), rnicdv::errc_name(e));
 }
 
 Status TestEndpoint::refill_receives() {
   if (recv_size_ == 0) return Status::ok();
   const uint32_t target = receives_at_start();
-  for (size_t i = 0; i < qps_.size(); ++i) {
-    while (recvs_posted_[i] - recvs_done_[i] + recv_list_ <= target) {
-      if (Errc e = post_recv_list(i); e != Errc::ok)
-        return Status::error(e, "post receive on QP %#x: %s", qps_[i].qpn(),
-                             rnicdv::errc_name(e));
+  for (size_t r = 0; r < recv_queues_; ++r) {
+    while (recvs_posted_[r] - recvs_done_[r] + recv_list_ <= target) {
+      if (Errc e = post_recv_list(r); e != Errc::ok) return recv_queue_error(r, e);
     }
   }
   return Status::ok();
@@ -447,6 +492,7 @@ std::vector<PeerRecord> TestEndpoint::local_records() const {
     r.rkey = regions_[i].mr->rkey();
     r.vaddr = regions_[i].mr->addr() + half_;
     std::memcpy(r.gid, info.gid.raw, 16);
+    r.srqn = xrc_srqn();  // perftest's set_up_connection: every record names the XRC SRQ
     out.push_back(r);
   }
   return out;
@@ -465,12 +511,13 @@ Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu
   RNICDV_TRY(set_remote(remote));
   if (ud_) return connect_datagrams(stay_in_rtr);
   for (size_t i = 0; i < qps_.size(); ++i) {
+    const PeerRecord& peer = remote_[peer_index(i)];
     hw::QpAttr rtr;
     rtr.state = hw::QpState::rtr;
     rtr.path_mtu = mtu_code(mtu_bytes);
-    rtr.dest_qpn = remote[i].qpn;
-    rtr.rq_psn = remote[i].psn;
-    std::memcpy(rtr.remote_gid.raw, remote[i].gid, 16);
+    rtr.dest_qpn = peer.qpn;
+    rtr.rq_psn = peer.psn;
+    std::memcpy(rtr.remote_gid.raw, peer.gid, 16);
     rtr.max_dest_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(out_reads_, 16));
     rtr.min_rnr_timer = 12;
     // The address vector as perftest's GRH: its traffic class, hop limit, flow label and SL.
@@ -479,11 +526,16 @@ Status TestEndpoint::connect(const std::vector<PeerRecord>& remote, uint32_t mtu
     rtr.flow_label = flow_labels_.empty() ? 0 : flow_labels_[i % flow_labels_.size()];
     rtr.sl = sl_;
     namespace a = hw::qp_attr;
-    // UC has no responder resources and no RNR (ibv_modify_qp(3), IBV_QPT_UC).
-    const uint32_t reliability = uc_ ? 0 : a::max_dest_rd_atomic | a::min_rnr_timer;
+    // UC has no responder resources and no RNR (ibv_modify_qp(3), IBV_QPT_UC), nor has an XRC
+    // initiator, which receives nothing (the kernel drops both from its modify, as perftest
+    // gives them to every XRC QP).
+    const bool xrc_initiator = xrc_ && i < initiators_;
+    const uint32_t reliability =
+        uc_ || xrc_initiator ? 0 : a::max_dest_rd_atomic | a::min_rnr_timer;
     RNICDV_TRY(qps_[i].modify(rtr, a::state | a::path_mtu | a::dest_qpn | a::rq_psn | a::av |
                                        reliability));
-    if (!stay_in_rtr) RNICDV_TRY(to_rts(i));
+    // An XRC target only answers, which it does from RTR.
+    if (!stay_in_rtr && i < lanes_) RNICDV_TRY(to_rts(i));
   }
   return Status::ok();
 }
@@ -509,16 +561,17 @@ Status TestEndpoint::connect_datagrams(bool stay_in_rtr) {
   return Status::ok();
 }
 
-Status TestEndpoint::to_rts(size_t i) {
+Status TestEndpoint::to_rts(size_t lane) {
   if (ud_) {
     hw::QpAttr rts;
     rts.state = hw::QpState::rts;
-    rts.sq_psn = regions_[i].psn;
-    return qps_[i].modify(rts, hw::qp_attr::state | hw::qp_attr::sq_psn);
+    rts.sq_psn = regions_[lane].psn;
+    return qps_[lane].modify(rts, hw::qp_attr::state | hw::qp_attr::sq_psn);
   }
-  const uint8_t rd = static_cast<uint8_t>(
-      std::min<uint32_t>(remote_[i].out_reads ? remote_[i].out_reads : 1, out_reads_));
-  return qps_[i].to_rts(regions_[i].psn, qp_timeout_, retry_count_, 7, rd);
+  const PeerRecord& peer = remote(lane);
+  const uint8_t rd =
+      static_cast<uint8_t>(std::min<uint32_t>(peer.out_reads ? peer.out_reads : 1, out_reads_));
+  return qps_[lane].to_rts(regions_[lane].psn, qp_timeout_, retry_count_, 7, rd);
 }
 
 void TestEndpoint::describe(HeaderInfo* h) const {
@@ -527,7 +580,10 @@ void TestEndpoint::describe(HeaderInfo* h) const {
   h->gid_index = info.gid_index;
   h->inline_size = inline_size_;
   h->out_reads = out_reads_;
-  h->connection = ud_ ? "UD" : uc_ ? "UC" : "RC";
+  h->connection = ud_ ? "UD" : uc_ ? "UC" : xrc_ ? "XRC" : "RC";
+  // perftest's XRC takes its SRQ (use_srq), and its QP count is doubled for XRC pairs.
+  h->using_srq = xrc_;
+  h->num_qps = static_cast<uint32_t>(qps_.size());
   if (info.kind == "sim") {
     std::string t = info.transport;
     if (t.rfind("sim ", 0) == 0) t = t.substr(4);
@@ -551,6 +607,8 @@ AddressInfo TestEndpoint::local_address(size_t i) const {
   a.rkey = r.rkey;
   a.vaddr = r.vaddr;
   std::memcpy(a.gid, r.gid, 16);
+  a.srqn = r.srqn;
+  a.show_srqn = xrc_;
   return a;
 }
 
@@ -564,6 +622,8 @@ AddressInfo TestEndpoint::remote_address(size_t i) const {
   a.rkey = r.rkey;
   a.vaddr = r.vaddr;
   std::memcpy(a.gid, r.gid, 16);
+  a.srqn = r.srqn;
+  a.show_srqn = xrc_;
   return a;
 }
 

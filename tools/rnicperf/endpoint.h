@@ -5,6 +5,15 @@
 // Each QP owns one registered region of two halves: [0, half) is what this side sends from
 // (and where READ and atomic results land); [half, 2 * half) is what the peer writes into,
 // reads from and sends into. The second half's address and rkey are advertised.
+//
+// The measurement loops work on lanes: lane q is the q-th QP this side posts on, with the
+// peer's record it sends to (remote(q)), and the region the peer's lane q writes into
+// (recv_buf(q)). Lane q is QP q, except with -c XRC (perftest's ctx_xrc_qp_create and
+// ctx_connect): this side's QPs are its initiators, then its targets; in a latency test or
+// with -b initiator q sends to the peer's target n + q and target n + q answers the peer's
+// initiator q (n initiators on each side), and in a one-way bandwidth test the posting side's
+// initiator q meets the other side's target q. Receives are then posted to the side's one XRC
+// SRQ, whose completions name it as receive queue 0.
 #pragma once
 
 #include <chrono>
@@ -37,14 +46,18 @@ class TestEndpoint {
   static rnicdv::Result<std::unique_ptr<TestEndpoint>> open(const EndpointConfig& config);
 
   // PD, CQs, QPs (to INIT), buffers sized for `max_size`, receives pre-posted for SEND tests
-  // on a receiving side (`extra_recvs` more for early-posted sends).
-  rnicdv::Status create(const Options& o, uint64_t max_size, bool receives, uint32_t extra_recvs);
+  // on a receiving side (`extra_recvs` more for early-posted sends). `posts_operations`: this
+  // side posts the test's operations (Options::posts_operations), which with -c XRC in a one-way
+  // bandwidth test makes its QPs initiators rather than targets.
+  rnicdv::Status create(const Options& o, uint64_t max_size, bool receives, uint32_t extra_recvs,
+                        bool posts_operations);
 
   std::vector<PeerRecord> local_records() const;
-  // RTR with the peer's QPN, PSN and GID; RTS too unless `stay_in_rtr`.
+  // RTR with the peer's QPN, PSN and GID; RTS too unless `stay_in_rtr` (an XRC target stays in
+  // RTR: it only answers). `remote` is the peer's records in its order, one per QP.
   rnicdv::Status connect(const std::vector<PeerRecord>& remote, uint32_t mtu_bytes,
                          bool stay_in_rtr);
-  rnicdv::Status to_rts(size_t qp);
+  rnicdv::Status to_rts(size_t lane);
   // -R: the connection manager moves the QPs; only the peer's buffers are taken from its
   // records.
   rnicdv::Status set_remote(const std::vector<PeerRecord>& remote);
@@ -56,6 +69,7 @@ class TestEndpoint {
   bool is_sim() const;
   // Header lines that describe the device (sim wire, profile).
   void describe(HeaderInfo* h) const;
+  // QP i's record, and the peer's i-th record (in the order the peer sent them).
   AddressInfo local_address(size_t qp) const;
   AddressInfo remote_address(size_t qp) const;
 
@@ -70,19 +84,25 @@ class TestEndpoint {
   int poll_recv(rnicdv::Completion* wc, int max) { return poll_cq(*recv_cq_, wc, max); }
   static constexpr int kEventSliceMs = 50;
   uint64_t events_taken() const { return events_taken_; }
+  // Every QP (with -c XRC, the initiators and then the targets), as the records go.
   rnicdv::QueuePair& qp(size_t i) { return qps_[i]; }
+  uint32_t qp_number(size_t i) const { return qps_[i].qpn(); }
   size_t num_qps() const { return qps_.size(); }
-  uint8_t* send_buf(size_t i) const { return regions_[i].base; }
-  uint8_t* recv_buf(size_t i) const { return regions_[i].base + half_; }
-  uint32_t lkey(size_t i) const { return regions_[i].mr->lkey(); }
-  const PeerRecord& remote(size_t i) const { return remote_[i]; }
-  // -c UD: sets `wr`'s datagram (QP i's address handle towards its peer, the peer's QPN and
-  // perftest's Q_Key); nothing for RC. After connect().
-  void address(size_t i, rnicdv::SendWr* wr) const {
+  // Lanes (above): the QPs this side posts on, QPs [0, num_lanes()).
+  size_t num_lanes() const { return lanes_; }
+  uint8_t* send_buf(size_t lane) const { return regions_[lane].base; }
+  uint8_t* recv_buf(size_t lane) const { return regions_[peer_index(lane)].base + half_; }
+  uint32_t lkey(size_t lane) const { return regions_[lane].mr->lkey(); }
+  const PeerRecord& remote(size_t lane) const { return remote_[peer_index(lane)]; }
+  // Sets where `wr` goes beyond its remote address: with -c UD its datagram (the lane's
+  // address handle towards its peer, the peer's QPN and perftest's Q_Key), with -c XRC the
+  // peer's XRC SRQ; nothing for RC and UC. After connect().
+  void address(size_t lane, rnicdv::SendWr* wr) const {
+    if (xrc_) wr->remote_srqn = remote(lane).srqn;
     if (!ud_) return;
-    wr->av = ahs_[i].av();
-    wr->remote_qpn = remote_[i].qpn;
-    wr->remote_qkey = remote_qkeys_.empty() ? kUdQkey : remote_qkeys_[i];
+    wr->av = ahs_[lane].av();
+    wr->remote_qpn = remote_[lane].qpn;
+    wr->remote_qkey = remote_qkeys_.empty() ? kUdQkey : remote_qkeys_[lane];
   }
   // -c UD -R: QP i sends to the QPN and Q_Key its peer's datagram service answered (SIDR),
   // not to those of the control channel's record.
@@ -92,25 +112,37 @@ class TestEndpoint {
     remote_qkeys_[i] = qkey;
   }
   bool ud() const { return ud_; }
+  bool xrc() const { return xrc_; }
   uint32_t rx_depth() const { return rx_depth_; }
 
-  // Posts one receive into QP i's receive half, as large as the largest message of the run,
-  // so a receive left over from one size of a sweep (-a) takes any later size.
-  rnicdv::Errc post_recv(size_t i) noexcept;
+  // Receive queues: QP r's own, or with -c XRC the one XRC SRQ (queue 0), which every target
+  // takes its receives from. A receive completion's wr_id is its queue's number.
+  size_t num_recv_queues() const { return recv_queues_; }
+  // The peer's lanes that send into each receive queue: its one peer QP, or with -c XRC every
+  // initiator the targets answer.
+  uint64_t senders_per_recv_queue() const { return xrc_ ? qps_.size() - initiators_ : 1; }
+  // The peer's lanes in all: what a SEND receiver expects messages from.
+  uint64_t peer_lanes() const { return recv_queues_ * senders_per_recv_queue(); }
+  // Posts one receive into receive queue r (its QP's receive half; with -c XRC the first
+  // target's), as large as the largest message of the run, so a receive left over from one
+  // size of a sweep (-a) takes any later size.
+  rnicdv::Errc post_recv(size_t r) noexcept;
   // --recv_post_list: recv_list() such receives in one post call (a chained list, as
   // perftest's ibv_post_recv of its rwr array). The WRs are built once, in create().
-  rnicdv::Errc post_recv_list(size_t i) noexcept;
+  rnicdv::Errc post_recv_list(size_t r) noexcept;
+  // -c XRC: this side's XRC SRQ, which its records name.
+  uint32_t xrc_srqn() const { return xrc_srq_ ? xrc_srq_->srqn() : 0; }
   uint32_t recv_list() const { return recv_list_; }
-  // Receives outstanding on each QP when a run (one size) starts: the RX depth in whole
-  // lists, as perftest's ctx_set_recv_wqes posts rx_depth / recv_post_list lists.
+  // Receives outstanding on each receive queue when a run (one size) starts: the RX depth in
+  // whole lists, as perftest's ctx_set_recv_wqes posts rx_depth / recv_post_list lists.
   uint32_t receives_at_start() const { return rx_depth_ / recv_list_ * recv_list_; }
-  // Receive post calls made on all QPs (each list is one).
+  // Receive post calls made on all receive queues (each list is one).
   uint64_t recv_post_calls() const { return recv_post_calls_; }
   // --mmap: perftest's line for each buffer mapped from the file, printed before the header.
   const std::string& mmap_notes() const { return mmap_notes_; }
-  // A receive of QP i completed (the loops call this for every receive completion).
-  void recv_completed(size_t i) noexcept { ++recvs_done_[i]; }
-  // Brings every QP back to receives_at_start() outstanding receives, in lists of
+  // A receive of queue r completed (the loops call this for every receive completion).
+  void recv_completed(size_t r) noexcept { ++recvs_done_[r]; }
+  // Brings every receive queue back to receives_at_start() outstanding receives, in lists of
   // recv_list(): before each size of a sweep, as perftest re-posts its receive queue per
   // size. The loops assume that many are posted.
   rnicdv::Status refill_receives();
@@ -124,6 +156,18 @@ class TestEndpoint {
  private:
   TestEndpoint() = default;
   rnicdv::Status connect_datagrams(bool stay_in_rtr);
+  // -c XRC: the domain, the SRQ on `srq_cq` and QP i, an initiator or a target.
+  rnicdv::Status open_xrc(uint32_t srq_depth, rnicdv::CompletionQueue& srq_cq);
+  rnicdv::Result<rnicdv::QueuePair> create_xrc_qp(size_t i, const rnicdv::QpConfig& config);
+  // The peer's record that QP i connects to (its index in the peer's order).
+  size_t peer_index(size_t i) const {
+    if (!xrc_pairs_) return i;
+    return i < initiators_ ? i + initiators_ : i - initiators_;
+  }
+  // A failed receive post on queue r, naming its QP or the XRC SRQ.
+  rnicdv::Status recv_queue_error(size_t r, rnicdv::Errc e) const;
+  // The region receive queue r's receives land in.
+  size_t recv_region(size_t r) const { return xrc_ ? initiators_ : r; }
   struct Region {
     uint8_t* base = nullptr;
     size_t bytes = 0;
@@ -137,17 +181,27 @@ class TestEndpoint {
   std::optional<rnicdv::CompletionChannel> channel_;  // -e
   uint64_t events_taken_ = 0;
   std::optional<rnicdv::CompletionQueue> send_cq_, recv_cq_;
+  // -c XRC: the domain and the SRQ, which go after the QPs and before the CQs.
+  std::optional<rnicdv::XrcDomain> xrcd_;
+  std::optional<rnicdv::SharedReceiveQueue> xrc_srq_;
   std::vector<rnicdv::QueuePair> qps_;
   std::vector<Region> regions_;
-  std::vector<PeerRecord> remote_;
+  std::vector<PeerRecord> remote_;  // the peer's, in its order
+  size_t lanes_ = 0;                // QPs [0, lanes_) post
+  size_t recv_queues_ = 0;          // receive queues: one per QP, or the XRC SRQ
+  // -c XRC: QPs [0, initiators_) are initiators, the rest targets; with xrc_pairs_ (latency
+  // tests, -b) each side has both, the initiator q meeting the peer's target initiators_ + q.
+  bool xrc_ = false;
+  bool xrc_pairs_ = false;
+  size_t initiators_ = 0;
   size_t half_ = 0;
   uint32_t inline_size_ = 0;
   uint32_t out_reads_ = 16;
   uint32_t rx_depth_ = 0;
   uint64_t recv_size_ = 0;
-  std::vector<uint64_t> recvs_posted_, recvs_done_;  // per QP, over the whole run
+  std::vector<uint64_t> recvs_posted_, recvs_done_;  // per receive queue, over the whole run
   uint32_t recv_list_ = 1;
-  std::vector<rnicdv::Sge> recv_sges_;     // QP i's list: [i * recv_list_, (i + 1) * recv_list_)
+  std::vector<rnicdv::Sge> recv_sges_;     // queue r's: [r * recv_list_, (r + 1) * recv_list_)
   std::vector<rnicdv::RecvWr> recv_wrs_;  // likewise
   uint64_t recv_post_calls_ = 0;
   uint8_t qp_timeout_ = 14;

@@ -60,6 +60,8 @@ Status run_write_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
   wr.num_sge = 1;
   wr.remote_addr = peer.vaddr;
   wr.rkey = peer.rkey;
+  c.ep.address(0, &wr);  // -c XRC: the peer's SRQ
+  const bool wr_lists = c.o.post_send_lists();
 
   StallGuard guard(c.clock, c.stall_ticks);
   const DurationWindow window =
@@ -91,8 +93,8 @@ Status run_write_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
       }
       ++scnt;
       *post_byte = static_cast<uint8_t>(scnt);
-      if (Errc e = post_wr_list(qp, {&wr, 1}, c.o.old_post_send, &out->post_send_calls);
-          e != Errc::ok) [[unlikely]]
+      if (Errc e = post_wr_list(qp, {&wr, 1}, wr_lists, &out->post_send_calls); e != Errc::ok)
+          [[unlikely]]
         return post_error(test, "post RDMA write", qp.qpn(), e);
       if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
         return s;
@@ -116,7 +118,8 @@ Status run_send_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
   wr.flags = send_flags::signaled | (c.size <= c.ep.inline_size() ? send_flags::inline_data : 0);
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  c.ep.address(0, &wr);  // -c UD: the datagram's destination
+  c.ep.address(0, &wr);  // -c UD: the datagram's destination; -c XRC: the peer's SRQ
+  const bool wr_lists = c.o.post_send_lists();
 
   // Receives were pre-posted (rx depth); each one consumed is replaced while more will come.
   uint64_t recvs_posted = c.ep.rx_depth();
@@ -145,7 +148,7 @@ Status run_send_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
       c.ep.recv_completed(0);
       if (recvs_posted < iters) {
         if (Errc e = c.ep.post_recv(0); e != Errc::ok) [[unlikely]]
-          return post_error(test, "post receive", qp.qpn(), e);
+          return recv_post_error(test, c.ep, 0, e);
         ++recvs_posted;
       }
     }
@@ -158,8 +161,8 @@ Status run_send_pingpong(RunContext& c, bool initiator, LatencyRun* out) {
         c.tposted[scnt] = now;
       }
       ++scnt;
-      if (Errc e = post_wr_list(qp, {&wr, 1}, c.o.old_post_send, &out->post_send_calls);
-          e != Errc::ok) [[unlikely]]
+      if (Errc e = post_wr_list(qp, {&wr, 1}, wr_lists, &out->post_send_calls); e != Errc::ok)
+          [[unlikely]]
         return post_error(test, "post send", qp.qpn(), e);
       if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
         return s;
@@ -186,6 +189,8 @@ Status run_one_sided_latency(RunContext& c, LatencyRun* out) {
   wr.remote_addr = peer.vaddr;
   wr.rkey = peer.rkey;
   wr.compare_add = 1;
+  c.ep.address(0, &wr);  // -c XRC: the peer's SRQ
+  const bool wr_lists = c.o.post_send_lists();
 
   StallGuard guard(c.clock, c.stall_ticks);
   const DurationWindow window =
@@ -202,8 +207,8 @@ Status run_one_sided_latency(RunContext& c, LatencyRun* out) {
       c.tposted[scnt] = now;
     }
     ++scnt;
-    if (Errc e = post_wr_list(qp, {&wr, 1}, c.o.old_post_send, &out->post_send_calls);
-        e != Errc::ok) [[unlikely]]
+    if (Errc e = post_wr_list(qp, {&wr, 1}, wr_lists, &out->post_send_calls); e != Errc::ok)
+        [[unlikely]]
       return post_error(test, atomic ? "post atomic" : "post RDMA read", qp.qpn(), e);
     if (Status s = wait_send_completion(c, test, guard); !s) [[unlikely]]
       return s;

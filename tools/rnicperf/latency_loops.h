@@ -12,7 +12,7 @@ namespace rnicperf {
 struct LatencyRun {
   uint64_t posts = 0;  // operations this side posted
   WindowCount window;  // duration mode: the measured window
-  uint64_t post_send_calls = 0;  // --use_old_post_send: QueuePair::post_send calls made
+  uint64_t post_send_calls = 0;  // SendWr lists (Options::post_send_lists): post_send calls
 };
 
 // write_lat: each side RDMA-writes the message with the exchange number in its last byte and

@@ -108,7 +108,7 @@ TestParams params_from_options(const Options& o, uint32_t mtu_bytes) {
   p.mtu = mtu_bytes;
   p.post_list = o.post_list;
   p.reversed = o.reversed;
-  p.connection = o.ud ? 1 : o.uc ? 2 : 0;
+  p.connection = o.ud ? 1 : o.uc ? 2 : o.xrc ? 3 : 0;
   return p;
 }
 
@@ -171,7 +171,9 @@ std::string params_mismatch(const TestParams& l, const TestParams& r) {
   if (l.rdma_cm != r.rdma_cm) return on_off("rdma_cm (-R)", l.rdma_cm, r.rdma_cm);
   if (l.reversed != r.reversed) return on_off("reversed (--reversed)", l.reversed, r.reversed);
   if (l.connection != r.connection) {
-    auto name = [](uint32_t c) { return c == 1 ? "UD" : c == 2 ? "UC" : c == 0 ? "RC" : "?"; };
+    auto name = [](uint32_t c) {
+      return c == 1 ? "UD" : c == 2 ? "UC" : c == 3 ? "XRC" : c == 0 ? "RC" : "?";
+    };
     return std::string("connection type (-c) local=") + name(l.connection) +
            " remote=" + name(r.connection);
   }

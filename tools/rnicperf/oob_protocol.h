@@ -10,7 +10,7 @@
 //     remote=read_lat"); the MTU is negotiated down to the smaller one;
 //  3. per QP, perftest's fixed-format ASCII record LID:OUT:QPN:PSN:RKEY:VADDR:GID:SRQN (108
 //     bytes with the NUL); the GID carries the peer HCA's address, so a client needs only the
-//     server's TCP address;
+//     server's TCP address, and with -c XRC the SRQN names the side's XRC SRQ (0 otherwise);
 //  4. barriers (a tagged phase number) around each measurement, and results. In an endless
 //     run where both sides loop (send_bw, -b) each side sends its DONE when it stops: one
 //     arriving during the run is what stops the other side.
@@ -49,7 +49,7 @@ struct TestParams {
   uint32_t mtu = 0;         // bytes; negotiated to the smaller
   uint32_t post_list = 0;   // informational
   uint32_t reversed = 0;    // --reversed: the server sends
-  uint32_t connection = 0;  // -c: 0 RC, 1 UD, 2 UC
+  uint32_t connection = 0;  // -c: 0 RC, 1 UD, 2 UC, 3 XRC
 };
 inline constexpr size_t kTestParamsFields = 16;
 inline constexpr size_t kTestParamsWireSize = kTestParamsFields * 8;

@@ -129,7 +129,7 @@ constexpr OptSpec kOpts[] = {
     {'b', "bidirectional", false, Opt::bidirectional, Section::perftest, nullptr,
      "Measure bidirectional bandwidth (default unidirectional)"},
     {'c', "connection", true, Opt::connection, Section::perftest, "<type>",
-     "Connection type RC (default), UC (send and write tests) or UD (send_lat, send_bw)"},
+     "Connection type RC (default), UC (send and write tests),\nUD (send_lat, send_bw) or XRC"},
     {'C', "report-cycles", false, Opt::report_cycles, Section::perftest, nullptr,
      "Latency: report times in TSC cycles instead of usec"},
     {'d', "ib-dev", true, Opt::device, Section::perftest, "<dev>",
@@ -465,13 +465,14 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       return Status::ok();
     }
     case Opt::connection:
-      if (value == "RC" || value == "UD" || value == "UC") {
+      if (value == "RC" || value == "UD" || value == "UC" || value == "XRC") {
         opts.ud = value == "UD";
         opts.uc = value == "UC";
+        opts.xrc = value == "XRC";
         return Status::ok();
       }
       return Status::error(Errc::invalid_argument,
-                           "-c %s: rnicdv's QPs are RC, UC or UD (XRC, DC and SRD are not "
+                           "-c %s: rnicdv's QPs are RC, UC, UD or XRC (DC and SRD are not "
                            "implemented)",
                            value.c_str());
     case Opt::gid_index:
@@ -1195,6 +1196,20 @@ Status resolve_defaults(Options& o) {
     if (o.first_reply > 0)
       return Status::error(Errc::invalid_argument,
                            "-c UC: --first-reply times connections the connection manager "
+                           "makes, which are RC");
+  }
+
+  if (o.xrc) {
+    // perftest refuses -R with XRC (force_dependecies). Its -z takes XRC but cannot run it:
+    // the control QP it makes on the rdma_cm ID is an XRC QP too (its comm parameters keep
+    // use_xrc), and its first receive there is refused ("Function ibv_post_recv failed for
+    // RDMA_CM QP"). Both are refused here with perftest's line.
+    if (o.rdma_cm || o.com_rdma_cm)
+      return Status::error(Errc::invalid_argument, "-c XRC: XRC does not support RDMA_CM (%s)",
+                           o.rdma_cm ? "-R" : "-z");
+    if (o.first_reply > 0)
+      return Status::error(Errc::invalid_argument,
+                           "-c XRC: --first-reply times connections the connection manager "
                            "makes, which are RC");
   }
 

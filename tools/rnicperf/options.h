@@ -65,6 +65,12 @@ struct Options {
   // -c UC (send_lat, send_bw, write_lat, write_bw): the QPs are connected as RC's but nothing
   // is acknowledged or retried; a SEND that finds no receive posted is lost.
   bool uc = false;
+  // -c XRC (all eight tests): each send names the peer's XRC SRQ and reaches it through one of
+  // the peer's target QPs (rnicdv/xrc.h). As perftest: a latency test or -b makes twice -q
+  // QPs on each side, initiators first and as many targets after them; a one-way bandwidth
+  // test makes -q initiators on the posting side and -q targets on the other; each side has
+  // one XRC SRQ, whose receives complete on the receive CQ in SEND tests.
+  bool xrc = false;
   bool out_json = false;
   std::string json_path = "perftest_out.json";
   uint32_t early_post = 0;  // --early-post=N
@@ -190,6 +196,10 @@ struct Options {
   // Whether the side with this TCP role posts the test's operations: perftest's CLIENT
   // "machine", the TCP client unless --reversed.
   bool posts_operations(bool tcp_client) const { return tcp_client != reversed; }
+  // Whether the loops post SendWr lists through QueuePair::post_send instead of the typed
+  // calls: --use_old_post_send, or -c XRC, whose WRs name the remote SRQ, which no typed call
+  // takes (rnicdv refuses them on an XRC initiator).
+  bool post_send_lists() const { return old_post_send || xrc; }
 };
 
 // Parses `rnicperf <test> [options] [server]`. argv[0] is the program name. Errors are one

@@ -8,9 +8,13 @@
 //   prologue   versions (hello), page and cache-line sizes, MTU code. perftest 4.5 cannot run
 //              without its versions (with --dont_xchg_versions it stops: "not compatible
 //              with versions older than 5.70"), so rnicperf always sends them
-//   records    the 108-byte record at every handshake: 1 before the QPs connect (bandwidth,
-//              send_lat) or 2 (write_lat, read_lat, atomic_lat), then 2 more (the addresses are printed
-//              after the first)
+//   records    the 108-byte record at every handshake. There is one per QP, n of them (1, or
+//              2 in -c XRC's latency tests, where perftest doubles num_of_qps), and each goes
+//              at its QP's turn: before the QPs connect, every QP's turn (write_lat, read_lat
+//              and atomic_lat shake hands once more first); after, the send tests shake hands
+//              once, print the addresses and take every QP's turn, the others take every QP's
+//              turn, print the addresses and shake hands once. A handshake that is no QP's
+//              turn carries QP 0's record
 //   write_lat  nothing more: the server writes first, each write's last byte is its number
 //   read_lat   the server waits in a last handshake until the client has read; "done"
 //              (atomic_lat the same)
@@ -97,10 +101,16 @@ Status Session::run_with_perftest() {
 
   // Over rdma_cm (-z) perftest's binary record also carries the GID index.
   oob_->set_perftest_gid_index(static_cast<int32_t>(ep_->device().info().gid_index));
-  const PeerRecord mine = ep_->local_records()[0];
-  PeerRecord theirs;
-  const auto handshake = [&](uint32_t wait_ms = 0) {
-    return oob_->perftest_handshake(mine, &theirs, wait_ms);
+  // One record per QP, each QP's at its turn (perftest's ctx_hand_shake of my_dest[i]); the
+  // handshakes that are no QP's turn carry QP 0's.
+  const std::vector<PeerRecord> mine = ep_->local_records();
+  std::vector<PeerRecord> theirs(mine.size());
+  const auto handshake = [&](size_t qp = 0) {
+    return oob_->perftest_handshake(mine[qp], &theirs[qp]);
+  };
+  const auto each_qp = [&]() -> Status {
+    for (size_t i = 0; i < mine.size(); ++i) RNICDV_TRY(handshake(i));
+    return Status::ok();
   };
   if (o_.rdma_cm) {
     // -R (perftest's create_rdma_cm_connection): a handshake, the CM connects QP 0 on port
@@ -113,18 +123,20 @@ Status Session::run_with_perftest() {
     RNICDV_TRY(cm_connect(*ep_, meet, o_, s_.client, mtu, &conn_));
     RNICDV_TRY(handshake());
   }
-  // The QPN, PSN and GID come from the last handshake before the QPs connect; perftest sends
-  // the same record every time.
-  RNICDV_TRY(handshake());
-  // write_lat and read_lat shake hands twice before connecting; send_lat once, as the
-  // bandwidth tests do.
+  // write_lat, read_lat and atomic_lat shake hands once before the QPs' turns; send_lat does
+  // not, nor do the bandwidth tests. The QPNs, PSNs and GIDs come from the QPs' turns (perftest
+  // sends the same records every time).
   if (o_.test.kind == Kind::latency && o_.test.verb != Verb::send) RNICDV_TRY(handshake());
-  if (!o_.rdma_cm) RNICDV_TRY(ep_->connect({theirs}, mtu, false));
-  RNICDV_TRY(handshake());
-  if (o_.rdma_cm) RNICDV_TRY(ep_->set_remote({theirs}));  // the CM set the rest
+  RNICDV_TRY(each_qp());
+  if (!o_.rdma_cm) RNICDV_TRY(ep_->connect(theirs, mtu, false));
+  // After the QPs connect: the send tests shake hands once, then each QP's turn; the others
+  // each QP's turn, then once.
+  const bool send = o_.test.verb == Verb::send;
+  RNICDV_TRY(send ? handshake() : each_qp());
+  if (o_.rdma_cm) RNICDV_TRY(ep_->set_remote(theirs));  // the CM set the rest
   print_addresses();
-  RNICDV_TRY(handshake());
-  RNICDV_TRY(ep_->set_remote({theirs}));
+  RNICDV_TRY(send ? each_qp() : handshake());
+  RNICDV_TRY(ep_->set_remote(theirs));
 
   RunContext base = base_context(sizes.front());
   Status st;
@@ -137,7 +149,7 @@ Status Session::run_with_perftest() {
   if (!st) return st;
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
   if (ep_->recv_post_calls() > 0) json_.set_receive_post_calls(ep_->recv_post_calls());
-  if (o_.old_post_send) json_.set_post_send_calls(post_send_calls_);
+  if (o_.post_send_lists()) json_.set_post_send_calls(post_send_calls_);
   if (o_.out_json && !s_.quiet) RNICDV_TRY(json_.write(o_.json_path));
   return Status::ok();
 }

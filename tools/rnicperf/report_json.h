@@ -32,8 +32,8 @@ class JsonReport {
   // A receiving side: its receive post calls over the run (test_info's Receive_post_calls),
   // which --recv_post_list divides by its list size.
   void set_receive_post_calls(uint64_t n) { receive_post_calls_ = n; }
-  // --use_old_post_send: the QueuePair::post_send calls this side's loops made (test_info's
-  // Post_send_calls), one per post list.
+  // --use_old_post_send or -c XRC: the QueuePair::post_send calls this side's loops made
+  // (test_info's Post_send_calls), one per post list.
   void set_post_send_calls(uint64_t n) { post_send_calls_ = n; }
   // -C: the latency figures are in cycles (test_info's Latency_unit; "usec" by default).
   void set_latency_unit(std::string unit) { latency_unit_ = std::move(unit); }

@@ -19,6 +19,13 @@ Status post_error(const char* test, const char* what, uint32_t qpn, Errc e) {
   return Status::error(e, "%s: %s on QP %#x failed: %s", test, what, qpn, rnicdv::errc_name(e));
 }
 
+Status recv_post_error(const char* test, const TestEndpoint& ep, size_t r, Errc e) {
+  if (ep.xrc())
+    return Status::error(e, "%s: post receive on XRC SRQ %#x failed: %s", test, ep.xrc_srqn(),
+                         rnicdv::errc_name(e));
+  return post_error(test, "post receive", ep.qp_number(r), e);
+}
+
 Status stall_error(const char* test, const char* what, uint32_t timeout_s) {
   return Status::error(Errc::timeout, "%s: no %s for %u s (is the peer still running?)", test, what,
                        timeout_s);

@@ -148,6 +148,8 @@ class RecvRefill {
 // Cold-path errors.
 rnicdv::Status completion_error(const char* test, const rnicdv::Completion& wc);
 rnicdv::Status post_error(const char* test, const char* what, uint32_t qpn, rnicdv::Errc e);
+// A receive post on the endpoint's receive queue r (a QP's, or -c XRC's SRQ).
+rnicdv::Status recv_post_error(const char* test, const TestEndpoint& ep, size_t r, rnicdv::Errc e);
 rnicdv::Status stall_error(const char* test, const char* what, uint32_t timeout_s);
 
 }  // namespace rnicperf

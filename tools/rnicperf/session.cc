@@ -225,7 +225,7 @@ Status Session::run() {
   RNICDV_TRY(oob_->barrier(kFinished));
   if (o_.use_event) json_.set_completion_events(ep_->events_taken());
   if (ep_->recv_post_calls() > 0) json_.set_receive_post_calls(ep_->recv_post_calls());
-  if (o_.old_post_send) json_.set_post_send_calls(post_send_calls_);
+  if (o_.post_send_lists()) json_.set_post_send_calls(post_send_calls_);
   if (o_.out_json && !s_.quiet) RNICDV_TRY(json_.write(o_.json_path));
   return Status::ok();
 }
@@ -233,14 +233,13 @@ Status Session::run() {
 Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_t mtu) {
   const bool receives = o_.test.verb == Verb::send &&
                         (o_.test.kind == Kind::latency || !sends() || o_.bidirectional);
-  RNICDV_TRY(ep_->create(o_, max_size, receives, early_recvs));
+  RNICDV_TRY(ep_->create(o_, max_size, receives, early_recvs, sends()));
   print(ep_->mmap_notes());
   header_.test = o_.test;
   header_.bidirectional = o_.bidirectional;
   header_.initiator = initiator();
   header_.server = !sends();  // perftest's header follows the "machine", not the TCP role
   header_.recv_post_list = o_.recv_post_list;
-  header_.num_qps = o_.num_qps;
   header_.tx_depth = o_.tx_depth;
   header_.post_list = o_.post_list;
   header_.rx_depth = ep_->rx_depth();
@@ -252,7 +251,7 @@ Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_
   header_.duration_mode = o_.duration_s > 0;
   header_.clock = clock_.description();
   ep_->describe(&header_);
-  if (o_.old_post_send) header_.post_calls = "post_send, a SendWr list per call";
+  if (o_.post_send_lists()) header_.post_calls = "post_send, a SendWr list per call";
   if (s_.client && o_.early_post) {
     header_.early_post =
         std::to_string(o_.early_post) + (o_.test.verb == Verb::send ? " sends" : " writes") +

@@ -159,7 +159,7 @@ class Session {
   BandwidthResult last_bw_;     // the last row printed (what perftest's xchg_bw_reports sends)
   bool perftest_peer_ = false;  // the peer speaks perftest's exchange: no rnicperf messages
   bool bw_limit_met_ = false, msgrate_limit_met_ = false;  // by a row printed (-w, -y)
-  uint64_t post_send_calls_ = 0;  // --use_old_post_send: over the measured loops
+  uint64_t post_send_calls_ = 0;  // Options::post_send_lists(): over the measured loops
 };
 
 }  // namespace rnicperf::detail

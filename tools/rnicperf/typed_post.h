@@ -3,7 +3,8 @@
 // (post_write, post_send_inline, post_read, post_fetch_add, ...), whose cost is the stores'
 // (docs/driver.md, "Typed post calls"); anything else through post_send. The measurement loops
 // keep their SendWr, so the request a run describes is the one a typed call gets; with
-// --use_old_post_send they hand the SendWr lists to post_send instead (post_wr_list).
+// --use_old_post_send, and with -c XRC (whose WRs name the remote SRQ, which no typed call
+// takes), they hand the SendWr lists to post_send instead (post_wr_list).
 #pragma once
 
 #include <cstddef>
