@@ -71,11 +71,15 @@ Status QueuePair::modify(const hw::QpAttr& attr, uint32_t mask) {
 }
 
 Status QueuePair::to_init(uint32_t remote_access) {
+  return to_init(remote_access, 1);
+}
+
+Status QueuePair::to_init(uint32_t remote_access, uint8_t port) {
   hw::QpAttr attr;
   attr.state = hw::QpState::init;
   attr.access_flags = remote_access;
   attr.pkey_index = 0;
-  attr.port_num = 1;
+  attr.port_num = port;
   return modify(attr, hw::qp_attr::state | hw::qp_attr::access_flags | hw::qp_attr::port);
 }
 
@@ -169,7 +173,11 @@ uint32_t QueuePair::qpn() const noexcept {
 
 QpEndpoint QueuePair::local_endpoint(uint32_t psn) const {
   if (core_->is_moved_from()) return QpEndpoint{};
-  return QpEndpoint{core_->qpn, psn & 0xffffff, core_->device->hw->info().gid};
+  // The GID of the port the QP sends through.
+  const hw::DeviceInfo& info = core_->device->hw->info();
+  const uint8_t port = core_->port.load(std::memory_order_relaxed);
+  const hw::Gid& gid = port >= 1 && port <= info.ports.size() ? info.ports[port - 1u].gid : info.gid;
+  return QpEndpoint{core_->qpn, psn & 0xffffff, gid};
 }
 
 EarlyPost QueuePair::early_post() const noexcept {

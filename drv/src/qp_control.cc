@@ -111,7 +111,11 @@ const char* missing_attribute(QpState from, QpState to, uint32_t mask, bool data
 Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
   std::lock_guard control(control_mutex);
   const QpState from = state.load(std::memory_order_relaxed);
-  if (!(mask & attr_bit::state)) return hw_qp->modify(attr, mask);  // attributes only
+  if (!(mask & attr_bit::state)) {  // attributes only
+    RNICDV_TRY(hw_qp->modify(attr, mask));
+    if (mask & attr_bit::port) port.store(attr.port_num, std::memory_order_relaxed);
+    return Status::ok();
+  }
 
   const QpState to = attr.state;
   if (!transition_allowed(from, to))
@@ -129,6 +133,9 @@ Status QpCore::modify(const hw::QpAttr& attr, uint32_t mask) {
 
   // The device moves first. If it refuses, nothing is released and the state is unchanged.
   RNICDV_TRY(hw_qp->modify(attr, mask));
+  // The port it now sends through (local_endpoint's GID); RESET forgets it, as the device does.
+  if (to == QpState::reset) port.store(1, std::memory_order_relaxed);
+  if (mask & attr_bit::port) port.store(attr.port_num, std::memory_order_relaxed);
 
   switch (to) {
     case QpState::reset: {

@@ -174,6 +174,10 @@ class QueuePair {
   // out of its transitions.
   Status to_init(uint32_t remote_access = hw::access::remote_write | hw::access::remote_read |
                                           hw::access::remote_atomic);
+  // The same on port `port` of a device with several (DeviceInfo::ports): the QP sends and
+  // receives through that port, and local_endpoint() gives that port's GID. A port the device
+  // has not is refused by it, naming the port.
+  Status to_init(uint32_t remote_access, uint8_t port);
   Status to_rtr(const QpEndpoint& remote, hw::Mtu mtu, uint8_t max_dest_rd_atomic = 16,
                 uint8_t min_rnr_timer = 12);
   Status to_rts(uint32_t sq_psn, uint8_t timeout = 14, uint8_t retry_cnt = 7, uint8_t rnr_retry = 7,

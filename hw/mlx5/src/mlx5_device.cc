@@ -83,6 +83,14 @@ Result<std::shared_ptr<Mlx5Device>> Mlx5Device::create(ContextRef ctx, const std
     info.gid = port1->source_gid->gid;
     info.gid_index = static_cast<uint8_t>(port1->source_gid->index);
   }
+  for (const PortAddressing& port : core->ports) {
+    PortInfo p;
+    if (port.source_gid) {
+      p.gid = port.source_gid->gid;
+      p.gid_index = static_cast<uint8_t>(port.source_gid->index);
+    }
+    info.ports.push_back(p);
+  }
   // mlx5 remembers a send doorbell rung in RTR and executes it after RTS, and fetches no WQE
   // beyond the doorbell record (rdma-core commit 988f90bc):
   // the driver withholds both the DBR and the UAR write, in place.

@@ -157,13 +157,16 @@ void Hca::thread_main() {
     const uint64_t now_ns = now();
     const uint64_t deadline = next_deadline_ns();
     if (deadline != UINT64_MAX) wait = deadline > now_ns ? std::min(wait, deadline - now_ns) : 0;
-    pollfd fds[3];
+    pollfd fds[4];
     nfds_t nfds = 0;
     // Read before each wait: joining a multicast group may change it (wire.h), and a join
     // kicks the device.
     const int wire_fd = attached_ ? shared_.wire->wait_fd(endpoint_) : -1;
+    const int wire2_fd = attached_ && two_ports_ ? shared_.wire->wait_fd(endpoint2_) : -1;
     fds[nfds++] = pollfd{kick_fd_, POLLIN, 0};
     if (wire_fd >= 0) fds[nfds++] = pollfd{wire_fd, POLLIN, 0};
+    const nfds_t wire2_slot = nfds;
+    if (wire2_fd >= 0) fds[nfds++] = pollfd{wire2_fd, POLLIN, 0};
     if (watched) fds[nfds++] = pollfd{uar_watch_.fd(), POLLIN, 0};
     if (wait != 0 && !stop_.load(std::memory_order_acquire)) {
       sleeps_.fetch_add(1, std::memory_order_relaxed);
@@ -180,7 +183,8 @@ void Hca::thread_main() {
     // this process, a control-path change) or a frame is work for the pass as it is.
     const bool kicked = (fds[0].revents & POLLIN) != 0;
     // POLLERR on the wire's socket: an ICMP error waits to be read (udp_wire.cc).
-    bool woken = kicked || (wire_fd >= 0 && (fds[1].revents & (POLLIN | POLLERR)));
+    bool woken = kicked || (wire_fd >= 0 && (fds[1].revents & (POLLIN | POLLERR))) ||
+                 (wire2_fd >= 0 && (fds[wire2_slot].revents & (POLLIN | POLLERR)));
     if (deep && (fds[nfds - 1].revents & POLLIN) && watched) {
       uar_watch_.take_events(&rung);
       if (!rung.empty()) {

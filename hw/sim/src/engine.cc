@@ -98,7 +98,7 @@ bool Hca::do_device_work_locked(uint64_t now_ns) {
     // A fatal error stopped the device (link.cc): doorbells are not acted on, and what the
     // wire brings is taken off it and dropped (deliver_locked).
     rung_pages_.clear();
-    if (attached_) did |= shared_.wire->poll(endpoint_, kRxBudget) > 0;
+    if (attached_) did |= poll_wire_locked();
     return did;
   }
   did |= scan_doorbells_locked();
@@ -111,9 +111,15 @@ bool Hca::do_device_work_locked(uint64_t now_ns) {
   fire_timers_locked(now_ns);
   if (!errored_.empty()) [[unlikely]]
     did |= look_at_errored_locked(now_ns);
-  if (attached_) did |= shared_.wire->poll(endpoint_, kRxBudget) > 0;
+  if (attached_) did |= poll_wire_locked();
   did |= run_active_locked(now_ns);
   handle_cq_overflows_locked();
+  return did;
+}
+
+bool Hca::poll_wire_locked() {
+  bool did = shared_.wire->poll(endpoint_, kRxBudget) > 0;
+  if (two_ports_) did |= shared_.wire->poll(endpoint2_, kRxBudget) > 0;
   return did;
 }
 
@@ -391,6 +397,7 @@ uint64_t Hca::next_deadline_ns() const {
     // its thread over and over.
     if (!timers_.empty() && !dead_.load(std::memory_order_relaxed)) next = timers_.begin()->first;
     if (attached_) next = std::min(next, shared_.wire->next_delivery_ns(endpoint_));
+    if (attached_ && two_ports_) next = std::min(next, shared_.wire->next_delivery_ns(endpoint2_));
     if (!link_events_.empty()) [[unlikely]]
       next = std::min(next, next_link_deadline_locked());
   }
@@ -435,6 +442,13 @@ void Hca::deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8
   }
   ++counters_.packets_rx;
   counters_.bytes_rx += len;
+  // The port the frame came in through: port 2's address, or port 1 (its address, a group,
+  // or bytes injected for tests).
+  const uint8_t port = two_ports_ && dst == endpoint2_.ip ? 2 : 1;
+  if (port == 2) {
+    ++counters_.port2_packets_rx;
+    counters_.port2_bytes_rx += len;
+  }
   // One IP version end to end: a wire never hands over another, and injected bytes may not.
   if (src.is_v4() != endpoint_.ip.is_v4()) [[unlikely]] {
     ++counters_.rx_dropped;
@@ -456,14 +470,21 @@ void Hca::deliver_locked(const IpAddress& src, const IpAddress& dst, const uint8
     return;
   }
   if (p.bth.dest_qp == kGsiQpn) {
-    if (!gsi_.accept(src, p)) ++counters_.rx_dropped;
-    return;
-  }
-  if (datagram) [[unlikely]] {
-    if (!deliver_datagram_locked(find_qp(p.bth.dest_qp), src, dst, p, len)) ++counters_.rx_dropped;
+    // The GSI (and so the CM) is port 1's.
+    if (port != 1 || !gsi_.accept(src, p)) ++counters_.rx_dropped;
     return;
   }
   QpObj* qp = find_qp(p.bth.dest_qp);
+  // A QP receives through its own port only (its INIT transition's port_num).
+  if (qp && qp_port(*qp) != port) [[unlikely]] {
+    ++counters_.rx_dropped;
+    ++qp->counters.rx_dropped;
+    return;
+  }
+  if (datagram) [[unlikely]] {
+    if (!deliver_datagram_locked(qp, src, dst, p, len)) ++counters_.rx_dropped;
+    return;
+  }
   const pkt::OpcodeInfo& info = pkt::opcode_info(p.bth.opcode);
   // RC to RC QPs, UC to UC QPs, XRC requests to XRC targets and XRC responses to XRC
   // initiators, default partition, and only from the peer this QP is connected to (IBA 9.6:
@@ -507,11 +528,17 @@ void Hca::transmit(QpObj& qp, const IpAddress& dst, const uint8_t* frame, size_t
   ++counters_.packets_tx;
   counters_.bytes_tx += len;
   ++qp.counters.packets_tx;
+  const uint8_t port = qp_port(qp);
+  if (port == 2) {
+    ++counters_.port2_packets_tx;
+    counters_.port2_bytes_tx += len;
+  }
   transmitted_ = true;
   if (tx_tap_) [[unlikely]]
     tx_tap_(dst, frame, len);
   if (attached_)
-    shared_.wire->transmit(endpoint_, Endpoint{dst, shared_.config.udp_port}, frame, len, ip);
+    shared_.wire->transmit(port_endpoint(port), Endpoint{dst, shared_.config.udp_port}, frame,
+                           len, ip);
   // A port-down (or fatal) after=N takes effect as its Nth frame goes out.
   if (count_link_frame()) [[unlikely]]
     apply_link_events_locked(now());

@@ -170,6 +170,9 @@ Result<std::shared_ptr<Device>> Fabric::add_device(const DeviceConfig& config) {
       cfg.profile = *s.profile_override;
     if (cfg.address.is_unspecified() && index < s.address_pool.size())
       cfg.address = s.address_pool[index];
+    if (s.ports_override && cfg.ports == 1) cfg.ports = s.ports_override;
+    if (cfg.port2_address.is_unspecified() && index < s.port2_pool.size())
+      cfg.port2_address = s.port2_pool[index];
   }
   auto hca = std::make_shared<Hca>(shared_from_this(), s, cfg, index);
   RNICDV_TRY(hca->start());

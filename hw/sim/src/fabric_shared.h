@@ -39,6 +39,10 @@ struct FabricShared {
   // default_fabric(): environment overrides for devices added with default settings.
   std::optional<hw::DeviceProfile> profile_override;
   std::vector<IpAddress> address_pool;
+  // RNICDV_SIM_PORTS and RNICDV_SIM_PORT2_ADDR: the default fabric's devices' port count and
+  // their second ports' addresses, by device index (0: as DeviceConfig says).
+  uint8_t ports_override = 0;
+  std::vector<IpAddress> port2_pool;
 
   bool deterministic() const { return config.mode == ExecMode::deterministic; }
   // Wakes the threads of sleeping devices other than `except` (in-process wire only: a UDP

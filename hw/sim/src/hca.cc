@@ -158,10 +158,42 @@ Status Hca::start() {
   for (uint32_t r = config_.dedicated_bf_regs; r-- > 0;)
     free_dedicated_.push_back(registers_[r].get());
 
+  if (config_.ports != 1 && config_.ports != 2)
+    return Status::error(Errc::invalid_argument, "%s: %u ports (a simulated HCA has 1 or 2)",
+                         info_.name.c_str(), config_.ports);
   Result<Endpoint> ep =
       shared_.wire->attach(Endpoint{config_.address, shared_.config.udp_port}, this);
   if (!ep) return ep.status().prepend(info_.name);
   endpoint_ = ep.value();
+  if (config_.ports == 2) {
+    // Port 2: an address of its own, of port 1's IP version.
+    hw::IpAddress want = config_.port2_address;
+    if (!want.is_unspecified() && want.is_v4() != endpoint_.ip.is_v4()) {
+      shared_.wire->detach(endpoint_);
+      return Status::error(Errc::invalid_argument,
+                           "%s: port 2's address %s and port 1's %s are of different IP "
+                           "versions",
+                           info_.name.c_str(), want.to_string().c_str(),
+                           endpoint_.ip.to_string().c_str());
+    }
+    Result<Endpoint> ep2 = shared_.wire->attach(Endpoint{want, shared_.config.udp_port}, this);
+    if (!ep2) {
+      shared_.wire->detach(endpoint_);
+      return ep2.status().prepend(info_.name + ": port 2");
+    }
+    if (ep2.value().ip.is_v4() != endpoint_.ip.is_v4()) {
+      shared_.wire->detach(ep2.value());
+      shared_.wire->detach(endpoint_);
+      return Status::error(Errc::invalid_argument,
+                           "%s: port 2 got %s, of another IP version than port 1's %s: name "
+                           "its address (DeviceConfig::port2_address)",
+                           info_.name.c_str(), ep2.value().ip.to_string().c_str(),
+                           endpoint_.ip.to_string().c_str());
+    }
+    endpoint2_ = ep2.value();
+    config_.port2_address = endpoint2_.ip;
+    two_ports_ = true;
+  }
   attached_ = true;
   config_.address = endpoint_.ip;
   if (shared_.faults) shared_.faults->note_device(index_, endpoint_.ip);
@@ -179,8 +211,13 @@ Status Hca::start() {
   // too: after the default link-local GID's two entries and its own RoCE v1 twin (::ffff:a.b.c.d
   // or the IPv6 address at 3); a link-local address is the default GID itself (at 1).
   info_.gid_index = endpoint_.ip.is_link_local() ? 1 : 3;
+  info_.ports.assign(1, hw::PortInfo{info_.gid, info_.gid_index});
+  if (two_ports_)
+    info_.ports.push_back(hw::PortInfo{hw::Gid::from_ip(endpoint2_.ip),
+                                       static_cast<uint8_t>(endpoint2_.ip.is_link_local() ? 1 : 3)});
   info_.transport =
       std::string("sim ") + wire_kind_name(shared_.wire->kind()) + " " + endpoint_.to_string();
+  if (two_ports_) info_.transport += ", port 2 " + endpoint2_.to_string();
   if (std::string detail = shared_.wire->endpoint_detail(endpoint_); !detail.empty())
     info_.transport += " " + detail;
   {
@@ -221,6 +258,7 @@ void Hca::stop() {
     // Engine passes of other threads (progress hooks) finish before the wire forgets us.
     std::lock_guard<std::mutex> lock(mu_);
     shared_.wire->detach(endpoint_);
+    if (two_ports_) shared_.wire->detach(endpoint2_);
   }
 }
 

@@ -105,6 +105,15 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   // The fabric's fault schedule (faults/schedule.h), or null when no faults are asked for.
   faults::FaultSchedule* fault_schedule() const;
   const Endpoint& endpoint() const { return endpoint_; }
+  // Takes what the wire holds for the device's ports (engine.cc).
+  bool poll_wire_locked();
+  // Port `port`'s endpoint (port 1's for a port the device has not).
+  const Endpoint& port_endpoint(uint8_t port) const {
+    return port == 2 && two_ports_ ? endpoint2_ : endpoint_;
+  }
+  uint8_t port_count() const { return two_ports_ ? 2 : 1; }
+  // The port a QP sends and receives through: the one its INIT transition named.
+  uint8_t qp_port(const QpObj& qp) const { return qp.attr.port_num == 2 && two_ports_ ? 2 : 1; }
   FabricShared& shared() { return shared_; }
   const Clock& clock() const;
   uint64_t now() const;
@@ -313,7 +322,9 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   DeviceConfig config_;
   uint32_t index_;
   hw::DeviceInfo info_;
-  Endpoint endpoint_{};
+  Endpoint endpoint_{};   // port 1
+  Endpoint endpoint2_{};  // port 2, when two_ports_
+  bool two_ports_ = false;
   std::atomic<bool> attached_{false};
   AsyncEventQueue events_;
   Gsi gsi_;

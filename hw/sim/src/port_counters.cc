@@ -42,9 +42,28 @@ const std::vector<std::string>& port_counter_names() {
 }
 
 bool port_counter_value(const DeviceCounters& c, const std::string& name, uint64_t* out) {
+  return port_counter_value(c, 1, name, out);
+}
+
+bool port_counter_value(const DeviceCounters& c, uint8_t port, const std::string& name,
+                        uint64_t* out) {
+  // One port's view: its traffic only, and on port 2 nothing else.
+  DeviceCounters view;
+  if (port == 2) {
+    view.packets_tx = c.port2_packets_tx;
+    view.packets_rx = c.port2_packets_rx;
+    view.bytes_tx = c.port2_bytes_tx;
+    view.bytes_rx = c.port2_bytes_rx;
+  } else {
+    view = c;
+    view.packets_tx -= c.port2_packets_tx;
+    view.packets_rx -= c.port2_packets_rx;
+    view.bytes_tx -= c.port2_bytes_tx;
+    view.bytes_rx -= c.port2_bytes_rx;
+  }
   for (const PortCounter& k : kCounters) {
     if (name == k.name) {
-      *out = k.value(c);
+      *out = k.value(view);
       return true;
     }
   }
@@ -53,17 +72,18 @@ bool port_counter_value(const DeviceCounters& c, const std::string& name, uint64
 
 Result<uint64_t> Device::read_port_counter(uint8_t port, const std::string& name) {
   const std::string& dev = info().name;
-  if (port != 1)
+  const size_t ports = info().ports.size();
+  if (port < 1 || port > ports)
     return Status::error(Errc::invalid_argument, "%s: read_port_counter: port %u: the device has "
-                         "port 1 only", dev.c_str(), port);
+                         "%s", dev.c_str(), port, ports == 2 ? "ports 1 and 2" : "port 1 only");
   uint64_t value = 0;
-  if (port_counter_value(counters(), name, &value)) return value;
+  if (port_counter_value(counters(), port, name, &value)) return value;
   std::string known;
   for (const std::string& n : port_counter_names()) known += (known.empty() ? "" : ", ") + n;
   return Status::error(Errc::invalid_argument,
-                       "%s: read_port_counter: port 1 has no counter '%s' (a simulated HCA "
+                       "%s: read_port_counter: port %u has no counter '%s' (a simulated HCA "
                        "keeps %s)",
-                       dev.c_str(), name.c_str(), known.c_str());
+                       dev.c_str(), port, name.c_str(), known.c_str());
 }
 
 }  // namespace rnicdv::sim

@@ -331,6 +331,7 @@ struct QpCore {
   std::shared_ptr<CqCore> send_cq;  // null on an XRC target
   std::shared_ptr<CqCore> recv_cq;
   std::shared_ptr<XrcdCore> xrcd;   // an XRC target's domain, held open while it lives
+  std::atomic<uint8_t> port{1};     // the port its last INIT transition named
   std::unique_ptr<hw::Qp> hw_qp;
   hw::QpCaps granted;
   std::unique_ptr<SqEntry[]> sq_entry_storage;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rnicdv/hw/ip_address.h"
 #include "rnicdv/status.h"
@@ -93,6 +94,12 @@ struct Gid {
   std::string to_string() const;   // "::ffff:127.0.0.2" or full hex form
 };
 
+// One port of a device: the GID it sends from and that GID's index in its table.
+struct PortInfo {
+  Gid gid;
+  uint8_t gid_index = 0;
+};
+
 struct DeviceInfo {
   std::string name;        // "sim0", "mlx5_0"
   std::string kind;        // "sim" or "mlx5"
@@ -102,6 +109,9 @@ struct DeviceInfo {
   uint8_t gid_index = 0;
   DeviceProfile profile;
   DeviceCaps caps;
+  // Every port, from port 1 (ports[0] is gid and gid_index above). A QP sends and receives
+  // through the port its INIT transition names (QpAttr::port_num).
+  std::vector<PortInfo> ports;
 };
 
 // Mirrors the subset of ibv_qp_attr a RoCEv2 RC QP needs. Which fields apply is given by a

@@ -43,6 +43,10 @@ uint32_t Context::device_index() const {
   return device_.index();
 }
 
+uint8_t Context::port_count() const {
+  return device_.port_count();
+}
+
 SrqObj* Context::find_srq(uint32_t srqn) const {
   return device_.find_srq_locked(srqn);
 }

@@ -67,6 +67,8 @@ class Context {
   uint32_t device_index() const;
   // An SRQ of the device by its number (an XRC request's XRCETH names one), or null.
   SrqObj* find_srq(uint32_t srqn) const;
+  // The device's ports (1 or 2).
+  uint8_t port_count() const;
 
  private:
   Hca& device_;

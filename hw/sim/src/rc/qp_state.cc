@@ -194,8 +194,11 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
   if (to == QpState::reset || to == QpState::err) return Status::ok();
 
   const hw::DeviceCaps& caps = ctx_.caps();
-  if ((mask & a::port) && (attr.port_num != 1 || attr.pkey_index != 0))
-    return fail(Errc::invalid_argument, "only port 1 and P_Key index 0 exist");
+  if ((mask & a::port) && (attr.port_num < 1 || attr.port_num > ctx_.port_count() ||
+                           attr.pkey_index != 0))
+    return fail(Errc::invalid_argument, ctx_.port_count() == 2
+                                            ? "only ports 1 and 2 and P_Key index 0 exist"
+                                            : "only port 1 and P_Key index 0 exist");
   if ((mask & a::access_flags) && (attr.access_flags & ~kKnownAccess))
     return fail(Errc::invalid_argument, "unknown access flags");
   if (mask & a::path_mtu) {

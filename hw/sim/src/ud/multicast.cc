@@ -37,6 +37,14 @@ Status Hca::attach_mcast(QpObj* qp, const hw::Gid& mgid) {
                          qp->type == hw::QpType::uc ? "UC" : "RC");
   IpAddress group;
   RNICDV_ASSIGN_OR_RETURN(group, group_of(mgid, qp->qpn, "attach_multicast"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (qp_port(*qp) != 1)
+      return Status::error(Errc::unsupported,
+                           "qp %#x: attach_multicast %s: the QP is on port 2, and multicast "
+                           "groups are joined on port 1 of a simulated HCA",
+                           qp->qpn, mgid.to_string().c_str());
+  }
   if (group.is_v4() != endpoint_.ip.is_v4())
     return Status::error(Errc::invalid_argument,
                          "qp %#x: attach_multicast %s: an %s group, and the device's address %s "

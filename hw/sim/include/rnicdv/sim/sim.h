@@ -70,6 +70,13 @@ struct DeviceConfig {
   // 127.0.0.x, x >= 2). Over IPv6 the device sends RoCE v2 in IPv6 frames and its GID is the
   // address itself; its CM runs over IPv6 too.
   hw::IpAddress address;
+  // 1, or 2 for a two-port HCA: its second port has an address of its own on the wire
+  // (`port2_address`, of the first's IP version; unspecified: one the wire picks, as for the
+  // first). A QP sends and receives through the port its INIT transition names; a frame to
+  // one port for a QP of the other is dropped. The GSI, the connection manager, multicast
+  // groups and link events are port 1's.
+  uint8_t ports = 1;
+  hw::IpAddress port2_address;
   hw::DeviceCaps caps;         // zero fields take the model's defaults
   uint32_t dedicated_bf_regs = 4;  // QPs beyond this many share a BlueFlame register
 };
@@ -85,6 +92,10 @@ struct DeviceCounters {
   uint64_t rtr_doorbells_dropped = 0;
   uint64_t packets_tx = 0, packets_rx = 0;
   uint64_t bytes_tx = 0, bytes_rx = 0;
+  // A two-port device: the frames (and their bytes) that left and arrived through port 2,
+  // also counted in the four above, which are the device's.
+  uint64_t port2_packets_tx = 0, port2_packets_rx = 0;
+  uint64_t port2_bytes_tx = 0, port2_bytes_rx = 0;
   uint64_t retransmits = 0;
   uint64_t timeouts = 0;
   uint64_t naks_tx = 0, naks_rx = 0;
@@ -135,7 +146,12 @@ struct DeviceCounters {
 // lost).
 const std::vector<std::string>& port_counter_names();
 // The value of port counter `name` in `c`; false if the simulated HCA has no such counter.
+// With `port` 2 (a two-port device), port 2's: its own traffic (DeviceCounters::port2_*);
+// the other counters, which the device keeps whole, are port 1's and read 0 there. Port 1's
+// traffic is the device's less port 2's.
 bool port_counter_value(const DeviceCounters& c, const std::string& name, uint64_t* out);
+bool port_counter_value(const DeviceCounters& c, uint8_t port, const std::string& name,
+                        uint64_t* out);
 
 // Per-QP view of the same counters plus the transport's state, for tests and dumps.
 struct QpSnapshot {

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Two-port simulated HCAs (sim::DeviceConfig::ports): each port has its own address on the
+// wire and its own GID (DeviceInfo::ports); a QP sends and receives through the port its INIT
+// transition names (QueuePair::to_init with a port), its endpoint carries that port's GID,
+// and the port counters count each port's own traffic. A frame to the other port's address
+// is not the QP's; a port the device has not is refused.
+#include "sim_env.h"
+
+using namespace rnicdv;
+using namespace rnicdv::test;
+
+namespace {
+
+struct TwoPortNode {
+  std::vector<uint8_t> mem = std::vector<uint8_t>(1 << 16);
+  std::shared_ptr<sim::Device> sim;
+  std::optional<Device> dev;
+  std::optional<ProtectionDomain> pd;
+  std::optional<CompletionQueue> cq;
+  std::optional<MemoryRegion> mr;
+};
+
+TwoPortNode make_two_port_node(const std::shared_ptr<sim::Fabric>& fabric, uint8_t ports = 2) {
+  TwoPortNode n;
+  sim::DeviceConfig dc;
+  dc.ports = ports;
+  n.sim = take(fabric->add_device(dc));
+  n.dev.emplace(take(Device::wrap(n.sim)));
+  n.pd.emplace(take(n.dev->alloc_pd()));
+  n.cq.emplace(take(n.dev->create_cq(256)));
+  n.mr.emplace(take(n.pd->reg_mr(n.mem.data(), n.mem.size(),
+                                 hw::access::local_write | hw::access::remote_write |
+                                     hw::access::remote_read)));
+  return n;
+}
+
+uint64_t counter(TwoPortNode& n, uint8_t port, const char* name) {
+  return take(n.dev->read_port_counter(port, name));
+}
+
+}  // namespace
+
+TEST_CASE("a two-port HCA has two addresses; a QP on port 2 sends and receives through it, and "
+          "each port counts its own traffic", "[ports]") {
+  auto fabric = make_fabric();
+  TwoPortNode a = make_two_port_node(fabric), b = make_two_port_node(fabric);
+  const hw::DeviceInfo& ia = a.dev->info();
+  REQUIRE(ia.ports.size() == 2);
+  CHECK(ia.ports[0].gid.to_string() == ia.gid.to_string());
+  CHECK(ia.ports[1].gid.to_string() != ia.gid.to_string());
+  CHECK(ia.ports[1].gid_index == 3);
+  CHECK(ia.transport.find("port 2") != std::string::npos);
+
+  QueuePair qa = take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, default_qp_config()));
+  QueuePair qb = take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, default_qp_config()));
+  check(qa.to_init(hw::access::remote_write, 2));
+  check(qb.to_init(hw::access::remote_write, 2));
+  // Each end's endpoint names its port 2's GID.
+  CHECK(qa.local_endpoint(kPsnA).gid.to_string() == ia.ports[1].gid.to_string());
+  check(qa.to_rtr(qb.local_endpoint(kPsnB), hw::Mtu::mtu1024));
+  check(qb.to_rtr(qa.local_endpoint(kPsnA), hw::Mtu::mtu1024));
+  check(qa.to_rts(kPsnA));
+  check(qb.to_rts(kPsnB));
+
+  std::memset(a.mem.data(), 0x42, 4096);
+  const Sge sge = a.mr->sge(0, 4096);
+  REQUIRE(qa.post_send(write_wr(1, &sge, 1, b.mr->addr() + 0x2000, b.mr->rkey())) == Errc::ok);
+  const std::vector<Completion> done = poll_n(*fabric, *a.cq, 1);
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].status == IBV_WC_SUCCESS);
+  CHECK(b.mem[0x2000] == 0x42);
+  CHECK(b.mem[0x2fff] == 0x42);
+
+  // Four request packets left a's port 2 and reached b's port 2; the ACKs came back the same
+  // way. Port 1 carried nothing.
+  CHECK(counter(a, 2, "counters/port_xmit_packets") == 4);
+  CHECK(counter(b, 2, "counters/port_rcv_packets") == 4);
+  CHECK(counter(a, 2, "counters/port_rcv_packets") >= 1);
+  CHECK(counter(a, 2, "counters/port_xmit_data") * 4 >= 4096);
+  CHECK(counter(a, 1, "counters/port_xmit_packets") == 0);
+  CHECK(counter(b, 1, "counters/port_rcv_packets") == 0);
+  const sim::DeviceCounters ca = a.sim->counters();
+  CHECK(ca.port2_packets_tx == ca.packets_tx);
+}
+
+TEST_CASE("a QP on port 1 reaches a peer's port 2; a frame to the port its QP is not on is "
+          "dropped", "[ports]") {
+  auto fabric = make_fabric();
+  TwoPortNode a = make_two_port_node(fabric), b = make_two_port_node(fabric);
+  QueuePair qa = take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, default_qp_config()));
+  QueuePair qb = take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, default_qp_config()));
+  check(qa.to_init(hw::access::remote_write));  // port 1
+  check(qb.to_init(hw::access::remote_write, 2));
+  check(qa.to_rtr(qb.local_endpoint(kPsnB), hw::Mtu::mtu1024));
+  check(qb.to_rtr(qa.local_endpoint(kPsnA), hw::Mtu::mtu1024));
+  check(qa.to_rts(kPsnA));
+  check(qb.to_rts(kPsnB));
+  std::memset(a.mem.data(), 0x17, 64);
+  const Sge sge = a.mr->sge(0, 64);
+  REQUIRE(qa.post_send(write_wr(1, &sge, 1, b.mr->addr(), b.mr->rkey())) == Errc::ok);
+  REQUIRE(poll_n(*fabric, *a.cq, 1).at(0).status == IBV_WC_SUCCESS);
+  CHECK(b.mem[0] == 0x17);
+  CHECK(counter(a, 1, "counters/port_xmit_packets") == 1);
+  CHECK(counter(b, 2, "counters/port_rcv_packets") == 1);
+
+  // Now a QP that addresses b's port 1, where b's QP is not: nothing it sends is taken, and
+  // its WR ends with transport retries exhausted.
+  QueuePair qc = take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, default_qp_config()));
+  QueuePair qd = take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, default_qp_config()));
+  check(qc.to_init(hw::access::remote_write));
+  check(qd.to_init(hw::access::remote_write, 2));
+  QpEndpoint wrong = qd.local_endpoint(kPsnB);
+  wrong.gid = b.dev->info().ports[0].gid;  // b's port 1 address, not its QP's port
+  check(qc.to_rtr(wrong, hw::Mtu::mtu1024));
+  check(qd.to_rtr(qc.local_endpoint(kPsnA), hw::Mtu::mtu1024));
+  check(qc.to_rts(kPsnA, /*timeout=*/1, /*retry_cnt=*/1));
+  check(qd.to_rts(kPsnB));
+  const uint64_t dropped_before = b.sim->counters().rx_dropped;
+  REQUIRE(qc.post_send(write_wr(2, &sge, 1, b.mr->addr() + 0x100, b.mr->rkey())) == Errc::ok);
+  const std::vector<Completion> failed = poll_n(*fabric, *a.cq, 1);
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].wr_id == 2);
+  CHECK(failed[0].status == IBV_WC_RETRY_EXC_ERR);
+  CHECK(b.mem[0x100] == 0);
+  CHECK(b.sim->counters().rx_dropped > dropped_before);
+}
+
+TEST_CASE("ports a device has not are refused, naming the port; multicast is port 1's",
+          "[ports][errors]") {
+  auto fabric = make_fabric();
+  TwoPortNode two = make_two_port_node(fabric), one = make_two_port_node(fabric, 1);
+  CHECK(one.dev->info().ports.size() == 1);
+  QueuePair q1 = take(one.dev->create_qp(*one.pd, *one.cq, *one.cq, default_qp_config()));
+  Status st = q1.to_init(hw::access::remote_write, 2);
+  REQUIRE_FALSE(st);
+  CHECK_THAT(st.message(), Catch::Matchers::Contains("only port 1"));
+  QueuePair q2 = take(two.dev->create_qp(*two.pd, *two.cq, *two.cq, default_qp_config()));
+  st = q2.to_init(hw::access::remote_write, 3);
+  REQUIRE_FALSE(st);
+  CHECK_THAT(st.message(), Catch::Matchers::Contains("only ports 1 and 2"));
+  CHECK(q2.state() == hw::QpState::reset);
+
+  Result<uint64_t> none = two.dev->read_port_counter(3, "counters/port_xmit_packets");
+  REQUIRE_FALSE(none);
+  CHECK_THAT(none.status().message(), Catch::Matchers::Contains("ports 1 and 2"));
+  CHECK_FALSE(one.dev->read_port_counter(2, "counters/port_xmit_packets"));
+
+  QpConfig ud = default_qp_config();
+  ud.type = hw::QpType::ud;
+  QueuePair u = take(two.dev->create_qp(*two.pd, *two.cq, *two.cq, ud));
+  hw::QpAttr attr;
+  attr.state = hw::QpState::init;
+  attr.port_num = 2;
+  attr.qkey = 0x11111111;
+  check(u.modify(attr, hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::qkey));
+  const Status joined = u.attach_multicast(take(multicast_gid("239.1.2.3")));
+  REQUIRE_FALSE(joined);
+  CHECK_THAT(joined.message(), Catch::Matchers::Contains("port 1"));
+
+  sim::DeviceConfig bad;
+  bad.ports = 3;
+  Result<std::shared_ptr<sim::Device>> three = fabric->add_device(bad);
+  REQUIRE_FALSE(three);
+  CHECK_THAT(three.status().message(), Catch::Matchers::Contains("1 or 2"));
+}
