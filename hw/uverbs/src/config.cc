@@ -23,13 +23,14 @@ namespace rnicdv::uverbs {
 
 namespace {
 
-std::string default_sysfs_root(uint32_t devices) {
+std::string default_sysfs_root(uint32_t devices, uint32_t ports) {
   const char* base = getenv("XDG_RUNTIME_DIR");
   std::string dir = (base && *base) ? base : "/tmp";
   dir += "/rnicdv-uverbs-" + std::to_string(getuid());
   // The layout's version is part of the name: a tree an older shim wrote is never reused.
   constexpr int kSysfsLayout = 4;
   dir += "/sysfs-v" + std::to_string(kSysfsLayout) + "-" + std::to_string(devices);
+  if (ports != 1) dir += "-p" + std::to_string(ports);
   return dir;
 }
 
@@ -46,14 +47,20 @@ Config load_config() {
     }
   }
   if (const char* l = getenv("RNICDV_UVERBS_LOG")) g_config.log_errors = strcmp(l, "0") != 0;
+  // Two-port HCAs, as the simulated fabric reads the same variables (hw/sim default_fabric.cc).
+  if (const char* a = getenv("RNICDV_SIM_PORT2_ADDR"); a && *a) g_config.ports = 2;
+  if (const char* p = getenv("RNICDV_SIM_PORTS"); p && *p) {
+    if (strcmp(p, "1") == 0 || strcmp(p, "2") == 0)
+      g_config.ports = static_cast<uint32_t>(p[0] - '0');
+  }
   if (const char* s = getenv("SYSFS_PATH"); s && *s) {
     g_config.sysfs_root = s;
     while (g_config.sysfs_root.size() > 1 && g_config.sysfs_root.back() == '/')
       g_config.sysfs_root.pop_back();
     return g_config;
   }
-  g_config.sysfs_root = default_sysfs_root(g_config.devices);
-  Status st = write_sysfs_tree(g_config.sysfs_root, g_config.devices);
+  g_config.sysfs_root = default_sysfs_root(g_config.devices, g_config.ports);
+  Status st = write_sysfs_tree(g_config.sysfs_root, g_config.devices, g_config.ports);
   if (!st) {
     log_line("cannot write the sysfs tree: %s; no simulated devices will be found",
              st.message().c_str());

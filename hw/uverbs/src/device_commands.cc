@@ -157,7 +157,7 @@ void fill_device_attr(const Context& ctx, ib_uverbs_query_device_resp& r) {
   r.atomic_cap = IBV_ATOMIC_HCA;
   r.max_pkeys = kPkeyTableLen;
   r.local_ca_ack_delay = 16;
-  r.phys_port_cnt = 1;
+  r.phys_port_cnt = static_cast<uint8_t>(ctx.dev->dev->info().ports.size());
 }
 
 }  // namespace
@@ -193,8 +193,10 @@ int query_device_ex(Cmd& c) {
 
 int query_port(Cmd& c) {
   const auto req = c.core_as<ib_uverbs_query_port>();
-  if (req.port_num != 1)
-    return c.error(EINVAL, "port %u: no such port (the device has port 1)", req.port_num);
+  const size_t ports = c.ctx.dev->dev->info().ports.size();
+  if (req.port_num < 1 || req.port_num > ports)
+    return c.error(EINVAL, "port %u: no such port (the device has %s)", req.port_num,
+                   ports == 2 ? "ports 1 and 2" : "port 1");
   const hw::DeviceCaps& caps = c.ctx.dev->dev->info().caps;
   ib_uverbs_query_port_resp r{};
   r.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
@@ -254,11 +256,13 @@ int create_ah(Cmd& c) {
   const uint32_t pdh = req.pd_handle;
   if (pd == c.ctx.pds.end()) return c.error(EINVAL, "AH on PD %u: no such PD", pdh);
   const ib_uverbs_ah_attr& a = req.attr;
-  if (a.port_num != 1)
-    return c.error(EINVAL, "AH on PD %u: port %u does not exist (one port)", pdh, a.port_num);
+  const hw::DeviceInfo& info = c.ctx.dev->dev->info();
+  if (a.port_num < 1 || a.port_num > info.ports.size())
+    return c.error(EINVAL, "AH on PD %u: port %u does not exist (%zu port%s)", pdh, a.port_num,
+                   info.ports.size(), info.ports.size() == 1 ? "" : "s");
   if (!a.is_global)
     return c.error(EINVAL, "AH on PD %u: no GRH: RoCE address handles need one (is_global)", pdh);
-  const hw::IpAddress& own = c.ctx.dev->dev->address();
+  const hw::IpAddress own = port_address(info, a.port_num);
   if (const GidRefusal* no = source_gid_refusal(a.grh.sgid_index, own))
     return c.error(no->err, "AH on PD %u: source GID index %u %s", pdh, a.grh.sgid_index,
                    no->reason);

@@ -373,7 +373,9 @@ int translate_modify(const Cmd& c, const QpObject& obj, const ib_uverbs_modify_q
   if (m & IBV_QP_AV) {
     if (!req.dest.is_global)
       return c.error(EINVAL, "QP %#x: RoCE needs a GRH (is_global) in the address vector", obj.qpn);
-    const hw::IpAddress& own = c.ctx.dev->dev->address();
+    // The source GID is of the QP's port: the one this request names, or its last.
+    const uint32_t port = (m & IBV_QP_PORT) ? req.port_num : obj.attr.port_num;
+    const hw::IpAddress own = port_address(c.ctx.dev->dev->info(), port);
     if (const GidRefusal* no = source_gid_refusal(req.dest.sgid_index, own))
       return c.error(no->err, "QP %#x: source GID index %u %s", obj.qpn, req.dest.sgid_index,
                      no->reason);
@@ -474,7 +476,8 @@ int query_qp(Cmd& c) {
     r.dest.traffic_class = a.traffic_class;
     r.dest.flow_label = a.flow_label;
     r.dest.sl = a.sl;
-    r.dest.sgid_index = static_cast<uint8_t>(own_gid_index(c.ctx.dev->dev->address()));
+    r.dest.sgid_index =
+        static_cast<uint8_t>(own_gid_index(port_address(c.ctx.dev->dev->info(), a.port_num)));
     r.dest.port_num = a.port_num;
   }
   r.qkey = a.qkey;

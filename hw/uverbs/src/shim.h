@@ -75,6 +75,12 @@ inline uint32_t gid_entries_in_use(const hw::IpAddress& device_address) {
 inline uint32_t own_gid_index(const hw::IpAddress& device_address) {
   return device_address.is_link_local() ? 1 : 3;
 }
+// The address of port `port` of a device whose ports `info` lists (port 1's for one it has
+// not): a two-port device has one per port, and each port's GID table is built from its own.
+inline hw::IpAddress port_address(const hw::DeviceInfo& info, uint32_t port) {
+  if (port >= 1 && port <= info.ports.size()) return info.ports[port - 1].gid.ip();
+  return info.gid.ip();
+}
 inline hw::Gid gid_entry(uint32_t index, const hw::IpAddress& device_address,
                          uint64_t node_guid) {
   hw::Gid g;
@@ -138,6 +144,7 @@ void set_fd_kind(int fd, FdKind kind) noexcept;
 // ---- configuration (config.cc) ----
 struct Config {
   uint32_t devices = 2;        // RNICDV_UVERBS_DEVICES (1..8)
+  uint32_t ports = 1;          // RNICDV_SIM_PORTS (1 or 2; 2 with RNICDV_SIM_PORT2_ADDR)
   bool log_errors = false;     // RNICDV_UVERBS_LOG=1: every failed command, with the reason,
                                // and once how doorbell stores wake a sleeping device
   std::string sysfs_root;      // SYSFS_PATH as libibverbs will read it
@@ -167,7 +174,7 @@ int unimplemented(const char* what, uint32_t number);
 std::string device_name(uint32_t index);  // "rnicsim0"
 // Writes the static tree (class/infiniband_verbs, class/infiniband/<dev>/...) for `devices`
 // devices under `root`, atomically (a temporary directory renamed into place).
-Status write_sysfs_tree(const std::string& root, uint32_t devices);
+Status write_sysfs_tree(const std::string& root, uint32_t devices, uint32_t ports);
 // If `path` names a per-process sysfs file under the shim's root (a GID table entry, whose
 // content depends on the address this process's device got), returns a descriptor holding
 // its content. A path under the real /sys/class/infiniband (or infiniband_verbs) that names

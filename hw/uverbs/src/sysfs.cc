@@ -110,14 +110,42 @@ std::string pci_address(uint32_t i) {
   return text;
 }
 
-Status write_device(const std::string& root, uint32_t i) {
+// A port's directory: its state and link layer, P_Key table, the GID table's types and
+// netdevs, the gids/ directory (entries read when opened), and the port counters.
+Status write_port(const std::string& port) {
+  const std::pair<std::string, std::string> files[] = {
+      {port + "/state", "4: ACTIVE"},
+      {port + "/phys_state", "5: LinkUp"},
+      {port + "/link_layer", "Ethernet"},
+      {port + "/pkeys/0", "0xffff"},
+  };
+  for (const auto& [path, content] : files) RNICDV_TRY(put(path, content));
+  // Even entries are RoCE v1, odd ones RoCE v2 (the kernel's order for each address). The
+  // entries themselves (gids/N) are read when opened (shim.h gid_entry: the default link-local
+  // GID and the port's address's, four at most). These static files are written before the
+  // devices have addresses, so the first four name "lo" as their netdev, even where a device
+  // with a link-local address leaves entries 2 and 3 empty.
+  for (uint32_t g = 0; g < kGidTableLen; ++g) {
+    const std::string type = g % 2 ? "RoCE v2" : "IB/RoCE v1";
+    RNICDV_TRY(put(port + "/gid_attrs/types/" + std::to_string(g), type));
+    if (g < 4) RNICDV_TRY(put(port + "/gid_attrs/ndevs/" + std::to_string(g), "lo"));
+  }
+  RNICDV_TRY(mkdirs(port + "/gids"));
+  // The port counters the device keeps (sim::port_counter_names): a file each, so that a
+  // program that lists the directory or resolves the path finds it; open() answers with the
+  // port's figure at that moment.
+  for (const std::string& counter : sim::port_counter_names())
+    RNICDV_TRY(put(port + "/" + counter, "0"));
+  return Status::ok();
+}
+
+Status write_device(const std::string& root, uint32_t i, uint32_t ports) {
   const std::string name = device_name(i);
   const std::string uverbs = "uverbs" + std::to_string(i);
   const std::string pci_rel = "devices/pci0000:00/" + pci_address(i);
   const std::string pci = root + "/" + pci_rel;
   const std::string uv = pci + "/infiniband_verbs/" + uverbs;
   const std::string ib = pci + "/infiniband/" + name;
-  const std::string port = ib + "/ports/1";
   const std::pair<std::string, std::string> files[] = {
       {pci + "/vendor", "0x15b3"},
       {pci + "/device", "0x1017"},
@@ -134,28 +162,10 @@ Status write_device(const std::string& root, uint32_t i) {
       {ib + "/node_type", "1: CA"},
       {ib + "/fw_ver", "16.99.0000"},
       {ib + "/hca_type", "MT4119"},
-      {port + "/state", "4: ACTIVE"},
-      {port + "/phys_state", "5: LinkUp"},
-      {port + "/link_layer", "Ethernet"},
-      {port + "/pkeys/0", "0xffff"},
   };
   for (const auto& [path, content] : files) RNICDV_TRY(put(path, content));
-  // Even entries are RoCE v1, odd ones RoCE v2 (the kernel's order for each address). The
-  // entries themselves (gids/N) are read when opened (shim.h gid_entry: the default link-local
-  // GID and the device's address's, four at most). These static files are written before the
-  // devices have addresses, so the first four name "lo" as their netdev, even where a device
-  // with a link-local address leaves entries 2 and 3 empty.
-  for (uint32_t g = 0; g < kGidTableLen; ++g) {
-    const std::string type = g % 2 ? "RoCE v2" : "IB/RoCE v1";
-    RNICDV_TRY(put(port + "/gid_attrs/types/" + std::to_string(g), type));
-    if (g < 4) RNICDV_TRY(put(port + "/gid_attrs/ndevs/" + std::to_string(g), "lo"));
-  }
-  RNICDV_TRY(mkdirs(port + "/gids"));
-  // The port counters the device keeps (sim::port_counter_names): a file each, so that a
-  // program that lists the directory or resolves the path finds it; open() answers with the
-  // device's figure at that moment.
-  for (const std::string& counter : sim::port_counter_names())
-    RNICDV_TRY(put(port + "/" + counter, "0"));
+  for (uint32_t port = 1; port <= ports; ++port)
+    RNICDV_TRY(write_port(ib + "/ports/" + std::to_string(port)));
   RNICDV_TRY(mkdirs(pci + "/net/lo"));
   RNICDV_TRY(link("../..", ib + "/device"));
   RNICDV_TRY(link("../..", uv + "/device"));
@@ -196,7 +206,7 @@ int memfd_with(const std::string& content) {
 
 std::string device_name(uint32_t index) { return "rnicsim" + std::to_string(index); }
 
-Status write_sysfs_tree(const std::string& root, uint32_t devices) {
+Status write_sysfs_tree(const std::string& root, uint32_t devices, uint32_t ports) {
   struct stat st{};
   const std::string marker = root + "/class/infiniband_verbs/abi_version";
   if (::stat(marker.c_str(), &st) == 0) return Status::ok();  // written before
@@ -205,7 +215,7 @@ Status write_sysfs_tree(const std::string& root, uint32_t devices) {
   std::string tmp = root + ".tmp.XXXXXX";
   if (!::mkdtemp(tmp.data()))
     return Status::error(Errc::io_error, "mkdtemp %s: %s", tmp.c_str(), strerror(errno));
-  for (uint32_t i = 0; i < devices; ++i) RNICDV_TRY(write_device(tmp, i));
+  for (uint32_t i = 0; i < devices; ++i) RNICDV_TRY(write_device(tmp, i, ports));
   RNICDV_TRY(put(tmp + "/class/infiniband_verbs/abi_version", "6"));
   if (::rename(tmp.c_str(), root.c_str()) != 0) {
     // Another process won the race: its tree is identical.
@@ -239,6 +249,7 @@ namespace {
 // inside libc) may come back as another file, which must never be rewritten.
 struct CounterFile {
   uint32_t device = 0;
+  uint8_t port = 1;
   std::string name;
   dev_t st_dev = 0;
   ino_t st_ino = 0;
@@ -249,10 +260,10 @@ std::unordered_map<int, CounterFile>& counter_files() {
   return *files;
 }
 
-std::string counter_text(uint32_t device, const std::string& name) {
+std::string counter_text(uint32_t device, uint8_t port, const std::string& name) {
   uint64_t value = 0;
   Result<SimDevice*> dev = device_for(device);
-  if (dev) (void)sim::port_counter_value(dev.value()->dev->counters(), name, &value);
+  if (dev) (void)sim::port_counter_value(dev.value()->dev->counters(), port, name, &value);
   return std::to_string(value);
 }
 
@@ -271,7 +282,7 @@ ssize_t counter_file_read(int fd, void* buf, size_t n) {
         st.st_ino != file.st_ino) {
       counter_file_close(fd);  // not the counter file any more: an ordinary descriptor
     } else {
-      const std::string line = counter_text(file.device, file.name) + "\n";
+      const std::string line = counter_text(file.device, file.port, file.name) + "\n";
       if (::ftruncate(fd, 0) != 0 ||
           ::pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()))
         return -1;
@@ -315,17 +326,24 @@ int open_dynamic_sysfs_file(const char* path, int flags) {
   if (end == rest || index >= config().devices) return not_dynamic();
   rest = end;
   const bool guid = strcmp(rest, "/node_guid") == 0;
-  static constexpr char kGids[] = "/ports/1/gids/";
-  const bool gid = strncmp(rest, kGids, sizeof kGids - 1) == 0;
-  static constexpr char kPort[] = "/ports/1/";
+  // /ports/<port>/gids/<index> and /ports/<port>/<counter>, for the ports the devices have.
+  unsigned long port = 0;
+  const char* in_port = nullptr;
+  static constexpr char kPorts[] = "/ports/";
+  if (strncmp(rest, kPorts, sizeof kPorts - 1) == 0) {
+    const char* p = rest + sizeof kPorts - 1;
+    port = strtoul(p, &end, 10);
+    if (end != p && *end == '/' && port >= 1 && port <= config().ports) in_port = end + 1;
+  }
+  static constexpr char kGids[] = "gids/";
+  const bool gid = in_port && strncmp(in_port, kGids, sizeof kGids - 1) == 0;
   const std::vector<std::string>& counters = sim::port_counter_names();
   const bool counter =
-      strncmp(rest, kPort, sizeof kPort - 1) == 0 &&
-      std::find(counters.begin(), counters.end(), rest + sizeof kPort - 1) != counters.end();
+      in_port && std::find(counters.begin(), counters.end(), in_port) != counters.end();
   if (!guid && !gid && !counter) return not_dynamic();
   unsigned long gid_index = 0;
   if (gid) {
-    const char* g = rest + sizeof kGids - 1;
+    const char* g = in_port + sizeof kGids - 1;
     gid_index = strtoul(g, &end, 10);
     if (end == g || *end != '\0' || gid_index >= kGidTableLen) {
       errno = ENOENT;
@@ -340,12 +358,14 @@ int open_dynamic_sysfs_file(const char* path, int flags) {
   }
   const hw::DeviceInfo& info = dev.value()->dev->info();
   if (counter) {
-    const std::string name = rest + sizeof kPort - 1;
-    const int fd = memfd_with(counter_text(static_cast<uint32_t>(index), name));
+    const std::string name = in_port;
+    const auto port_num = static_cast<uint8_t>(port);
+    const int fd = memfd_with(counter_text(static_cast<uint32_t>(index), port_num, name));
     struct stat st{};
     if (fd >= 0 && ::fstat(fd, &st) == 0) {
       std::lock_guard lock(g_counter_files_mu);
-      counter_files()[fd] = CounterFile{static_cast<uint32_t>(index), name, st.st_dev, st.st_ino};
+      counter_files()[fd] =
+          CounterFile{static_cast<uint32_t>(index), port_num, name, st.st_dev, st.st_ino};
       set_fd_kind(fd, FdKind::counter);
     }
     return fd;
@@ -358,8 +378,8 @@ int open_dynamic_sysfs_file(const char* path, int flags) {
              static_cast<unsigned>(g) & 0xffff);
     return memfd_with(text);
   }
-  const hw::Gid entry =
-      gid_entry(static_cast<uint32_t>(gid_index), dev.value()->dev->address(), info.node_guid);
+  const hw::Gid entry = gid_entry(static_cast<uint32_t>(gid_index),
+                                  port_address(info, static_cast<uint32_t>(port)), info.node_guid);
   return memfd_with(gid_text(entry.raw));
 }
 
