@@ -73,8 +73,8 @@ struct DeviceConfig {
   // 1, or 2 for a two-port HCA: its second port has an address of its own on the wire
   // (`port2_address`, of the first's IP version; unspecified: one the wire picks, as for the
   // first). A QP sends and receives through the port its INIT transition names; a frame to
-  // one port for a QP of the other is dropped. The GSI, the connection manager, multicast
-  // groups and link events are port 1's.
+  // one port for a QP of the other is dropped. The GSI, the connection manager and multicast
+  // groups are port 1's; link events take both ports down.
   uint8_t ports = 1;
   hw::IpAddress port2_address;
   hw::DeviceCaps caps;         // zero fields take the model's defaults
