@@ -44,7 +44,7 @@ check() {
   [ $bad = 0 ] || status=1
 }
 ns() { echo "^((vtable|typeinfo|typeinfo name|guard variable) for |void )?$1"; }
-check librnicdv.so RNICDV_4.0 "$(ns 'rnicdv::')" \
+check librnicdv.so RNICDV_5.0 "$(ns 'rnicdv::')" \
                    "RNICDV_PRIVATE_$priv" "$(ns 'rnicdv::')"
 check librnicdv-sim.so "RNICDV_SIM_PRIVATE_$priv" "^rnicdv_sim_provider$|$(ns 'rnicdv::sim::')"
 check librnicdv-dpdk.so "RNICDV_DPDK_PRIVATE_$priv" \
