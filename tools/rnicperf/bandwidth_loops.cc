@@ -47,6 +47,7 @@ struct QpTx {
   uint64_t completed = 0;           // WRs credited by completions
   uint64_t last_signaled = 0;       // number of the last signaled WR posted
   uint32_t until_signal = 0;        // WRs left before the next signaled one
+  bool second_port = false;         // -O: the QP is in the second half, on port 2
   std::vector<rnicdv::SendWr> wrs;  // one post list
   std::vector<rnicdv::Sge> sges;
 };
@@ -103,6 +104,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
                      : 0;
     }
     tx[q].until_signal = cq_mod;
+    tx[q].second_port = c.ep.on_second_port(q);
   }
   // Each run (size) starts with receives_at_start() posted per receive queue
   // (refill_receives), each taking the SENDs of senders_per_recv_queue() peer lanes.
@@ -128,6 +130,9 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       duration ? DurationWindow::from(c.clock, c.clock.now(), o.duration_s, o.margin_s)
                : DurationWindow{};
   uint64_t tot_posted = 0, tot_completed = 0, tot_received = 0;
+  // -O: the completions and receives of the QPs on port 2 (--report-per-port's shares).
+  const bool count_ports = o.dual_port;
+  uint64_t second_port_completed = 0, second_port_received = 0;
   // SENDs the peer will make: known at the start, or from its DONE (-D, --run_infinitely).
   uint64_t peer_count = (duration || infinite) ? UINT64_MAX : expected_rx;
   bool posting = sender;
@@ -178,7 +183,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       uint64_t now = 0;
       if (duration) [[unlikely]] {
         now = c.clock.now();
-        out->tx_window.observe(window, now, tot_completed);
+        out->tx_window.observe(window, now, tot_completed, second_port_completed);
         if (now >= window.end) {
           posting = false;
           if (peer_receives && !told_peer) {
@@ -246,6 +251,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
           QpTx& t = tx[wc[i].wr_id >> kQpShift];
           const uint64_t number = wc[i].wr_id & kWrMask;
           tot_completed += number - t.completed;
+          if (t.second_port) second_port_completed += number - t.completed;
           t.completed = number;
           if (stamp) c.tcompleted[tot_completed - 1] = now;
         }
@@ -264,6 +270,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
           if (wc[i].status != IBV_WC_SUCCESS) [[unlikely]]
             return completion_error(test, wc[i]);
           const size_t r = wc[i].wr_id;  // the receive queue
+          if (count_ports && c.ep.recv_on_second_port(wc[i])) ++second_port_received;
           c.ep.recv_completed(r);
           if (refill[r].completed()) {
             if (Errc e = c.ep.post_recv_list(r); e != Errc::ok) [[unlikely]]
@@ -272,7 +279,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
         }
         tot_received += static_cast<uint64_t>(n);
         out->t_last_recv = now;
-        if (duration) out->rx_window.observe(window, now, tot_received);
+        if (duration) out->rx_window.observe(window, now, tot_received, second_port_received);
         if (!sender && c.progress) c.progress->store(tot_received, std::memory_order_relaxed);
         progressed = true;
       }
@@ -318,7 +325,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
     // Duration mode: a receiver learns how many SENDs to expect from the peer's DONE.
     if (duration && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
       const uint64_t now = c.clock.now();
-      out->rx_window.observe(window, now, tot_received);
+      out->rx_window.observe(window, now, tot_received, second_port_received);
       if (now >= window.end) {
         RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
         if (ready) {

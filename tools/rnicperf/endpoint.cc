@@ -113,7 +113,9 @@ namespace {
 // The device: on the run's own fabric when it has one (--wire, --loopback), else by name.
 Result<rnicdv::Device> open_device(const EndpointConfig& config) {
   if (!config.fabric) return rnicdv::Device::open(config.device_name);
-  return rnicdv::sim::open_device(config.device_name, config.fabric)
+  rnicdv::sim::DeviceConfig device;
+  if (config.sim_ports != 0) device.ports = config.sim_ports;
+  return rnicdv::sim::open_device(config.device_name, config.fabric, &device)
       .and_then(&rnicdv::Device::wrap);
 }
 
@@ -211,17 +213,9 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   hop_limit_ = o.resolved_hop_limit();
   retry_count_ = o.retry_count;
   flow_labels_ = o.flow_labels;
-  // The driver sends from the device's one GID: -x may only name it, and --ipv6 asks for an
-  // IPv6 one (perftest's GID choice; a device has one here).
-  if (o.gid_index >= 0 && o.gid_index != info.gid_index)
-    return Status::error(Errc::invalid_argument,
-                         "-x %d: %s sends from GID index %u only (its RoCE v2 address)",
-                         o.gid_index, info.name.c_str(), info.gid_index);
-  if (o.ipv6 && info.gid.is_ipv4_mapped())
-    return Status::error(Errc::invalid_argument,
-                         "--ipv6: %s's GID %s is IPv4 (on the simulated HCA, RNICDV_SIM_ADDR "
-                         "gives it an IPv6 address)",
-                         info.name.c_str(), info.gid.ip().to_string().c_str());
+  dual_port_ = o.dual_port;
+  first_port_ = o.ib_port;
+  RNICDV_TRY(check_gids(o));
 
   if (o.inline_size >= 0) {
     if (caps.max_inline_data && static_cast<uint32_t>(o.inline_size) > caps.max_inline_data)
@@ -281,6 +275,15 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
   }
   const uint32_t access = hw::access::local_write | hw::access::remote_write |
                           hw::access::remote_read | hw::access::remote_atomic;
+  // -O (perftest's ctx_modify_qp_to_init and set_up_connection): the first half of the QPs on
+  // -i's port, the second half on port 2; with XRC pairs the first half of the initiators and
+  // of the targets, so that each QP meets a peer QP on the same port.
+  const size_t port_group = xrc_pairs_ ? nqps / 2 : nqps;
+  qp_ports_.clear();
+  second_port_targets_.clear();
+  for (uint32_t i = 0; i < nqps; ++i)
+    qp_ports_.push_back(static_cast<uint8_t>(
+        dual_port_ && i % port_group >= port_group / 2 ? kSecondPort : o.ib_port));
   for (uint32_t i = 0; i < nqps; ++i) {
     rnicdv::QpConfig config;
     config.caps.max_send_wr = sq_depth;
@@ -303,6 +306,7 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
                             : hw::access::remote_write | hw::access::remote_read |
                                   hw::access::remote_atomic;
     init.pkey_index = o.pkey_index;
+    init.port_num = qp_ports_[i];
     init.qkey = kUdQkey;
     // A UD QP takes a Q_Key where an RC one takes its remote access (IBA 10.3.1).
     const uint32_t init_mask =
@@ -310,6 +314,8 @@ Status TestEndpoint::create(const Options& o, uint64_t max_size, bool receives,
         (ud_ ? hw::qp_attr::qkey : hw::qp_attr::access_flags);
     if (Status s = qps_.back().modify(init, init_mask); !s)
       return o.pkey_index ? s.prepend("--pkey_index") : s;
+    if (xrc_ && i >= initiators_ && on_second_port(i))
+      second_port_targets_.push_back(qps_.back().qpn());
     init_attr_ = init;
     init_mask_ = init_mask;
     // HW and PP rate limiters: the device paces the QP from the start (an XRC target sends
@@ -480,9 +486,43 @@ Status TestEndpoint::restart_after_reject(size_t i, std::chrono::milliseconds ti
   return refill_receives();
 }
 
+hw::PortInfo TestEndpoint::port_info(uint32_t port) const {
+  const auto& info = dev_->info();
+  if (port >= 1 && port <= info.ports.size()) return info.ports[port - 1];
+  return hw::PortInfo{info.gid, info.gid_index};
+}
+
+Status TestEndpoint::check_gids(const Options& o) const {
+  const auto& info = dev_->info();
+  for (uint32_t port : {o.ib_port, o.dual_port ? kSecondPort : o.ib_port}) {
+    // The driver sends from each port's one GID: -x may only name it (perftest's -O looks the
+    // same index up on both ports), and --ipv6 asks for an IPv6 one (perftest's GID choice; a
+    // port has one here).
+    const hw::PortInfo p = port_info(port);
+    const std::string on_port =
+        o.dual_port || port != 1 ? " on port " + std::to_string(port) : std::string();
+    if (o.gid_index >= 0 && o.gid_index != p.gid_index)
+      return Status::error(Errc::invalid_argument,
+                           "-x %d: %s sends from GID index %u only%s (its RoCE v2 address)",
+                           o.gid_index, info.name.c_str(), p.gid_index, on_port.c_str());
+    if (o.ipv6 && p.gid.is_ipv4_mapped())
+      return Status::error(Errc::invalid_argument,
+                           "--ipv6: %s's GID %s is IPv4 (on the simulated HCA, RNICDV_SIM_ADDR "
+                           "gives it an IPv6 address)",
+                           info.name.c_str(), p.gid.ip().to_string().c_str());
+  }
+  return Status::ok();
+}
+
+bool TestEndpoint::recv_on_second_port(const rnicdv::Completion& wc) const {
+  if (!dual_port_) return false;
+  if (!xrc_) return on_second_port(wc.wr_id);
+  return std::find(second_port_targets_.begin(), second_port_targets_.end(), wc.qp_num) !=
+         second_port_targets_.end();
+}
+
 std::vector<PeerRecord> TestEndpoint::local_records() const {
   std::vector<PeerRecord> out;
-  const auto& info = dev_->info();
   for (size_t i = 0; i < qps_.size(); ++i) {
     PeerRecord r;
     r.lid = 0;  // RoCE: no LID
@@ -491,7 +531,10 @@ std::vector<PeerRecord> TestEndpoint::local_records() const {
     r.psn = regions_[i].psn;
     r.rkey = regions_[i].mr->rkey();
     r.vaddr = regions_[i].mr->addr() + half_;
-    std::memcpy(r.gid, info.gid.raw, 16);
+    // The GID of the QP's own port (perftest's set_up_connection: temp_gid or temp_gid2).
+    const hw::PortInfo port = port_info(qp_ports_[i]);
+    std::memcpy(r.gid, port.gid.raw, 16);
+    r.gid_index = port.gid_index;
     r.srqn = xrc_srqn();  // perftest's set_up_connection: every record names the XRC SRQ
     out.push_back(r);
   }
@@ -577,7 +620,9 @@ Status TestEndpoint::to_rts(size_t lane) {
 void TestEndpoint::describe(HeaderInfo* h) const {
   const auto& info = dev_->info();
   h->device = info.name;
-  h->gid_index = info.gid_index;
+  h->gid_index = port_info(first_port_).gid_index;
+  h->dual_port = dual_port_;
+  h->gid_index2 = dual_port_ ? port_info(kSecondPort).gid_index : -1;
   h->inline_size = inline_size_;
   h->out_reads = out_reads_;
   h->connection = ud_ ? "UD" : uc_ ? "UC" : xrc_ ? "XRC" : "RC";

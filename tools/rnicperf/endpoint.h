@@ -38,6 +38,9 @@ struct EndpointConfig {
   std::string device_name;  // resolved: never empty
   // A simulated HCA on this fabric (--wire, --loopback) instead of the default one.
   std::shared_ptr<rnicdv::sim::Fabric> fabric;
+  // With `fabric`: the simulated HCA is made with this many ports (2 when the run uses port 2:
+  // -O, -i 2); 0: the fabric's default, one.
+  uint8_t sim_ports = 0;
   bool dpdk_memory = false;  // registered buffers from DPDK's heap (--dpdk-mem)
 };
 
@@ -86,6 +89,14 @@ class TestEndpoint {
   uint64_t events_taken() const { return events_taken_; }
   // Every QP (with -c XRC, the initiators and then the targets), as the records go.
   rnicdv::QueuePair& qp(size_t i) { return qps_[i]; }
+  // The port QP i is on: -i's, or with -O port 2 for the second half of the QPs (perftest's
+  // ctx_modify_qp_to_init; with -c XRC's initiators and targets, the second half of each).
+  uint8_t port_of(size_t i) const { return qp_ports_[i]; }
+  // -O: QP i is in the second half, on port 2 (perftest's port_by_qp 1).
+  bool on_second_port(size_t i) const { return dual_port_ && qp_ports_[i] == kSecondPort; }
+  // -O: the receive completion `wc` came in through port 2: its receive queue's QP, or with
+  // -c XRC the target that took the message, is in the second half.
+  bool recv_on_second_port(const rnicdv::Completion& wc) const;
   uint32_t qp_number(size_t i) const { return qps_[i].qpn(); }
   size_t num_qps() const { return qps_.size(); }
   // Lanes (above): the QPs this side posts on, QPs [0, num_lanes()).
@@ -168,6 +179,10 @@ class TestEndpoint {
   rnicdv::Status recv_queue_error(size_t r, rnicdv::Errc e) const;
   // The region receive queue r's receives land in.
   size_t recv_region(size_t r) const { return xrc_ ? initiators_ : r; }
+  // The GID and GID index of port `port` (1-based).
+  rnicdv::hw::PortInfo port_info(uint32_t port) const;
+  // -x and --ipv6 against the GID of each port the QPs are on.
+  rnicdv::Status check_gids(const Options& o) const;
   struct Region {
     uint8_t* base = nullptr;
     size_t bytes = 0;
@@ -185,6 +200,11 @@ class TestEndpoint {
   std::optional<rnicdv::XrcDomain> xrcd_;
   std::optional<rnicdv::SharedReceiveQueue> xrc_srq_;
   std::vector<rnicdv::QueuePair> qps_;
+  std::vector<uint8_t> qp_ports_;  // QP i's port (port_of)
+  bool dual_port_ = false;         // -O
+  uint32_t first_port_ = 1;        // -i
+  // -O with -c XRC: the QPNs of the targets on port 2, which receive completions name.
+  std::vector<uint32_t> second_port_targets_;
   std::vector<Region> regions_;
   std::vector<PeerRecord> remote_;  // the peer's, in its order
   size_t lanes_ = 0;                // QPs [0, lanes_) post

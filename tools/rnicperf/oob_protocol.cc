@@ -109,14 +109,16 @@ TestParams params_from_options(const Options& o, uint32_t mtu_bytes) {
   p.post_list = o.post_list;
   p.reversed = o.reversed;
   p.connection = o.ud ? 1 : o.uc ? 2 : o.xrc ? 3 : 0;
+  p.dual_port = o.dual_port;
+  p.report_per_port = o.report_per_port;
   return p;
 }
 
 void encode_params(const TestParams& p, uint8_t out[kTestParamsWireSize]) {
   const uint64_t fields[kTestParamsFields] = {
-      p.verb,       p.kind,    p.size,       p.all_sizes, p.sweep_max, p.iterations,
-      p.duration_s, p.margin_s, p.num_qps,   p.bidirectional, p.rdma_cm, p.early_post,
-      p.mtu,        p.post_list, p.reversed, p.connection};
+      p.verb,       p.kind,      p.size,     p.all_sizes,     p.sweep_max, p.iterations,
+      p.duration_s, p.margin_s,  p.num_qps,  p.bidirectional, p.rdma_cm,   p.early_post,
+      p.mtu,        p.post_list, p.reversed, p.connection,    p.dual_port, p.report_per_port};
   for (size_t i = 0; i < kTestParamsFields; ++i) put_be64(out + 8 * i, fields[i]);
 }
 
@@ -140,6 +142,8 @@ TestParams decode_params(const uint8_t in[kTestParamsWireSize]) {
   p.post_list = static_cast<uint32_t>(f[13]);
   p.reversed = static_cast<uint32_t>(f[14]);
   p.connection = static_cast<uint32_t>(f[15]);
+  p.dual_port = static_cast<uint32_t>(f[16]);
+  p.report_per_port = static_cast<uint32_t>(f[17]);
   return p;
 }
 
@@ -165,6 +169,10 @@ std::string params_mismatch(const TestParams& l, const TestParams& r) {
   if (l.duration_s != r.duration_s) return num("duration", l.duration_s, r.duration_s);
   if (l.margin_s != r.margin_s) return num("margin", l.margin_s, r.margin_s);
   if (l.iterations != r.iterations) return num("iterations", l.iterations, r.iterations);
+  // Before the QP count, which -O doubles.
+  if (l.dual_port != r.dual_port) return on_off("dual port (-O)", l.dual_port, r.dual_port);
+  if (l.report_per_port != r.report_per_port)
+    return on_off("report per port (--report-per-port)", l.report_per_port, r.report_per_port);
   if (l.num_qps != r.num_qps) return num("qps", l.num_qps, r.num_qps);
   if (l.bidirectional != r.bidirectional)
     return on_off("bidirectional (-b)", l.bidirectional, r.bidirectional);
@@ -230,6 +238,7 @@ PeerRecord decode_perftest_dest(const uint8_t in[kPerftestDestSize]) {
   r.vaddr = be64toh(vaddr);
   std::memcpy(r.gid, in + 32, 16);
   r.srqn = get32(48);
+  r.gid_index = static_cast<int32_t>(get32(52));
   return r;
 }
 
@@ -395,7 +404,7 @@ Status OobSession::perftest_handshake(const PeerRecord& local, PeerRecord* remot
                                       uint32_t timeout_ms) {
   if (ch_.over_rdma_cm()) {
     uint8_t mine[kPerftestDestSize], theirs[kPerftestDestSize] = {};
-    encode_perftest_dest(local, gid_index_, mine);
+    encode_perftest_dest(local, local.gid_index >= 0 ? local.gid_index : gid_index_, mine);
     RNICDV_TRY(swap(mine, theirs, kPerftestDestSize, timeout_ms));
     *remote = decode_perftest_dest(theirs);
     return Status::ok();
@@ -513,32 +522,41 @@ Status OobSession::recv_done(uint64_t* count, uint32_t timeout_ms) {
 }
 
 namespace {
-void encode_bw(const BandwidthResult& r, uint8_t out[40]) {
+constexpr size_t kBwBody = 72;
+void encode_bw(const BandwidthResult& r, uint8_t out[kBwBody]) {
   put_be64(out, r.size);
   put_be64(out + 8, r.iterations);
   put_be64(out + 16, double_bits(r.bw_peak));
   put_be64(out + 24, double_bits(r.bw_avg));
   put_be64(out + 32, double_bits(r.msg_rate));
+  for (size_t p = 0; p < 2; ++p) {
+    put_be64(out + 40 + 16 * p, double_bits(r.port[p].bw_avg));
+    put_be64(out + 48 + 16 * p, double_bits(r.port[p].msg_rate));
+  }
 }
-BandwidthResult decode_bw(const uint8_t in[40]) {
+BandwidthResult decode_bw(const uint8_t in[kBwBody]) {
   BandwidthResult r;
   r.size = get_be64(in);
   r.iterations = get_be64(in + 8);
   r.bw_peak = bits_double(get_be64(in + 16));
   r.bw_avg = bits_double(get_be64(in + 24));
   r.msg_rate = bits_double(get_be64(in + 32));
+  for (size_t p = 0; p < 2; ++p) {
+    r.port[p].bw_avg = bits_double(get_be64(in + 40 + 16 * p));
+    r.port[p].msg_rate = bits_double(get_be64(in + 48 + 16 * p));
+  }
   return r;
 }
 }  // namespace
 
 Status OobSession::send_bw(const BandwidthResult& r) {
-  uint8_t body[40];
+  uint8_t body[kBwBody];
   encode_bw(r, body);
   return send_tagged(kTagBw, body, sizeof body);
 }
 
 Status OobSession::recv_bw(BandwidthResult* r, uint32_t timeout_ms) {
-  uint8_t body[40];
+  uint8_t body[kBwBody];
   RNICDV_TRY(recv_tagged(kTagBw, body, sizeof body, timeout_ms));
   *r = decode_bw(body);
   return Status::ok();

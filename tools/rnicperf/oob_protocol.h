@@ -29,7 +29,7 @@
 namespace rnicperf {
 
 inline constexpr char kPerftestVersion[] = "6.06";  // what Debian's perftest 4.5 sends
-inline constexpr char kRnicperfMark[] = "rnicperf/5";
+inline constexpr char kRnicperfMark[] = "rnicperf/6";
 enum class PeerKind : uint8_t { rnicperf, perftest };
 
 // The parameters both ends must agree on (and the MTU, which they negotiate).
@@ -50,8 +50,10 @@ struct TestParams {
   uint32_t post_list = 0;   // informational
   uint32_t reversed = 0;    // --reversed: the server sends
   uint32_t connection = 0;  // -c: 0 RC, 1 UD, 2 UC, 3 XRC
+  uint32_t dual_port = 0;   // -O: num_qps is twice -q, half of them on each port
+  uint32_t report_per_port = 0;  // --report-per-port: the result carries each port's share
 };
-inline constexpr size_t kTestParamsFields = 16;
+inline constexpr size_t kTestParamsFields = 18;
 inline constexpr size_t kTestParamsWireSize = kTestParamsFields * 8;
 
 TestParams params_from_options(const Options& o, uint32_t mtu_bytes);
@@ -70,6 +72,9 @@ struct PeerRecord {
   uint64_t vaddr = 0;
   uint8_t gid[16] = {};
   uint32_t srqn = 0;
+  // The GID's index in its port's table: only perftest's binary record (-z) carries it; -1 in
+  // a record to send: the session's (set_perftest_gid_index).
+  int32_t gid_index = -1;
 };
 inline constexpr size_t kPeerRecordSize = 108;
 std::string encode_record(const PeerRecord& r);  // exactly kPeerRecordSize bytes, NUL last
@@ -122,8 +127,8 @@ class OobSession {
   // check_mtu: the ibv_mtu code as one ASCII digit and a NUL; both keep the smaller.
   rnicdv::Status perftest_mtu(uint8_t local_code, uint8_t* negotiated_code);
   // ctx_hand_shake: the 108-byte records, ours out and theirs in; also every barrier. Over
-  // rdma_cm (-z) the 56-byte binary form instead, carrying `gid_index`
-  // (set_perftest_gid_index).
+  // rdma_cm (-z) the 56-byte binary form instead, carrying the record's own GID index, or
+  // set_perftest_gid_index's when it has none.
   void set_perftest_gid_index(int32_t index) { gid_index_ = index; }
   rnicdv::Status perftest_handshake(const PeerRecord& local, PeerRecord* remote,
                                     uint32_t timeout_ms = 0);

@@ -104,6 +104,8 @@ enum class Opt : uint8_t {
   force_link,
   dlid,
   report_counters,
+  dual_port,
+  report_per_port,
 };
 
 // Where -h lists an option: perftest's options, rnicperf's own, or nowhere (for tests).
@@ -158,6 +160,8 @@ constexpr OptSpec kOpts[] = {
      "Number of exchanges (at least 5, default 1000; 5000 write_bw)"},
     {'N', "noPeak", false, Opt::no_peak, Section::perftest, nullptr,
      "Do not compute the peak bandwidth"},
+    {'O', "dualport", false, Opt::dual_port, Section::perftest, nullptr,
+     "Run test in dual-port mode: twice -q QPs, the first half on\nport 1, the second half on port 2 (bandwidth tests)"},
     {'p', "port", true, Opt::port, Section::perftest, "<port>",
      "Listen on/connect to TCP port <port> (default 18515)"},
     {'q', "qp", true, Opt::qps, Section::perftest, "<n>",
@@ -220,6 +224,8 @@ constexpr OptSpec kOpts[] = {
      "Show CPU Utilization in report, valid only in Duration mode"},
     {0, "report-both", false, Opt::report_both, Section::perftest, nullptr,
      "With -b: report the local and the remote results as well"},
+    {0, "report-per-port", false, Opt::report_per_port, Section::perftest, nullptr,
+     "Report BW data on both ports when running Dualport and\nDuration mode (-O -D)"},
     {0, "pkey_index", true, Opt::pkey_index, Section::perftest, "<n>",
      "P_Key index to use for the QP (default 0)"},
     {0, "retry_count", true, Opt::retry_count, Section::perftest, "<n>",
@@ -707,6 +713,12 @@ Status apply(Options& opts, const OptSpec& o, const std::string& value) {
       }
       return Status::ok();
     }
+    case Opt::dual_port:
+      opts.dual_port = true;
+      return Status::ok();
+    case Opt::report_per_port:
+      opts.report_per_port = true;
+      return Status::ok();
   }
   return Status::error(Errc::internal, "unhandled option");
 }
@@ -1000,6 +1012,43 @@ Status resolve_defaults(Options& o) {
     return Status::error(Errc::invalid_argument, "-a and -s exclude each other");
 
   if (!o.iters_set) o.iterations = (o.test == TestId{Verb::write, Kind::bandwidth}) ? 5000 : 1000;
+
+  // -O and --report-per-port: perftest's rules (force_dependecies), before the QP count's own.
+  if (o.dual_port) {
+    if (!bw)
+      return Status::error(Errc::invalid_argument, "%s: -O: Dual-port mode only supports BW tests.",
+                           name);
+    if (o.rdma_cm)
+      return Status::error(Errc::invalid_argument,
+                           "-O with -R: Perftest still doesn't support Dual Port with rdma_cm (the "
+                           "connection manager connects one QP)");
+    if (o.ib_port != 1)
+      return Status::error(Errc::invalid_argument,
+                           "-O and -i %u: dual-port mode puts the first half of the QPs on port 1 "
+                           "and the second half on port %u (perftest's -O resets -i to 1): leave "
+                           "out -i",
+                           o.ib_port, kSecondPort);
+    if (2ull * o.num_qps > kMaxQps)
+      return Status::error(Errc::invalid_argument, "-O -q %u: twice %u QPs is above %u", o.num_qps,
+                           o.num_qps, kMaxQps);
+    o.num_qps *= 2;  // perftest's num_of_qps *= 2
+  }
+  if (o.rdma_cm && o.ib_port != 1)
+    return Status::error(Errc::invalid_argument,
+                         "-R with -i %u: the connection manager connects QPs on port 1, where "
+                         "it runs",
+                         o.ib_port);
+  if (o.report_per_port) {
+    // The duration given, not --run_infinitely's default interval: perftest's test_type.
+    if (o.duration_s == 0 || !o.dual_port)
+      return Status::error(Errc::invalid_argument,
+                           "--report-per-port: report per port feature work only with Duration "
+                           "and Dualport (-D and -O)");
+    if (o.run_infinitely)
+      return Status::error(Errc::invalid_argument,
+                           "--report-per-port and --run_infinitely exclude each other (perftest's "
+                           "endless rows count no ports: their port columns read 0)");
+  }
 
   if (!bw) {
     if (o.bidirectional)

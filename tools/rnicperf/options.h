@@ -4,6 +4,7 @@
 // --dpdk-mem, --plot, --plot-compare).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,6 +30,7 @@ inline constexpr uint32_t kUdQkey = 0x11111111;  // perftest DEF_QKEY
 inline constexpr uint32_t kUdGrhBytes = 40;      // perftest UD_ADDITION: the GRH before a receive
 inline constexpr uint32_t kUdMaxRxDepth = 16000;  // perftest UC_MAX_RX
 inline constexpr uint32_t kUdMaxInline = 1024;   // perftest MAX_INLINE_UD   // perftest DEF_DURATION: --run_infinitely's interval
+inline constexpr uint32_t kSecondPort = 2;       // perftest DEF_IB_PORT2: -O's second port
 
 struct Options {
   TestId test;
@@ -156,7 +158,14 @@ struct Options {
   // call per post list, perftest's ibv_post_send) instead of the typed calls (its ibv_wr_*).
   bool old_post_send = false;
   uint32_t wait_destroy_s = 0;  // --wait_destroy: seconds to wait before releasing resources
-  uint32_t ib_port = 1;         // -i: the device's port (rnicdv drives port 1)
+  uint32_t ib_port = 1;         // -i: the device's port the QPs are on
+  // -O (perftest's --dualport): twice -q QPs, the first half on port 1 and the second half on
+  // port 2 (perftest's ib_port2, which no option sets); bandwidth tests only. num_qps holds
+  // the doubled count once resolve_defaults has run, as perftest's num_of_qps does.
+  bool dual_port = false;
+  // --report-per-port (with -O and -D): beside the totals, the bandwidth and message rate of
+  // the QPs on each port over the same window (perftest's bw_avg_p1 ... msgRate_avg_p2).
+  bool report_per_port = false;
   // --mmap, --mmap-offset: every QP's buffers from a shared mapping of this file, QP i's at
   // offset + i * its region's size (perftest's mmap memory).
   std::string mmap_file;
@@ -200,6 +209,8 @@ struct Options {
   // calls: --use_old_post_send, or -c XRC, whose WRs name the remote SRQ, which no typed call
   // takes (rnicdv refuses them on an XRC initiator).
   bool post_send_lists() const { return old_post_send || xrc; }
+  // The highest port number the run uses: -i's, or with -O the second port.
+  uint32_t highest_port() const { return dual_port ? std::max(ib_port, kSecondPort) : ib_port; }
 };
 
 // Parses `rnicperf <test> [options] [server]`. argv[0] is the program name. Errors are one

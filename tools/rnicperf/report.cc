@@ -64,6 +64,11 @@ const std::string& result_line() {
   return line;
 }
 
+const std::string& result_line_per_port() {
+  static const std::string line = std::string(163, '-') + "\n";
+  return line;
+}
+
 std::string waiting_banner() {
   return "\n************************************\n"
          "* Waiting for client to connect... *\n"
@@ -76,7 +81,7 @@ std::string format_header(const HeaderInfo& h) {
   out += "                    " + test_title(h.test, h.bidirectional, h.post_list > 1) + "\n";
   // The completion channel perftest names after the device and the completion vector.
   if (h.events) out += " Test with events. Using " + h.device + "_comp0\n";
-  out += kv2("Dual-port", "OFF", "Device", h.device);
+  out += kv2("Dual-port", on_off(h.dual_port), "Device", h.device);
   out += kv2("Number of qps", std::to_string(h.num_qps), "Transport type", h.transport_type);
   out += kv2("Connection type", h.connection, "Using SRQ", on_off(h.using_srq));
   // rnicdv registers no memory with relaxed ordering and does not post through ibv_wr_*.
@@ -91,6 +96,8 @@ std::string format_header(const HeaderInfo& h) {
   out += kv("Mtu", std::to_string(h.mtu_bytes) + "[B]") + "\n";
   out += kv("Link type", h.link_type) + "\n";
   if (h.gid_index >= 0) out += kv("GID index", std::to_string(h.gid_index)) + "\n";
+  if (h.dual_port && h.gid_index2 >= 0)
+    out += kv("GID index2", std::to_string(h.gid_index2)) + "\n";
   if (h.test.verb == Verb::read || h.test.verb == Verb::atomic)
     out += kv("Outstand reads", std::to_string(h.out_reads)) + "\n";
   else
@@ -165,13 +172,14 @@ std::string with_cpu_util(const std::string& row, double percent) {
 }
 
 std::string format_report_both(const BandwidthResult& local, const BandwidthResult& remote,
-                               BwUnit unit, double cpu_percent) {
+                               BwUnit unit, double cpu_percent, bool per_port) {
   const bool cpu = cpu_percent >= 0;
   const std::string header =
       cpu ? with_cpu_util_header(bandwidth_table_header(unit)) : bandwidth_table_header(unit);
   auto row = [&](const BandwidthResult& r) {
-    return cpu ? with_cpu_util(format_bandwidth_row(r, unit), cpu_percent)
-               : format_bandwidth_row(r, unit);
+    const std::string line =
+        per_port ? format_bandwidth_row_per_port(r) : format_bandwidth_row(r, unit);
+    return cpu ? with_cpu_util(line, cpu_percent) : line;
   };
   std::string out = result_line();
   out += "\n Local results: \n";
@@ -203,6 +211,27 @@ std::string format_bandwidth_row(const BandwidthResult& r, BwUnit unit) {
                  : " %-7llu    %-10llu       %-7.2f            %-7.2f\t\t   %-7.6f\n",
              static_cast<unsigned long long>(r.size), static_cast<unsigned long long>(r.iterations),
              r.bw_peak, r.bw_avg, r.msg_rate);
+}
+
+const std::string& bandwidth_table_header_per_port(BwUnit unit) {
+  static const std::string mb =
+      " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]   "
+      "BW Port1[MB/sec]   MsgRate Port1[Mpps]   BW Port2[MB/sec]   MsgRate Port2[Mpps]\n";
+  static const std::string gb =
+      " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]   "
+      "BW Port1[Gb/sec]   MsgRate Port1[Mpps]   BW Port2[Gb/sec]   MsgRate Port2[Mpps]\n";
+  return unit == BwUnit::mib_per_sec ? mb : gb;
+}
+
+std::string format_bandwidth_row_per_port(const BandwidthResult& r) {
+  // perftest's REPORT_FMT_PER_PORT, tabs included (two spaces fewer before the peak than
+  // REPORT_FMT).
+  return fmt(
+      " %-7llu    %-10llu     %-7.2f            %-7.2f\t\t   %-7.6f        %-7.2f      "
+      "      %-7.6f              %-7.2f            %-7.6f\n",
+      static_cast<unsigned long long>(r.size), static_cast<unsigned long long>(r.iterations),
+      r.bw_peak, r.bw_avg, r.msg_rate, r.port[0].bw_avg, r.port[0].msg_rate, r.port[1].bw_avg,
+      r.port[1].msg_rate);
 }
 
 std::string format_histogram(const Histogram& h, int rtt_factor) {

@@ -15,6 +15,9 @@ namespace rnicperf {
 
 // 87 dashes and a newline (perftest RESULT_LINE).
 const std::string& result_line();
+// --report-per-port: 163 dashes and a newline (perftest RESULT_LINE_PER_PORT), where the
+// result table's lines are: above its column header and below its rows.
+const std::string& result_line_per_port();
 
 // The star box a server prints before it waits.
 std::string waiting_banner();
@@ -25,6 +28,7 @@ struct HeaderInfo {
   bool initiator = true;  // client, or either side of a bidirectional run: shows TX depth
   bool server = false;
   std::string device;
+  bool dual_port = false;  // -O: "Dual-port : ON" and a "GID index2" line
   uint32_t num_qps = 1;
   std::string transport_type = "IB";  // perftest prints IB for RoCE as well
   std::string connection = "RC";      // -c
@@ -37,6 +41,8 @@ struct HeaderInfo {
   uint32_t mtu_bytes = 1024;
   std::string link_type = "Ethernet";
   int gid_index = 0;  // < 0: no GID line
+  int gid_index2 = -1;           // -O: port 2's (perftest's gid_index2); < 0: no line
+  bool report_per_port = false;  // --report-per-port: the per-port table (and JSON fields)
   uint32_t inline_size = 0;
   uint32_t out_reads = 16;
   bool rdma_cm = false;
@@ -83,6 +89,10 @@ std::string format_latency_duration_row(const LatencyDurationResult& r);
 // Bandwidth table (MiB/sec, or Gb/sec with --report_gbits).
 const std::string& bandwidth_table_header(BwUnit unit);
 std::string format_bandwidth_row(const BandwidthResult& r, BwUnit unit);
+// --report-per-port: perftest's RESULT_FMT_PER_PORT columns and REPORT_FMT_PER_PORT rows, each
+// port's average and message rate after the totals (never the six-decimal form).
+const std::string& bandwidth_table_header_per_port(BwUnit unit);
+std::string format_bandwidth_row_per_port(const BandwidthResult& r);
 
 // --cpu_util: a table header with perftest's RESULT_EXT_CPU_UTIL ("    CPU_Util[%]") in place of
 // its final new line, and a row with REPORT_EXT_CPU_UTIL ("\t    %-3.2f") in place of its own.
@@ -92,8 +102,10 @@ std::string with_cpu_util(const std::string& row, double percent);
 // --report-both (perftest's write_bw.c and friends): after the row of a bidirectional test
 // (the sum), this side's and the peer's rows, each under its own title and table header.
 // `cpu_percent` >= 0 (--cpu_util): the CPU column on both, this side's figure (perftest's).
+// `per_port` (--report-per-port): the rows are per-port ones under the usual column headers,
+// as perftest prints them.
 std::string format_report_both(const BandwidthResult& local, const BandwidthResult& remote,
-                               BwUnit unit, double cpu_percent = -1);
+                               BwUnit unit, double cpu_percent = -1, bool per_port = false);
 
 // --run_infinitely: what perftest prints when the run is stopped, and what its passive server
 // prints instead of a row. An endless run where both sides loop (send_bw, -b) prints the

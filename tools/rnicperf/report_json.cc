@@ -84,7 +84,7 @@ std::string JsonReport::text() const {
   w.field("test", underscored(test_title(h.test, h.bidirectional, h.post_list > 1)));
   w.field("rnicperf_test", test_name(h.test));
   w.field("role", role_);
-  w.field("Dual_port", "OFF");
+  w.field("Dual_port", h.dual_port ? "ON" : "OFF");
   w.field("Device", h.device);
   w.field("Number_of_qps", h.num_qps);
   w.field("Transport_type", h.transport_type);
@@ -99,6 +99,7 @@ std::string JsonReport::text() const {
   w.field("Mtu", h.mtu_bytes);
   w.field("Link_type", h.link_type);
   if (h.gid_index >= 0) w.field("GID_index", h.gid_index);
+  if (h.dual_port && h.gid_index2 >= 0) w.field("GID_index2", h.gid_index2);
   if (h.test.verb == Verb::read || h.test.verb == Verb::atomic)
     w.field("Outstand_reads", h.out_reads);
   else
@@ -190,6 +191,13 @@ std::string JsonReport::text() const {
     w.field("BW_peak", r.bw_peak);
     w.field("BW_average", r.bw_avg);
     w.field("MsgRate", r.msg_rate);
+    if (h.report_per_port) {
+      // rnicperf's addition: perftest prints each port's figures in its table only.
+      w.field("BW_average_port1", r.port[0].bw_avg);
+      w.field("MsgRate_port1", r.port[0].msg_rate);
+      w.field("BW_average_port2", r.port[1].bw_avg);
+      w.field("MsgRate_port2", r.port[1].msg_rate);
+    }
     if (r.cpu_util >= 0) w.field("CPU_util", r.cpu_util);  // perftest's key
     w.end_object();
   }

@@ -58,32 +58,41 @@ struct DurationWindow {
   }
 };
 
-// Tracks the operations that fall inside the measured window.
+// Tracks the operations that fall inside the measured window, and with -O how many of them
+// were on the QPs of port 2 (--report-per-port).
 struct WindowCount {
   enum class Phase : uint8_t { warmup, sampling, closing };
   Phase phase = Phase::warmup;
   uint64_t count_at_start = 0, count_at_end = 0;
+  uint64_t second_port_at_start = 0, second_port_at_end = 0;
   uint64_t t_start = 0, t_end = 0;
   // --cpu_util: /proc/stat read at the window's two edges (two reads a run, as perftest's
   // alarm handler does), never in between.
   bool sample_cpu = false;
   CpuTimes cpu_start, cpu_end;
-  // Called with each timestamp the loop takes anyway and the running count.
-  void observe(const DurationWindow& w, uint64_t now, uint64_t count) noexcept {
+  // Called with each timestamp the loop takes anyway and the running counts (all, and those
+  // of port 2's QPs).
+  void observe(const DurationWindow& w, uint64_t now, uint64_t count,
+               uint64_t second_port_count = 0) noexcept {
     if (phase == Phase::warmup && now >= w.sample_from) [[unlikely]] {
       phase = Phase::sampling;
       count_at_start = count;
+      second_port_at_start = second_port_count;
       t_start = now;
       if (sample_cpu) cpu_start = read_cpu_times();
     } else if (phase == Phase::sampling && now >= w.sample_to) [[unlikely]] {
       phase = Phase::closing;
       count_at_end = count;
+      second_port_at_end = second_port_count;
       t_end = now;
       if (sample_cpu) cpu_end = read_cpu_times();
     }
   }
   double cpu_util() const noexcept { return cpu_util_percent(cpu_start, cpu_end); }
   uint64_t iterations() const noexcept { return count_at_end - count_at_start; }
+  uint64_t second_port_iterations() const noexcept {
+    return second_port_at_end - second_port_at_start;
+  }
   uint64_t ticks() const noexcept { return t_end - t_start; }
 };
 

@@ -2,6 +2,7 @@
 #include "session.h"
 #include "session_impl.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -80,6 +81,26 @@ Status Session::connect_control_rdma_cm(uint32_t timeout_ms) {
   return Status::ok();
 }
 
+Status Session::check_ports() const {
+  const rnicdv::hw::DeviceInfo& info = ep_->device().info();
+  const uint32_t ports = static_cast<uint32_t>(std::max<size_t>(info.ports.size(), 1));
+  const std::string has = ports == 1   ? std::string("1 port (port 1)")
+                          : ports == 2 ? std::string("2 ports (ports 1 and 2)")
+                                       : std::to_string(ports) + " ports";
+  if (o_.ib_port > ports)
+    return Status::error(Errc::invalid_argument,
+                         "-i %u: Unable to query port %u attributes: %s has %s", o_.ib_port,
+                         o_.ib_port, s_.device_name.c_str(), has.c_str());
+  if (o_.dual_port && kSecondPort > ports)
+    return Status::error(
+        Errc::invalid_argument,
+        "-O: Unable to query port %u attributes: %s has %s, and dual-port mode "
+        "puts the second half of the QPs on port %u%s",
+        kSecondPort, s_.device_name.c_str(), has.c_str(), kSecondPort,
+        info.kind == "sim" ? " (a simulated HCA has two with RNICDV_SIM_PORTS=2)" : "");
+  return Status::ok();
+}
+
 Status Session::connect_control() {
   const uint32_t timeout_ms = o_.timeout_s * 1000u;
   if (o_.com_rdma_cm) return connect_control_rdma_cm(timeout_ms);
@@ -132,7 +153,13 @@ Status Session::run() {
       json_.set_date(date);
   }
 
-  EndpointConfig config{s_.device_name, s_.fabric, o_.dpdk_mem};
+  EndpointConfig config;
+  config.device_name = s_.device_name;
+  config.fabric = s_.fabric;
+  config.dpdk_memory = o_.dpdk_mem;
+  // A simulated HCA this process makes on its own fabric (--loopback, --wire) has the ports
+  // the run uses: two with -O or -i 2.
+  if (s_.fabric && o_.highest_port() > 1) config.sim_ports = 2;
   auto ep = TestEndpoint::open(config);
   if (!ep) {
     // A loopback peer waits on the channel for the hello: closing it ends that wait now.
@@ -140,13 +167,9 @@ Status Session::run() {
     return ep.status();
   }
   ep_ = std::move(ep.value());
-  if (o_.ib_port != 1) {
-    // rnicdv drives a device's one port; there is no other to query (perftest's check_link
-    // fails the same way on a port its device lacks).
-    s_.channel = OobChannel();
-    return Status::error(Errc::invalid_argument,
-                         "-i %u: Unable to query port %u attributes: %s has 1 port (port 1)",
-                         o_.ib_port, o_.ib_port, s_.device_name.c_str());
+  if (Status st = check_ports(); !st) {
+    s_.channel = OobChannel();  // a loopback peer waiting for the hello stops now
+    return st;
   }
 
   if (!o_.counters.empty()) {
@@ -198,7 +221,7 @@ Status Session::run() {
   if (!this_is_passive() || o_.test.kind == Kind::bandwidth) {
     std::string header = o_.test.kind == Kind::latency
                              ? (o_.duration_s ? latency_duration_header() : latency_table_header())
-                             : bandwidth_table_header(unit_);
+                             : bw_table_header();
     print(o_.cpu_util ? with_cpu_util_header(header) : header);
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -209,7 +232,7 @@ Status Session::run() {
       std::fprintf(stderr, "rnicperf: %s: %llu bytes done (%zu/%zu)\n", test_name(o_.test),
                    static_cast<unsigned long long>(sizes[i]), i + 1, sizes.size());
   }
-  print(result_line());
+  print(table_line());
 
   if (early && s_.client) {
     print(" Early post: " + std::to_string(o_.early_post) + " " + early_result.operation + "s of " +
@@ -249,6 +272,7 @@ Status Session::create_endpoint(uint64_t max_size, uint32_t early_recvs, uint32_
   header_.com_rdma_cm = o_.com_rdma_cm;
   header_.events = o_.use_event;
   header_.duration_mode = o_.duration_s > 0;
+  header_.report_per_port = o_.report_per_port;
   header_.clock = clock_.description();
   ep_->describe(&header_);
   if (o_.post_send_lists()) header_.post_calls = "post_send, a SendWr list per call";
@@ -300,7 +324,7 @@ void Session::print_addresses() {
   }
   for (const auto& a : remote_addr) print(format_address("remote", o_.test.verb, a));
   json_.set_addresses(local_addr, remote_addr);
-  print(result_line());
+  print(table_line());  // above the result table's column header, as perftest's
 }
 
 RunContext Session::base_context(uint64_t first_size) {
@@ -445,8 +469,9 @@ Status Session::bandwidth_size(RunContext& c) {
   BandwidthResult mine;
   if (sender) {
     if (o_.duration_s) {
-      mine = compute_bandwidth(c.size, run.tx_window.iterations(), run.tx_window.ticks(),
-                               clock_.ticks_per_sec(), unit_, 0);
+      mine = compute_bandwidth_per_port(c.size, run.tx_window.iterations(),
+                                        run.tx_window.second_port_iterations(),
+                                        run.tx_window.ticks(), clock_.ticks_per_sec(), unit_);
     } else {
       uint64_t peak = 0;
       if (!o_.no_peak)
@@ -459,8 +484,9 @@ Status Session::bandwidth_size(RunContext& c) {
   } else {
     // A SEND receiver measures what arrives (perftest: no peak on the server side).
     if (o_.duration_s)
-      mine = compute_bandwidth(c.size, run.rx_window.iterations(), run.rx_window.ticks(),
-                               clock_.ticks_per_sec(), unit_, 0);
+      mine = compute_bandwidth_per_port(c.size, run.rx_window.iterations(),
+                                        run.rx_window.second_port_iterations(),
+                                        run.rx_window.ticks(), clock_.ticks_per_sec(), unit_);
     else
       mine = compute_bandwidth(c.size, run.received, run.t_last_recv - run.t_first_recv,
                                clock_.ticks_per_sec(), unit_, 0);
@@ -482,7 +508,8 @@ Status Session::bandwidth_size(RunContext& c) {
   print_bandwidth(shown, cpu);
   json_.add(shown);
   last_bw_ = shown;
-  if (o_.report_both && o_.bidirectional) print(format_report_both(mine, theirs, unit_, cpu));
+  if (o_.report_both && o_.bidirectional)
+    print(format_report_both(mine, theirs, unit_, cpu, o_.report_per_port));
   return Status::ok();
 }
 

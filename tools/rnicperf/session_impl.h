@@ -63,6 +63,9 @@ class Session {
   void finish();
 
  private:
+  // -i and -O against the device's ports (perftest's check_link queries ib_port, and ib_port2
+  // with -O, and fails on a port the device lacks), naming the device and the ports it has.
+  Status check_ports() const;
   Status connect_control();
   Status connect_control_rdma_cm(uint32_t timeout_ms);
   // Creates the QPs and their memory for sizes up to `max_size`, fills and prints the header.
@@ -108,9 +111,19 @@ class Session {
     std::fprintf(s_.out, "%lf\n", value);
     std::fflush(s_.out);
   }
+  // The result table's dashed line (above its column header and below its rows) and the
+  // bandwidth tests' column header: perftest's per-port ones with --report-per-port.
+  const std::string& table_line() const {
+    return o_.report_per_port ? result_line_per_port() : result_line();
+  }
+  const std::string& bw_table_header() const {
+    return o_.report_per_port ? bandwidth_table_header_per_port(unit_)
+                              : bandwidth_table_header(unit_);
+  }
   // `cpu_percent` >= 0: with perftest's CPU_Util column (--cpu_util).
   void print_bandwidth(const BandwidthResult& r, double cpu_percent = -1) {
-    const std::string row = format_bandwidth_row(r, unit_);
+    const std::string row =
+        o_.report_per_port ? format_bandwidth_row_per_port(r) : format_bandwidth_row(r, unit_);
     print(cpu_percent >= 0 ? with_cpu_util(row, cpu_percent) : row);
     print_value(Options::Output::bandwidth, r.bw_avg);
     print_value(Options::Output::message_rate, r.msg_rate);

@@ -81,6 +81,20 @@ BandwidthResult compute_bandwidth(uint64_t size, uint64_t iterations, uint64_t e
   return r;
 }
 
+BandwidthResult compute_bandwidth_per_port(uint64_t size, uint64_t iterations,
+                                           uint64_t second_port_iterations, uint64_t elapsed_ticks,
+                                           double ticks_per_sec, BwUnit unit) {
+  BandwidthResult r = compute_bandwidth(size, iterations, elapsed_ticks, ticks_per_sec, unit, 0);
+  const uint64_t second = std::min(second_port_iterations, iterations);
+  const uint64_t per_port[2] = {iterations - second, second};
+  for (size_t p = 0; p < 2; ++p) {
+    const BandwidthResult share =
+        compute_bandwidth(size, per_port[p], elapsed_ticks, ticks_per_sec, unit, 0);
+    r.port[p] = PortShare{share.bw_avg, share.msg_rate};
+  }
+  return r;
+}
+
 uint64_t best_ticks_per_message(std::span<const uint64_t> tposted,
                                 std::span<const uint64_t> tcompleted, uint32_t post_list,
                                 uint32_t cq_mod) noexcept {
@@ -105,6 +119,10 @@ BandwidthResult sum(const BandwidthResult& a, const BandwidthResult& b) noexcept
   r.bw_peak += b.bw_peak;
   r.bw_avg += b.bw_avg;
   r.msg_rate += b.msg_rate;
+  for (size_t p = 0; p < 2; ++p) {
+    r.port[p].bw_avg += b.port[p].bw_avg;
+    r.port[p].msg_rate += b.port[p].msg_rate;
+  }
   return r;
 }
 

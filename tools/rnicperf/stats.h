@@ -55,6 +55,12 @@ enum class BwUnit : uint8_t { mib_per_sec, gbit_per_sec };
 // Bytes per reported unit: 2^20 (MiB/sec) or 1.25e8 (Gb/sec: 10^9 bits).
 double bw_unit_bytes(BwUnit unit) noexcept;
 
+// --report-per-port: what the QPs on one port did over the run's window.
+struct PortShare {
+  double bw_avg = 0;    // in the unit
+  double msg_rate = 0;  // Mpps
+};
+
 struct BandwidthResult {
   uint64_t size = 0;
   uint64_t iterations = 0;
@@ -62,12 +68,23 @@ struct BandwidthResult {
   double bw_avg = 0;
   double msg_rate = 0;  // Mpps
   double cpu_util = -1;  // --cpu_util: this side's percent; negative: not measured (not sent)
+  // Port 1's and port 2's shares (perftest's bw_avg_p1, msgRate_avg_p1, bw_avg_p2,
+  // msgRate_avg_p2), which --report-per-port shows: set by compute_bandwidth_per_port, 0
+  // otherwise.
+  PortShare port[2] = {};
 };
 
 // perftest's average: size * iterations / (elapsed ticks / tick rate), in the unit; msg_rate
 // = iterations / elapsed seconds / 10^6. `peak_ticks_per_msg` 0 means "no peak".
 BandwidthResult compute_bandwidth(uint64_t size, uint64_t iterations, uint64_t elapsed_ticks,
                                   double ticks_per_sec, BwUnit unit, uint64_t peak_ticks_per_msg);
+
+// The same with each port's share (--report-per-port): of the `iterations` in the window,
+// `second_port_iterations` were on the QPs of port 2 and the rest on those of port 1. The
+// shares are over the same time as the total, as perftest's iters_per_port are.
+BandwidthResult compute_bandwidth_per_port(uint64_t size, uint64_t iterations,
+                                           uint64_t second_port_iterations, uint64_t elapsed_ticks,
+                                           double ticks_per_sec, BwUnit unit);
 
 // perftest's peak: the smallest per-message time over any window from the post of message i
 // (i a multiple of post_list) to the completion of a later signaled message j (j + 1 a
@@ -78,7 +95,7 @@ uint64_t best_ticks_per_message(std::span<const uint64_t> tposted,
                                 std::span<const uint64_t> tcompleted, uint32_t post_list,
                                 uint32_t cq_mod) noexcept;
 
-// Bidirectional runs report the sum of both sides.
+// Bidirectional runs report the sum of both sides (each port's share too).
 BandwidthResult sum(const BandwidthResult& a, const BandwidthResult& b) noexcept;
 
 // ---- Histogram ----------------------------------------------------------------------------
