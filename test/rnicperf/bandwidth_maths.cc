@@ -92,3 +92,50 @@ TEST_CASE("receives are refilled in whole lists once a list's worth is consumed,
   CHECK(tail_lists == 1);
   CHECK(tail.posted() == 12);
 }
+
+TEST_CASE("--report-per-port: each port's share is over the window's time, and the shares add "
+          "up to the total",
+          "[bw][dual_port]") {
+  // 3000 operations of 4096 bytes in one second (at 1e9 ticks a second), 1000 on port 2's QPs.
+  const auto r = rnicperf::compute_bandwidth_per_port(4096, 3000, 1000, 1'000'000'000, 1e9,
+                                                      rnicperf::BwUnit::mib_per_sec);
+  CHECK(r.iterations == 3000);
+  CHECK(r.bw_peak == 0);
+  CHECK(r.bw_avg == Approx(3000.0 * 4096 / 1048576));
+  CHECK(r.msg_rate == Approx(0.003));
+  CHECK(r.port[0].bw_avg == Approx(2000.0 * 4096 / 1048576));
+  CHECK(r.port[0].msg_rate == Approx(0.002));
+  CHECK(r.port[1].bw_avg == Approx(1000.0 * 4096 / 1048576));
+  CHECK(r.port[1].msg_rate == Approx(0.001));
+  CHECK(r.port[0].bw_avg + r.port[1].bw_avg == Approx(r.bw_avg));
+  // perftest's formula: tsize * iters_per_port * cycles_to_units / (cycles * format_factor).
+  const auto g = rnicperf::compute_bandwidth_per_port(65536, 10, 4, 2'000'000'000, 1e9,
+                                                      rnicperf::BwUnit::gbit_per_sec);
+  CHECK(g.port[1].bw_avg == Approx(65536.0 * 4 / 2 / 125000000));
+  // Without -O every operation is port 1's.
+  const auto one = rnicperf::compute_bandwidth_per_port(64, 10, 0, 1'000'000'000, 1e9,
+                                                        rnicperf::BwUnit::mib_per_sec);
+  CHECK(one.port[0].msg_rate == Approx(one.msg_rate));
+  CHECK(one.port[1].msg_rate == 0);
+  // -b: the two sides' shares add up, port by port.
+  const auto both = rnicperf::sum(r, r);
+  CHECK(both.port[0].bw_avg == Approx(2 * r.port[0].bw_avg));
+  CHECK(both.port[1].msg_rate == Approx(0.002));
+}
+
+TEST_CASE("a duration window counts port 2's operations at the same edges as the total",
+          "[bw][dual_port]") {
+  rnicperf::DurationWindow w;
+  w.sample_from = 100;
+  w.sample_to = 200;
+  w.end = 300;
+  rnicperf::WindowCount c;
+  c.observe(w, 50, 10, 4);
+  c.observe(w, 100, 20, 9);   // the window opens
+  c.observe(w, 150, 60, 30);
+  c.observe(w, 210, 90, 41);  // and closes
+  c.observe(w, 250, 99, 50);
+  CHECK(c.iterations() == 70);
+  CHECK(c.second_port_iterations() == 32);
+  CHECK(c.ticks() == 110);
+}

@@ -137,3 +137,41 @@ TEST_CASE("latency results carry the 90th percentile, the CDF and the run's date
   plain.set_header(h, "client", BwUnit::mib_per_sec);
   CHECK(json_query_text(plain.text(), "'Date' in d['test_info']") == "False");
 }
+
+TEST_CASE("-O: Dual_port and GID_index2 as perftest's JSON has them; --report-per-port adds "
+          "each port's figures to the results",
+          "[json][dual_port]") {
+  HeaderInfo h;
+  h.test = {Verb::write, Kind::bandwidth};
+  h.device = "sim0";
+  h.num_qps = 2;
+  h.gid_index = 3;
+  h.dual_port = true;
+  h.gid_index2 = 3;
+  h.report_per_port = true;
+  BandwidthResult r{4096, 46600, 0.0, 181.87, 0.046559};
+  r.port[0] = {93.28, 0.023879};
+  r.port[1] = {88.59, 0.02268};
+  JsonReport report;
+  report.set_header(h, "client", BwUnit::mib_per_sec);
+  report.add(r);
+  const std::string t = report.text();
+  CHECK(json_query_text(t, "d['test_info']['Dual_port']") == "ON");
+  CHECK(json_query_text(t, "d['test_info']['GID_index'], d['test_info']['GID_index2']") == "3 3");
+  CHECK(json_query_text(t, "d['test_info']['Number_of_qps']") == "2");
+  CHECK(json_query_text(t, "[d['results'][0][k] for k in ('BW_average_port1', 'MsgRate_port1', "
+                           "'BW_average_port2', 'MsgRate_port2')]") ==
+        "[93.28, 0.023879, 88.59, 0.02268]");
+  // -O without --report-per-port: no per-port figures; neither option: perftest's OFF.
+  h.report_per_port = false;
+  JsonReport dual;
+  dual.set_header(h, "client", BwUnit::mib_per_sec);
+  dual.add(r);
+  CHECK(json_query_text(dual.text(), "'BW_average_port1' in d['results'][0]") == "False");
+  CHECK(json_query_text(dual.text(), "d['test_info']['Dual_port']") == "ON");
+  h.dual_port = false;
+  JsonReport single;
+  single.set_header(h, "client", BwUnit::mib_per_sec);
+  CHECK(json_query_text(single.text(), "d['test_info']['Dual_port']") == "OFF");
+  CHECK(json_query_text(single.text(), "'GID_index2' in d['test_info']") == "False");
+}

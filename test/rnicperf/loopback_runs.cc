@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -989,21 +990,41 @@ TEST_CASE("--wait_destroy waits before releasing the resources, and says so", "[
   CHECK(count_lines_starting(r.out, " Waiting ") == 1);  // the quiet loopback end prints none
 }
 
-TEST_CASE("-i: port 1 runs, another is refused naming the device and its one port",
+TEST_CASE("-i: port 1 runs; port 2 runs on the second port of the loopback's two-port HCAs; "
+          "a port beyond them is refused naming the device and its ports",
           "[e2e][ib_port]") {
   ProcessResult one = run_rnicperf({"write_lat", "--loopback", "--timeout=20", "-n", "50", "-i",
                                     "1"},
                                    120);
   INFO(one.out << one.err);
   CHECK(one.exit_code == 0);
+  CHECK(one.out.find(", port 2 ") == std::string::npos);  // one-port HCAs
   ProcessResult two = run_rnicperf({"write_lat", "--loopback", "--timeout=20", "-n", "50",
                                     "--ib-port=2"},
                                    120);
   INFO(two.out << two.err);
-  CHECK(two.exit_code == 1);
-  CHECK(count_lines_starting(two.err, "rnicperf: -i 2: Unable to query port 2 attributes: sim") ==
+  REQUIRE(two.exit_code == 0);
+  // The QP is on port 2: its record's GID is port 2's address (the Sim wire line's second).
+  const std::string wire = " Sim wire        : inproc 127.0.0.";
+  const size_t at = two.out.find(wire);
+  REQUIRE(at != std::string::npos);
+  const size_t port2 = two.out.find(", port 2 127.0.0.", at);
+  REQUIRE(port2 != std::string::npos);
+  const std::string octet = two.out.substr(port2 + 17, two.out.find(':', port2) - port2 - 17);
+  char gid[80];
+  std::snprintf(gid, sizeof gid, " GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:%02d\n",
+                std::stoi(octet));
+  const size_t local = two.out.find(" local address: ");
+  REQUIRE(local != std::string::npos);
+  CHECK(two.out.compare(two.out.find('\n', local) + 1, std::strlen(gid), gid) == 0);
+  ProcessResult three = run_rnicperf({"write_lat", "--loopback", "--timeout=20", "-n", "50",
+                                      "-i", "3"},
+                                     120);
+  INFO(three.out << three.err);
+  CHECK(three.exit_code == 1);
+  CHECK(count_lines_starting(three.err, "rnicperf: -i 3: Unable to query port 3 attributes: sim") ==
         1);
-  CHECK(two.err.find(" has 1 port (port 1)\n") != std::string::npos);
+  CHECK(three.err.find(" has 2 ports (ports 1 and 2)\n") != std::string::npos);
 }
 
 namespace {

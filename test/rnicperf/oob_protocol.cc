@@ -662,3 +662,80 @@ TEST_CASE("over rdma_cm each perftest message is one SEND: the handshake's 56 by
   REQUIRE(server.perftest_done().is_ok());
   CHECK(to_client->messages.size() == 1);
 }
+
+TEST_CASE("-O and --report-per-port cross rnicperf's negotiation, and a mismatch names them "
+          "before the QP count -O doubles",
+          "[oob][dual_port]") {
+  Options o;
+  o.test = {Verb::write, Kind::bandwidth};
+  o.size = 4096;
+  o.duration_s = 2;
+  o.num_qps = 2;
+  o.dual_port = true;
+  o.report_per_port = true;
+  const TestParams a = params_from_options(o, 1024);
+  CHECK(a.dual_port == 1);
+  CHECK(a.report_per_port == 1);
+  uint8_t wire[kTestParamsWireSize];
+  encode_params(a, wire);
+  const TestParams back = decode_params(wire);
+  CHECK(back.dual_port == 1);
+  CHECK(back.report_per_port == 1);
+  CHECK(params_mismatch(a, back).empty());
+  Options single = o;
+  single.dual_port = false;
+  single.report_per_port = false;
+  single.num_qps = 1;
+  CHECK(params_mismatch(a, params_from_options(single, 1024)) ==
+        "dual port (-O) local=on remote=off");
+  Options no_ports = o;
+  no_ports.report_per_port = false;
+  CHECK(params_mismatch(params_from_options(no_ports, 1024), a) ==
+        "report per port (--report-per-port) local=off remote=on");
+}
+
+TEST_CASE("rnicperf's bandwidth result carries each port's share", "[oob][dual_port]") {
+  auto [client, server] = make_pair();
+  BandwidthResult sent{4096, 1000, 0.0, 300.5, 0.0769};
+  sent.port[0] = {150.25, 0.0385};
+  sent.port[1] = {150.125, 0.0384};
+  BandwidthResult got;
+  std::thread t([&, &server = server] { REQUIRE(server.recv_bw(&got, 0)); });
+  REQUIRE(client.send_bw(sent));
+  t.join();
+  CHECK(got.bw_avg == 300.5);
+  CHECK(got.port[0].bw_avg == 150.25);
+  CHECK(got.port[0].msg_rate == 0.0385);
+  CHECK(got.port[1].bw_avg == 150.125);
+  CHECK(got.port[1].msg_rate == 0.0384);
+}
+
+TEST_CASE("over rdma_cm each record carries its own port's GID index (perftest's gid_index2 on "
+          "port 2's QPs)",
+          "[oob][perftest][dual_port]") {
+  auto to_server = std::make_shared<MessageQueue>();
+  auto to_client = std::make_shared<MessageQueue>();
+  OobSession server(OobChannel(std::make_unique<QueueTransport>(to_client, to_server), "peer"),
+                    false, 5000);
+  server.set_perftest_gid_index(3);
+  uint8_t in[kPerftestDestSize];
+  PeerRecord theirs;
+  theirs.qpn = 0x222;
+  encode_perftest_dest(theirs, 5, in);
+  CHECK(decode_perftest_dest(in).gid_index == 5);
+  for (int i = 0; i < 2; ++i) {
+    std::lock_guard<std::mutex> lock(to_server->mu);
+    to_server->messages.emplace_back(reinterpret_cast<const char*>(in), sizeof in);
+  }
+  PeerRecord port2;
+  port2.qpn = 0x101;
+  port2.gid_index = 1;
+  PeerRecord unset;  // no index of its own: the session's
+  unset.qpn = 0x100;
+  PeerRecord got;
+  REQUIRE(server.perftest_handshake(port2, &got).is_ok());
+  REQUIRE(server.perftest_handshake(unset, &got).is_ok());
+  REQUIRE(to_client->messages.size() == 2);
+  CHECK(static_cast<uint8_t>(to_client->messages[0][55]) == 1);
+  CHECK(static_cast<uint8_t>(to_client->messages[1][55]) == 3);
+}

@@ -900,3 +900,74 @@ TEST_CASE("with -z (--com_rdma_cm) the control channel is rdma_cm's, with or wit
   CHECK(both->com_rdma_cm);
   CHECK(rnicperf::usage_text().find("  -z, --com_rdma_cm ") != std::string::npos);
 }
+
+TEST_CASE("-O doubles the QPs of a bandwidth test, as perftest's num_of_qps *= 2",
+          "[options][dual_port]") {
+  auto one = parse({"write_bw", "-O"});
+  REQUIRE(one.is_ok());
+  CHECK(one->dual_port);
+  CHECK(one->num_qps == 2);
+  CHECK(one->ib_port == 1);
+  CHECK(one->highest_port() == 2);
+  auto three = parse({"send_bw", "--dualport", "-q", "3"});
+  REQUIRE(three.is_ok());
+  CHECK(three->num_qps == 6);
+  // Any transport and the other bandwidth tests; -z keeps its control channel on port 1.
+  CHECK(parse({"read_bw", "-O", "-c", "XRC", "-b"})->num_qps == 2);
+  CHECK(parse({"send_bw", "-O", "-c", "UD", "-z"})->num_qps == 2);
+  CHECK(parse({"atomic_bw", "-O", "-i", "1"})->num_qps == 2);
+  auto plain = parse({"write_bw", "-q", "3"});
+  REQUIRE(plain.is_ok());
+  CHECK_FALSE(plain->dual_port);
+  CHECK(plain->num_qps == 3);
+  CHECK(plain->highest_port() == 1);
+  CHECK(parse({"write_bw", "-i", "2"})->highest_port() == 2);
+
+  const std::string help = rnicperf::usage_text();
+  CHECK(help.find("  -O, --dualport            Run test in dual-port mode: twice -q QPs, the "
+                  "first half on\n                            port 1, the second half on port 2 "
+                  "(bandwidth tests)\n") != std::string::npos);
+  CHECK(help.find("      --report-per-port     Report BW data on both ports when running "
+                  "Dualport and\n                            Duration mode (-O -D)\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("-O and --report-per-port are refused where perftest refuses them, with its words",
+          "[options][dual_port]") {
+  // perftest's force_dependecies: " Dual-port mode only supports BW tests."
+  for (const char* test : {"write_lat", "send_lat", "read_lat", "atomic_lat"}) {
+    INFO(test);
+    CHECK(error_of({test, "-O"}) ==
+          std::string(test) + ": -O: Dual-port mode only supports BW tests.");
+  }
+  CHECK(error_of({"write_bw", "-O", "-R"}) ==
+        "-O with -R: Perftest still doesn't support Dual Port with rdma_cm (the connection "
+        "manager connects one QP)");
+  // perftest's -O sets port 1 over an earlier -i, and a later -i moves the first half: both
+  // would put a half elsewhere than asked, so -i other than 1 is refused in either order.
+  const std::string with_i2 =
+      "-O and -i 2: dual-port mode puts the first half of the QPs on port 1 and the second "
+      "half on port 2 (perftest's -O resets -i to 1): leave out -i";
+  CHECK(error_of({"write_bw", "-O", "-i", "2"}) == with_i2);
+  CHECK(error_of({"write_bw", "--ib-port=2", "--dualport"}) == with_i2);
+  CHECK(error_of({"write_bw", "-O", "-q", "8193"}) == "-O -q 8193: twice 8193 QPs is above 16384");
+  CHECK(error_of({"write_bw", "-R", "-i", "2"}) ==
+        "-R with -i 2: the connection manager connects QPs on port 1, where it runs");
+
+  // perftest: "report per port feature work only with Duration and Dualport".
+  const std::string per_port =
+      "--report-per-port: report per port feature work only with Duration and Dualport (-D "
+      "and -O)";
+  CHECK(error_of({"write_bw", "--report-per-port"}) == per_port);
+  CHECK(error_of({"write_bw", "--report-per-port", "-O"}) == per_port);
+  CHECK(error_of({"send_bw", "--report-per-port", "-D", "2"}) == per_port);
+  // --run_infinitely's interval is not a -D given (perftest's test_type stays ITERATIONS).
+  CHECK(error_of({"write_bw", "--report-per-port", "-O", "--run_infinitely"}) == per_port);
+  CHECK(error_of({"write_bw", "--report-per-port", "-O", "--run_infinitely", "-D", "1"}) ==
+        "--report-per-port and --run_infinitely exclude each other (perftest's endless rows "
+        "count no ports: their port columns read 0)");
+  auto ok = parse({"send_bw", "-O", "-D", "2", "--report-per-port"});
+  REQUIRE(ok.is_ok());
+  CHECK(ok->report_per_port);
+  CHECK(ok->num_qps == 2);
+}

@@ -2,6 +2,8 @@
 // Golden-format checks: the header block, address lines and both tables against literal text.
 #include <catch2/catch.hpp>
 
+#include <cinttypes>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
@@ -355,4 +357,67 @@ TEST_CASE("-U and -H dumps are perftest's '#, usec' block: numbered lines of %g 
   CHECK(rnicperf::format_sample_dump(std::span(ticks).subspan(2), 1.0, 3) ==
         "3, 1.23457e+08\n4, 3\n");
   CHECK(rnicperf::format_sample_dump({}, 1.0, 1).empty());
+}
+
+TEST_CASE("-O: the header says Dual-port ON and gives port 2's GID index, as perftest's",
+          "[format][dual_port]") {
+  HeaderInfo h;
+  h.test = {Verb::write, Kind::bandwidth};
+  h.device = "sim0";
+  h.dual_port = true;
+  h.num_qps = 2;
+  h.tx_depth = 128;
+  h.cq_mod = 100;
+  h.mtu_bytes = 4096;
+  h.gid_index = 3;
+  h.gid_index2 = 3;
+  const std::string text = format_header(h);
+  CHECK(text.find(" Dual-port       : ON\t\tDevice         : sim0\n"
+                  " Number of qps   : 2\t\tTransport type : IB\n") != std::string::npos);
+  // Debian's ib_write_bw -O on the uverbs shim prints these two lines, in this order.
+  CHECK(text.find(" Link type       : Ethernet\n GID index       : 3\n GID index2      : 3\n"
+                  " Max inline data : 0[B]\n") != std::string::npos);
+  h.dual_port = false;
+  CHECK(format_header(h).find(" Dual-port       : OFF\t\t") != std::string::npos);
+  CHECK(format_header(h).find("GID index2") == std::string::npos);
+}
+
+TEST_CASE("--report-per-port: perftest's wide line, columns and row, tabs included",
+          "[format][dual_port]") {
+  CHECK(result_line_per_port() == std::string(163, '-') + "\n");
+  CHECK(bandwidth_table_header_per_port(BwUnit::mib_per_sec) ==
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]   BW "
+        "Port1[MB/sec]   MsgRate Port1[Mpps]   BW Port2[MB/sec]   MsgRate Port2[Mpps]\n");
+  CHECK(bandwidth_table_header_per_port(BwUnit::gbit_per_sec) ==
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]   BW "
+        "Port1[Gb/sec]   MsgRate Port1[Mpps]   BW Port2[Gb/sec]   MsgRate Port2[Mpps]\n");
+  BandwidthResult r{4096, 46600, 0.0, 181.87, 0.046559};
+  r.port[0] = {93.28, 0.023879};
+  r.port[1] = {88.59, 0.02268};
+  // Byte for byte the row Debian's ib_write_bw -O --report-per-port -D 1 --cpu_util printed on
+  // the uverbs shim (cat -A), up to its CPU column; and perftest's REPORT_FMT_PER_PORT and
+  // REPORT_EXT applied to the same figures.
+  const std::string expected =
+      " 4096       46600          0.00               181.87 \t\t   0.046559        93.28      "
+      "        0.023879              88.59              0.022680\n";
+  CHECK(format_bandwidth_row_per_port(r) == expected);
+  char perftest[256];
+  std::snprintf(perftest, sizeof perftest,
+                " %-7lu    %-10" PRIu64
+                "     %-7.2lf            %-7.2lf\t\t   %-7.6lf        %-7.2lf            "
+                "%-7.6lf              %-7.2lf            %-7.6lf"
+                "\n",
+                4096ul, uint64_t{46600}, 0.0, 181.87, 0.046559, 93.28, 0.023879, 88.59, 0.02268);
+  CHECK(format_bandwidth_row_per_port(r) == perftest);
+  // perftest keeps two decimals per port even below 0.1 Gb/sec (its per-port branch comes
+  // before the six-decimal one), and --cpu_util appends its column as to any row.
+  BandwidthResult slow{2, 1000, 0.0, 0.04512345, 2.82};
+  CHECK(format_bandwidth_row_per_port(slow) ==
+        " 2          1000           0.00               0.05   \t\t   2.820000        0.00       "
+        "        0.000000              0.00               0.000000\n");
+  CHECK(with_cpu_util(format_bandwidth_row_per_port(r), 99.37) ==
+        expected.substr(0, expected.size() - 1) + "\t    99.37\n");
+  // --report-both: per-port rows under the usual column headers, as perftest prints them.
+  const std::string both = format_report_both(r, r, BwUnit::mib_per_sec, -1, true);
+  CHECK(both.find(bandwidth_table_header(BwUnit::mib_per_sec) + expected) != std::string::npos);
 }
