@@ -126,9 +126,12 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
   }
 
   StallGuard guard(c.clock, c.stall_ticks);
-  const DurationWindow window =
+  DurationWindow window =
       duration ? DurationWindow::from(c.clock, c.clock.now(), o.duration_s, o.margin_s)
                : DurationWindow{};
+  // A receiver of a perftest sender times its window from the first message, as perftest's
+  // receiver does (set_on_first_rx_packet), and ends by its own clock: perftest tells no count.
+  const bool window_from_first_recv = duration && receiver && !sender && c.perftest_peer;
   uint64_t tot_posted = 0, tot_completed = 0, tot_received = 0;
   // -O: the completions and receives of the QPs on port 2 (--report-per-port's shares).
   const bool count_ports = o.dual_port;
@@ -186,7 +189,7 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
         out->tx_window.observe(window, now, tot_completed, second_port_completed);
         if (now >= window.end) {
           posting = false;
-          if (peer_receives && !told_peer) {
+          if (peer_receives && !told_peer && !c.perftest_peer) {
             // Outside the measured window: the peer's receive loop needs the final count.
             RNICDV_TRY(c.oob.send_done(tot_posted));
             told_peer = true;
@@ -265,7 +268,11 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
       const int n = c.ep.poll_recv(wc.data(), kPollBatch);
       if (n > 0) {
         const uint64_t now = c.clock.now();
-        if (tot_received == 0) out->t_first_recv = now;
+        if (tot_received == 0) {
+          out->t_first_recv = now;
+          if (window_from_first_recv)
+            window = DurationWindow::from(c.clock, now, o.duration_s, o.margin_s);
+        }
         for (int i = 0; i < n; ++i) {
           if (wc[i].status != IBV_WC_SUCCESS) [[unlikely]]
             return completion_error(test, wc[i]);
@@ -279,7 +286,10 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
         }
         tot_received += static_cast<uint64_t>(n);
         out->t_last_recv = now;
-        if (duration) out->rx_window.observe(window, now, tot_received, second_port_received);
+        if (duration) {
+          out->rx_window.observe(window, now, tot_received, second_port_received);
+          if (window_from_first_recv && now >= window.end) count_known(tot_received);
+        }
         if (!sender && c.progress) c.progress->store(tot_received, std::memory_order_relaxed);
         progressed = true;
       }
@@ -322,16 +332,25 @@ Status run_bandwidth(RunContext& c, bool sender, bool receiver, BandwidthRun* ou
         count_known(count);
       }
     }
-    // Duration mode: a receiver learns how many SENDs to expect from the peer's DONE.
+    // Duration mode: a receiver learns how many SENDs to expect from the peer's DONE (or, with
+    // a perftest sender, ends once its window from the first message has passed).
     if (duration && receiver && peer_count == UINT64_MAX && guard.checkpoint()) [[unlikely]] {
       const uint64_t now = c.clock.now();
-      out->rx_window.observe(window, now, tot_received, second_port_received);
-      if (now >= window.end) {
-        RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
-        if (ready) {
-          uint64_t count = 0;
-          RNICDV_TRY(c.oob.recv_done(&count, 0));
-          count_known(count);
+      if (window_from_first_recv) {
+        // No window before the first message.
+        if (tot_received > 0) {
+          out->rx_window.observe(window, now, tot_received, second_port_received);
+          if (now >= window.end) count_known(tot_received);
+        }
+      } else {
+        out->rx_window.observe(window, now, tot_received, second_port_received);
+        if (now >= window.end) {
+          RNICDV_ASSIGN_OR_RETURN(const bool ready, c.oob.channel().readable(0));
+          if (ready) {
+            uint64_t count = 0;
+            RNICDV_TRY(c.oob.recv_done(&count, 0));
+            count_known(count);
+          }
         }
       }
     }

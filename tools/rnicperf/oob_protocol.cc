@@ -417,16 +417,25 @@ Status OobSession::perftest_handshake(const PeerRecord& local, PeerRecord* remot
 }
 
 Status OobSession::perftest_reports(const BandwidthResult& local, BandwidthResult* remote,
-                                    uint32_t timeout_ms) {
+                                    bool per_port, uint32_t timeout_ms) {
   const auto bits = [](double d) {
     uint64_t u;
     std::memcpy(&u, &d, 8);
     return u;
   };
-  const uint64_t mine[5] = {local.size, local.iterations, bits(local.bw_peak),
-                            bits(local.bw_avg), bits(local.msg_rate)};
-  uint64_t theirs[5] = {};
-  for (int i = 0; i < 5; ++i) {
+  // perftest's order; the per-port four only when both sides report per port.
+  const uint64_t mine[9] = {local.size,
+                            local.iterations,
+                            bits(local.bw_peak),
+                            bits(local.bw_avg),
+                            bits(local.msg_rate),
+                            bits(local.port[0].bw_avg),
+                            bits(local.port[0].msg_rate),
+                            bits(local.port[1].bw_avg),
+                            bits(local.port[1].msg_rate)};
+  uint64_t theirs[9] = {};
+  const int fields = per_port ? 9 : 5;
+  for (int i = 0; i < fields; ++i) {
     const uint64_t out = htobe64(mine[i]);
     uint64_t in = 0;
     RNICDV_TRY(swap(&out, &in, 8, timeout_ms));
@@ -437,6 +446,10 @@ Status OobSession::perftest_reports(const BandwidthResult& local, BandwidthResul
   std::memcpy(&remote->bw_peak, &theirs[2], 8);
   std::memcpy(&remote->bw_avg, &theirs[3], 8);
   std::memcpy(&remote->msg_rate, &theirs[4], 8);
+  std::memcpy(&remote->port[0].bw_avg, &theirs[5], 8);
+  std::memcpy(&remote->port[0].msg_rate, &theirs[6], 8);
+  std::memcpy(&remote->port[1].bw_avg, &theirs[7], 8);
+  std::memcpy(&remote->port[1].msg_rate, &theirs[8], 8);
   return Status::ok();
 }
 

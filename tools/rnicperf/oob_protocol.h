@@ -133,9 +133,11 @@ class OobSession {
   rnicdv::Status perftest_handshake(const PeerRecord& local, PeerRecord* remote,
                                     uint32_t timeout_ms = 0);
   // xchg_bw_reports: size, iterations, peak, average and message rate, each 8 bytes
-  // big-endian (doubles byte-swapped as integers), one exchange each.
+  // big-endian (doubles byte-swapped as integers), one exchange each; with `per_port`
+  // (--report-per-port on both sides) then each port's average and message rate: port 1's
+  // bandwidth, port 1's rate, port 2's bandwidth, port 2's rate.
   rnicdv::Status perftest_reports(const BandwidthResult& local, BandwidthResult* remote,
-                                  uint32_t timeout_ms = 0);
+                                  bool per_port = false, uint32_t timeout_ms = 0);
   // ctx_close_connection's last word: "done" and its NUL; perftest never reads it. Over
   // rdma_cm perftest says nothing more: nothing is sent.
   rnicdv::Status perftest_done();

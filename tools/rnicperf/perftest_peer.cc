@@ -8,21 +8,23 @@
 //   prologue   versions (hello), page and cache-line sizes, MTU code. perftest 4.5 cannot run
 //              without its versions (with --dont_xchg_versions it stops: "not compatible
 //              with versions older than 5.70"), so rnicperf always sends them
-//   records    the 108-byte record at every handshake. There is one per QP, n of them (1, or
-//              2 in -c XRC's latency tests, where perftest doubles num_of_qps), and each goes
-//              at its QP's turn: before the QPs connect, every QP's turn (write_lat, read_lat
-//              and atomic_lat shake hands once more first); after, the send tests shake hands
-//              once, print the addresses and take every QP's turn, the others take every QP's
-//              turn, print the addresses and shake hands once. A handshake that is no QP's
-//              turn carries QP 0's record
+//   records    the 108-byte record at every handshake. There is one per QP, n of them (1, -q,
+//              twice that with -O, or 2 in -c XRC's latency tests, where perftest doubles
+//              num_of_qps), each with the GID of its QP's port, and each goes at its QP's
+//              turn: before the QPs connect, every QP's turn (write_lat, read_lat and
+//              atomic_lat shake hands once more first); after, the send tests shake hands
+//              once, print the addresses and take every QP's turn, the others take every
+//              QP's turn, print the addresses and shake hands once. A handshake that is no
+//              QP's turn carries QP 0's record
 //   write_lat  nothing more: the server writes first, each write's last byte is its number
 //   read_lat   the server waits in a last handshake until the client has read; "done"
 //              (atomic_lat the same)
 //   send_lat   a handshake once the receives are posted, per size; the client sends first;
 //              a last handshake; "done"
 //   write_bw   the server waits in a handshake until the client has written; the client's
-//              last row goes over as 5 x 8 bytes, the server prints it; a handshake; "done"
-//              (read_bw and atomic_bw the same)
+//              last row goes over as 5 x 8 bytes (9 with --report-per-port: each port's
+//              average and rate), the server prints it; a handshake; "done" (read_bw and
+//              atomic_bw the same)
 //   send_bw    a handshake once the receives are posted (per size with -a, and one after
 //              each size then), a last handshake; "done". With --run_infinitely, nothing
 //              after the first handshake: each side runs until it is stopped, an rnicperf
@@ -36,10 +38,13 @@
 // handshake, the CM connection of the test QP and a handshake come first, and the QP is not
 // brought up from the records (perftest's create_rdma_cm_connection).
 //
-// Nothing is negotiated, as between two perftest ends: both are given the same size (or -a)
-// and iterations. perftest's exchange has no room for rnicperf's extras (early posting,
-// first reply), nor for -b, -D and -q, which perftest exchanges differently (nor for an
-// endless run but send_bw's, nor -R without -z).
+// A -D bandwidth run exchanges the same: each side times its own window (a receiver's from its
+// first message, as perftest's) and ends by its own clock.
+//
+// Nothing is negotiated, as between two perftest ends: both are given the same size (or -a),
+// iterations or duration, -q and -O. perftest's exchange has no room for rnicperf's extras
+// (early posting, first reply), nor for -b and a latency test's -D, which perftest exchanges
+// differently (nor for an endless run but send_bw's, nor -R without -z).
 #include "bandwidth_loops.h"
 #include "cm_connect.h"
 #include "latency_loops.h"
@@ -69,8 +74,10 @@ Status check_supported(const Options& o) {
   if (o.bidirectional) return refuse("-b");
   // perftest's endless send_bw has no exchange after the start: rnicperf's runs too (below).
   if (o.run_infinitely && o.test.verb != Verb::send) return refuse("--run_infinitely");
-  if (o.duration_s && !o.run_infinitely) return refuse("-D");
-  if (o.num_qps != 1) return refuse("-q");
+  // A -D bandwidth run exchanges what an iteration run does (each side times its own window);
+  // rnicperf's -D ping-pong tells the responder its end, which perftest's does not read.
+  if (o.duration_s && !o.run_infinitely && o.test.kind == Kind::latency)
+    return refuse("-D in a latency test");
   // perftest's -R implies its -z: the parameters go over rdma_cm, so this end needs -z too.
   if (o.rdma_cm && !o.com_rdma_cm)
     return refuse("-R without -z (perftest's -R exchanges over rdma_cm: add -z)");
@@ -139,6 +146,7 @@ Status Session::run_with_perftest() {
   RNICDV_TRY(ep_->set_remote(theirs));
 
   RunContext base = base_context(sizes.front());
+  base.perftest_peer = true;
   Status st;
   if (o_.test.kind == Kind::latency)
     st = perftest_latency(sizes, base);
@@ -185,7 +193,7 @@ Status Session::perftest_latency(const std::vector<uint64_t>& sizes, RunContext&
 Status Session::perftest_write_bw(const std::vector<uint64_t>& sizes, RunContext& base) {
   const PeerRecord mine = ep_->local_records()[0];
   PeerRecord theirs;
-  print(bandwidth_table_header(unit_));
+  print(o_.cpu_util ? with_cpu_util_header(bw_table_header()) : bw_table_header());
   if (sends()) {
     for (uint64_t size : sizes) {
       RunContext c = base;
@@ -193,18 +201,18 @@ Status Session::perftest_write_bw(const std::vector<uint64_t>& sizes, RunContext
       progress_.store(0, std::memory_order_relaxed);
       RNICDV_TRY(bandwidth_size(c));
     }
-    print(result_line());
+    print(table_line());
     RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
     BandwidthResult server_report;  // perftest's server sends one it never filled
-    RNICDV_TRY(oob_->perftest_reports(last_bw_, &server_report));
+    RNICDV_TRY(oob_->perftest_reports(last_bw_, &server_report, o_.report_per_port));
   } else {
     // The WRITE server does nothing while the client writes; it prints the client's last row.
     RNICDV_TRY(oob_->perftest_handshake(mine, &theirs, kMeasureWaitMs));
     BandwidthResult client_report;
-    RNICDV_TRY(oob_->perftest_reports(BandwidthResult{}, &client_report));
+    RNICDV_TRY(oob_->perftest_reports(BandwidthResult{}, &client_report, o_.report_per_port));
     print_bandwidth(client_report);
     json_.add(client_report);
-    print(result_line());
+    print(table_line());
   }
   RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
   return oob_->perftest_done();
@@ -213,7 +221,7 @@ Status Session::perftest_write_bw(const std::vector<uint64_t>& sizes, RunContext
 Status Session::perftest_send_bw(const std::vector<uint64_t>& sizes, RunContext& base) {
   const PeerRecord mine = ep_->local_records()[0];
   PeerRecord theirs;
-  print(bandwidth_table_header(unit_));
+  print(o_.cpu_util ? with_cpu_util_header(bw_table_header()) : bw_table_header());
   for (uint64_t size : sizes) {
     RunContext c = base;
     c.size = size;
@@ -225,7 +233,7 @@ Status Session::perftest_send_bw(const std::vector<uint64_t>& sizes, RunContext&
     RNICDV_TRY(bandwidth_size(c));
     if (o_.all_sizes) RNICDV_TRY(oob_->perftest_handshake(mine, &theirs));
   }
-  print(result_line());
+  print(table_line());
   // perftest's endless run ends by a signal, with no closing exchange: rnicperf's end closes
   // the connection (a perftest receiver goes on until it is stopped; an rnicperf receiver
   // ends when the perftest sender's connection closes).

@@ -41,6 +41,10 @@ struct RunContext {
   // run says nothing and never ends by itself: its control connection closing is its stop,
   // and a receiver then ends with what has arrived.
   bool peer_tells_count = true;
+  // The peer is perftest, which says nothing during a -D run either: a sender does not tell
+  // it its count, and a receiver's window starts at its first message and ends by its own
+  // clock (perftest's set_on_first_rx_packet and alarm), not at the peer's count.
+  bool perftest_peer = false;
 };
 
 inline constexpr uint32_t kUdQuietMs = 200;
