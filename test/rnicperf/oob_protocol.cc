@@ -710,6 +710,46 @@ TEST_CASE("rnicperf's bandwidth result carries each port's share", "[oob][dual_p
   CHECK(got.port[1].msg_rate == 0.0384);
 }
 
+TEST_CASE("with --report-per-port perftest's report goes on with each port's average and rate, "
+          "port 1's first",
+          "[oob][perftest][dual_port]") {
+  auto p = OobChannel::pair();
+  REQUIRE(p.is_ok());
+  RawPeer perftest{std::move(p->second)};
+  OobSession client(std::move(p->first), true, 5000);
+  BandwidthResult mine{4096, 46600, 0.0, 181.87, 0.046559};
+  mine.port[0] = {93.28, 0.023879};
+  mine.port[1] = {88.59, 0.02268};
+  BandwidthResult theirs;
+  rnicdv::Status st;
+  std::thread t([&] { st = client.perftest_reports(mine, &theirs, true); });
+  // xchg_bw_reports: size, iters, peak, average, rate, then (report_per_port) bw_avg_p1,
+  // msgRate_avg_p1, bw_avg_p2, msgRate_avg_p2; each 8 bytes, the client's first.
+  const auto be = [](double d) {
+    uint64_t u;
+    std::memcpy(&u, &d, 8);
+    std::string s(8, '\0');
+    for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(u >> (56 - 8 * i));
+    return s;
+  };
+  const double client_fields[4] = {93.28, 0.023879, 88.59, 0.02268};
+  const double server_fields[4] = {1.5, 0.25, 2.5, 0.125};
+  for (int i = 0; i < 5; ++i) {
+    CHECK(perftest.read(8).size() == 8);
+    perftest.write(std::string(8, '\0'));
+  }
+  for (int i = 0; i < 4; ++i) {
+    CHECK(perftest.read(8) == be(client_fields[i]));
+    perftest.write(be(server_fields[i]));
+  }
+  t.join();
+  REQUIRE(st.is_ok());
+  CHECK(theirs.port[0].bw_avg == 1.5);
+  CHECK(theirs.port[0].msg_rate == 0.25);
+  CHECK(theirs.port[1].bw_avg == 2.5);
+  CHECK(theirs.port[1].msg_rate == 0.125);
+}
+
 TEST_CASE("over rdma_cm each record carries its own port's GID index (perftest's gid_index2 on "
           "port 2's QPs)",
           "[oob][perftest][dual_port]") {
