@@ -121,11 +121,16 @@ TEST_CASE("an RC QP on port 2 sends through port 2, whose sysfs counters count i
   CHECK(sysfs_counter("rnicsim0", 2, "port_xmit_packets") - p2_before == 3);
   CHECK(sysfs_counter("rnicsim0", 1, "port_xmit_packets") == p1_before);
 
-  // An address handle on a port the device has not.
+  // An address handle on port 2 (libmlx5 checks the port against the context's port count,
+  // which GET_CONTEXT reports), and one on a port the device has not.
   ibv_ah_attr ah{};
   ah.is_global = 1;
-  ah.grh.dgid = gid_of(db.ctx, 1);
+  ah.grh.dgid = gid_of(db.ctx, 2);
   ah.grh.sgid_index = kGidIndex;
+  ah.port_num = 2;
+  ibv_ah* on_port2 = ibv_create_ah(da.pd, &ah);
+  CHECK(on_port2 != nullptr);
+  if (on_port2) CHECK(ibv_destroy_ah(on_port2) == 0);
   ah.port_num = 3;
   errno = 0;
   CHECK(ibv_create_ah(da.pd, &ah) == nullptr);

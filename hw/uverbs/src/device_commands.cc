@@ -92,7 +92,8 @@ int get_context(Cmd& c) {
   m.max_send_wqebb = kMaxSendWqebb;
   m.max_recv_wr = caps.max_qp_wr;
   m.max_srq_recv_wr = caps.max_srq_wr;
-  m.num_ports = 1;
+  // libmlx5 takes its port count from here (mlx5_create_ah checks an AH's port against it).
+  m.num_ports = static_cast<uint16_t>(ctx.dev->dev->info().ports.size());
   m.cqe_version = std::min<uint8_t>(req.max_cqe_version, 1);
   // CREATE_AH answers with the destination MAC (mlx5_ib_create_ah_resp), so libmlx5 does not
   // resolve it itself through a netlink neighbour lookup that cannot see the simulated wire.
