@@ -22,28 +22,6 @@ const char* qp_state_name(QpState s) noexcept {
   return "?";
 }
 
-namespace {
-
-Status no_xrc(const Device& device, const char* op) {
-  return Status::error(Errc::unsupported, "%s: %s: this backend has no XRC", device.info().name.c_str(),
-                       op);
-}
-
-}  // namespace
-
-Result<std::unique_ptr<Xrcd>> Device::open_xrcd() {
-  return no_xrc(*this, "open_xrcd");
-}
-Result<std::unique_ptr<Srq>> Device::create_xrc_srq(Xrcd&, Pd&, Cq&, uint32_t, uint32_t) {
-  return no_xrc(*this, "create_xrc_srq");
-}
-Result<std::unique_ptr<Qp>> Device::create_xrc_send_qp(Pd&, Cq&, const QpCaps&) {
-  return no_xrc(*this, "create_xrc_send_qp");
-}
-Result<std::unique_ptr<Qp>> Device::create_xrc_recv_qp(Xrcd&) {
-  return no_xrc(*this, "create_xrc_recv_qp");
-}
-
 const char* async_event_name(AsyncEventType t) noexcept {
   switch (t) {
     case AsyncEventType::comm_est: return "COMM_EST";

@@ -120,6 +120,11 @@ Hca::~Hca() {
     std::free(srq->owned_dbrec);
     std::free(srq->mirror_buf);
   }
+  if (xrc_placeholder_cq_) {  // the XRC targets' CQ (srq.cc), which no handle releases
+    std::free(xrc_placeholder_cq_->owned_buf);
+    std::free(xrc_placeholder_cq_->owned_dbrec);
+    std::free(xrc_placeholder_cq_->mirror_buf);
+  }
   if (kick_fd_ >= 0) ::close(kick_fd_);
 }
 
