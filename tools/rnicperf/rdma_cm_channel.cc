@@ -207,7 +207,12 @@ Status RdmaCmTransport::recv_all(void* data, size_t len, uint32_t timeout_ms) {
   while (stream_.size() - stream_pos_ < len) {
     if (take_one()) continue;
     pump_events();
-    if (!failure_.is_ok()) return failure_;
+    if (!failure_.is_ok()) {
+      // The peer's last message may have completed after the poll above and before its
+      // disconnection was read: what arrived before it left is still taken.
+      if (take_one()) continue;
+      return failure_;
+    }
     if (ms_left(deadline) <= 0)
       return Status::error(Errc::timeout, "no answer from %s for %u ms", name_.c_str(),
                            timeout_ms);
