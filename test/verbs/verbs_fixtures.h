@@ -110,12 +110,12 @@ inline ibv_gid port_gid(ibv_context* ctx) {
   return g;
 }
 
-// An RC QP from RESET through INIT to RTR towards the peer QP `peer_qpn` at `peer_gid`, as
-// perftest's mask sets do.
-inline void rc_to_rtr(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
+// An RC QP from RESET through INIT (on `port`) to RTR towards the peer QP `peer_qpn` at
+// `peer_gid`, as perftest's mask sets do.
+inline void rc_to_rtr(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid, uint8_t port = 1) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
+  a.port_num = port;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   REQUIRE(ibv_modify_qp(qp, &a,
                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
@@ -130,7 +130,7 @@ inline void rc_to_rtr(ibv_qp* qp, uint32_t peer_qpn, const ibv_gid& peer_gid) {
   a.ah_attr.grh.dgid = peer_gid;
   a.ah_attr.grh.sgid_index = kGidIndex;
   a.ah_attr.grh.hop_limit = 64;
-  a.ah_attr.port_num = 1;
+  a.ah_attr.port_num = port;
   REQUIRE(ibv_modify_qp(qp, &a,
                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);

@@ -27,32 +27,6 @@ ibv_gid gid_of(ibv_context* ctx, uint8_t port) {
   return g;
 }
 
-// RESET -> INIT on `port` -> RTR towards `peer_qpn` at `peer_gid` -> RTS.
-void bring_up(ibv_qp* qp, uint8_t port, uint32_t peer_qpn, const ibv_gid& peer_gid) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = port;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                    IBV_QP_ACCESS_FLAGS) == 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer_qpn;
-  a.rq_psn = 100;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer_gid;
-  a.ah_attr.grh.sgid_index = kGidIndex;
-  a.ah_attr.grh.hop_limit = 64;
-  a.ah_attr.port_num = port;
-  REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                    IBV_QP_MIN_RNR_TIMER) == 0);
-  rc_to_rts(qp);
-}
-
 // A port counter as perftest's -W reads it: open() of the device's sysfs file, which the shim
 // answers with the port's figure.
 uint64_t sysfs_counter(const char* dev, int port, const char* name) {
@@ -99,8 +73,10 @@ TEST_CASE("an RC QP on port 2 sends through port 2, whose sysfs counters count i
   init = qp_init(bcq, bcq, IBV_QPT_RC, 8, 1);
   ibv_qp* qb = ibv_create_qp(db.pd, &init);
   REQUIRE((qa && qb));
-  bring_up(qa, 2, qb->qp_num, gid_of(db.ctx, 2));
-  bring_up(qb, 2, qa->qp_num, gid_of(da.ctx, 2));
+  rc_to_rtr(qa, qb->qp_num, gid_of(db.ctx, 2), 2);
+  rc_to_rtr(qb, qa->qp_num, gid_of(da.ctx, 2), 2);
+  rc_to_rts(qa);
+  rc_to_rts(qb);
   ibv_qp_attr got{};
   ibv_qp_init_attr got_init{};
   REQUIRE(ibv_query_qp(qa, &got, IBV_QP_PORT, &got_init) == 0);

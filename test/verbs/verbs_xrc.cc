@@ -83,6 +83,20 @@ void connect(ibv_qp* ini, ibv_context* ini_ctx, ibv_qp* tgt, ibv_context* tgt_ct
   rc_to_rts(tgt);  // a target may go to RTS too (ibv_xsrq_pingpong does)
 }
 
+// One signaled SEND of `len` bytes at the start of `src` to XRC SRQ `srqn`, by ibv_post_send.
+void send_to_srq(ibv_qp* ini, const Buffer& src, uint32_t len, uint64_t wr_id, uint32_t srqn) {
+  ibv_sge sge{src.addr(), len, src.mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.qp_type.xrc.remote_srqn = srqn;
+  ibv_send_wr* bad = nullptr;
+  REQUIRE(ibv_post_send(ini, &wr, &bad) == 0);
+}
+
 void post_srq(ibv_srq* srq, const Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
   ibv_sge sge;
   ibv_recv_wr wr;
@@ -118,16 +132,7 @@ TEST_CASE("an XRC initiator reaches two XRC SRQs through one target; each receiv
   post_srq(s1, dst, 4096, 4096, 11);
 
   // To SRQ 1 with ibv_post_send, 3000 bytes (three packets at MTU 1024).
-  ibv_sge sge{src.addr(), 3000, src.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = 1;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.qp_type.xrc.remote_srqn = n1;
-  ibv_send_wr* bad = nullptr;
-  REQUIRE(ibv_post_send(ini, &wr, &bad) == 0);
+  send_to_srq(ini, src, 3000, 1, n1);
   CHECK(wait_one(acq).status == IBV_WC_SUCCESS);
   // To SRQ 0 with the ibv_wr_* API.
   ibv_qp_ex* x = ibv_qp_to_qp_ex(ini);
@@ -201,24 +206,13 @@ TEST_CASE("a domain opened on a file is that file's: a second open shares it; O_
   REQUIRE(ibv_get_srq_num(shared_srq, &shared_n) == 0);
   REQUIRE(ibv_get_srq_num(own_srq, &own_n) == 0);
 
-  ibv_sge sge{src.addr(), 32, src.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = 1;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.qp_type.xrc.remote_srqn = shared_n;
-  ibv_send_wr* bad = nullptr;
-  REQUIRE(ibv_post_send(ini, &wr, &bad) == 0);
+  send_to_srq(ini, src, 32, 1, shared_n);
   CHECK(wait_one(acq).status == IBV_WC_SUCCESS);
   const ibv_wc got = wait_one(bcq);
   CHECK(got.status == IBV_WC_SUCCESS);
   CHECK(got.wr_id == 7);
   // An SRQ of another domain: the target refuses the request (NAK invalid request).
-  wr.wr_id = 2;
-  wr.qp_type.xrc.remote_srqn = own_n;
-  REQUIRE(ibv_post_send(ini, &wr, &bad) == 0);
+  send_to_srq(ini, src, 32, 2, own_n);
   const ibv_wc refused = wait_one(acq);
   CHECK(refused.wr_id == 2);
   CHECK(refused.status == IBV_WC_REM_INV_REQ_ERR);

@@ -50,6 +50,20 @@ uint32_t pick_bfreg(Context& ctx) {
   return best;
 }
 
+// A new QP object of `ctx` for `qp`, created by `req`: its handle in *h.
+QpObject& add_qp_object(Context& ctx, std::unique_ptr<hw::Qp> qp, const ib_uverbs_create_qp& req,
+                        uint32_t* h) {
+  *h = new_handle(ctx);
+  QpObject& obj = ctx.qps[*h];
+  obj.qp = std::move(qp);
+  obj.user_handle = req.user_handle;
+  obj.key = next_owner_key();
+  obj.qpn = obj.qp->view().qpn;
+  obj.pd = req.pd_handle;
+  obj.sq_sig_all = req.sq_sig_all;
+  return obj;
+}
+
 // The response to a CREATE_QP of either form.
 int reply_create_qp(Cmd& c, bool extended, const ib_uverbs_create_qp_resp& r,
                     const mlx5_ib_create_qp_resp& mr) {
@@ -77,14 +91,8 @@ int create_xrc_target(Cmd& c, const ib_uverbs_create_qp& req, bool extended) {
   if (!qp)
     return sim_error(c, "XRC target QP on XRC domain " + std::to_string(req.pd_handle),
                      qp.status());
-  const uint32_t h = new_handle(ctx);
-  QpObject& obj = ctx.qps[h];
-  obj.qp = std::move(qp.value());
-  obj.user_handle = req.user_handle;
-  obj.key = next_owner_key();
-  obj.qpn = obj.qp->view().qpn;
-  obj.pd = req.pd_handle;
-  obj.sq_sig_all = req.sq_sig_all;
+  uint32_t h = 0;
+  QpObject& obj = add_qp_object(ctx, std::move(qp.value()), req, &h);
   obj.type = hw::QpType::xrc_recv;
   ++x->second.users;
 
@@ -207,13 +215,8 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req_in, bool extended,
       *ctx.dev->dev, *pd->second.pd, *scq->second.cq, *rcq->second.cq, mem);
   if (!qp) return sim_error(c, "QP on PD " + std::to_string(req.pd_handle), qp.status());
 
-  const uint32_t h = new_handle(ctx);
-  QpObject& obj = ctx.qps[h];
-  obj.qp = std::move(qp.value());
-  obj.user_handle = req.user_handle;
-  obj.key = next_owner_key();
-  obj.qpn = obj.qp->view().qpn;
-  obj.pd = req.pd_handle;
+  uint32_t h = 0;
+  QpObject& obj = add_qp_object(ctx, std::move(qp.value()), req, &h);
   obj.send_cq = req.send_cq_handle;
   obj.recv_cq = req.recv_cq_handle;
   obj.has_srq = srq != nullptr;
@@ -227,7 +230,6 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req_in, bool extended,
   obj.max_send_sge = req.max_send_sge;
   obj.max_recv_sge = srq || !m.rq_wqe_count ? 0 : (1u << m.rq_wqe_shift) / 16;
   obj.max_inline = req.max_inline_data;
-  obj.sq_sig_all = req.sq_sig_all;
   obj.type = type;
   ++ctx.bfreg_users[bfreg];
   ++pd->second.users;
