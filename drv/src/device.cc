@@ -18,6 +18,19 @@
 
 namespace rnicdv {
 
+namespace detail {
+
+Status DeviceCore::register_qp(QpCore* qp) {
+  std::lock_guard lock(mutex);
+  if (!qp_table.insert(qp->qpn, qp))
+    return Status::error(Errc::no_resources, "qp %#x: create: out of memory for the QP table",
+                         qp->qpn);
+  qps.insert(qp);
+  return Status::ok();
+}
+
+}  // namespace detail
+
 // Which backend serves a name is hw/'s business (rnicdv/hw/backend.h): the driver knows none.
 std::vector<std::string> Device::list() {
   return hw::list_devices();

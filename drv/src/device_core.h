@@ -41,6 +41,9 @@ struct DeviceCore {
   std::unordered_map<uint32_t, SrqCore*> xrc_srqs;
   bool fatal = false;        // DEVICE_FATAL seen
 
+  // Makes a new QP findable by pollers (qp_table) and device-wide events (qps).
+  Status register_qp(QpCore* qp);
+
   template <class T>
   static void erase_from(std::vector<T*>& v, T* item) {
     v.erase(std::remove(v.begin(), v.end(), item), v.end());

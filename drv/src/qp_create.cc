@@ -244,13 +244,7 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
   qp->send_cq = send_cq.core_;
   qp->recv_cq = recv_cq.core_;
   qp->hw_qp = std::move(hw_qp);
-  {
-    std::lock_guard lock(core_->mutex);
-    if (!core_->qp_table.insert(qp->qpn, qp.get()))
-      return Status::error(Errc::no_resources, "qp %#x: create: out of memory for the QP table",
-                           qp->qpn);
-    core_->qps.insert(qp.get());
-  }
+  RNICDV_TRY(core_->register_qp(qp.get()));
   qp->send_cq->attach(qp.get());
   if (qp->recv_cq != qp->send_cq) qp->recv_cq->attach(qp.get());
   return QueuePair(std::move(qp));

@@ -126,13 +126,7 @@ Result<QueuePair> Device::create_xrc_target(XrcDomain& domain) {
   qp->device = core_;
   qp->xrcd = domain.core_;
   qp->hw_qp = std::move(hw_qp);
-  {
-    std::lock_guard lock(core_->mutex);
-    if (!core_->qp_table.insert(qp->qpn, qp.get()))
-      return Status::error(Errc::no_resources, "qp %#x: create: out of memory for the QP table",
-                           qp->qpn);
-    core_->qps.insert(qp.get());
-  }
+  RNICDV_TRY(core_->register_qp(qp.get()));
   return QueuePair(std::move(qp));
 }
 
