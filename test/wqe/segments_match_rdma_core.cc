@@ -250,11 +250,15 @@ TEST_CASE("an XRC WQE is the RC WQE with mlx5_wqe_xrc_seg after ctrl, at every r
       continue;
     }
     REQUIRE(err == Errc::ok);
-    std::vector<uint8_t> expected(rc.size() + 16, 0);
-    std::memcpy(expected.data(), rc.data(), 16);
-    const uint32_t srqn_be = htobe32(wr.remote_srqn);
-    std::memcpy(expected.data() + 16, &srqn_be, 4);
-    std::memcpy(expected.data() + 32, rc.data() + 16, rc.size() - 16);
+    // ctrl, then mlx5_wqe_xrc_seg (the SRQ number, big-endian, then 12 reserved bytes), then
+    // the rest of the RC WQE.
+    std::vector<uint8_t> expected(rc.begin(), rc.begin() + 16);
+    const uint32_t srqn = wr.remote_srqn;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      expected.push_back(static_cast<uint8_t>(srqn >> shift));
+    }
+    expected.resize(32, 0);
+    expected.insert(expected.end(), rc.begin() + 16, rc.end());
     // The ctrl segment's DS counts the XRC segment.
     const bool has_imm = wr.opcode == WrOpcode::send_imm || wr.opcode == WrOpcode::rdma_write_imm;
     mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(expected.data()),
