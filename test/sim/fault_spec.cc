@@ -15,6 +15,12 @@ using namespace rnicdv::sim::faults;
 
 namespace {
 
+hw::IpAddress ip(const char* text) {
+  Result<hw::IpAddress> a = hw::IpAddress::parse(text);
+  REQUIRE(a.is_ok());
+  return *a;
+}
+
 FaultSpec ok(const std::string& text) {
   Result<FaultSpec> r = parse_fault_spec(text);
   INFO(text);
@@ -64,8 +70,10 @@ TEST_CASE("frame clauses take their trigger, selectors and parameters") {
   CHECK(s.frames[2].when.after == 10);
   CHECK(s.frames[2].when.count == 4);
   CHECK(s.frames[2].hold_ns == 40'000);
-  CHECK(s.frames[2].match.from_ipv4 == 0x7F000002u);
-  CHECK(s.frames[2].match.to_ipv4 == 0x7F000003u);
+  CHECK(s.frames[2].match.from == hw::IpAddress::v4(0x7F000002u));
+  CHECK(s.frames[2].match.to == hw::IpAddress::v4(0x7F000003u));
+  CHECK(s.frames[0].match.from.is_unspecified());  // not given: any
+  CHECK(s.frames[0].match.to.is_unspecified());
   CHECK(s.frames[3].match.device == 1);
   CHECK(s.frames[4].max_delay_ns == 2'000'000);
   CHECK(s.frames[4].match.opcodes == op::responses);
@@ -110,8 +118,27 @@ TEST_CASE("link, wr and cm clauses take their fields, with their defaults") {
   CHECK(s.cms[1].action == CmAction::dreq);
   CHECK(s.cms[1].at_ns == 30'000'000);
   CHECK(s.cms[1].when.nth == 1);
-  CHECK(s.cms[1].addr == 0x7F000009u);
-  CHECK(s.cms[0].addr == 0);
+  CHECK(s.cms[1].addr == hw::IpAddress::v4(0x7F000009u));
+  CHECK(s.cms[0].addr.is_unspecified());
+}
+
+TEST_CASE("from=, to= and addr= take IPv6 addresses as well as IPv4 ones") {
+  const FaultSpec s = ok(
+      "drop nth=2 from=fd00::1 to=fd00:0:0:1::2; delay p=1 to=::ffff:127.0.0.3\n"
+      "port-down at=1ms addr=fe80::2; wr status=retry addr=2001:db8::7\n"
+      "cm-reject addr=fd00::9");
+  REQUIRE(s.frames.size() == 2);
+  CHECK(s.frames[0].match.from == ip("fd00::1"));
+  CHECK(s.frames[0].match.from.is_v6());
+  CHECK(s.frames[0].match.to == ip("fd00:0:0:1::2"));
+  // The IPv4-mapped spelling is the IPv4 address: a frame between IPv4 devices matches it.
+  CHECK(s.frames[1].match.to == hw::IpAddress::v4(0x7F000003u));
+  REQUIRE(s.links.size() == 1);
+  CHECK(s.links[0].addr == ip("fe80::2"));
+  REQUIRE(s.wrs.size() == 1);
+  CHECK(s.wrs[0].addr == ip("2001:db8::7"));
+  REQUIRE(s.cms.size() == 1);
+  CHECK(s.cms[0].addr == ip("fd00::9"));
 }
 
 TEST_CASE("a bad clause is refused in one line that names the clause, the field and the range") {
@@ -132,7 +159,10 @@ TEST_CASE("a bad clause is refused in one line that names the clause, the field 
       {"drop p=0.1 mad=rtuu", "mad: 'rtuu' is not one of req, mra, rej, rep, rtu"},
       {"drop p=0.1 dir=sideways", "dir: 'sideways' is not one of request, response, any"},
       {"drop p=0.1 dir=response mad=rtu", "mad: CM MADs are not among the opcodes"},
-      {"drop p=0.1 from=127.0.0.300", "from: '127.0.0.300' is not an IPv4 address"},
+      {"drop p=0.1 from=127.0.0.300", "from: '127.0.0.300' is not an IPv4 or IPv6 address"},
+      {"drop p=0.1 to=fd00::1::2", "to: 'fd00::1::2' is not an IPv4 or IPv6 address"},
+      {"drop p=0.1 to=fe80::1%eth0", "to: 'fe80::1%eth0' is not an IPv4 or IPv6 address"},
+      {"drop p=0.1 from=0.0.0.0", "from: '0.0.0.0' names no device (leave from= out to match any)"},
       {"drop p=0.1 device=64", "device: 64 is not in [0, 63]"},
       {"drop p=0.1 max=1ms", "max: not a field of 'drop' (it takes p, nth, every"},
       {"drop p=0.1 p=0.2", "p: given twice"},
@@ -146,8 +176,8 @@ TEST_CASE("a bad clause is refused in one line that names the clause, the field 
       {"wr status=bogus", "status: 'bogus' is not one of remote_access"},
       {"wr status=retry opcode=ack", "opcode: 'ack' names opcodes this kind does not count"},
       {"cm-reject reason=0", "reason: 0 is not in [1, 33]"},
-      {"wr status=retry addr=10.0.0", "addr: '10.0.0' is not an IPv4 address"},
-      {"port-up at=1ms addr=::1", "addr: '::1' is not an IPv4 address"},
+      {"wr status=retry addr=10.0.0", "addr: '10.0.0' is not an IPv4 or IPv6 address"},
+      {"port-up at=1ms addr=::", "addr: '::' names no device (leave addr= out to match any)"},
       {"cm-dreq nth=1", "at: missing (a time from the start, e.g. at=20ms)"},
       {"seed=x", "seed: 'x' is not a whole number"},
       {"seed=1; seed=2", "clause 2 'seed=2': seed: given twice"},

@@ -50,14 +50,18 @@ struct Run {
   Pair p;
   Buffer src, dst;
 
-  explicit Run(const std::string& spec, uint64_t seed = 1, std::string log = temp_path("faults-log"))
+  explicit Run(const std::string& spec, uint64_t seed = 1, std::string log = temp_path("faults-log"),
+               const HostOptions& ha = Pair::default_host(),
+               const HostOptions& hb = Pair::default_host())
       : log_path(std::move(log)),
-        p([&] {
-          FabricOptions fo;
-          fo.seed = seed;
-          fo.fault_spec = "log=" + log_path + "\n" + spec;
-          return fo;
-        }()) {
+        p(
+            [&] {
+              FabricOptions fo;
+              fo.seed = seed;
+              fo.fault_spec = "log=" + log_path + "\n" + spec;
+              return fo;
+            }(),
+            ha, hb) {
     ConnectOptions o;
     o.timeout = 8;
     p.connect(o, o);
@@ -280,6 +284,45 @@ TEST_CASE("addr= picks a device by its address, for wr, link and CM rules alike"
     FabricOptions fo;
     fo.fault_spec = "port-down at=1ms addr=" + ip_b;
     Pair p(fo);
+    p.fabric->run_until([] { return false; }, 2'000'000);
+    CHECK(p.a.dev->port_state() == sim::PortState::active);
+    CHECK(p.b.dev->port_state() == sim::PortState::down);
+  }
+}
+
+TEST_CASE("from=, to= and addr= name the devices of an IPv6 fabric") {
+  auto host = [](const char* address) {
+    HostOptions o = Pair::default_host();
+    o.device.address = must(hw::IpAddress::parse(address));
+    return o;
+  };
+  // To b's address: the first WRITE packet is dropped, logged with both addresses, and resent.
+  {
+    Run r("drop nth=1 opcode=write to=fd00::2 from=fd00::1", 1, temp_path("faults-log"),
+          host("fd00::1"), host("fd00::2"));
+    r.traffic(2);
+    const auto drops = lines_with(r.log(), "\"fault\":\"drop\"");
+    REQUIRE(drops.size() == 1);
+    CHECK(drops[0].find("\"src\":\"fd00::1\"") != std::string::npos);
+    CHECK(drops[0].find("\"dst\":\"fd00::2\"") != std::string::npos);
+    CHECK(drops[0].find("\"op\":\"write\"") != std::string::npos);
+    CHECK(r.p.a.counters().retransmits >= 1);
+  }
+  // No WRITE goes to a, and b sends no request: rules that say so fire on nothing, and
+  // neither does an IPv4 address of the same low bytes.
+  {
+    Run r("drop p=1 opcode=write to=fd00::1; drop p=1 from=fd00::2 dir=request; "
+          "drop p=1 to=0.0.0.2",
+          1, temp_path("faults-log"), host("fd00::1"), host("fd00::2"));
+    r.traffic(2);
+    CHECK(lines_with(r.log(), "\"kind\":\"frame\"").empty());
+    CHECK(r.p.a.counters().retransmits == 0);
+  }
+  // A link rule: only the device at that address goes down.
+  {
+    FabricOptions fo;
+    fo.fault_spec = "port-down at=1ms addr=fd00::2";
+    Pair p(fo, host("fd00::1"), host("fd00::2"));
     p.fabric->run_until([] { return false; }, 2'000'000);
     CHECK(p.a.dev->port_state() == sim::PortState::active);
     CHECK(p.b.dev->port_state() == sim::PortState::down);

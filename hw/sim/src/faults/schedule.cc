@@ -69,8 +69,8 @@ bool selector_matches(const FrameSelector& s, uint32_t device, const Endpoint& s
     for (uint16_t m : s.mads) any |= m == attr;
     if (!any) return false;
   }
-  if (s.from_ipv4 != 0 && IpAddress::v4(s.from_ipv4) != src.ip) return false;
-  if (s.to_ipv4 != 0 && IpAddress::v4(s.to_ipv4) != dst.ip) return false;
+  if (!s.from.is_unspecified() && s.from != src.ip) return false;
+  if (!s.to.is_unspecified() && s.to != dst.ip) return false;
   if (s.device != kAnyDevice && s.device != device) return false;
   return true;
 }
@@ -276,12 +276,12 @@ uint32_t FaultSchedule::device_at(const IpAddress& ip) const noexcept {
   return kAnyDevice;
 }
 
-bool FaultSchedule::on_device(uint32_t rule_device, uint32_t rule_addr,
+bool FaultSchedule::on_device(uint32_t rule_device, const IpAddress& rule_addr,
                               uint32_t device) const noexcept {
   if (rule_device != kAnyDevice && rule_device != device) return false;
-  if (rule_addr == 0) return true;
+  if (rule_addr.is_unspecified()) return true;
   return device <= kMaxDevice &&
-         device_addr_[device].load(std::memory_order_relaxed) == hash_of(IpAddress::v4(rule_addr));
+         device_addr_[device].load(std::memory_order_relaxed) == hash_of(rule_addr);
 }
 
 void FaultSchedule::plan_frame(uint64_t frame_index, uint32_t device, const Endpoint& src,

@@ -104,8 +104,9 @@ class FaultSchedule {
   // attach), for the device= selector of frame rules; kAnyDevice when unknown.
   void note_device(uint32_t device, const IpAddress& ip) noexcept;
   uint32_t device_at(const IpAddress& ip) const noexcept;
-  // Whether a rule's device= and addr= (kAnyDevice and 0: any) name the device `device`.
-  bool on_device(uint32_t rule_device, uint32_t rule_addr, uint32_t device) const noexcept;
+  // Whether a rule's device= and addr= (kAnyDevice and the unspecified address: any) name the
+  // device `device`.
+  bool on_device(uint32_t rule_device, const IpAddress& rule_addr, uint32_t device) const noexcept;
 
   // Adds this frame's faults to `plan` (which may hold the fabric's FaultConfig draws) and
   // logs each. `datagram` is BTH..pad (no ICRC); `device` is the transmitting device's index,

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "faults/spec.h"
 
-#include <arpa/inet.h>
-
 #include <cerrno>
 #include <cstdarg>
 #include <cmath>
@@ -136,11 +134,16 @@ Result<uint64_t> parse_time(const Clause& c, const Field& f) {
   return static_cast<uint64_t>(std::llround(ns));
 }
 
-Result<uint32_t> parse_ipv4(const Clause& c, const Field& f) {
-  in_addr a{};
-  if (inet_pton(AF_INET, f.value.c_str(), &a) != 1)
-    return c.error(f.key, "'%s' is not an IPv4 address", f.value.c_str());
-  return ntohl(a.s_addr);
+// A device's address, of either family. The unspecified address names no device: leaving the
+// field out is how a rule says "any".
+Result<hw::IpAddress> parse_ip(const Clause& c, const Field& f) {
+  Result<hw::IpAddress> a = hw::IpAddress::parse(f.value);
+  if (!a.is_ok())
+    return c.error(f.key, "'%s' is not an IPv4 or IPv6 address", f.value.c_str());
+  if (a->is_unspecified())
+    return c.error(f.key, "'%s' names no device (leave %s= out to match any)", f.value.c_str(),
+                   f.key.c_str());
+  return *a;
 }
 
 struct Name {
@@ -273,9 +276,9 @@ Status parse_device(Clause& c, uint32_t* device) {
 
 // addr=IP: the device with that address, which under the uverbs shim (one process, one
 // fabric, device 0) is how a rule picks one process of several.
-Status parse_addr(Clause& c, uint32_t* addr) {
+Status parse_addr(Clause& c, hw::IpAddress* addr) {
   if (Field* f = c.find("addr")) {
-    RNICDV_ASSIGN_OR_RETURN(*addr, parse_ipv4(c, *f));
+    RNICDV_ASSIGN_OR_RETURN(*addr, parse_ip(c, *f));
   }
   return Status::ok();
 }
@@ -312,10 +315,10 @@ Result<FrameRule> parse_frame(Clause& c, FrameAction action) {
   }
   RNICDV_TRY(parse_qpn(c, &r.match.qpn));
   if (Field* f = c.find("from")) {
-    RNICDV_ASSIGN_OR_RETURN(r.match.from_ipv4, parse_ipv4(c, *f));
+    RNICDV_ASSIGN_OR_RETURN(r.match.from, parse_ip(c, *f));
   }
   if (Field* f = c.find("to")) {
-    RNICDV_ASSIGN_OR_RETURN(r.match.to_ipv4, parse_ipv4(c, *f));
+    RNICDV_ASSIGN_OR_RETURN(r.match.to, parse_ip(c, *f));
   }
   RNICDV_TRY(parse_device(c, &r.match.device));
   if (action == FrameAction::delay) {

@@ -15,8 +15,10 @@
 //   port-down | port-up | fatal             link events: at=TIME | after=N (frames), for=TIME,
 //                                           device=N, addr=IP
 //   wr status=NAME                          a chosen error completion: nth=N, count=N, qp=,
-//                                           opcode=, device=
-//   cm-reject reason=N | cm-dreq at=TIME    CM faults: nth=N, device=N
+//                                           opcode=, device=, addr=IP
+//   cm-reject reason=N | cm-dreq at=TIME    CM faults: nth=N, device=N, addr=IP
+//
+// IP: an IPv4 or IPv6 address ("127.0.0.2", "fd00::2"), as the fabric's devices have.
 //
 // Parsing is all or nothing: the first bad field refuses the whole text, with one line that
 // names the clause, the field and what it accepts.
@@ -27,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rnicdv/hw/ip_address.h"
 #include "rnicdv/status.h"
 
 namespace rnicdv::sim::faults {
@@ -62,8 +65,8 @@ struct FrameSelector {
   uint32_t opcodes = op::all;       // op:: bits; dir= narrows it to requests or responses
   uint32_t qpn = kAnyQpn;           // the BTH's destination QP
   std::vector<uint16_t> mads;       // CM attribute IDs (cm::AttrId; implies op::mad); empty: any
-  uint32_t from_ipv4 = 0;           // host order; 0: any
-  uint32_t to_ipv4 = 0;
+  hw::IpAddress from;               // the frame's source address (either family); ::: any
+  hw::IpAddress to;                 // its destination address; ::: any
   uint32_t device = kAnyDevice;     // the transmitting device's index in its fabric
 };
 
@@ -96,7 +99,7 @@ const char* link_action_name(LinkAction a) noexcept;
 struct LinkRule {
   LinkAction action = LinkAction::port_down;
   uint32_t device = kAnyDevice;  // every device when not given
-  uint32_t addr = 0;             // addr=: only the device with this address (host order)
+  hw::IpAddress addr;            // addr=: only the device with this address; ::: any
   uint64_t at_ns = 0;
   uint64_t after_frames = 0;
   uint64_t for_ns = 0;
@@ -126,7 +129,7 @@ bool chosen_status_is_remote(ChosenStatus s) noexcept;
 struct WrRule {
   ChosenStatus status = ChosenStatus::remote_access;
   uint32_t device = kAnyDevice;
-  uint32_t addr = 0;  // addr=: only the device with this address (host order)
+  hw::IpAddress addr;  // addr=: only the device with this address; ::: any
   uint32_t qpn = kAnyQpn;
   uint32_t opcodes = op::send | op::write | op::read | op::atomic;
   Trigger when;
@@ -143,7 +146,7 @@ const char* cm_action_name(CmAction a) noexcept;
 struct CmRule {
   CmAction action = CmAction::reject;
   uint32_t device = kAnyDevice;
-  uint32_t addr = 0;  // addr=: only the device with this address (host order)
+  hw::IpAddress addr;  // addr=: only the device with this address; ::: any
   uint16_t reason = 28;  // REJ reason (IBA 12.6.7.2, Table 112); 28: consumer reject
   uint64_t at_ns = 0;
   Trigger when;
