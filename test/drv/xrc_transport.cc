@@ -190,6 +190,41 @@ TEST_CASE("XRC RDMA WRITE, READ and atomics are checked against the named SRQ's 
   CHECK(p.bmem2[0] == 0);
 }
 
+TEST_CASE("an XRC READ is answered from the PD of the SRQ it named, though the next message "
+          "names an SRQ of another PD", "[xrc]") {
+  XrcPair p = make_xrc_pair();
+  // A third SRQ of the same domain, on the second PD: messages that name it switch the
+  // target to that PD, while the READ before them still streams its response.
+  SharedReceiveQueue srq_pd2 =
+      take(p.bdev->create_xrc_srq(*p.domain, *p.bpd2, *p.bcq_other, 16, 2));
+  post_to(srq_pd2, *p.bmr2, 300, 0, 1024);
+  for (size_t i = 0; i < 3000; ++i) p.bmem[0x4000 + i] = static_cast<uint8_t>(i * 7 + 1);
+  std::memset(p.amem.data() + 0x8000, 0x77, 512);
+  const Sge read_into = p.amr->sge(0, 3000);  // three response packets at MTU 1024
+  SendWr read = write_wr(1, &read_into, 1, p.bmr->addr() + 0x4000, p.bmr->rkey());
+  read.opcode = WrOpcode::rdma_read;
+  read.remote_srqn = p.srq[0]->srqn();
+  const Sge payload = p.amr->sge(0x8000, 512);
+  const SendWr send = xrc_send(2, &payload, srq_pd2.srqn());
+  // Both in one ring, so that the SEND arrives before the READ's response has left.
+  const SendWr wrs[2] = {read, send};
+  REQUIRE(p.ini->post_send(std::span(wrs)) == Errc::ok);
+  const std::vector<Completion> done = poll_n(*p.fabric, *p.acq, 2);
+  REQUIRE(done.size() == 2);
+  for (const Completion& c : done) {
+    INFO("wr " << c.wr_id);
+    CHECK(c.status == IBV_WC_SUCCESS);
+  }
+  CHECK(std::memcmp(p.amem.data(), p.bmem.data() + 0x4000, 3000) == 0);
+  const std::vector<Completion> got = poll_n(*p.fabric, *p.bcq_other, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].status == IBV_WC_SUCCESS);
+  CHECK(got[0].wr_id == 300);
+  CHECK(got[0].byte_len == 512);
+  CHECK(p.bmem2[0] == 0x77);
+  CHECK(p.bmem2[511] == 0x77);
+}
+
 TEST_CASE("an XRC request naming an SRQ outside the target's domain is refused: invalid "
           "request, and nothing is received", "[xrc][errors]") {
   enum class Target { other_domain, plain_srq, no_such_srq };

@@ -116,6 +116,10 @@ struct RespResource {
   uint32_t length = 0;
   uint64_t atomic_orig = 0;
   uint32_t msn = 0;
+  // The PD the READ's region was checked against when it executed. An XRC target takes the PD
+  // of each message's SRQ, so a later message may have changed the QP's by the time the
+  // response (or a repeat of it) is sent.
+  uint32_t pdn = 0;
 };
 
 // Something the responder still has to put on the wire, in PSN order: an ACK/NAK, a READ
@@ -132,6 +136,7 @@ struct RespJob {
   uint32_t length = 0;  // bytes of this stream
   uint32_t npkts = 0;
   uint32_t next_pkt = 0;
+  uint32_t pdn = 0;  // the PD each packet's region is checked against (RespResource::pdn)
   uint64_t atomic_orig = 0;
 };
 

@@ -428,7 +428,8 @@ void Responder::execute_read(QpObj& qp, const pkt::Packet& p) {
   qp.resp.msn = psn_add(qp.resp.msn, 1);
   RespResource& res = qp.resp.resources[qp.resp.res_next++ % qp.resp.resources.size()];
   res = RespResource{
-      RespResource::Kind::read, p.bth.psn, span, p.reth.va, p.reth.rkey, len, 0, qp.resp.msn};
+      RespResource::Kind::read, p.bth.psn, span, p.reth.va, p.reth.rkey, len, 0, qp.resp.msn,
+      qp.pdn};
   RespJob job;
   job.kind = RespJob::Kind::read;
   job.psn = p.bth.psn;
@@ -437,6 +438,7 @@ void Responder::execute_read(QpObj& qp, const pkt::Packet& p) {
   job.rkey = p.reth.rkey;
   job.length = len;
   job.npkts = span;
+  job.pdn = qp.pdn;
   qp.resp.resp_queue.push_back(job);
   qp.resp.epsn = psn_add(qp.resp.epsn, span);
 }
@@ -466,7 +468,8 @@ void Responder::execute_atomic(QpObj& qp, const pkt::Packet& p) {
   }
   qp.resp.msn = psn_add(qp.resp.msn, 1);
   RespResource& res = qp.resp.resources[qp.resp.res_next++ % qp.resp.resources.size()];
-  res = RespResource{RespResource::Kind::atomic, p.bth.psn, 1, a.va, a.rkey, 8, orig, qp.resp.msn};
+  res = RespResource{RespResource::Kind::atomic, p.bth.psn, 1, a.va, a.rkey, 8, orig, qp.resp.msn,
+                     qp.pdn};
   RespJob job;
   job.kind = RespJob::Kind::atomic_ack;
   job.psn = p.bth.psn;
@@ -516,6 +519,7 @@ void Responder::on_duplicate_request(QpObj& qp, const pkt::Packet& p) {
       job.rkey = p.reth.rkey;
       job.length = p.reth.dma_length;
       job.npkts = res.span - psn_diff(psn, res.first_psn);
+      job.pdn = res.pdn;
       qp.resp.resp_queue.push_back(job);
       return;
     }

@@ -77,14 +77,15 @@ bool Responder::transmit(QpObj& qp, uint32_t budget) {
 
 // One packet of a READ response stream (IBA 9.7.5.1.4): FIRST/MIDDLE/LAST or ONLY, PSNs
 // request PSN + i, an AETH on FIRST, LAST and ONLY. The region is checked again for every
-// packet: memory deregistered meanwhile is never read.
+// packet, against the PD it was checked against when the READ executed: memory deregistered
+// meanwhile is never read.
 bool Responder::send_read_response(QpObj& qp, RespJob& job) {
   const uint32_t k = job.next_pkt;
   const uint64_t offset = uint64_t{k} << qp.mtu_shift;
   const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(qp.mtu, job.length - offset));
   uint8_t* host = nullptr;
   PinRef pin;
-  if (ctx_.mrs().check(job.rkey, qp.pdn, job.va + offset, len, hw::access::remote_read, &host,
+  if (ctx_.mrs().check(job.rkey, job.pdn, job.va + offset, len, hw::access::remote_read, &host,
                        &pin) != AccessResult::ok) {
     const uint32_t psn = psn_add(job.psn, k);
     qp.resp.resp_queue.pop_front();
