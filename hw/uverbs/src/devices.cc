@@ -180,7 +180,11 @@ void teardown_and_wait(Registry& r) {
     if (n > 0) break;
     if (n < 0 && errno != EINTR) return;
   }
-  r.events.join();  // it has returned
+  // It has done all it does; what is left is libc's own end of a thread, which frees the
+  // thread's malloc cache and so needs malloc's lock. That lock may be held by this very
+  // thread, when exit() was called from a signal handler that interrupted an allocation:
+  // joining would then wait forever. Nothing is gained by waiting for it at exit.
+  r.events.detach();
 }
 
 void at_exit() {
