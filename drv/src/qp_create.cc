@@ -162,6 +162,11 @@ Result<QueuePair> Device::create_qp(ProtectionDomain& pd, CompletionQueue& send_
                          "%s: create_qp: an XRC initiator receives nothing: no shared receive "
                          "queue",
                          dev_info.name.c_str());
+  if (srq && srq->xrcd)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: SRQ %u is an XRC SRQ, which only its domain's XRC "
+                         "targets take receives from",
+                         dev_info.name.c_str(), srq->srqn);
   auto created = xrc  ? core_->hw->create_xrc_send_qp(pd.hw(), *send_cq.core()->hw_cq,
                                                       config.caps)
                  : uc ? core_->hw->create_uc_qp(pd.hw(), *send_cq.core()->hw_cq,

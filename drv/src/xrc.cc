@@ -27,19 +27,41 @@ struct XrcdCore {
   ~XrcdCore() { hw_xrcd.reset(); }  // before the device
 };
 
-Retired QpCore::retire_xrc_recv(const mlx5_cqe64* cqe, Completion* out) noexcept {
-  // The CQE names the SRQ the request chose; the lookup and the retirement run under the
-  // table's lock, so that the SRQ cannot go meanwhile.
+namespace {
+
+// The XRC SRQ a receive CQE names (srqn_uidx) retires its WR. The lookup and the retirement
+// run under the table's lock, so that the SRQ cannot go meanwhile. `cq`: only an SRQ that
+// completes on it (null: any).
+Retired retire_through_xrc_srq(DeviceCore& dev, const CqCore* cq, const mlx5_cqe64* cqe,
+                               Completion* out) noexcept {
   const uint32_t tag = be32toh(cqe->srqn_uidx) & 0xffffff;
   uint64_t wr_id = 0;
   {
-    std::lock_guard lock(device->xrc_mutex);
-    const auto it = device->xrc_srqs.find(tag);
-    if (it == device->xrc_srqs.end() || !it->second->retire(cqe, &wr_id)) return Retired::stale;
+    std::lock_guard lock(dev.xrc_mutex);
+    const auto it = dev.xrc_srqs.find(tag);
+    if (it == dev.xrc_srqs.end() || (cq && it->second->xrc_cq.get() != cq) ||
+        !it->second->retire(cqe, &wr_id))
+      return Retired::stale;
   }
   wqe::cqe_to_completion(cqe, out);
   out->wr_id = wr_id;
   return Retired::report;
+}
+
+}  // namespace
+
+Retired QpCore::retire_xrc_recv(const mlx5_cqe64* cqe, Completion* out) noexcept {
+  return retire_through_xrc_srq(*device, nullptr, cqe, out);
+}
+
+Retired CqCore::retire_xrc_orphan(const mlx5_cqe64* cqe, uint8_t opcode,
+                                  Completion* out) noexcept {
+  const bool receive =
+      opcode == MLX5_CQE_RESP_ERR || (opcode != MLX5_CQE_REQ && opcode <= MLX5_CQE_RESP_SEND_INV);
+  if (!receive) return Retired::stale;
+  // Only an XRC SRQ that completes here: a plain SRQ's number is never one of the table's,
+  // and the CQ check keeps a stray tag from retiring a receive another CQ owes.
+  return retire_through_xrc_srq(*device, this, cqe, out);
 }
 
 }  // namespace detail
@@ -91,6 +113,7 @@ Result<SharedReceiveQueue> Device::create_xrc_srq(XrcDomain& domain, ProtectionD
   RNICDV_ASSIGN_OR_RETURN(SharedReceiveQueue srq, adopt_srq(std::move(created), max_sge));
   detail::SrqCore* core = srq.core();
   core->xrcd = domain.core_;
+  core->xrc_cq = cq.core_;
   // The driver's XRC SRQs carry no user index: their receive CQEs name them by number.
   core->cqe_tag = core->srqn;
   {

@@ -225,6 +225,81 @@ TEST_CASE("an XRC READ is answered from the PD of the SRQ it named, though the n
   CHECK(p.bmem2[511] == 0x77);
 }
 
+TEST_CASE("an XRC target destroyed before its receives are polled: each is still reported, "
+          "through the SRQ its CQE names, and the SRQ's entries come back", "[xrc]") {
+  XrcPair p = make_xrc_pair();
+  const uint32_t srqn = p.srq[0]->srqn();
+  const uint32_t capacity = p.srq[0]->max_wr();
+  post_to(*p.srq[0], *p.bmr, 100, 0, 256);
+  post_to(*p.srq[0], *p.bmr, 101, 256, 256);
+  std::memset(p.amem.data(), 0x42, 64);
+  const Sge sge = p.amr->sge(0, 64);
+  const SendWr wrs[2] = {xrc_send(1, &sge, srqn), xrc_send(2, &sge, srqn)};
+  REQUIRE(p.ini->post_send(std::span(wrs)) == Errc::ok);
+  // Both acknowledged: both receives are in the SRQ's CQ, not yet polled.
+  REQUIRE(poll_n(*p.fabric, *p.acq, 2).size() == 2);
+  const uint32_t target_qpn = p.tgt->qpn();
+  p.tgt.reset();
+
+  LeanCompletion lean[4];
+  REQUIRE(p.bcq[0]->poll_lean(lean, 1) == 1);
+  CHECK(lean[0].wr_id == 100);
+  CHECK(lean[0].status == IBV_WC_SUCCESS);
+  CHECK(lean[0].opcode == IBV_WC_RECV);
+  CHECK(lean[0].byte_len == 64);
+  Completion full[4];
+  REQUIRE(p.bcq[0]->poll(full, 4) == 1);
+  CHECK(full[0].wr_id == 101);
+  CHECK(full[0].status == IBV_WC_SUCCESS);
+  CHECK(full[0].qp_num == target_qpn);
+  CHECK(p.bmem[0] == 0x42);
+  CHECK(p.bmem[256] == 0x42);
+  // Both entries are free again: the SRQ takes its whole capacity, and no more.
+  for (uint32_t i = 0; i < capacity; ++i) post_to(*p.srq[0], *p.bmr, 200 + i, 0, 64);
+  const Sge extra = p.bmr->sge(0, 64);
+  RecvWr one_more;
+  one_more.sg_list = &extra;
+  one_more.num_sge = 1;
+  CHECK(p.srq[0]->post_recv(one_more) == Errc::queue_full);
+}
+
+TEST_CASE("an XRC SRQ's CQ overrun takes the targets that complete into it to ERR", "[xrc]") {
+  XrcPair p = make_xrc_pair();
+  CompletionQueue small = take(p.bdev->create_cq(2));
+  const uint32_t entries = small.entries();
+  REQUIRE(entries < 12);
+  SharedReceiveQueue srq = take(p.bdev->create_xrc_srq(*p.domain, *p.bpd, small, 16, 1));
+  for (uint32_t i = 0; i < 16; ++i) post_to(srq, *p.bmr, 500 + i, 64 * i, 64);
+  std::memset(p.amem.data(), 0x6b, 64);
+  const Sge sge = p.amr->sge(0, 64);
+  // One message more than the CQ holds, nothing polled: the last receive overruns it.
+  for (uint32_t i = 0; i <= entries; ++i) {
+    REQUIRE(p.ini->post_send(xrc_send(i, &sge, srq.srqn())) == Errc::ok);
+    REQUIRE(poll_n(*p.fabric, *p.acq, 1).size() == 1);
+  }
+  // The target went to ERR with the CQ: the next message is never answered.
+  REQUIRE(p.ini->post_send(xrc_send(99, &sge, srq.srqn())) == Errc::ok);
+  const std::vector<Completion> last = poll_n(*p.fabric, *p.acq, 1, 30'000'000'000ull);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].wr_id == 99);
+  CHECK(last[0].status == IBV_WC_RETRY_EXC_ERR);
+  CHECK(p.bmem[64 * (entries + 1)] == 0);  // its receive buffer untouched
+
+  // A target made after the overrun goes to ERR as it turns to that SRQ.
+  QueuePair ini2 = take(p.adev->create_qp(*p.apd, *p.acq, *p.acq, initiator_config()));
+  QueuePair tgt2 = take(p.bdev->create_xrc_target(*p.domain));
+  check(ini2.to_init());
+  check(tgt2.to_init());
+  check(tgt2.to_rtr(ini2.local_endpoint(kPsnA), hw::Mtu::mtu1024));
+  check(ini2.to_rtr(tgt2.local_endpoint(kPsnB), hw::Mtu::mtu1024));
+  check(ini2.to_rts(kPsnA));
+  REQUIRE(ini2.post_send(xrc_send(100, &sge, srq.srqn())) == Errc::ok);
+  const std::vector<Completion> late = poll_n(*p.fabric, *p.acq, 1, 30'000'000'000ull);
+  REQUIRE(late.size() == 1);
+  CHECK(late[0].wr_id == 100);
+  CHECK(late[0].status == IBV_WC_RETRY_EXC_ERR);
+}
+
 TEST_CASE("an XRC request naming an SRQ outside the target's domain is refused: invalid "
           "request, and nothing is received", "[xrc][errors]") {
   enum class Target { other_domain, plain_srq, no_such_srq };
@@ -310,6 +385,23 @@ TEST_CASE("XRC refusals: typed posts and receives on an initiator, posts on a ta
   Result<QueuePair> direct = p.bdev->create_qp(*p.bpd, *p.bcq[0], *p.bcq[0], target);
   REQUIRE_FALSE(direct);
   CHECK_THAT(direct.status().message(), Catch::Matchers::Contains("create_xrc_target"));
+
+  // An XRC SRQ is no RC or UC QP's, in the driver and in the device beneath it.
+  for (hw::QpType type : {hw::QpType::rc, hw::QpType::uc}) {
+    QpConfig on_xrc_srq = default_qp_config();
+    on_xrc_srq.type = type;
+    on_xrc_srq.srq = &*p.srq[0];
+    Result<QueuePair> rc = p.bdev->create_qp(*p.bpd, *p.bcq[0], *p.bcq[0], on_xrc_srq);
+    REQUIRE_FALSE(rc);
+    CHECK(rc.status().code() == Errc::invalid_argument);
+    CHECK_THAT(rc.status().message(), Catch::Matchers::Contains("is an XRC SRQ"));
+  }
+  hw::Cq& hw_cq = *p.bcq[0]->core()->hw_cq;
+  auto on_device = p.bsim->create_qp_on_srq(p.bpd->hw(), hw_cq, hw_cq, *p.srq[0]->core()->hw_srq,
+                                            default_qp_config().caps);
+  REQUIRE_FALSE(on_device);
+  CHECK(on_device.status().code() == Errc::invalid_argument);
+  CHECK_THAT(on_device.status().message(), Catch::Matchers::Contains("is an XRC SRQ"));
 
   Result<SharedReceiveQueue> foreign_domain =
       p.adev->create_xrc_srq(*p.domain, *p.apd, *p.acq, 4, 1);

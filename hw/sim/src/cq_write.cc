@@ -3,6 +3,9 @@
 // the completion event it may fire (cq_events.cc), and what happens when a CQ cannot take it:
 // an overrun or the CQ's memory taken away gives CQ_ERR, and every QP that completes into
 // that CQ goes to ERR once the current work is over.
+#include <algorithm>
+#include <vector>
+
 #include "hca.h"
 
 namespace rnicdv::sim {
@@ -44,8 +47,17 @@ void Hca::handle_cq_overflows_locked() {
   while (!overflowed_cqs_.empty()) {
     CqObj* cq = overflowed_cqs_.back();
     overflowed_cqs_.pop_back();
+    // XRC targets have no CQ of their own: they complete into their domain's SRQs' CQs.
+    std::vector<uint32_t> xrc_domains;
+    for (const auto& srq : srqs_)
+      if (srq->xrc && srq->cq == cq) xrc_domains.push_back(srq->xrcdn);
+    const auto completes_here = [&](const QpObj& qp) {
+      if (qp.send_cq == cq || qp.recv_cq == cq) return true;
+      return qp.type == hw::QpType::xrc_recv &&
+             std::find(xrc_domains.begin(), xrc_domains.end(), qp.xrcdn) != xrc_domains.end();
+    };
     for (auto& qp : qps_) {
-      if ((qp->send_cq != cq && qp->recv_cq != cq) || qp->state == hw::QpState::err ||
+      if (!completes_here(*qp) || qp->state == hw::QpState::err ||
           qp->state == hw::QpState::reset)
         continue;
       raise_event(hw::AsyncEventType::qp_fatal, qp->qpn, 0);

@@ -158,6 +158,8 @@ class Hca final : public WireSink, public std::enable_shared_from_this<Hca> {
   SrqObj* find_srq_locked(uint32_t srqn) const;
   Result<QpObj*> create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                                     const ExternalQpMemory& mem, SrqObj* srq = nullptr);
+  // Refuses an XRC SRQ as an RC or UC QP's (create_qp, create_qp_external).
+  Status check_receive_srq(const SrqObj* srq) const;
   void destroy_qp(QpObj* qp);
   Status modify_qp(QpObj* qp, const hw::QpAttr& attr, uint32_t mask);
   hw::QpState qp_state(const QpObj* qp) const;

@@ -241,6 +241,17 @@ uint32_t Hca::alloc_qpn() {
   }
 }
 
+// An RC or UC QP's SRQ is a basic one: an XRC SRQ serves its domain's XRC targets only, which
+// find it by the XRCETH of each message (the kernel's create_qp refuses one with EINVAL).
+Status Hca::check_receive_srq(const SrqObj* srq) const {
+  if (srq && srq->xrc)
+    return Status::error(Errc::invalid_argument,
+                         "%s: create_qp: SRQ %u is an XRC SRQ, which only its domain's XRC "
+                         "targets take receives from",
+                         info_.name.c_str(), srq->srqn);
+  return Status::ok();
+}
+
 Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
                               const hw::QpCaps& caps, SrqObj* srq, hw::QpType type) {
   RNICDV_TRY(check_owner("create_qp"));
@@ -248,6 +259,7 @@ Result<QpObj*> Hca::create_qp(uint32_t pdn, CqObj* send_cq, CqObj* recv_cq,
   std::lock_guard<std::mutex> lock(mu_);
   const hw::DeviceCaps& dev = info_.caps;
   const char* name = info_.name.c_str();
+  RNICDV_TRY(check_receive_srq(srq));
   const auto too_big = [&](const char* what, uint32_t asked, uint32_t limit) {
     return Status::error(Errc::invalid_argument, "%s: create_qp: %s %u above the device's %u", name,
                          what, asked, limit);
@@ -343,6 +355,7 @@ Result<QpObj*> Hca::create_qp_external(uint32_t pdn, CqObj* send_cq, CqObj* recv
   RNICDV_TRY(check_alive("create_qp"));
   std::lock_guard<std::mutex> lock(mu_);
   const char* name = info_.name.c_str();
+  RNICDV_TRY(check_receive_srq(srq));
   // A ring of 0 entries is a queue the QP does not have (mlx5: max_send_wr = 0 gives no send
   // queue, max_recv_wr = 0 or an SRQ no receive queue); any other ring is a power of two.
   if (!mem.dbrec)

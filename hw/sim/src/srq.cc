@@ -237,9 +237,13 @@ Result<QpObj*> Hca::create_xrc_recv_qp(uint32_t xrcdn) {
     std::lock_guard<std::mutex> once(placeholder_mu_);
     if (!xrc_placeholder_cq_) {
       RNICDV_ASSIGN_OR_RETURN(CqObj* const made, create_cq(1));
-      RNICDV_ASSIGN_OR_RETURN(const uint32_t placeholder_pdn, alloc_pd());
+      Result<uint32_t> placeholder_pdn = alloc_pd();
+      if (!placeholder_pdn) {
+        release_cq(made);
+        return placeholder_pdn.status();
+      }
       xrc_placeholder_cq_ = made;
-      xrc_placeholder_pdn_ = placeholder_pdn;
+      xrc_placeholder_pdn_ = *placeholder_pdn;
     }
     cq = xrc_placeholder_cq_;
     pdn = xrc_placeholder_pdn_;

@@ -156,6 +156,10 @@ int create_qp_common(Cmd& c, const ib_uverbs_create_qp& req_in, bool extended,
     if (s == ctx.srqs.end())
       return c.error(EINVAL, "QP on PD %u: SRQ handle %u: no such SRQ", req.pd_handle,
                      req.srq_handle);
+    // As the kernel's create_qp: an XRC SRQ serves its domain's targets only.
+    if (s->second.xrc)
+      return c.error(EINVAL, "QP on PD %u: SRQ handle %u is an XRC SRQ", req.pd_handle,
+                     req.srq_handle);
     srq = &s->second;
   }
   if (!m.buf_addr || !m.db_addr)

@@ -65,6 +65,11 @@ struct CqCore {
   // ---- Slow paths (cq.cc) -----------------------------------------------------------------
   void reap_graveyard() noexcept;
   int poll_software(Completion* out, int max) noexcept;
+  // A receive CQE whose QPN names no QP: an XRC target destroyed with receives still in its
+  // SRQs' CQs. The SRQ the CQE names (srqn_uidx, as libmlx5 finds it) still owes the WR, so it
+  // is reported; anything else is stale (xrc.cc).
+  [[gnu::cold]] Retired retire_xrc_orphan(const mlx5_cqe64* cqe, uint8_t opcode,
+                                          Completion* out) noexcept;
   // QPs with software completions (posters and the control path add them).
   void add_software_qp(QpCore* qp) noexcept;
   void remove_software_qp(QpCore* qp) noexcept;

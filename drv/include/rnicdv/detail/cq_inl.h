@@ -51,7 +51,10 @@ template <class Sink>
     if (qpn != sole_qpn) {
       qp = qp_table->find(qpn);
       if (!qp) [[unlikely]] {
-        count_orphan();
+        if (sink.orphan(*this, cqe, op_own >> 4, n) == Retired::report)
+          ++n;
+        else
+          count_orphan();
         continue;
       }
     }
@@ -115,6 +118,9 @@ struct FullSink {
   Retired recv(QpCore& qp, const mlx5_cqe64* cqe, int n) noexcept {
     return qp.retire_recv(cqe, &out[n]);
   }
+  Retired orphan(CqCore& cq, const mlx5_cqe64* cqe, uint8_t opcode, int n) noexcept {
+    return cq.retire_xrc_orphan(cqe, opcode, &out[n]);
+  }
   int software(CqCore& cq, int n, int room) noexcept { return cq.poll_software(out + n, room); }
 };
 
@@ -148,6 +154,13 @@ struct LeanSink {
   [[gnu::noinline]] Retired full(QpCore& qp, const mlx5_cqe64* cqe, bool send, int n) noexcept {
     Completion c;
     const Retired r = send ? qp.retire_send(cqe, &c) : qp.retire_recv(cqe, &c);
+    if (r == Retired::report) emit(lean_of(c), n);
+    return r;
+  }
+  [[gnu::noinline]] Retired orphan(CqCore& cq, const mlx5_cqe64* cqe, uint8_t opcode,
+                                   int n) noexcept {
+    Completion c;
+    const Retired r = cq.retire_xrc_orphan(cqe, opcode, &c);
     if (r == Retired::report) emit(lean_of(c), n);
     return r;
   }

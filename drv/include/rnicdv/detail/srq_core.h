@@ -20,6 +20,7 @@
 
 namespace rnicdv::detail {
 
+struct CqCore;
 struct DeviceCore;
 struct XrcdCore;
 
@@ -63,6 +64,9 @@ struct SrqCore {
   // in srqn_uidx, by which pollers find it (DeviceCore::xrc_srqs).
   std::shared_ptr<XrcdCore> xrcd;
   uint32_t cqe_tag = 0;
+  // The CQ an XRC SRQ's receives complete on, kept while the SRQ lives (as the kernel refuses
+  // to destroy a CQ an SRQ uses).
+  std::shared_ptr<CqCore> xrc_cq;
   std::unique_ptr<hw::Srq> hw_srq;
 };
 

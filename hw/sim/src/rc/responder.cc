@@ -113,6 +113,14 @@ bool Responder::bind_xrc_srq(QpObj& qp, const pkt::Packet& p, const pkt::OpcodeI
          hw::AsyncEventType::qp_req_err);
     return false;
   }
+  if (starts && srq->cq && srq->cq->overflowed) {
+    // The SRQ's CQ is in error (an overrun, or its memory gone): a QP that completes into it
+    // goes to ERR (cq_write.cc), and so does a target as it turns to that SRQ. No answer: the
+    // initiator's retries run out.
+    ctx_.raise_event(hw::AsyncEventType::qp_fatal, qp.qpn, 0);
+    flush_.to_error(qp);
+    return false;
+  }
   if (starts) {
     qp.srq = srq;
     qp.pdn = srq->pdn;
