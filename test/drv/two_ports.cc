@@ -156,10 +156,81 @@ TEST_CASE("ports a device has not are refused, naming the port; multicast is por
   const Status joined = u.attach_multicast(take(multicast_gid("239.1.2.3")));
   REQUIRE_FALSE(joined);
   CHECK_THAT(joined.message(), Catch::Matchers::Contains("port 1"));
+  // A QP that joined on port 1 does not move to port 2 while it is attached.
+  QueuePair member = take(two.dev->create_qp(*two.pd, *two.cq, *two.cq, ud));
+  attr.port_num = 1;
+  check(member.modify(attr, hw::qp_attr::state | hw::qp_attr::port | hw::qp_attr::qkey));
+  const hw::Gid group = take(multicast_gid("239.1.2.4"));
+  check(member.attach_multicast(group));
+  attr.port_num = 2;
+  const Status moved = member.modify(attr, hw::qp_attr::state | hw::qp_attr::port);
+  REQUIRE_FALSE(moved);
+  CHECK_THAT(moved.message(), Catch::Matchers::Contains("multicast groups"));
+  check(member.detach_multicast(group));
+  check(member.modify(attr, hw::qp_attr::state | hw::qp_attr::port));
+
+  // An address handle is made for a port: its address vector names that port's GID index.
+  for (uint8_t port : {uint8_t{1}, uint8_t{2}}) {
+    hw::AhAttr ah_attr;
+    ah_attr.remote_gid = one.dev->info().gid;
+    ah_attr.port = port;
+    AddressHandle ah = take(two.pd->create_ah(ah_attr));
+    const uint32_t gid_index = be32toh(ah.av()->grh_gid_fl) >> 20 & 0xff;
+    CHECK(gid_index == two.dev->info().ports[port - 1u].gid_index);
+  }
+  hw::AhAttr port3;
+  port3.remote_gid = one.dev->info().gid;
+  port3.port = 3;
+  Result<AddressHandle> no_ah = two.pd->create_ah(port3);
+  REQUIRE_FALSE(no_ah);
+  CHECK(no_ah.status().code() == Errc::invalid_argument);
+  CHECK_THAT(no_ah.status().message(), Catch::Matchers::Contains("port 3"));
 
   sim::DeviceConfig bad;
   bad.ports = 3;
   Result<std::shared_ptr<sim::Device>> three = fabric->add_device(bad);
   REQUIRE_FALSE(three);
   CHECK_THAT(three.status().message(), Catch::Matchers::Contains("1 or 2"));
+}
+
+TEST_CASE("fault rules name a two-port device by either port: device= and addr= reach port 2's "
+          "frames", "[ports][faults]") {
+  // The addresses the wire picks are the same in each fabric of the same configuration: a
+  // first fabric learns port 2's, a second names it.
+  std::string b_port2;
+  {
+    auto fabric = make_fabric();
+    TwoPortNode a = make_two_port_node(fabric), b = make_two_port_node(fabric);
+    b_port2 = b.dev->info().ports[1].gid.ip().to_string();
+  }
+  auto run = [](const std::string& spec, uint64_t* retransmits) {
+    sim::FabricConfig config;
+    config.mode = sim::ExecMode::deterministic;
+    config.wire = sim::WireKind::inproc;
+    config.seed = 7;
+    config.fault_spec = spec;
+    auto fabric = take(sim::Fabric::create(config));
+    TwoPortNode a = make_two_port_node(fabric), b = make_two_port_node(fabric);
+    QueuePair qa = take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, default_qp_config()));
+    QueuePair qb = take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, default_qp_config()));
+    check(qa.to_init(hw::access::remote_write, 2));
+    check(qb.to_init(hw::access::remote_write, 2));
+    check(qa.to_rtr(qb.local_endpoint(kPsnB), hw::Mtu::mtu1024));
+    check(qb.to_rtr(qa.local_endpoint(kPsnA), hw::Mtu::mtu1024));
+    check(qa.to_rts(kPsnA));
+    check(qb.to_rts(kPsnB));
+    const Sge sge = a.mr->sge(0, 256);
+    REQUIRE(qa.post_send(write_wr(1, &sge, 1, b.mr->addr(), b.mr->rkey())) == Errc::ok);
+    const std::vector<Completion> done = poll_n(*fabric, *a.cq, 1, 10'000'000'000ull);
+    REQUIRE(done.size() == 1);
+    *retransmits = a.sim->counters().retransmits;
+    return done[0].status;
+  };
+  uint64_t retransmits = 0;
+  // device=0 is a: its WRITE leaves from port 2, dropped once and sent again.
+  CHECK(run("drop nth=1 opcode=write device=0", &retransmits) == IBV_WC_SUCCESS);
+  CHECK(retransmits >= 1);
+  // addr= b's port 2 address: b answers the WRITE with the chosen NAK.
+  CHECK(run("wr status=remote_access opcode=write addr=" + b_port2, &retransmits) ==
+        IBV_WC_REM_ACCESS_ERR);
 }

@@ -597,6 +597,7 @@ Status TestEndpoint::connect_datagrams(bool stay_in_rtr) {
     attr.hop_limit = hop_limit_;
     attr.flow_label = flow_labels_.empty() ? 0 : flow_labels_[i % flow_labels_.size()];
     attr.sl = sl_;
+    attr.port = qp_ports_[i];  // -O: the second half's datagrams leave from port 2's GID
     RNICDV_ASSIGN_OR_RETURN(rnicdv::AddressHandle ah, pd_->create_ah(attr));
     ahs_.push_back(std::move(ah));
     if (!stay_in_rtr) RNICDV_TRY(to_rts(i));

@@ -323,20 +323,26 @@ Result<std::unique_ptr<Mlx5Ah>> Mlx5Ah::create(const DeviceCore& core, Mlx5Pd& p
   const std::string what = core.name + ": create ah to " + attr.remote_gid.to_string();
   if (pd.handle()->ctx.get() != core.ctx.get())
     return Status(Errc::invalid_argument, what + ": the PD belongs to another device");
-  if (core.ports.empty() || !core.ports[0].source_gid)
-    return Status(Errc::unsupported,
-                  what + ": port 1 has no usable source GID (no IP address on its interface?)");
+  if (attr.port < 1 || attr.port > core.ports.size())
+    return Status(Errc::invalid_argument, what + ": port " + std::to_string(attr.port) +
+                                              ": the device has " +
+                                              std::to_string(core.ports.size()));
+  const PortAddressing& port = core.ports[attr.port - 1u];
+  if (!port.source_gid)
+    return Status(Errc::unsupported, what + ": port " + std::to_string(attr.port) +
+                                         " has no usable source GID (no IP address on its "
+                                         "interface?)");
   if (attr.flow_label > 0xfffff || attr.sl > 15)
     return Status(Errc::invalid_argument,
                   what + ": flow label " + std::to_string(attr.flow_label) + " (20 bits) or SL " +
                       std::to_string(attr.sl) + " (0..15) out of range");
   ibv_ah_attr a;
   std::memset(&a, 0, sizeof a);
-  a.port_num = 1;
+  a.port_num = attr.port;
   a.sl = attr.sl;
   a.is_global = 1;
   std::memcpy(a.grh.dgid.raw, attr.remote_gid.raw, sizeof a.grh.dgid.raw);
-  a.grh.sgid_index = static_cast<uint8_t>(core.ports[0].source_gid->index);
+  a.grh.sgid_index = static_cast<uint8_t>(port.source_gid->index);
   a.grh.hop_limit = attr.hop_limit ? attr.hop_limit : 64;
   a.grh.traffic_class = attr.traffic_class;
   a.grh.flow_label = attr.flow_label;

@@ -210,12 +210,16 @@ Result<std::unique_ptr<hw::Ah>> Device::create_ah(hw::Pd& pd, const hw::AhAttr& 
                          "%s: create_ah: flow label %#x (20 bits) or SL %u (0..7 on RoCE) out of "
                          "range",
                          name, attr.flow_label, attr.sl);
+  const std::vector<hw::PortInfo>& ports = hca.info().ports;
+  if (attr.port < 1 || attr.port > ports.size())
+    return Status::error(Errc::invalid_argument, "%s: create_ah: port %u: the device has %zu",
+                         name, attr.port, ports.size());
   mlx5_wqe_av av;
   std::memset(&av, 0, sizeof av);
   av.stat_rate_sl = static_cast<uint8_t>((attr.sl & 0x7) << 1);
   av.tclass = attr.traffic_class;
   av.hop_limit = attr.hop_limit ? attr.hop_limit : 64;
-  av.grh_gid_fl = htobe32((uint32_t{hca.info().gid_index} << 20) | attr.flow_label);
+  av.grh_gid_fl = htobe32((uint32_t{ports[attr.port - 1u].gid_index} << 20) | attr.flow_label);
   std::memcpy(av.rgid, attr.remote_gid.raw, sizeof av.rgid);
   const MacAddress mac = mac_for_ip(attr.remote_gid.ip());
   std::memcpy(av.rmac, mac.data(), sizeof av.rmac);

@@ -201,7 +201,8 @@ Status Hca::start() {
   }
   attached_ = true;
   config_.address = endpoint_.ip;
-  if (shared_.faults) shared_.faults->note_device(index_, endpoint_.ip);
+  if (shared_.faults)
+    shared_.faults->note_device(index_, endpoint_.ip, two_ports_ ? endpoint2_.ip : IpAddress());
   init_link_events();
   info_.gid = hw::Gid::from_ip(endpoint_.ip);
   // Unique per device and host, whichever process made it and in whatever order: Mellanox's

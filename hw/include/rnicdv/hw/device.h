@@ -188,6 +188,7 @@ struct AhAttr {
   uint8_t hop_limit = 64;     // IPv4 TTL; 0 = 64
   uint32_t flow_label = 0;    // 20 bits
   uint8_t sl = 0;             // 0..7 on RoCE (the VLAN priority)
+  uint8_t port = 1;           // the port whose GID the datagrams leave from (the QP's port)
 };
 
 // An address handle: the address vector (mlx5dv's mlx5_wqe_av) that a UD send WQE's datagram

@@ -265,14 +265,20 @@ bool FaultSchedule::fire(std::atomic<uint64_t>* matches, std::atomic<uint64_t>* 
   return false;
 }
 
-void FaultSchedule::note_device(uint32_t device, const IpAddress& ip) noexcept {
-  if (device <= kMaxDevice) device_addr_[device].store(hash_of(ip), std::memory_order_relaxed);
+void FaultSchedule::note_device(uint32_t device, const IpAddress& ip,
+                                const IpAddress& port2) noexcept {
+  if (device > kMaxDevice) return;
+  device_addr_[device].store(hash_of(ip), std::memory_order_relaxed);
+  device_addr2_[device].store(port2.is_unspecified() ? 0 : hash_of(port2),
+                              std::memory_order_relaxed);
 }
 
 uint32_t FaultSchedule::device_at(const IpAddress& ip) const noexcept {
   const uint64_t h = hash_of(ip);
   for (uint32_t i = 0; i <= kMaxDevice; ++i)
-    if (device_addr_[i].load(std::memory_order_relaxed) == h) return i;
+    if (device_addr_[i].load(std::memory_order_relaxed) == h ||
+        device_addr2_[i].load(std::memory_order_relaxed) == h)
+      return i;
   return kAnyDevice;
 }
 
@@ -280,8 +286,10 @@ bool FaultSchedule::on_device(uint32_t rule_device, const IpAddress& rule_addr,
                               uint32_t device) const noexcept {
   if (rule_device != kAnyDevice && rule_device != device) return false;
   if (rule_addr.is_unspecified()) return true;
-  return device <= kMaxDevice &&
-         device_addr_[device].load(std::memory_order_relaxed) == hash_of(rule_addr);
+  if (device > kMaxDevice) return false;
+  const uint64_t h = hash_of(rule_addr);
+  return device_addr_[device].load(std::memory_order_relaxed) == h ||
+         device_addr2_[device].load(std::memory_order_relaxed) == h;
 }
 
 void FaultSchedule::plan_frame(uint64_t frame_index, uint32_t device, const Endpoint& src,

@@ -101,8 +101,10 @@ class FaultSchedule {
   bool has_frame_rules() const noexcept { return !spec_.frames.empty(); }
 
   // Which device of the fabric sends from `ip` (the fabric tells the schedule as devices
-  // attach), for the device= selector of frame rules; kAnyDevice when unknown.
-  void note_device(uint32_t device, const IpAddress& ip) noexcept;
+  // attach; a two-port device's second port, `port2`, is the same device), for the device=
+  // selector of frame rules and addr=; kAnyDevice when unknown.
+  void note_device(uint32_t device, const IpAddress& ip,
+                   const IpAddress& port2 = IpAddress()) noexcept;
   uint32_t device_at(const IpAddress& ip) const noexcept;
   // Whether a rule's device= and addr= (kAnyDevice and the unspecified address: any) name the
   // device `device`.
@@ -151,6 +153,7 @@ class FaultSchedule {
   std::unique_ptr<Counters[]> wr_counters_;
   std::unique_ptr<Counters[]> cm_counters_;
   std::atomic<uint64_t> device_addr_[kMaxDevice + 1] = {};  // hash_of() the device's address
+  std::atomic<uint64_t> device_addr2_[kMaxDevice + 1] = {};  // its port 2's; 0: none
   std::mutex totals_mu_;
   DeviceCounters totals_;
   uint64_t devices_ended_ = 0;

@@ -199,6 +199,10 @@ Status QpStateMachine::check(const QpObj& qp, const hw::QpAttr& attr, uint32_t m
     return fail(Errc::invalid_argument, ctx_.port_count() == 2
                                             ? "only ports 1 and 2 and P_Key index 0 exist"
                                             : "only port 1 and P_Key index 0 exist");
+  // Multicast groups are joined on port 1 (ud/multicast.cc): a QP attached to one stays there.
+  if ((mask & a::port) && attr.port_num != 1 && !qp.mcast_groups.empty())
+    return fail(Errc::invalid_argument,
+                "the QP is attached to multicast groups, which are port 1's: detach them first");
   if ((mask & a::access_flags) && (attr.access_flags & ~kKnownAccess))
     return fail(Errc::invalid_argument, "unknown access flags");
   if (mask & a::path_mtu) {
