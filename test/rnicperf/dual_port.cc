@@ -168,7 +168,21 @@ TEST_CASE("--report-per-port -D 1: each port's bandwidth and message rate after 
   Child send_run({rnicperf_bin(), "send_bw", "--loopback", "--timeout=20", "-O", "-D", "1",
                   "--report-per-port", "--report_gbits", "-s", "1024",
                   "--out_json_file=" + send_json});
+  Child atomic_run({rnicperf_bin(), "atomic_bw", "--loopback", "--timeout=20", "-O", "-D", "1",
+                    "--report-per-port"});
   const ProcessResult results[2] = {write_run.wait(60), send_run.wait(60)};
+  {
+    // atomic_bw keeps perftest's plain frame (RESULT_LINE and RESULT_FMT, atomic_bw.c); only
+    // its row is per-port.
+    const ProcessResult a = atomic_run.wait(60);
+    INFO(a.out << a.err);
+    REQUIRE(a.exit_code == 0);
+    CHECK(count_lines_starting(a.out, std::string(163, '-')) == 0);
+    CHECK(a.out.find(std::string(87, '-') +
+                     "\n #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   "
+                     "MsgRate[Mpps]\n") != std::string::npos);
+    CHECK(row_of(a.out, "8").size() == 9);
+  }
   const char* units[2] = {"MB/sec", "Gb/sec"};
   const std::string* jsons[2] = {&write_json, &send_json};
   for (int k = 0; k < 2; ++k) {

@@ -112,13 +112,17 @@ class Session {
     std::fflush(s_.out);
   }
   // The result table's dashed line (above its column header and below its rows) and the
-  // bandwidth tests' column header: perftest's per-port ones with --report-per-port.
+  // bandwidth tests' column header: perftest's per-port ones with --report-per-port, except in
+  // atomic_bw, whose frame perftest 4.5 keeps (only its rows turn per-port, atomic_bw.c).
+  bool per_port_frame() const {
+    return o_.report_per_port && o_.test.verb != Verb::atomic;
+  }
   const std::string& table_line() const {
-    return o_.report_per_port ? result_line_per_port() : result_line();
+    return per_port_frame() ? result_line_per_port() : result_line();
   }
   const std::string& bw_table_header() const {
-    return o_.report_per_port ? bandwidth_table_header_per_port(unit_)
-                              : bandwidth_table_header(unit_);
+    return per_port_frame() ? bandwidth_table_header_per_port(unit_)
+                            : bandwidth_table_header(unit_);
   }
   // `cpu_percent` >= 0: with perftest's CPU_Util column (--cpu_util).
   void print_bandwidth(const BandwidthResult& r, double cpu_percent = -1) {
