@@ -3,6 +3,7 @@
 // and libmlx5 over the uverbs shim). Each case runs under its own RNICDV_SIM_FAULTS (meson.build):
 //   [port]   port-down at=2s for=3s device=0
 //   [fatal]  fatal at=1s device=0
+//   [two_ports]  port-down at=1s for=1s device=0, with RNICDV_SIM_PORTS=2
 #include <errno.h>
 #include <poll.h>
 
@@ -111,4 +112,27 @@ TEST_CASE("fatal: DEVICE_FATAL, then commands fail with EIO except destroys and 
   CHECK(port_of(d.ctx).state == IBV_PORT_DOWN);
   // The destructors destroy the QP, the CQ, the MR and the PD and close the device, each
   // checked to succeed.
+}
+
+TEST_CASE("a link event on a two-port HCA: PORT_ERR for each port, both read DOWN, then "
+          "PORT_ACTIVE for each", "[two_ports]") {
+  Pair p;
+  ibv_device_attr dev{};
+  REQUIRE(ibv_query_device(p.da.ctx, &dev) == 0);
+  REQUIRE(dev.phys_port_cnt == 2);
+  for (uint8_t port : {uint8_t{1}, uint8_t{2}}) {
+    const ibv_async_event down = next_event(p.da.ctx);
+    CHECK(down.event_type == IBV_EVENT_PORT_ERR);
+    CHECK(down.element.port_num == port);
+  }
+  for (uint8_t port : {uint8_t{1}, uint8_t{2}}) {
+    ibv_port_attr attr{};
+    REQUIRE(ibv_query_port(p.da.ctx, port, &attr) == 0);
+    CHECK(attr.state == IBV_PORT_DOWN);
+  }
+  for (uint8_t port : {uint8_t{1}, uint8_t{2}}) {
+    const ibv_async_event up = next_event(p.da.ctx);
+    CHECK(up.event_type == IBV_EVENT_PORT_ACTIVE);
+    CHECK(up.element.port_num == port);
+  }
 }

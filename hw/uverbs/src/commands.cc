@@ -357,9 +357,17 @@ void deliver_async_event(uint32_t index, const hw::AsyncEvent& ev) {
         d.element = cq.user_handle;
         ctx->async->push(&d, cq.key, cq.async_read);
       }
-    } else {
-      d.element = ev.type == hw::AsyncEventType::device_fatal ? 0 : 1;  // port 1
+    } else if (ev.type == hw::AsyncEventType::device_fatal) {
+      d.element = 0;
       ctx->async->push(&d, 0, nullptr);
+    } else {
+      // A link event takes the simulated HCA's whole link down or up: every port's event,
+      // each naming its port, as a ConnectX raises one per port.
+      const size_t ports = std::max<size_t>(1, ctx->dev->dev->info().ports.size());
+      for (size_t port = 1; port <= ports; ++port) {
+        d.element = port;
+        ctx->async->push(&d, 0, nullptr);
+      }
     }
   }
 }
