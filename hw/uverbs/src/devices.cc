@@ -180,11 +180,18 @@ void teardown_and_wait(Registry& r) {
     if (n > 0) break;
     if (n < 0 && errno != EINTR) return;
   }
-  // It has done all it does; what is left is libc's own end of a thread, which frees the
-  // thread's malloc cache and so needs malloc's lock. That lock may be held by this very
-  // thread, when exit() was called from a signal handler that interrupted an allocation:
-  // joining would then wait forever. Nothing is gained by waiting for it at exit.
-  r.events.detach();
+  // It has done all it does; what is left is the end of the thread: its thread_local
+  // destructors, then libc's freeing of its malloc cache, which takes malloc's lock. That
+  // lock may be held by this very thread, when exit() was called from a signal handler that
+  // interrupted an allocation, and a join would then wait forever. So the join is bounded:
+  // the thread has ended (and the statics that exit() destroys next are no longer its) within
+  // a second, or it waits for that lock, which it will never get, and touches nothing more.
+  // The Registry is never destroyed, so a thread left unjoined is never detached or joined
+  // again.
+  timespec until{};
+  ::clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 1;
+  (void)::pthread_timedjoin_np(r.events.native_handle(), nullptr, &until);
 }
 
 void at_exit() {
