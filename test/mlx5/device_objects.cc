@@ -259,3 +259,34 @@ TEST_CASE("the device needs no progress hook and owns a connection manager", "[d
   CHECK(device->progress_hook().fn == nullptr);
   CHECK(device->connection_manager() != nullptr);
 }
+
+TEST_CASE("an address handle is made for a port: its AV carries that port's source GID index; "
+          "a port the device has not is refused, naming it",
+          "[device][ah]") {
+  auto device = mlx5_test::open();
+  auto pd = device->alloc_pd();
+  REQUIRE(pd.is_ok());
+  const auto& ports = device->ports();
+  int made = 0;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (!ports[i].source_gid) continue;  // a port with no address: nothing to send from
+    AhAttr attr;
+    attr.remote_gid = ports[i].source_gid->gid;  // itself: any reachable GID would do
+    attr.port = static_cast<uint8_t>(i + 1);
+    auto ah = device->create_ah(**pd, attr);
+    INFO("port " << i + 1 << ": " << ah.status().message());
+    REQUIRE(ah.is_ok());
+    const uint32_t sgid_index = be32toh((*ah)->av().grh_gid_fl) >> 20 & 0xff;
+    CHECK(sgid_index == ports[i].source_gid->index);
+    ++made;
+  }
+  CHECK(made >= 1);
+  AhAttr beyond;
+  beyond.remote_gid = device->info().gid;
+  beyond.port = static_cast<uint8_t>(ports.size() + 1);
+  auto refused = device->create_ah(**pd, beyond);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().code() == Errc::invalid_argument);
+  CHECK_THAT(refused.status().message(),
+             Catch::Matchers::Contains("port " + std::to_string(ports.size() + 1)));
+}
