@@ -219,7 +219,7 @@ void Hca::thread_main() {
 
 void FabricShared::kick_sleepers(const Hca* except) {
   // The references are dropped outside the lock: the last one may destroy a device.
-  thread_local std::vector<std::shared_ptr<Hca>> sleepers;
+  HcaRefs sleepers;
   // The frames sent before, the devices' sleep words after (the device publishes its word,
   // fences, and looks at its wire once more: one of the two sees the other's store).
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -230,12 +230,10 @@ void FabricShared::kick_sleepers(const Hca* except) {
       if (auto h = m.weak.lock()) sleepers.push_back(std::move(h));
     }
   }
-  for (auto& h : sleepers) h->kick();
-  sleepers.clear();
+  sleepers.for_each([](Hca& h) { h.kick(); });
 }
 
-void FabricShared::snapshot(std::vector<std::shared_ptr<Hca>>* out) const {
-  out->clear();
+void FabricShared::snapshot(HcaRefs* out) const {
   std::lock_guard<std::mutex> lock(mu);
   for (const Member& m : hcas)
     if (auto h = m.weak.lock()) out->push_back(std::move(h));

@@ -217,30 +217,32 @@ bool FabricShared::step() {
   if (g_fork_epoch.load(std::memory_order_relaxed) != owner_epoch) return false;
   if (step_depth > 0) return false;
   ++step_depth;
-  thread_local std::vector<std::shared_ptr<Hca>> live;
-  snapshot(&live);
   bool did = false;
-  if (deterministic()) {
-    for (auto& h : live) did |= h->run_engine_pass();
-    if (!did) {
-      // Nothing was ready: jump to the next timer or held-back frame. A deadline already
-      // passed belongs to a device that could not act on it (a paused one): it must not hold
-      // the clock back for everyone else, so only future deadlines count.
-      const uint64_t now = clock->now_ns();
-      uint64_t next = UINT64_MAX;
-      for (auto& h : live) {
-        const uint64_t d = h->next_deadline_ns();
-        if (d > now) next = std::min(next, d);
+  {
+    // The references go before step_depth does: a device the last one destroys steps nothing.
+    HcaRefs live;
+    snapshot(&live);
+    if (deterministic()) {
+      live.for_each([&](Hca& h) { did |= h.run_engine_pass(); });
+      if (!did) {
+        // Nothing was ready: jump to the next timer or held-back frame. A deadline already
+        // passed belongs to a device that could not act on it (a paused one): it must not hold
+        // the clock back for everyone else, so only future deadlines count.
+        const uint64_t now = clock->now_ns();
+        uint64_t next = UINT64_MAX;
+        live.for_each([&](Hca& h) {
+          const uint64_t d = h.next_deadline_ns();
+          if (d > now) next = std::min(next, d);
+        });
+        if (next != UINT64_MAX) {
+          virtual_clock->advance_to(next);
+          did = true;
+        }
       }
-      if (next != UINT64_MAX) {
-        virtual_clock->advance_to(next);
-        did = true;
-      }
+    } else {
+      live.for_each([&](Hca& h) { did |= h.try_run_engine_pass(); });
     }
-  } else {
-    for (auto& h : live) did |= h->try_run_engine_pass();
   }
-  live.clear();
   --step_depth;
   return did;
 }

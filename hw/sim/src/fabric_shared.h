@@ -2,6 +2,8 @@
 // What the devices of one fabric share: configuration, clock, wire and the device list.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -16,6 +18,32 @@
 namespace rnicdv::sim {
 
 class Hca;
+
+// References to the devices one call works on, held for that call: the first kInline in place
+// (no allocation in a fabric of a few devices), any more in a vector. It lives on the caller's
+// stack. A thread_local list would register a destructor in every thread that calls in, the
+// application's threads, and glibc's registration is no place for a signal handler's exit()
+// to find half done (it crashed there, once in thousands of exit-in-handler runs).
+class HcaRefs {
+ public:
+  static constexpr size_t kInline = 8;
+  void push_back(std::shared_ptr<Hca> h) {
+    if (n_ < kInline)
+      inline_[n_++] = std::move(h);
+    else
+      more_.push_back(std::move(h));
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (size_t i = 0; i < n_; ++i) f(*inline_[i]);
+    for (const auto& h : more_) f(*h);
+  }
+
+ private:
+  std::array<std::shared_ptr<Hca>, kInline> inline_;
+  size_t n_ = 0;
+  std::vector<std::shared_ptr<Hca>> more_;
+};
 
 struct FabricShared {
   FabricConfig config;
@@ -48,8 +76,8 @@ struct FabricShared {
   // Wakes the threads of sleeping devices other than `except` (in-process wire only: a UDP
   // device thread wakes on its socket).
   void kick_sleepers(const Hca* except);
-  // The live devices; `out` is reused so that steady-state calls do not allocate.
-  void snapshot(std::vector<std::shared_ptr<Hca>>* out) const;
+  // The live devices, into `out` (empty).
+  void snapshot(HcaRefs* out) const;
   bool step();  // Fabric::step
 };
 
