@@ -22,8 +22,8 @@ class Hca;
 // References to the devices one call works on, held for that call: the first kInline in place
 // (no allocation in a fabric of a few devices), any more in a vector. It lives on the caller's
 // stack. A thread_local list would register a destructor in every thread that calls in, the
-// application's threads, and glibc's registration is no place for a signal handler's exit()
-// to find half done (it crashed there, once in thousands of exit-in-handler runs).
+// application's threads, and glibc's registration is no place for a signal handler's call to
+// exit to find half done (it crashed there, once in thousands of exit-in-handler runs).
 class HcaRefs {
  public:
   static constexpr size_t kInline = 8;
