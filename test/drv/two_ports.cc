@@ -34,6 +34,16 @@ TwoPortNode make_two_port_node(const std::shared_ptr<sim::Fabric>& fabric, uint8
   return n;
 }
 
+// Brings qa (on port_a) and qb (on port_b) to RTS, each the other's peer.
+void connect_on_ports(QueuePair& qa, uint8_t port_a, QueuePair& qb, uint8_t port_b) {
+  check(qa.to_init(hw::access::remote_write, port_a));
+  check(qb.to_init(hw::access::remote_write, port_b));
+  check(qa.to_rtr(qb.local_endpoint(kPsnB), hw::Mtu::mtu1024));
+  check(qb.to_rtr(qa.local_endpoint(kPsnA), hw::Mtu::mtu1024));
+  check(qa.to_rts(kPsnA));
+  check(qb.to_rts(kPsnB));
+}
+
 uint64_t counter(TwoPortNode& n, uint8_t port, const char* name) {
   return take(n.dev->read_port_counter(port, name));
 }
@@ -53,14 +63,9 @@ TEST_CASE("a two-port HCA has two addresses; a QP on port 2 sends and receives t
 
   QueuePair qa = take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, default_qp_config()));
   QueuePair qb = take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, default_qp_config()));
-  check(qa.to_init(hw::access::remote_write, 2));
-  check(qb.to_init(hw::access::remote_write, 2));
+  connect_on_ports(qa, 2, qb, 2);
   // Each end's endpoint names its port 2's GID.
   CHECK(qa.local_endpoint(kPsnA).gid.to_string() == ia.ports[1].gid.to_string());
-  check(qa.to_rtr(qb.local_endpoint(kPsnB), hw::Mtu::mtu1024));
-  check(qb.to_rtr(qa.local_endpoint(kPsnA), hw::Mtu::mtu1024));
-  check(qa.to_rts(kPsnA));
-  check(qb.to_rts(kPsnB));
 
   std::memset(a.mem.data(), 0x42, 4096);
   const Sge sge = a.mr->sge(0, 4096);
@@ -89,12 +94,7 @@ TEST_CASE("a QP on port 1 reaches a peer's port 2; a frame to the port its QP is
   TwoPortNode a = make_two_port_node(fabric), b = make_two_port_node(fabric);
   QueuePair qa = take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, default_qp_config()));
   QueuePair qb = take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, default_qp_config()));
-  check(qa.to_init(hw::access::remote_write));  // port 1
-  check(qb.to_init(hw::access::remote_write, 2));
-  check(qa.to_rtr(qb.local_endpoint(kPsnB), hw::Mtu::mtu1024));
-  check(qb.to_rtr(qa.local_endpoint(kPsnA), hw::Mtu::mtu1024));
-  check(qa.to_rts(kPsnA));
-  check(qb.to_rts(kPsnB));
+  connect_on_ports(qa, 1, qb, 2);
   std::memset(a.mem.data(), 0x17, 64);
   const Sge sge = a.mr->sge(0, 64);
   REQUIRE(qa.post_send(write_wr(1, &sge, 1, b.mr->addr(), b.mr->rkey())) == Errc::ok);
@@ -213,12 +213,7 @@ TEST_CASE("fault rules name a two-port device by either port: device= and addr= 
     TwoPortNode a = make_two_port_node(fabric), b = make_two_port_node(fabric);
     QueuePair qa = take(a.dev->create_qp(*a.pd, *a.cq, *a.cq, default_qp_config()));
     QueuePair qb = take(b.dev->create_qp(*b.pd, *b.cq, *b.cq, default_qp_config()));
-    check(qa.to_init(hw::access::remote_write, 2));
-    check(qb.to_init(hw::access::remote_write, 2));
-    check(qa.to_rtr(qb.local_endpoint(kPsnB), hw::Mtu::mtu1024));
-    check(qb.to_rtr(qa.local_endpoint(kPsnA), hw::Mtu::mtu1024));
-    check(qa.to_rts(kPsnA));
-    check(qb.to_rts(kPsnB));
+    connect_on_ports(qa, 2, qb, 2);
     const Sge sge = a.mr->sge(0, 256);
     REQUIRE(qa.post_send(write_wr(1, &sge, 1, b.mr->addr(), b.mr->rkey())) == Errc::ok);
     const std::vector<Completion> done = poll_n(*fabric, *a.cq, 1, 10'000'000'000ull);
